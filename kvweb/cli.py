@@ -1,0 +1,132 @@
+"""The `kvweb` command line: list labs and run one, as a table or as one JSON object.
+
+Bad input exits with status 2 and one line on stderr; nothing goes to stdout then.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import kvweb.labs  # noqa: F401  (registers every lab)
+from kvweb.lab import LABS, Lab, ParamError, allowed, get_lab, jsonable, make, param_names
+
+USAGE = """usage:
+  kvweb labs                                  list lab names, one per line
+  kvweb run LAB [--PARAM VALUE ...] [--json]  run a lab; a table, or one JSON object
+  kvweb run LAB --help                        the lab's parameters, defaults and limits
+"""
+
+
+class UsageError(ParamError):
+    pass
+
+
+def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool]:
+    """Split `LAB --name value --name=value --json --help` into its parts.
+
+    A boolean flag given without a value means true.
+    """
+    if not args or args[0].startswith("-"):
+        raise UsageError("kvweb run: name a lab first; allowed: " + ", ".join(sorted(LABS)))
+    lab, rest = args[0], list(args[1:])
+    cls = get_lab(lab)
+    texts: dict[str, str] = {}
+    as_json = want_help = False
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json":
+            as_json = True
+            continue
+        if arg in ("--help", "-h"):
+            want_help = True
+            continue
+        if not arg.startswith("--") or arg == "--":
+            raise UsageError(f"unexpected argument '{arg}'; parameters look like --name value")
+        key, eq, value = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        if not eq:
+            is_flag = key in param_names(cls) and allowed(cls.param[key]) == "true or false"
+            if rest and not (is_flag and rest[0].startswith("--")):
+                value = rest.pop(0)
+            elif is_flag:
+                value = "true"
+            else:
+                raise UsageError(f"--{key}: missing value")
+        if key in texts:
+            raise UsageError(f"--{key}: given twice")
+        texts[key] = value
+    return lab, texts, as_json, want_help
+
+
+def describe(cls: type[Lab]) -> str:
+    lines = [f"{cls.lab_name}: {cls.title}", cls.summary, "", "parameters:"]
+    for name in param_names(cls):
+        p = cls.param[name]
+        lines.append(f"  --{name} (default {p.default}; {allowed(p)})")
+        if p.doc:
+            lines.append(f"      {p.doc}")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return f"[{len(value)} items; see --json]"
+    return str(value)
+
+
+def table(lab: Lab, result: dict[str, Any]) -> str:
+    """A readable two-column view: parameters, then scalar results (nested dicts flattened)."""
+    rows: list[tuple[str, str]] = [(k, _fmt(v)) for k, v in lab.values().items()]
+    lines = [f"{lab.lab_name}: {lab.title}", ""]
+    width = max(len(k) for k, _ in rows)
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            results.append((prefix, _fmt(value)))
+
+    results: list[tuple[str, str]] = []
+    walk("", result)
+    width = max(width, *(len(k) for k, _ in results))
+    lines += [f"  {k:<{width}}  {v}" for k, v in rows] + ["", "result:"]
+    lines += [f"  {k:<{width}}  {v}" for k, v in results]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not args or args[0] in ("-h", "--help", "help"):
+            out.write(USAGE)
+            return 0
+        command, rest = args[0], args[1:]
+        if command == "labs":
+            out.write("".join(f"{name}\n" for name in sorted(LABS)))
+            return 0
+        if command != "run":
+            raise UsageError(f"unknown command '{command}'; allowed: labs, run")
+        name, texts, as_json, want_help = parse_run_args(rest)
+        if want_help:
+            out.write(describe(get_lab(name)))
+            return 0
+        lab = make(name, texts)
+        progress = (lambda f, msg: err.write(f"\r{f:4.0%} {msg}\033[K")) if err.isatty() else (lambda f, msg: None)
+        result = jsonable(lab.run(progress))
+    except ParamError as error:
+        err.write(f"kvweb: {error}\n")
+        return 2
+    if as_json:
+        out.write(json.dumps({"lab": name, "params": jsonable(lab.values()), "result": result}, allow_nan=False) + "\n")
+    else:
+        out.write(table(lab, result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

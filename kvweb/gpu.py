@@ -1,0 +1,178 @@
+"""The paper GPU: a roofline cost model for LLM serving (SPEC section 1).
+
+Decimal units throughout (1 GB = 1e9 bytes). A step costs
+max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency))
+plus a fixed per-step overhead, so a short prefill can never be cheaper than one
+read of the weights.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    hbm_bytes: float
+    peak_flops: float  # dense bf16 FLOP/s
+    hbm_bandwidth: float  # B/s
+    link_bandwidth: float  # host link (PCIe class), B/s
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int  # SwiGLU: three d_model x d_ff matrices
+    vocab: int
+    bytes_per_element: int = 2
+    tied_embeddings: bool = False
+
+    @property
+    def layer_params(self) -> int:
+        attention = self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        return attention + 3 * self.d_model * self.d_ff
+
+    @property
+    def params(self) -> int:
+        embeddings = self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
+        return self.layers * self.layer_params + embeddings
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.params * self.bytes_per_element
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """2 (K and V) x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_element
+
+
+GPUS: dict[str, GPUSpec] = {
+    g.name: g
+    for g in (
+        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9),
+        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9),
+        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9),
+        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9),
+    )
+}
+
+MODELS: dict[str, LLMSpec] = {
+    m.name: m
+    for m in (
+        # d_ff 13653 gives a three-matrix MLP OPT-13B's parameter count; OPT ties embeddings.
+        LLMSpec("opt-13b-like", 40, 5120, 40, 40, 128, 13653, 50272, tied_embeddings=True),
+        LLMSpec("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
+        LLMSpec("llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256),
+    )
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The assumptions every cost depends on, each with a stated default."""
+
+    gpu: GPUSpec
+    model: LLMSpec
+    mem_util: float = 0.9  # like vLLM's gpu_memory_utilization
+    compute_eff: float = 0.5
+    memory_eff: float = 0.8
+    step_overhead_s: float = 1e-3
+    block_overhead_s: float = 10e-6  # per block copied over the host link
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        free = self.mem_util * self.gpu.hbm_bytes - self.model.weight_bytes
+        return max(0, int(free // self.model.kv_bytes_per_token))
+
+    def kv_capacity_blocks(self, block_size: int) -> int:
+        return self.kv_capacity_tokens // block_size
+
+    def step_time(self, flops: float, bytes_moved: float) -> float:
+        compute = flops / (self.gpu.peak_flops * self.compute_eff)
+        memory = bytes_moved / (self.gpu.hbm_bandwidth * self.memory_eff)
+        return max(compute, memory) + self.step_overhead_s
+
+    # -- work counts -------------------------------------------------------
+    def _attention_flops(self, query_context_pairs: float) -> float:
+        """QK^T and AV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair."""
+        m = self.model
+        return 4.0 * m.layers * m.heads * m.head_dim * query_context_pairs
+
+    def _linear_flops(self, tokens: float, logits: float) -> float:
+        m = self.model
+        return 2.0 * m.layers * m.layer_params * tokens + 2.0 * m.d_model * m.vocab * logits
+
+    def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
+        """(FLOPs, bytes) to prefill n tokens after `cached` tokens already in the cache.
+
+        Causal attention: token i attends to cached + i keys. Logits only for the last token.
+        """
+        n, c = n_tokens, cached
+        pairs = n * c + n * (n + 1) / 2
+        flops = self._linear_flops(n, 1) + self._attention_flops(pairs)
+        kv = self.model.kv_bytes_per_token
+        bytes_moved = self.model.weight_bytes + (n + c) * kv
+        return flops, bytes_moved
+
+    def decode_work(self, batch: int, total_context: int) -> tuple[float, float]:
+        """(FLOPs, bytes) of one decode step for `batch` sequences holding `total_context`
+        tokens between them: weights read once, every sequence's KV read once."""
+        flops = self._linear_flops(batch, batch) + self._attention_flops(total_context)
+        bytes_moved = self.model.weight_bytes + total_context * self.model.kv_bytes_per_token
+        return flops, bytes_moved
+
+    # -- public costs ------------------------------------------------------
+    def prefill_cost(self, n_tokens: int, cached: int = 0) -> float:
+        return self.step_time(*self.prefill_work(n_tokens, cached))
+
+    def decode_step_cost(self, batch: int, total_context: int) -> float:
+        return self.step_time(*self.decode_work(batch, total_context))
+
+    def swap_cost(self, n_tokens: int, block_size: int) -> float:
+        """One direction over the host link: bytes / link + per-block overhead."""
+        blocks = math.ceil(n_tokens / block_size)
+        return n_tokens * self.model.kv_bytes_per_token / self.gpu.link_bandwidth + blocks * self.block_overhead_s
+
+    def swap_roundtrip_cost(self, n_tokens: int, block_size: int) -> float:
+        return 2 * self.swap_cost(n_tokens, block_size)
+
+    def recompute_cost(self, n_tokens: int) -> float:
+        """Recompute drops the KV and prefills prompt + generated tokens in one go."""
+        return self.prefill_cost(n_tokens)
+
+    def intensity(self, flops: float, bytes_moved: float) -> float:
+        return flops / bytes_moved
+
+    def attainable_flops(self, intensity: float) -> float:
+        return min(self.gpu.peak_flops * self.compute_eff, intensity * self.gpu.hbm_bandwidth * self.memory_eff)
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOPs per byte where the roofline turns from memory- to compute-bound."""
+        return self.gpu.peak_flops * self.compute_eff / (self.gpu.hbm_bandwidth * self.memory_eff)
+
+
+def prefill_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, **assumptions: float) -> float:
+    return CostModel(gpu, model, **assumptions).prefill_cost(n_tokens)
+
+
+def decode_step_cost(model: LLMSpec, gpu: GPUSpec, batch: int, context_lengths: Sequence[int] | int, **assumptions: float) -> float:
+    """`context_lengths`: one length shared by the whole batch, or one per sequence."""
+    total = context_lengths * batch if isinstance(context_lengths, int) else sum(context_lengths)
+    return CostModel(gpu, model, **assumptions).decode_step_cost(batch, total)
+
+
+def swap_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, block_size: int, per_block_overhead: float = 10e-6) -> float:
+    return CostModel(gpu, model, block_overhead_s=per_block_overhead).swap_cost(n_tokens, block_size)
+
+
+def recompute_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, **assumptions: float) -> float:
+    return CostModel(gpu, model, **assumptions).recompute_cost(n_tokens)

@@ -1,0 +1,6 @@
+"""Every module in this package is a lab; importing the package registers them all."""
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

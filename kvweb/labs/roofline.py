@@ -1,0 +1,99 @@
+"""Lab `roofline`: the paper GPU. KV capacity and the cost of prefill, decode, swap and recompute."""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.gpu import GPUS, MODELS, CostModel, LLMSpec
+from kvweb.lab import Lab, ParamError, Progress, no_progress
+
+
+class Roofline(Lab):
+    lab_name = "roofline"
+    title = "Paper GPU (roofline)"
+    summary = (
+        "How many tokens of KV cache fit beside the weights, and what prefill, a decode "
+        "step, swapping and recomputing cost on a roofline model. Decimal units: 1 GB = 1e9 B."
+    )
+
+    gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 FLOP/s, bandwidth, host link)")
+    model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like", doc="model; 'custom' uses the custom_* sizes")
+    tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
+    batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
+    context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
+    block_size = param.Integer(16, bounds=(1, 1024), doc="tokens per KV block")
+    mem_util = param.Number(0.9, bounds=(0.05, 1.0), doc="usable fraction of HBM (vLLM's gpu_memory_utilization)")
+    compute_eff = param.Number(0.5, bounds=(0.01, 1.0), doc="fraction of peak FLOP/s reached")
+    memory_eff = param.Number(0.8, bounds=(0.01, 1.0), doc="fraction of HBM bandwidth reached")
+    step_overhead_ms = param.Number(1.0, bounds=(0.0, 100.0), doc="fixed cost of every step (launches, scheduling)")
+    block_overhead_us = param.Number(10.0, bounds=(0.0, 1000.0), doc="per-block cost of a host-link copy")
+    custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers")
+    custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model")
+    custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads")
+    custom_kv_heads = param.Integer(8, bounds=(1, 512), doc="custom model: KV heads (GQA when fewer than heads)")
+    custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension")
+    custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size")
+    custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary")
+    custom_bytes = param.Integer(2, bounds=(1, 4), doc="custom model: bytes per element (weights and KV)")
+
+    def check(self) -> None:
+        if self.model == "custom" and self.custom_heads % self.custom_kv_heads:
+            raise ParamError(
+                f"custom_kv_heads: {self.custom_kv_heads} must divide custom_heads ({self.custom_heads})"
+            )
+
+    def llm(self) -> LLMSpec:
+        if self.model != "custom":
+            return MODELS[self.model]
+        return LLMSpec(
+            "custom", self.custom_layers, self.custom_d_model, self.custom_heads, self.custom_kv_heads,
+            self.custom_head_dim, self.custom_d_ff, self.custom_vocab, self.custom_bytes,
+        )
+
+    def cost_model(self) -> CostModel:
+        return CostModel(
+            GPUS[self.gpu], self.llm(), mem_util=self.mem_util, compute_eff=self.compute_eff,
+            memory_eff=self.memory_eff, step_overhead_s=self.step_overhead_ms / 1e3,
+            block_overhead_s=self.block_overhead_us / 1e6,
+        )
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        cm = self.cost_model()
+        m, g = cm.model, cm.gpu
+        prefill = cm.prefill_work(self.tokens)
+        decode = cm.decode_work(self.batch, self.batch * self.context)
+        points = []
+        for name, (flops, nbytes) in (("prefill", prefill), ("decode", decode)):
+            ai = cm.intensity(flops, nbytes)
+            points.append({
+                "name": name, "flops": flops, "bytes": nbytes, "intensity": ai,
+                "attainable_flops_s": cm.attainable_flops(ai),
+                "bound": "compute" if ai >= cm.ridge_intensity else "memory",
+            })
+        decode_s = cm.step_time(*decode)
+        needed = self.batch * self.context
+        return {
+            "units": "decimal (1 GB = 1e9 B)",
+            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": g.peak_flops,
+                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": g.link_bandwidth},
+            "params_count": m.params,
+            "weight_bytes": m.weight_bytes,
+            "kv_bytes_per_token": m.kv_bytes_per_token,
+            "kv_bytes_per_block": m.kv_bytes_per_token * self.block_size,
+            "kv_capacity_tokens": cm.kv_capacity_tokens,
+            "kv_capacity_blocks": cm.kv_capacity_blocks(self.block_size),
+            "prefill_s": cm.step_time(*prefill),
+            "decode_step_s": decode_s,
+            "decode_tokens_per_s": self.batch / decode_s,
+            "decode_batch_fits": needed <= cm.kv_capacity_tokens,
+            "swap_out_s": cm.swap_cost(self.tokens, self.block_size),
+            "swap_roundtrip_s": cm.swap_roundtrip_cost(self.tokens, self.block_size),
+            "recompute_s": cm.recompute_cost(self.tokens),
+            "roofline": {
+                "ridge_intensity": cm.ridge_intensity,
+                "peak_flops_s": g.peak_flops * cm.compute_eff,
+                "bandwidth_b_s": g.hbm_bandwidth * cm.memory_eff,
+                "points": points,
+            },
+        }

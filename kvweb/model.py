@@ -1,0 +1,147 @@
+"""A tiny decoder-only transformer in numpy, with seeded random weights.
+
+It exists so that paging and sharing can be *proved* to change nothing: the model
+reaches its KV cache only through a store (`length`, `write`, `attend`, `advance`),
+so the same forward runs on a contiguous cache, a paged one, or a radix cache.
+float64 throughout, so that batching or block order cannot flip a sampled token.
+"""
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+VOCAB = string.printable[:95]  # digits, letters, punctuation, space: readable text
+CHAR_ID = {c: i for i, c in enumerate(VOCAB)}
+
+
+def encode(text: str) -> list[int]:
+    """Characters to token ids; characters outside the vocabulary are an error."""
+    bad = sorted({c for c in text if c not in CHAR_ID})
+    if bad:
+        raise ValueError(f"characters outside the model's vocabulary: {''.join(bad)!r}")
+    return [CHAR_ID[c] for c in text]
+
+
+def decode(tokens: Sequence[int]) -> str:
+    return "".join(VOCAB[t] for t in tokens)
+
+
+class KVStore(Protocol):
+    """What the model needs from a KV cache, and nothing more.
+
+    `write` stages the new tokens' K and V for one layer (rows length..length+n);
+    `attend` runs causal attention of the new queries over committed + staged rows;
+    `advance` commits the n staged tokens once every layer has written.
+    """
+
+    def length(self, seq: int) -> int: ...
+    def write(self, seq: int, layer: int, k: np.ndarray, v: np.ndarray) -> None: ...
+    def attend(self, seq: int, layer: int, q: np.ndarray) -> np.ndarray: ...
+    def advance(self, seq: int, n: int) -> None: ...
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """q: [n, H, D] for the last n positions of k, v: [L, H, D]. Returns [n, H, D]."""
+    n, length = q.shape[0], k.shape[0]
+    scores = np.einsum("nhd,lhd->hnl", q, k) / np.sqrt(q.shape[-1])
+    future = np.arange(length)[None, :] > (length - n + np.arange(n))[:, None]
+    scores[:, future] = -np.inf
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("hnl,lhd->nhd", weights, v)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    layers: int = 2
+    d_model: int = 64
+    heads: int = 4
+    d_ff: int = 128
+    max_positions: int = 4096
+    seed: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+
+class MiniModel:
+    """Embeddings, `layers` pre-norm attention + MLP blocks, and an LM head."""
+
+    def __init__(self, config: ModelConfig = ModelConfig()) -> None:
+        self.config = c = config
+        rng = np.random.default_rng(c.seed)
+
+        def w(*shape: int) -> np.ndarray:
+            return rng.standard_normal(shape) / np.sqrt(shape[0])
+
+        self.embed = rng.standard_normal((len(VOCAB), c.d_model))
+        self.positions = rng.standard_normal((c.max_positions, c.d_model)) * 0.5
+        self.blocks = [
+            {"qkv": w(c.d_model, 3 * c.d_model), "out": w(c.d_model, c.d_model),
+             "up": w(c.d_model, c.d_ff), "down": w(c.d_ff, c.d_model)}
+            for _ in range(c.layers)
+        ]
+        self.head = w(c.d_model, len(VOCAB)) * 3.0  # sharper logits: less uniform text
+
+    @staticmethod
+    def _norm(x: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6)
+
+    def forward_batch(self, store: KVStore, seq_ids: Sequence[int], tokens: Sequence[Sequence[int]]) -> np.ndarray:
+        """One iteration: each sequence brings any number (>= 1) of new tokens.
+
+        The linear layers run on all new tokens of the batch at once; attention runs per
+        sequence through the store. Returns the logits of each sequence's last token, [B, V].
+        """
+        c = self.config
+        counts = [len(t) for t in tokens]
+        if min(counts, default=1) < 1:
+            raise ValueError("every sequence in a batch brings at least one token")
+        starts = [store.length(s) for s in seq_ids]
+        if max((s + n for s, n in zip(starts, counts)), default=0) > c.max_positions:
+            raise ValueError(f"sequence longer than the model's {c.max_positions} positions")
+        pos = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, counts)])
+        x = self.embed[np.concatenate([np.asarray(t, dtype=np.int64) for t in tokens])] + self.positions[pos]
+        bounds = np.cumsum([0, *counts])
+        for layer, blk in enumerate(self.blocks):
+            qkv = self._norm(x) @ blk["qkv"]
+            q, k, v = (part.reshape(-1, c.heads, c.head_dim) for part in np.split(qkv, 3, axis=-1))
+            attended = np.empty_like(q)
+            for i, seq in enumerate(seq_ids):
+                rows = slice(bounds[i], bounds[i + 1])
+                store.write(seq, layer, k[rows], v[rows])
+                attended[rows] = store.attend(seq, layer, q[rows])
+            x = x + attended.reshape(-1, c.d_model) @ blk["out"]
+            h = self._norm(x) @ blk["up"]
+            x = x + (h * (h > 0)) @ blk["down"]
+        for seq, n in zip(seq_ids, counts):
+            store.advance(seq, n)
+        return self._norm(x[bounds[1:] - 1]) @ self.head
+
+
+def sample(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 1.0,
+           mask: np.ndarray | None = None) -> int:
+    """Draw one token. `rng=None` or temperature 0 is greedy and consumes no random number.
+
+    `mask` (bool, True = allowed) restricts the choice; exactly one allowed token is taken
+    without drawing, so constrained and jump-forward decoding stay in step.
+    """
+    if mask is not None:
+        allowed = np.flatnonzero(mask)
+        if len(allowed) == 0:
+            raise ValueError("no token is allowed")
+        if len(allowed) == 1:
+            return int(allowed[0])
+        logits = np.where(mask, logits, -np.inf)
+    if rng is None or temperature == 0:
+        return int(np.argmax(logits))
+    z = logits / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
