@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import LABS, Lab, ParamError, allowed, get_lab, jsonable, make, param_names
+from kvweb.lab import LABS, Lab, ParamError, allowed, flatten, get_lab, jsonable, make, param_names
 
 USAGE = """usage:
   kvweb labs                                  list lab names, one per line

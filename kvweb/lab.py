@@ -42,6 +42,10 @@ class Text(param.String):
 
 LABS: dict[str, type[Lab]] = {}
 
+# A parameter declared with `precedence=ADVANCED` is an assumption most users leave alone:
+# the app folds it away (the CLI and the URL treat it like any other).
+ADVANCED = 1.0
+
 
 class Lab(param.Parameterized):
     """Base of every experiment.
@@ -166,7 +170,8 @@ def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
         try:
             values[key] = parse(cls, key, text)
         except ParamError as err:
-            messages.append(f"{err}; using the default")
+            known = key in param_names(cls)
+            messages.append(f"{err}; {'using the default' if known else 'ignored'}")
     instance = cls(**values)
     try:
         instance.check()
@@ -203,3 +208,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def flatten(value: Any, prefix: str = "", expand_lists: bool = True) -> list[tuple[str, Any]]:
+    """Nested results as (dotted key, scalar) rows, for tables and CSV files.
+
+    With `expand_lists=False` a list stays one row (its value the list itself).
+    """
+    if isinstance(value, Mapping) or (expand_lists and isinstance(value, list)):
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        rows: list[tuple[str, Any]] = []
+        for key, item in items:
+            rows += flatten(item, f"{prefix}.{key}" if prefix else str(key), expand_lists)
+        return rows
+    return [(prefix, value)]

@@ -6,7 +6,7 @@ from typing import Any
 import param
 
 from kvweb.gpu import GPUS, MODELS, CostModel, LLMSpec
-from kvweb.lab import Lab, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 
 
 class Roofline(Lab):
@@ -23,19 +23,19 @@ class Roofline(Lab):
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
     block_size = param.Integer(16, bounds=(1, 1024), doc="tokens per KV block")
-    mem_util = param.Number(0.9, bounds=(0.05, 1.0), doc="usable fraction of HBM (vLLM's gpu_memory_utilization)")
-    compute_eff = param.Number(0.5, bounds=(0.01, 1.0), doc="fraction of peak FLOP/s reached")
-    memory_eff = param.Number(0.8, bounds=(0.01, 1.0), doc="fraction of HBM bandwidth reached")
-    step_overhead_ms = param.Number(1.0, bounds=(0.0, 100.0), doc="fixed cost of every step (launches, scheduling)")
-    block_overhead_us = param.Number(10.0, bounds=(0.0, 1000.0), doc="per-block cost of a host-link copy")
-    custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers")
-    custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model")
-    custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads")
-    custom_kv_heads = param.Integer(8, bounds=(1, 512), doc="custom model: KV heads (GQA when fewer than heads)")
-    custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension")
-    custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size")
-    custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary")
-    custom_bytes = param.Integer(2, bounds=(1, 4), doc="custom model: bytes per element (weights and KV)")
+    mem_util = param.Number(0.9, bounds=(0.05, 1.0), doc="usable fraction of HBM (vLLM's gpu_memory_utilization)", precedence=ADVANCED)
+    compute_eff = param.Number(0.5, bounds=(0.01, 1.0), doc="fraction of peak FLOP/s reached", precedence=ADVANCED)
+    memory_eff = param.Number(0.8, bounds=(0.01, 1.0), doc="fraction of HBM bandwidth reached", precedence=ADVANCED)
+    step_overhead_ms = param.Number(1.0, bounds=(0.0, 100.0), doc="fixed cost of every step (launches, scheduling)", precedence=ADVANCED)
+    block_overhead_us = param.Number(10.0, bounds=(0.0, 1000.0), doc="per-block cost of a host-link copy", precedence=ADVANCED)
+    custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers", precedence=ADVANCED)
+    custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model", precedence=ADVANCED)
+    custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads", precedence=ADVANCED)
+    custom_kv_heads = param.Integer(8, bounds=(1, 512), doc="custom model: KV heads (GQA when fewer than heads)", precedence=ADVANCED)
+    custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension", precedence=ADVANCED)
+    custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size", precedence=ADVANCED)
+    custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary", precedence=ADVANCED)
+    custom_bytes = param.Integer(2, bounds=(1, 4), doc="custom model: bytes per element (weights and KV)", precedence=ADVANCED)
 
     def check(self) -> None:
         if self.model == "custom" and self.custom_heads % self.custom_kv_heads:

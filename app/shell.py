@@ -1,0 +1,162 @@
+"""The app shell: lab navigation, schema-made widgets, URL state, messages, downloads.
+
+The URL always holds the current lab and every parameter (plus `step` for animated
+views); opening it restores them. Text from the URL is only ever shown through
+`pn.pane.Str`, which escapes it: nothing from a URL is rendered as HTML.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import panel as pn
+
+import app.views  # noqa: F401  (registers every view)
+import kvweb.labs  # noqa: F401  (registers every lab)
+from app.view import VIEWS, LabView
+from app.widgets import as_text, widgets_for
+from kvweb.lab import ADVANCED, LABS, Lab, ParamError, flatten, from_query, jsonable, make, to_query
+
+MAX_QUERY = 8000  # characters; a longer query is refused as a whole
+
+
+class Shell:
+    def __init__(self) -> None:
+        self.lab: Lab | None = None
+        self.result: dict[str, Any] = {}
+        self.widgets: dict[str, pn.widgets.Widget] = {}
+        self.views: dict[type[LabView], LabView] = {}
+        self.view: LabView | None = None
+        self._search = None
+        titles = {LABS[name].title: name for name in sorted(LABS, key=lambda n: LABS[n].title)}
+        self.lab_select = pn.widgets.Select(name="lab", options=titles, width=280, css_classes=["kv-lab-select"])
+        self.lab_select.param.watch(self._on_lab_select, "value")
+        self.summary = pn.pane.Markdown("", width=280)
+        self.controls = pn.Column()
+        self.message = pn.pane.Str("", visible=False, css_classes=["kv-message"], sizing_mode="stretch_width",
+                                   stylesheets=["pre { white-space: pre-wrap; color: #a40000; margin: 4px 0; }"])
+        self.status = pn.pane.Str("starting", css_classes=["kv-status"])
+        self.main = pn.Column(sizing_mode="stretch_width")
+        downloads = pn.Row(
+            pn.widgets.FileDownload(callback=self._json_file, filename="result.json", label="result.json", width=130),
+            pn.widgets.FileDownload(callback=self._csv_file, filename="result.csv", label="result.csv", width=130),
+        )
+        sidebar = pn.Column(
+            self.lab_select, self.summary, self.controls, downloads, self.status, width=300,
+        )
+        header = pn.pane.Str("kvweb: the KV cache of LLM serving, computed for real", styles={"font-size": "18px"})
+        self.layout = pn.Column(header, pn.Row(sidebar, pn.Column(self.message, self.main, sizing_mode="stretch_width")),
+                                sizing_mode="stretch_width")
+        location = pn.state.location
+        if location is not None:
+            location.param.watch(lambda event: self.open_query(event.new), "search")
+            self.open_query(location.search)
+        else:
+            self.open_query("")
+
+    # -- URL ----------------------------------------------------------------
+    def open_query(self, search: str) -> None:
+        """Restore the lab, parameters and step a URL holds; bad parts become messages."""
+        if search == self._search:
+            return
+        messages: list[str] = []
+        if len(search) > MAX_QUERY:
+            messages.append(f"the URL query is {len(search)} characters long; at most {MAX_QUERY} are read")
+            search = ""
+        query = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True))
+        lab, problems = from_query(query)
+        step = 0
+        if "step" in query:
+            text = query["step"]
+            if text.isdigit() and len(text) < 7:
+                step = int(text)
+            else:
+                problems.append(f"step: {text[:40]!r} is not allowed; expected a whole number; using 0")
+        self.show(lab, messages + problems, step)
+
+    def _write_url(self) -> None:
+        if self.lab is None or pn.state.location is None:
+            return
+        query = to_query(self.lab)
+        if self.view is not None and self.view.animated:
+            query["step"] = str(self.view.player.value)
+        self._search = "?" + urlencode(query)
+        pn.state.location.search = self._search
+
+    # -- lab and parameters -----------------------------------------------
+    def show(self, lab: Lab, messages: list[str], step: int = 0) -> None:
+        self.lab = lab
+        if self.lab_select.value != lab.lab_name:
+            self.lab_select.param.update(value=lab.lab_name)
+        self.summary.object = lab.summary
+        self.widgets = widgets_for(lab)
+        for widget in self.widgets.values():
+            widget.param.watch(self._on_widget, "value")
+        advanced = [w for n, w in self.widgets.items() if (lab.param[n].precedence or 0) >= ADVANCED]
+        basic = [w for w in self.widgets.values() if w not in advanced]
+        folded = [pn.Card(*advanced, title="assumptions", collapsed=True, width=290)] if advanced else []
+        self.controls.objects = basic + folded
+        view_class = VIEWS.get(lab.lab_name)
+        if view_class is None:
+            self.view = None
+            self.main.objects = [pn.pane.Str(f"no view for lab {lab.lab_name} yet; use the CLI")]
+        else:
+            if view_class not in self.views:
+                self.views[view_class] = view_class()
+                self.views[view_class].player.param.watch(lambda event: self._write_url(), "value")
+            self.view = self.views[view_class]
+            self.main.objects = [self.view.layout()]
+        self.run(messages, step)
+
+    def _on_lab_select(self, event: Any) -> None:
+        if self.lab is None or event.new != self.lab.lab_name:
+            self.show(LABS[event.new](), [])
+
+    def _on_widget(self, event: Any) -> None:
+        assert self.lab is not None
+        texts = {name: as_text(w.value) for name, w in self.widgets.items()}
+        try:
+            lab = make(type(self.lab), texts)
+        except ParamError as err:
+            self._say([str(err)])
+            return
+        self.lab = lab
+        self.run([])
+
+    # -- running ------------------------------------------------------------
+    def run(self, messages: list[str], step: int = 0) -> None:
+        assert self.lab is not None
+        self.status.object = f"running {self.lab.lab_name}"
+        try:
+            self.result = jsonable(self.lab.run())
+        except ParamError as err:
+            messages = [*messages, str(err)]
+            self.result = {}
+        self._say(messages)
+        if self.view is not None and self.result:
+            self.view.update(self.lab, self.result)
+            self.view.player.value = min(step, self.view.player.end)
+            self.view.show_step(self.view.player.value)
+        self._write_url()
+        self.status.object = "ready"
+
+    def _say(self, messages: list[str]) -> None:
+        self.message.object = "\n".join(messages)
+        self.message.visible = bool(messages)
+
+    # -- downloads ------------------------------------------------------------
+    def _record(self) -> dict[str, Any]:
+        assert self.lab is not None
+        return {"lab": self.lab.lab_name, "params": jsonable(self.lab.values()), "result": self.result}
+
+    def _json_file(self) -> io.BytesIO:
+        return io.BytesIO(json.dumps(self._record(), indent=1).encode())
+
+    def _csv_file(self) -> io.BytesIO:
+        """Every scalar of the record as one `key,value` row (nested keys joined by dots)."""
+        text = io.StringIO()
+        csv.writer(text).writerows([("key", "value"), *flatten(self._record())])
+        return io.BytesIO(text.getvalue().encode())

@@ -1,0 +1,6 @@
+"""Every module here is a view; importing the package registers them in app.view.VIEWS."""
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,0 +1,71 @@
+"""View of the `roofline` lab: the roofline with prefill and decode on it, swap vs recompute."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource, LabelSet
+from bokeh.plotting import figure
+
+from app.view import LabView
+from kvweb.lab import Lab
+
+INTENSITIES = np.logspace(-1, 4, 120)
+
+FIGURES = [  # (result key, label, unit divisor, unit)
+    ("kv_bytes_per_token", "KV per token", 1024, "KiB"),
+    ("weight_bytes", "weights", 1e9, "GB"),
+    ("kv_capacity_tokens", "KV capacity", 1, "tokens"),
+    ("kv_capacity_blocks", "KV capacity", 1, "blocks"),
+    ("prefill_s", "prefill of N tokens", 1e-3, "ms"),
+    ("decode_step_s", "one decode step", 1e-3, "ms"),
+    ("decode_tokens_per_s", "decode throughput", 1, "tokens/s"),
+    ("swap_roundtrip_s", "swap out + in of N tokens", 1e-3, "ms"),
+    ("recompute_s", "recompute N tokens", 1e-3, "ms"),
+]
+
+
+class RooflineView(LabView):
+    labs = ("roofline",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.roof = ColumnDataSource({"x": [], "y": []})
+        self.points = ColumnDataSource({"x": [], "y": [], "name": [], "color": []})
+        self.bars = ColumnDataSource({"how": ["swap round trip", "recompute"], "seconds": [0.0, 0.0], "color": ["#4c72b0", "#dd8452"]})
+
+        self.roofline = figure(
+            title="Roofline (decimal units)", x_axis_type="log", y_axis_type="log", height=360,
+            sizing_mode="stretch_width", x_axis_label="arithmetic intensity (FLOP per byte)",
+            y_axis_label="attainable FLOP/s", tools="pan,wheel_zoom,reset,save",
+        )
+        self.roofline.line("x", "y", source=self.roof, line_width=3, color="#333333")
+        self.roofline.scatter("x", "y", source=self.points, size=14, color="color", legend_field="name")
+        self.roofline.add_layout(LabelSet(x="x", y="y", text="name", source=self.points, x_offset=8, y_offset=-18))
+        self.roofline.legend.location = "bottom_right"
+
+        self.costs = figure(
+            title="Bringing back N tokens", x_range=self.bars.data["how"], height=300,
+            sizing_mode="stretch_width", y_axis_label="seconds", tools="save",
+        )
+        self.costs.vbar(x="how", top="seconds", width=0.6, color="color", source=self.bars)
+        self.costs.y_range.start = 0
+        self.table = pn.pane.Str("", css_classes=["kv-roofline-numbers"])
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.roofline, pn.Row(self.costs, self.table, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        roof = result["roofline"]
+        self.roof.data = {"x": INTENSITIES, "y": np.minimum(roof["peak_flops_s"], INTENSITIES * roof["bandwidth_b_s"])}
+        points = roof["points"]
+        self.points.data = {
+            "x": [p["intensity"] for p in points], "y": [p["attainable_flops_s"] for p in points],
+            "name": [f"{p['name']} ({p['bound']}-bound)" for p in points], "color": ["#dd8452", "#4c72b0"],
+        }
+        self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
+        self.table.object = "\n".join(
+            f"{label + ' (' + unit + ')':<34}{result[key] / div:>14,.4g}" for key, label, div, unit in FIGURES
+        )

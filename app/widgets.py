@@ -1,0 +1,49 @@
+"""Widgets made from a lab's parameter schema: the app's face of the one schema.
+
+Widget values go back through `kvweb.lab.make` as text, so the app validates exactly
+like the CLI and the URL do.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+import param
+
+from kvweb.lab import Lab, Text, allowed, param_names
+
+SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
+
+
+def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
+    p = lab.param[name]
+    kind, options = _kind(p)
+    if "description" in kind.param:
+        options["description"] = f"{p.doc} ({allowed(p)})"
+    return kind(name=name, value=getattr(lab, name), css_classes=[f"kv-param-{name}"], width=280, **options)
+
+
+def _kind(p: param.Parameter) -> tuple[type[pn.widgets.Widget], dict[str, Any]]:
+    """The widget class for a parameter and the options its schema implies."""
+    if isinstance(p, param.Selector):
+        return pn.widgets.Select, {"options": list(p.objects)}
+    if isinstance(p, param.Boolean):
+        return pn.widgets.Checkbox, {}
+    if isinstance(p, param.Integer):
+        lo, hi = p.bounds
+        return (pn.widgets.IntSlider if hi - lo <= SLIDER_SPAN else pn.widgets.IntInput), {"start": lo, "end": hi}
+    if isinstance(p, param.Number):
+        lo, hi = p.bounds
+        return pn.widgets.FloatInput, {"start": lo, "end": hi, "step": (hi - lo) / 100}
+    if isinstance(p, Text):
+        return pn.widgets.TextInput, {"max_length": p.max_length}
+    raise TypeError(f"no widget for parameter {p.name} of type {type(p).__name__}")
+
+
+def widgets_for(lab: Lab) -> dict[str, pn.widgets.Widget]:
+    return {name: widget_for(lab, name) for name in param_names(type(lab))}
+
+
+def as_text(value: Any) -> str:
+    """The text form `kvweb.lab.parse` reads back (booleans lower-case, like the URL)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,0 +1,115 @@
+"""Shared e2e fixtures: the app under `panel serve`, and a Chromium page that may only
+talk to 127.0.0.1 (every other request is aborted and counted; the count must be zero)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+@pytest.fixture(scope="session")
+def served_app() -> Iterator[str]:
+    """Base URL of the app under `panel serve` (append `?lab=...`)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
+         "--allow-websocket-origin", f"127.0.0.1:{port}", "--num-procs", "1"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/main")
+        yield f"http://127.0.0.1:{port}/main"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Guard:
+    """Counts requests not aimed at 127.0.0.1 (aborted) and browser dialogs (dismissed)."""
+
+    def __init__(self) -> None:
+        self.external: list[str] = []
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+
+
+@pytest.fixture
+def guard() -> Guard:
+    return Guard()
+
+
+@pytest.fixture
+def page(browser: Browser, guard: Guard) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+
+    def route(r):  # noqa: ANN001
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            r.continue_()
+        else:
+            guard.external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    p = context.new_page()
+    p.on("dialog", lambda d: (guard.dialogs.append(d.message), d.dismiss()))
+    p.on("pageerror", lambda e: guard.errors.append(str(e)))
+    yield p
+    context.close()
+    assert guard.external == [], f"requests beyond 127.0.0.1: {guard.external}"
+    assert guard.dialogs == [], f"dialogs opened (script ran?): {guard.dialogs}"
+
+
+def wait_ready(page: Page, timeout: float = 60_000) -> None:
+    """Wait until the shell says `ready` (the lab ran and its view is drawn)."""
+    page.locator(".kv-status pre", has_text="ready").wait_for(timeout=timeout)
+
+
+def set_param(page: Page, name: str, value: str) -> None:
+    """Type a value into a parameter's text/number box and commit it with Enter."""
+    box = page.locator(f".kv-param-{name} input").first
+    box.fill(value)
+    box.press("Enter")
