@@ -2,7 +2,7 @@
 
 The URL always holds the current lab and every parameter (plus `step` for animated
 views); opening it restores them. Text from the URL is only ever shown through
-`pn.pane.Str`, which escapes it: nothing from a URL is rendered as HTML.
+`app.text.plain` (textContent): nothing from a URL is rendered as HTML.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import panel as pn
 
 import app.views  # noqa: F401  (registers every view)
 import kvweb.labs  # noqa: F401  (registers every lab)
+from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
 from kvweb.lab import ADVANCED, LABS, Lab, ParamError, flatten, from_query, jsonable, make, to_query
@@ -36,26 +37,30 @@ class Shell:
         self.lab_select.param.watch(self._on_lab_select, "value")
         self.summary = pn.pane.Markdown("", width=280)
         self.controls = pn.Column()
-        self.message = pn.pane.Str("", visible=False, css_classes=["kv-message"], sizing_mode="stretch_width",
-                                   stylesheets=["pre { white-space: pre-wrap; color: #a40000; margin: 4px 0; }"])
-        self.status = pn.pane.Str("starting", css_classes=["kv-status"])
+        self.message = plain(css_class="kv-message", color="#a40000", mono=True)
+        self.message.visible = False
+        self.status = plain("starting", css_class="kv-status", mono=True)
         self.main = pn.Column(sizing_mode="stretch_width")
         downloads = pn.Row(
             pn.widgets.FileDownload(callback=self._json_file, filename="result.json", label="result.json", width=130),
             pn.widgets.FileDownload(callback=self._csv_file, filename="result.csv", label="result.csv", width=130),
         )
         sidebar = pn.Column(
-            self.lab_select, self.summary, self.controls, downloads, self.status, width=300,
+            self.lab_select, self.summary, self.controls, downloads, pn.pane.Bokeh(self.status), width=300,
         )
-        header = pn.pane.Str("kvweb: the KV cache of LLM serving, computed for real", styles={"font-size": "18px"})
-        self.layout = pn.Column(header, pn.Row(sidebar, pn.Column(self.message, self.main, sizing_mode="stretch_width")),
+        header = pn.pane.Markdown("### kvweb: the KV cache of LLM serving, computed for real")
+        self.layout = pn.Column(header, pn.Row(sidebar, pn.Column(pn.pane.Bokeh(self.message), self.main, sizing_mode="stretch_width")),
                                 sizing_mode="stretch_width")
-        location = pn.state.location
-        if location is not None:
-            location.param.watch(lambda event: self.open_query(event.new), "search")
-            self.open_query(location.search)
+        if pn.state.curdoc is not None:
+            pn.state.onload(self._on_load)
         else:
             self.open_query("")
+
+    def _on_load(self) -> None:
+        """The browser's URL is known only once the page has loaded (in a worker, too)."""
+        location = pn.state.location
+        location.param.watch(lambda event: self.open_query(event.new), "search")
+        self.open_query(location.search)
 
     # -- URL ----------------------------------------------------------------
     def open_query(self, search: str) -> None:
@@ -102,7 +107,7 @@ class Shell:
         view_class = VIEWS.get(lab.lab_name)
         if view_class is None:
             self.view = None
-            self.main.objects = [pn.pane.Str(f"no view for lab {lab.lab_name} yet; use the CLI")]
+            self.main.objects = [plain(f"no view for lab {lab.lab_name} yet; use the CLI")]
         else:
             if view_class not in self.views:
                 self.views[view_class] = view_class()
@@ -129,7 +134,7 @@ class Shell:
     # -- running ------------------------------------------------------------
     def run(self, messages: list[str], step: int = 0) -> None:
         assert self.lab is not None
-        self.status.object = f"running {self.lab.lab_name}"
+        self.status.text = f"running {self.lab.lab_name}"
         try:
             self.result = jsonable(self.lab.run())
         except ParamError as err:
@@ -141,10 +146,10 @@ class Shell:
             self.view.player.value = min(step, self.view.player.end)
             self.view.show_step(self.view.player.value)
         self._write_url()
-        self.status.object = "ready"
+        self.status.text = "ready"
 
     def _say(self, messages: list[str]) -> None:
-        self.message.object = "\n".join(messages)
+        self.message.text = "\n".join(messages)
         self.message.visible = bool(messages)
 
     # -- downloads ------------------------------------------------------------

@@ -105,7 +105,7 @@ def page(browser: Browser, guard: Guard) -> Iterator[Page]:
 
 def wait_ready(page: Page, timeout: float = 60_000) -> None:
     """Wait until the shell says `ready` (the lab ran and its view is drawn)."""
-    page.locator(".kv-status pre", has_text="ready").wait_for(timeout=timeout)
+    plain_text(page, "kv-status").filter(has_text="ready").wait_for(timeout=timeout)
 
 
 def set_param(page: Page, name: str, value: str) -> None:
@@ -113,3 +113,8 @@ def set_param(page: Page, name: str, value: str) -> None:
     box = page.locator(f".kv-param-{name} input").first
     box.fill(value)
     box.press("Enter")
+
+
+def plain_text(page: Page, css_class: str):
+    """Locator of the text inside an `app.text.plain` Div (its text lives in a shadow root)."""
+    return page.locator(f".{css_class} .bk-clearfix")

@@ -8,6 +8,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, LabelSet
 from bokeh.plotting import figure
 
+from app.text import plain
 from app.view import LabView
 from kvweb.lab import Lab
 
@@ -51,7 +52,7 @@ class RooflineView(LabView):
         )
         self.costs.vbar(x="how", top="seconds", width=0.6, color="color", source=self.bars)
         self.costs.y_range.start = 0
-        self.table = pn.pane.Str("", css_classes=["kv-roofline-numbers"])
+        self.table = plain(css_class="kv-roofline-numbers", mono=True)
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.roofline, pn.Row(self.costs, self.table, sizing_mode="stretch_width"),
@@ -66,6 +67,6 @@ class RooflineView(LabView):
             "name": [f"{p['name']} ({p['bound']}-bound)" for p in points], "color": ["#dd8452", "#4c72b0"],
         }
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
-        self.table.object = "\n".join(
+        self.table.text = "\n".join(
             f"{label + ' (' + unit + ')':<34}{result[key] / div:>14,.4g}" for key, label, div, unit in FIGURES
         )

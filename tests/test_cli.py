@@ -1,0 +1,59 @@
+"""The CLI: lab list, table and JSON output, exit status 2 with one stderr line on bad input."""
+import io
+import json
+
+import pytest
+
+from kvweb.cli import main
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_labs_lists_names_one_per_line():
+    code, out, _ = run("labs")
+    assert code == 0 and "roofline" in out.splitlines()
+
+
+def test_run_json_is_one_object_with_lab_params_result():
+    code, out, err = run("run", "roofline", "--gpu", "H100-SXM", "--model=llama-3-8b", "--block-size", "32", "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert set(data) == {"lab", "params", "result"} and data["lab"] == "roofline"
+    assert data["params"]["gpu"] == "H100-SXM" and data["params"]["block_size"] == 32
+    r = data["result"]
+    for key in ("kv_bytes_per_token", "weight_bytes", "kv_capacity_tokens", "kv_capacity_blocks",
+                "prefill_s", "decode_step_s", "swap_roundtrip_s", "recompute_s"):
+        assert key in r
+    assert r["kv_bytes_per_token"] == 131_072
+    assert r["kv_capacity_blocks"] == r["kv_capacity_tokens"] // 32
+
+
+def test_table_output():
+    code, out, _ = run("run", "roofline")
+    assert code == 0 and "kv_capacity_tokens" in out and "12597" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "nope"], "unknown lab 'nope'; allowed:"),
+    (["run", "roofline", "--tokens", "0"], "tokens: '0' is not allowed; expected an integer from 1 to 1000000"),
+    (["run", "roofline", "--tokens", "-5"], "tokens: '-5' is not allowed"),
+    (["run", "roofline", "--gpu", "TPU"], "gpu: 'TPU' is not allowed; expected one of"),
+    (["run", "roofline", "--wat", "1"], "unknown parameter 'wat' for lab roofline"),
+    (["run", "roofline", "--tokens"], "--tokens: missing value"),
+    (["run", "roofline", "stray"], "unexpected argument 'stray'"),
+    (["run", "roofline", "--tokens", "5", "--tokens", "6"], "--tokens: given twice"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+])
+def test_bad_input_exits_2_with_one_line(argv, needle):
+    code, out, err = run(*argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err
+
+
+def test_help_lists_every_parameter_with_limits():
+    code, out, _ = run("run", "roofline", "--help")
+    assert code == 0 and "--block_size (default 16; an integer from 1 to 1024)" in out
