@@ -7,7 +7,8 @@ copy-on-write gives a writer its own copy of a shared, partly filled last block,
 last holder writes in place. `free` drops counts; a block is free again only at zero.
 
 Implements the model's KVStore protocol (length / write / attend / advance), plus `add`,
-`fork`, `free`, `can_append` and `snapshot` (the state a step-by-step trace records).
+`fork`, `free`, `can_append` / `blocks_needed` (for a scheduler), and `snapshot` (the state a
+step-by-step trace records; `Tracer` collects one per engine step).
 """
 from __future__ import annotations
 
@@ -142,7 +143,12 @@ class PagedStore:
         blocks = [{"block": b, "owners": owners.get(b, []), "ref_count": self.pool.ref_count[b], "fill": fill.get(b, 0)}
                   for b in range(self.pool.num_blocks) if self.pool.ref_count[b]]
         return {"sequences": sequences, "blocks": blocks, "used_blocks": self.pool.num_used,
-                "free_blocks": self.pool.num_free, "free_list": list(self.pool.free_list)}
+                "unshared_blocks": self.unshared_blocks(), "free_blocks": self.pool.num_free,
+                "free_list": list(self.pool.free_list)}
+
+    def unshared_blocks(self) -> int:
+        """Blocks the live sequences would hold with private block tables (no sharing)."""
+        return sum(-(-length // self.block_size) for length in self._len.values())
 
     # --- private helpers ----------------------------------------------------------------
     def _shared_tail(self, seq: int) -> bool:
@@ -181,6 +187,9 @@ class PagedStore:
         return np.asarray(self.tables[seq])[position // self.block_size], position % self.block_size
 
 
+StepHook = Callable[[dict[str, Any]], None]  # an engine's report of one step (plain data)
+
+
 class Tracer:
     """Records one step of a run: the engine's note about the step, the store's snapshot and
     the store's events since the previous step. Pass it as an engine's `on_step`."""
@@ -196,4 +205,21 @@ class Tracer:
         self.steps.append({**note, **self.store.snapshot(), "events": events})
 
 
-StepHook = Callable[[dict[str, Any]], None]
+# Work caps for traces sent to a browser: blocks in a traced pool, steps kept in a trace.
+MAX_TRACE_BLOCKS = 512
+MAX_TRACE_STEPS = 65
+
+
+def thin(steps: list[dict[str, Any]], most: int = MAX_TRACE_STEPS) -> list[dict[str, Any]]:
+    """At most `most` steps, evenly spread, first and last kept. The events of a dropped step
+    move to the next kept one, so that no copy, allocation or free goes unseen."""
+    if len(steps) <= most:
+        return steps
+    keep = set(np.linspace(0, len(steps) - 1, most).round().astype(int).tolist())
+    kept, events = [], []
+    for i, step in enumerate(steps):
+        events += step["events"]
+        if i in keep:
+            kept.append({**step, "events": events})
+            events = []
+    return kept
