@@ -1,0 +1,154 @@
+"""Lab `fsm`: constrained decoding with a compressed FSM and jump-forward, on the mini model."""
+from __future__ import annotations
+
+import re
+import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
+import param
+
+from kvweb.constrained import PROMPT, Decoding, decode
+from kvweb.dfa import DFA, compile_dfa
+from kvweb.generate import generate_alone
+from kvweb.jump_forward import CompressedFSM, compress, forced_states
+from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
+from kvweb.model import VOCAB, MiniModel, decode as detokenize, encode
+from kvweb.regex_parser import PatternError, char_set, class_label
+
+PRESETS = {
+    "form": r"name is [a-z]{3,8}, age is [0-9]{1,2}, city is [a-z]{3,8}\.",
+    "record": (r"customer_identifier: [0-9]{4,6}; shipping_destination: [A-Z][a-z]{2,9}; "
+               r"preferred_delivery_window: (morning|afternoon|evening); gift_wrapping_requested: (yes|no)\."),
+    "ambiguous": r"[a-z]{1,8}and[0-9]",
+}
+
+
+class Fsm(Lab):
+    lab_name = "fsm"
+    title = "Constrained decoding (compressed FSM)"
+    summary = (
+        "A regular expression compiled to a DFA masks the mini model's characters so every "
+        "output matches; chains with one legal character are jumped over in one forward. "
+        "Plain and compressed decoding write identical text; the forwards saved equal the "
+        "characters emitted through jump edges."
+    )
+
+    preset = param.Selector(
+        objects=["custom", *PRESETS], default="custom",
+        doc="which pattern to decode with: 'custom' uses `pattern`; any other choice uses its "
+            "built-in pattern and ignores `pattern`")
+    pattern = Text(
+        PRESETS["form"], max_length=300,
+        doc="the regular expression the whole output must match (used only when preset is "
+            "custom): literals, escapes, [classes], ., *, +, ?, {m,n}, |, (groups)")
+    samples = param.Integer(4, bounds=(1, 32), doc="outputs to generate, seeds seed, seed+1, ...")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="random seed of the first sample")
+    max_len = param.Integer(200, bounds=(1, 400), doc="longest output in characters")
+
+    def pattern_used(self) -> str:
+        return self.pattern if self.preset == "custom" else PRESETS[self.preset]
+
+    def compile(self) -> CompressedFSM:
+        try:
+            fsm = compress(compile_dfa(self.pattern_used()))
+        except PatternError as err:
+            raise ParamError(f"{'pattern' if self.preset == 'custom' else 'preset'}: {err}") from None
+        shortest = int(fsm.dfa.distance[0])
+        if shortest > self.max_len:
+            raise ParamError(
+                f"max_len: {self.max_len} is shorter than the shortest text the pattern allows; "
+                f"allowed: at least {shortest}")
+        return fsm
+
+    def check(self) -> None:
+        self.compile()
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        fsm = self.compile()
+        pattern = self.pattern_used()
+        model = MiniModel()
+        plain: list[Decoding] = []
+        jumped: list[Decoding] = []
+        free: list[str] = []
+        for i in range(self.samples):
+            progress(i / self.samples, f"sample {i + 1} of {self.samples}")
+            seed = self.seed + i
+            plain.append(decode(model, fsm, self.max_len, seed, compressed=False))
+            jumped.append(decode(model, fsm, self.max_len, seed, compressed=True))
+            free.append(detokenize(generate_alone(model, encode(PROMPT), self.max_len, seed)))
+        progress(1.0, "done")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # re's FutureWarnings about e.g. '[[' in a class
+            checker = re.compile(pattern)
+        outputs = [d.text for d in jumped]
+        return {
+            "pattern": pattern,
+            "prompt": PROMPT,
+            "dfa_states": fsm.dfa.states,
+            "nfa_states": fsm.dfa.nfa_states,
+            "jump_edges": len(fsm.jumps),
+            "shortest_match": int(fsm.dfa.distance[0]),
+            "forwards_plain": sum(d.forwards for d in plain),
+            "forwards_compressed": sum(d.forwards for d in jumped),
+            "jump_chars": sum(d.jump_chars for d in jumped),
+            "identical": outputs == [d.text for d in plain],
+            "all_match": all(checker.fullmatch(t) for t in outputs),
+            "outputs": outputs,
+            "per_sample": [
+                {"seed": self.seed + i, "forwards_plain": p.forwards, "forwards_compressed": j.forwards,
+                 "jump_chars": j.jump_chars}
+                for i, (p, j) in enumerate(zip(plain, jumped))
+            ],
+            "unconstrained_outputs": free,
+            "unconstrained_match": sum(bool(checker.fullmatch(t)) for t in free),
+            "trace": trace(plain[0], jumped[0]),
+            "graph": graph(fsm),
+        }
+
+
+def trace(plain: Decoding, jumped: Decoding) -> list[dict[str, Any]]:
+    """The compressed decoding step by step, with the forwards plain decoding had run by
+    the time it had written as much (one of its steps ends at every character count)."""
+    plain_at = {(s.emitted, s.chars == ""): s.forwards for s in plain.steps}
+    return [
+        {"state": s.state, "allowed": s.allowed, "end_allowed": s.end_allowed, "chars": s.chars,
+         "jump": s.jump, "to": s.to, "emitted": s.emitted,
+         "forwards_plain": plain_at[(s.emitted, s.chars == "")], "forwards_compressed": s.forwards}
+        for s in jumped.steps
+    ]
+
+
+def depths(dfa: DFA) -> list[int]:
+    """Breadth-first depth of every state from the start (the view's columns)."""
+    depth = [-1] * dfa.states
+    depth[0] = 0
+    todo = deque([0])
+    while todo:
+        s = todo.popleft()
+        for t in np.unique(dfa.table[s][dfa.table[s] >= 0]).tolist():
+            if depth[t] < 0:
+                depth[t] = depth[s] + 1
+                todo.append(t)
+    return depth
+
+
+def graph(fsm: CompressedFSM) -> dict[str, Any]:
+    """The DFA as plain data: states, edges labelled with character classes, jump chains."""
+    dfa = fsm.dfa
+    forced = forced_states(dfa)
+    edges = []
+    for s in range(dfa.states):
+        row = dfa.table[s]
+        for t in np.unique(row[row >= 0]).tolist():
+            chars = "".join(c for c, target in zip(VOCAB, row.tolist()) if target == t)
+            edges.append({"source": s, "target": t, "label": class_label(char_set(chars)),
+                          "chars": len(chars), "jump": bool(forced[s])})
+    return {
+        "states": [{"id": s, "depth": d, "accepting": bool(dfa.accepting[s]), "forced": bool(forced[s])}
+                   for s, d in enumerate(depths(dfa))],
+        "edges": edges,
+        "chains": [{"head": j.head, "end": j.end, "text": j.text, "states": list(j.states)}
+                   for j in fsm.jumps.values()],
+    }
