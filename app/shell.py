@@ -16,6 +16,8 @@ import panel as pn
 
 import app.views  # noqa: F401  (registers every view)
 import kvweb.labs  # noqa: F401  (registers every lab)
+from app import i18n
+from app.i18n import tr, tr_message
 from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
@@ -32,14 +34,17 @@ class Shell:
         self.views: dict[type[LabView], LabView] = {}
         self.view: LabView | None = None
         self._search = None
-        titles = {LABS[name].title: name for name in sorted(LABS, key=lambda n: LABS[n].title)}
-        self.lab_select = pn.widgets.Select(name="lab", options=titles, width=280, css_classes=["kv-lab-select"])
+        self.lab_select = pn.widgets.Select(width=280, css_classes=["kv-lab-select"])
         self.lab_select.param.watch(self._on_lab_select, "value")
+        self.lang_select = pn.widgets.RadioButtonGroup(
+            options={label: code for code, label in i18n.LANGS.items()}, value="en", css_classes=["kv-lang"],
+        )
+        self.lang_select.param.watch(self._on_lang, "value")
         self.summary = pn.pane.Markdown("", width=280)
         self.controls = pn.Column()
         self.message = plain(css_class="kv-message", color="#a40000", mono=True)
         self.message.visible = False
-        self.status = plain("starting", css_class="kv-status", mono=True)
+        self.status = plain(css_class="kv-status", mono=True)
         self.main = pn.Column(sizing_mode="stretch_width")
         downloads = pn.Row(
             pn.widgets.FileDownload(callback=self._json_file, filename="result.json", label="result.json", width=130),
@@ -48,8 +53,8 @@ class Shell:
         sidebar = pn.Column(
             self.lab_select, self.summary, self.controls, downloads, pn.pane.Bokeh(self.status), width=300,
         )
-        header = pn.pane.Markdown("### kvweb: the KV cache of LLM serving, computed for real")
-        self.layout = pn.Column(header, pn.Row(sidebar, pn.Column(pn.pane.Bokeh(self.message), self.main, sizing_mode="stretch_width")),
+        self.header = pn.pane.Markdown()
+        self.layout = pn.Column(pn.Row(self.header, self.lang_select), pn.Row(sidebar, pn.Column(pn.pane.Bokeh(self.message), self.main, sizing_mode="stretch_width")),
                                 sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
             pn.state.onload(self._on_load)
@@ -72,6 +77,11 @@ class Shell:
             messages.append(f"the URL query is {len(search)} characters long; at most {MAX_QUERY} are read")
             search = ""
         query = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True))
+        lang = query.get("lang", "en")
+        if lang not in i18n.LANGS:
+            messages.append(f"lang: {lang[:40]!r} is not allowed; expected one of {', '.join(i18n.LANGS)}; using the default")
+            lang = "en"
+        self._set_lang(lang)
         lab, problems = from_query(query)
         step = 0
         if "step" in query:
@@ -86,6 +96,8 @@ class Shell:
         if self.lab is None or pn.state.location is None:
             return
         query = to_query(self.lab)
+        if i18n.current() != "en":
+            query["lang"] = i18n.current()
         if self.view is not None and self.view.animated:
             query["step"] = str(self.view.player.value)
         self._search = "?" + urlencode(query)
@@ -96,18 +108,18 @@ class Shell:
         self.lab = lab
         if self.lab_select.value != lab.lab_name:
             self.lab_select.param.update(value=lab.lab_name)
-        self.summary.object = lab.summary
+        self.summary.object = tr(lab.summary)
         self.widgets = widgets_for(lab)
         for widget in self.widgets.values():
             widget.param.watch(self._on_widget, "value")
         advanced = [w for n, w in self.widgets.items() if (lab.param[n].precedence or 0) >= ADVANCED]
         basic = [w for w in self.widgets.values() if w not in advanced]
-        folded = [pn.Card(*advanced, title="assumptions", collapsed=True, width=290)] if advanced else []
+        folded = [pn.Card(*advanced, title=tr("assumptions"), collapsed=True, width=290)] if advanced else []
         self.controls.objects = basic + folded
         view_class = VIEWS.get(lab.lab_name)
         if view_class is None:
             self.view = None
-            self.main.objects = [plain(f"no view for lab {lab.lab_name} yet; use the CLI")]
+            self.main.objects = [plain(tr("no view for this lab yet; use the CLI"))]
         else:
             if view_class not in self.views:
                 self.views[view_class] = view_class()
@@ -115,6 +127,22 @@ class Shell:
             self.view = self.views[view_class]
             self.main.objects = [self.view.layout()]
         self.run(messages, step)
+
+    def _set_lang(self, lang: str) -> None:
+        """Labels are made in the session's language: a switch rebuilds them and the views."""
+        i18n.use(lang)
+        self.views.clear()
+        self.lang_select.value = lang
+        self.header.object = "### " + tr("kvweb: the KV cache of LLM serving, computed for real")
+        self.lab_select.name = tr("lab")
+        titles = {tr(LABS[n].title): n for n in sorted(LABS, key=lambda n: LABS[n].title)}
+        if self.lab_select.options != titles:
+            self.lab_select.options = titles
+
+    def _on_lang(self, event: Any) -> None:
+        if self.lab is not None and event.new != i18n.current():
+            self._set_lang(event.new)
+            self.show(self.lab, [], self.view.player.value if self.view else 0)
 
     def _on_lab_select(self, event: Any) -> None:
         if self.lab is None or event.new != self.lab.lab_name:
@@ -134,7 +162,7 @@ class Shell:
     # -- running ------------------------------------------------------------
     def run(self, messages: list[str], step: int = 0) -> None:
         assert self.lab is not None
-        self.status.text = f"running {self.lab.lab_name}"
+        self.status.text = f"{tr('running')} {self.lab.lab_name}"
         try:
             self.result = jsonable(self.lab.run())
         except ParamError as err:
@@ -146,10 +174,10 @@ class Shell:
             self.view.player.value = min(step, self.view.player.end)
             self.view.show_step(self.view.player.value)
         self._write_url()
-        self.status.text = "ready"
+        self.status.text = tr("ready")
 
     def _say(self, messages: list[str]) -> None:
-        self.message.text = "\n".join(messages)
+        self.message.text = "\n".join(tr_message(m) for m in messages)
         self.message.visible = bool(messages)
 
     # -- downloads ------------------------------------------------------------

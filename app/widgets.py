@@ -10,6 +10,7 @@ from typing import Any
 import panel as pn
 import param
 
+from app.i18n import tr, tr_message
 from kvweb.lab import Lab, Text, allowed, param_names
 
 SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
@@ -19,7 +20,7 @@ def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
     p = lab.param[name]
     kind, options = _kind(p)
     if "description" in kind.param:
-        options["description"] = f"{p.doc} ({allowed(p)})"
+        options["description"] = f"{tr(p.doc)} ({tr_message(allowed(p))})"
     return kind(name=name, value=getattr(lab, name), css_classes=[f"kv-param-{name}"], width=280, **options)
 
 
