@@ -1,0 +1,69 @@
+"""Workloads that share prefixes: few-shot tasks and multi-turn chat (SPEC 5).
+
+Tokens are random ids from a large vocabulary, seeded, so two runs share a prefix only
+where the workload says so (a system prompt, a task's examples, earlier turns).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+VOCAB = 32000
+
+
+@dataclass(frozen=True)
+class Request:
+    rid: int
+    prompt: np.ndarray
+    output: np.ndarray  # the answer's tokens: inserted into the cache after the prompt
+    group: int  # the task or the session
+    arrival: int = 0  # step at which it arrives (when `after` is None)
+    after: int | None = None  # a later chat turn arrives `delay` steps after this rid finishes
+    delay: int = 0
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return np.concatenate([self.prompt, self.output])
+
+
+def few_shot(tasks: int, per_task: int, system_len: int, examples_len: int, question_len: int,
+             output_len: int, seed: int) -> list[Request]:
+    """tasks x per_task requests, each = system prompt + its task's examples + a unique
+    question; interleaved round-robin over the tasks and all present at step 0."""
+    rng = np.random.default_rng(seed)
+    system = rng.integers(0, VOCAB, system_len)
+    examples = [rng.integers(0, VOCAB, examples_len) for _ in range(tasks)]
+    requests = []
+    for i in range(tasks * per_task):
+        task = i % tasks
+        prompt = np.concatenate([system, examples[task], rng.integers(0, VOCAB, question_len)])
+        requests.append(Request(i, prompt, rng.integers(0, VOCAB, output_len), task))
+    return requests
+
+
+def multi_turn(sessions: int, turns: int, system_len: int, question_len: int, answer_len: int,
+               gap: int, seed: int) -> list[Request]:
+    """Chat sessions of `turns` turns. A session's first turn arrives at a random step in
+    [0, sessions); each later turn arrives `gap` steps after the previous one finished,
+    and its prompt is the whole conversation so far plus a new question."""
+    rng = np.random.default_rng(seed)
+    system = rng.integers(0, VOCAB, system_len)
+    starts = np.sort(rng.integers(0, max(1, sessions), sessions))
+    requests: list[Request] = []
+    for s in range(sessions):
+        history, previous = system, None
+        for _ in range(turns):
+            prompt = np.concatenate([history, rng.integers(0, VOCAB, question_len)])
+            answer = rng.integers(0, VOCAB, answer_len)
+            rid = len(requests)
+            requests.append(Request(rid, prompt, answer, s, arrival=int(starts[s]), after=previous,
+                                    delay=gap if previous is not None else 0))
+            history, previous = np.concatenate([prompt, answer]), rid
+    return requests
+
+
+def dfs_order(requests: list[Request]) -> list[int]:
+    """Positions of the requests in a depth-first walk of their prompts' prefix tree:
+    sorting token sequences lexicographically visits the tree depth first."""
+    return sorted(range(len(requests)), key=lambda i: requests[i].prompt.tolist())

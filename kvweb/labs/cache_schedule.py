@@ -1,0 +1,105 @@
+"""Lab `cache-schedule`: which waiting request to serve next when the cache is small.
+
+Also `WorkloadLab`, the workload parameters shared by the prefix-cache labs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
+from kvweb.cache_workload import Request, few_shot, multi_turn
+from kvweb.lab import Lab, ParamError, Progress, no_progress
+
+MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
+
+
+class WorkloadLab(Lab):
+    """Few-shot tasks or multi-turn chat sessions (SPEC 5), sizes and seed as parameters."""
+
+    workload = param.Selector(objects=["few-shot", "multi-turn"], default="few-shot",
+                              doc="few-shot: tasks share a system prompt and their examples; "
+                                  "multi-turn: each turn repeats the conversation so far")
+    tasks = param.Integer(8, bounds=(1, 32), doc="few-shot: tasks (each with its own examples)")
+    per_task = param.Integer(16, bounds=(1, 64), doc="few-shot: requests per task, interleaved round-robin")
+    examples_len = param.Integer(400, bounds=(0, 4096), doc="few-shot: tokens of each task's examples")
+    sessions = param.Integer(32, bounds=(1, 128), doc="multi-turn: chat sessions")
+    turns = param.Integer(6, bounds=(1, 16), doc="multi-turn: turns per session")
+    gap = param.Integer(5, bounds=(0, 1000), doc="multi-turn: steps between a turn's end and the next turn")
+    system_len = param.Integer(100, bounds=(0, 2048), doc="tokens of the system prompt every request shares")
+    question_len = param.Integer(30, bounds=(1, 1024), doc="tokens of each new question")
+    output_len = param.Integer(20, bounds=(1, 1024), doc="tokens of each answer")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of the workload's tokens and arrivals")
+
+    def prompt_tokens(self) -> int:
+        if self.workload == "few-shot":
+            return self.tasks * self.per_task * (self.system_len + self.examples_len + self.question_len)
+        t = self.turns
+        per_session = t * self.system_len + t * (t + 1) // 2 * self.question_len + t * (t - 1) // 2 * self.output_len
+        return self.sessions * per_session
+
+    def check(self) -> None:
+        total = self.prompt_tokens()
+        if total > MAX_PROMPT_TOKENS:
+            sizes = "tasks, per_task" if self.workload == "few-shot" else "sessions, turns"
+            raise ParamError(f"workload: its prompts add up to {total:,} tokens; at most {MAX_PROMPT_TOKENS:,} "
+                             f"(lower {sizes} or the lengths)")
+
+    def requests(self) -> list[Request]:
+        if self.workload == "few-shot":
+            return few_shot(self.tasks, self.per_task, self.system_len, self.examples_len,
+                            self.question_len, self.output_len, self.seed)
+        return multi_turn(self.sessions, self.turns, self.system_len, self.question_len,
+                          self.output_len, self.gap, self.seed)
+
+
+class QueueLab(WorkloadLab):
+    """A workload served one request at a time through a bounded waiting queue."""
+
+    queue = param.Integer(32, bounds=(1, 1024), doc="waiting queue size; later arrivals wait outside it")
+    alpha = param.Number(20.0, bounds=(0.0, 1000.0), doc="aging: priority = match length + alpha x steps waited")
+
+
+class CapacityLab(QueueLab):
+    """... on a cache of a given capacity."""
+
+    capacity = param.Integer(2000, bounds=(1, 10_000_000), doc="tokens the pool holds (cache + running request)")
+
+
+class CacheSchedule(CapacityLab):
+    lab_name = "cache-schedule"
+    title = "Cache-aware scheduling"
+    summary = (
+        "One request at a time from a bounded waiting queue; each matches its prompt in the radix "
+        "cache, then inserts prompt + output, evicting least recently used leaves when the pool is "
+        "full. FCFS, longest shared prefix first (LSPF), the depth-first order of the prompts' "
+        "prefix tree (DFS) and aging. Waits count steps in the waiting queue; the optimum serves "
+        "the requests offline in DFS order."
+    )
+
+    policy = param.Selector(objects=list(POLICIES), default="lspf", doc="order in which waiting requests are served")
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        self.check()
+        requests = self.requests()
+        runs: dict[str, dict[str, Any]] = {}
+        for i, policy in enumerate(dict.fromkeys(("fcfs", "lspf", self.policy))):
+            progress(i / 4, f"serving in {policy} order")
+            served = simulate(requests, RadixServer(self.capacity), policy, self.queue, self.alpha)
+            runs[policy] = summary(served)
+        progress(0.75, "serving offline in depth-first order")
+        best = hit_rate(optimal(requests, self.capacity))
+        chosen = runs[self.policy]
+        return {
+            "policy": self.policy,
+            "requests": len(requests),
+            "prompt_tokens": int(sum(len(r.prompt) for r in requests)),
+            "longest_request": int(max(len(r.tokens) for r in requests)),
+            "hit_rate": chosen["hit_rate"],
+            "optimal_hit_rate": best,
+            "ratio_to_optimal": chosen["hit_rate"] / best if best else None,
+            "max_wait": chosen["max_wait"],
+            "mean_wait": chosen["mean_wait"],
+            "runs": runs,
+        }

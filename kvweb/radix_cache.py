@@ -1,0 +1,349 @@
+"""RadixCache: the KV cache as a radix tree over token runs (SGLang's RadixAttention).
+
+Each edge holds a run of tokens and, beside it, the pool slots where those tokens' K and
+V live. `match_prefix` finds the longest cached prefix of a request, `insert` adds a
+finished request (splitting a node where the new tokens part ways), `lock` / `unlock`
+count the running requests reading a path so that it cannot be evicted, and `evict` frees
+the least recently used unlocked leaves; a parent becomes a leaf when its last child goes.
+
+Cached and running KV share one pool: a request that needs room calls `alloc`, which
+evicts cache only as far as it must. There is no fixed cache partition.
+
+The tree stays a radix tree: no empty edges, and a node keeps a single child only while it
+is locked or where an inserted sequence ended; otherwise it merges with that child.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Tokens = Sequence[int] | np.ndarray
+EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class TokenPool:
+    """Slots for K and V, handed out a page at a time (page size 1: token-granular).
+
+    Slot s lies in page s // page_size; an allocation takes whole pages, so the last
+    page of a request may be partly empty until it is freed.
+    """
+
+    def __init__(self, size: int, page_size: int = 1) -> None:
+        if page_size < 1 or size < 0:
+            raise ValueError("pool size must be >= 0 and page size >= 1")
+        self.page_size = page_size
+        self.pages = size // page_size
+        self.size = self.pages * page_size
+        self._free = np.arange(self.pages, dtype=np.int64)[::-1].copy()  # a stack: page 0 on top
+        self._n_free = self.pages
+        self._in_use = np.zeros(self.pages, dtype=bool)
+
+    @property
+    def available(self) -> int:
+        return self._n_free * self.page_size
+
+    @property
+    def used(self) -> int:
+        return self.size - self.available
+
+    def pages_for(self, n_tokens: int) -> int:
+        return -(-n_tokens // self.page_size)
+
+    def alloc(self, n_tokens: int) -> np.ndarray | None:
+        """Slots for n tokens, or None when too few pages are free."""
+        k = self.pages_for(n_tokens)
+        if k > self._n_free:
+            return None
+        pages = self._free[self._n_free - k:self._n_free][::-1].copy()
+        self._n_free -= k
+        self._in_use[pages] = True
+        p = self.page_size
+        return (pages[:, None] * p + np.arange(p)).ravel()[:n_tokens]
+
+    def free(self, slots: np.ndarray) -> None:
+        """Give back the pages of `slots`, a run that starts on a page boundary."""
+        pages = slots[::self.page_size] // self.page_size
+        if not self._in_use[pages].all():
+            raise ValueError("freeing a slot that is not in use")
+        self._in_use[pages] = False
+        self._free[self._n_free:self._n_free + len(pages)] = pages
+        self._n_free += len(pages)
+
+
+class TreeNode:
+    """One edge of the tree and the node below it: a token run and its KV slots."""
+
+    __slots__ = ("id", "key", "value", "parent", "children", "lock_ref", "last_access", "end")
+
+    def __init__(self, node_id: int, key: np.ndarray, value: np.ndarray, parent: TreeNode | None) -> None:
+        self.id = node_id
+        self.key = key  # the tokens on the edge into this node
+        self.value = value  # their pool slots
+        self.parent = parent
+        self.children: dict[Any, TreeNode] = {}
+        self.lock_ref = 0  # running requests whose cached prefix runs through here
+        self.last_access = 0
+        self.end = False  # an inserted sequence ends here
+
+    def __lt__(self, other: TreeNode) -> bool:  # heap ties: older node first
+        return self.id < other.id
+
+
+@dataclass(frozen=True)
+class Match:
+    """The longest cached prefix: its length, its slots, and the node to lock to keep it.
+
+    When the match ends inside an edge, `node` is that edge's node: locking it protects
+    the whole edge, a little more than the match, and leaves the tree unchanged.
+    """
+
+    length: int
+    slots: np.ndarray
+    node: TreeNode
+
+
+class RadixCache:
+    def __init__(self, size: int, page_size: int = 1) -> None:
+        self.pool = TokenPool(size, page_size)
+        self.page_size = page_size
+        self._ids = itertools.count()
+        self.root = TreeNode(next(self._ids), EMPTY, EMPTY, None)
+        self.root.lock_ref = 1  # never evicted, never merged
+        self.clock = 0  # logical time of the last operation (LRU order)
+        self.evictable_size = 0  # cached tokens in unlocked nodes
+        self.protected_size = 0  # cached tokens in locked nodes
+        self._leaves: set[TreeNode] = set()  # unlocked leaves: the eviction candidates
+
+    @property
+    def cached_size(self) -> int:
+        return self.evictable_size + self.protected_size
+
+    # -- lookups ----------------------------------------------------------
+    def _child_key(self, run: np.ndarray, i: int) -> Any:
+        """Children are told apart by their first page of tokens."""
+        if self.page_size == 1:
+            return int(run[i])
+        return run[i:i + self.page_size].tobytes()
+
+    def _common(self, edge: np.ndarray, run: np.ndarray) -> int:
+        """Length of the common prefix of an edge and a run, in whole pages."""
+        k = _prefix_len(edge, run)
+        return k - k % self.page_size
+
+    def _tokens(self, tokens: Tokens) -> np.ndarray:
+        run = np.asarray(tokens, dtype=np.int64)
+        return run[:len(run) - len(run) % self.page_size]
+
+    def match_prefix(self, tokens: Tokens) -> Match:
+        """The longest cached prefix of `tokens` (whole pages). Changes nothing."""
+        run = self._tokens(tokens)
+        node, i, parts = self.root, 0, []
+        last = node
+        while i < len(run):
+            child = node.children.get(self._child_key(run, i))
+            if child is None:
+                break
+            k = self._common(child.key, run[i:])
+            parts.append(child.value[:k])
+            i += k
+            last = child
+            if k < len(child.key):
+                break
+            node = child
+        slots = np.concatenate(parts) if parts else EMPTY
+        return Match(i, slots, last)
+
+    # -- insert -----------------------------------------------------------
+    def insert(self, tokens: Tokens, slots: np.ndarray) -> int:
+        """Cache `tokens` whose KV sits in `slots`; the cache takes ownership of the slots.
+
+        Tokens already cached keep the tree's slots (the caller's copies are freed), as
+        does any tail shorter than a page. Returns how many tokens were already cached.
+        """
+        run = self._tokens(tokens)
+        slots = np.asarray(slots, dtype=np.int64)
+        if len(slots) < len(tokens):
+            raise ValueError("insert needs one slot per token")
+        self.clock += 1
+        node, i = self.root, 0
+        while i < len(run):
+            child = node.children.get(self._child_key(run, i))
+            if child is None:
+                node = self._add_leaf(node, run[i:], slots[i:len(run)])
+                break
+            k = self._common(child.key, run[i:])
+            self._free_copies(slots[i:i + k], child.value[:k])
+            if k < len(child.key):
+                child = self._split(child, k)
+            child.last_access = self.clock
+            node, i = child, i + k
+        already = i
+        if node is not self.root:
+            node.end = True
+        if len(slots) > len(run):
+            self.pool.free(slots[len(run):])
+        return already
+
+    def _free_copies(self, given: np.ndarray, kept: np.ndarray) -> None:
+        copies = given[given != kept]
+        if len(copies):
+            self.pool.free(copies)
+
+    def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> TreeNode:
+        leaf = TreeNode(next(self._ids), key, value, parent)
+        leaf.last_access = self.clock
+        parent.children[self._child_key(key, 0)] = leaf
+        self._leaves.discard(parent)
+        self._leaves.add(leaf)
+        self.evictable_size += len(key)
+        return leaf
+
+    def _split(self, child: TreeNode, k: int) -> TreeNode:
+        """Cut `child`'s edge after k tokens; the new upper node is returned."""
+        parent = child.parent
+        assert parent is not None
+        upper = TreeNode(next(self._ids), child.key[:k], child.value[:k], parent)
+        upper.lock_ref = child.lock_ref
+        upper.last_access = child.last_access
+        upper.children[self._child_key(child.key, k)] = child
+        parent.children[self._child_key(child.key, 0)] = upper
+        child.key, child.value, child.parent = child.key[k:], child.value[k:], upper
+        return upper
+
+    def _merge_into_child(self, node: TreeNode) -> TreeNode:
+        """Undo a split that no longer separates anything: the only child absorbs `node`."""
+        (child,) = node.children.values()
+        parent = node.parent
+        assert parent is not None
+        child.key = np.concatenate([node.key, child.key])
+        child.value = np.concatenate([node.value, child.value])
+        child.parent = parent
+        child.last_access = max(child.last_access, node.last_access)
+        parent.children[self._child_key(child.key, 0)] = child
+        node.parent = None
+        return child
+
+    def _tidy(self, node: TreeNode) -> TreeNode | None:
+        """After `node` lost its lock or a child: make it a candidate leaf, or merge it
+        away. Returns the leaf that became evictable, if any."""
+        if node is self.root or node.lock_ref:
+            return None
+        if not node.children:
+            self._leaves.add(node)
+            return node
+        if len(node.children) == 1 and not node.end:
+            child = self._merge_into_child(node)
+            return child if child in self._leaves else None
+        return None
+
+    # -- reference counts -------------------------------------------------
+    def lock(self, node: TreeNode) -> None:
+        """A running request reads the path root..node: protect it from eviction."""
+        self.clock += 1
+        while node is not self.root:
+            if node.lock_ref == 0:
+                self.evictable_size -= len(node.key)
+                self.protected_size += len(node.key)
+                self._leaves.discard(node)
+            node.lock_ref += 1
+            node.last_access = self.clock
+            assert node.parent is not None
+            node = node.parent
+
+    def unlock(self, node: TreeNode) -> None:
+        released = []
+        while node is not self.root:
+            if node.lock_ref == 0:
+                raise ValueError(f"unlock of node {node.id}, which is not locked")
+            node.lock_ref -= 1
+            if node.lock_ref == 0:
+                self.evictable_size += len(node.key)
+                self.protected_size -= len(node.key)
+                released.append(node)
+            assert node.parent is not None
+            node = node.parent
+        for node in released:
+            self._tidy(node)
+
+    # -- eviction and the shared pool -------------------------------------
+    def evict(self, n_tokens: int) -> int:
+        """Free at least n tokens of cache, least recently used unlocked leaves first
+        (fewer when too little is unlocked). Returns how many were freed."""
+        heap = [(leaf.last_access, leaf) for leaf in self._leaves]
+        heapq.heapify(heap)
+        freed = 0
+        while freed < n_tokens and heap:
+            stamp, leaf = heapq.heappop(heap)
+            if leaf not in self._leaves or stamp != leaf.last_access:
+                continue  # stale entry: merged or re-stamped since
+            self._leaves.discard(leaf)
+            self.pool.free(leaf.value)
+            freed += len(leaf.key)
+            self.evictable_size -= len(leaf.key)
+            parent = leaf.parent
+            assert parent is not None
+            del parent.children[self._child_key(leaf.key, 0)]
+            leaf.parent = None
+            candidate = self._tidy(parent)
+            if candidate is not None:
+                heapq.heappush(heap, (candidate.last_access, candidate))
+        return freed
+
+    def alloc(self, n_tokens: int) -> np.ndarray | None:
+        """Slots for a running request's new tokens, evicting cache only if the pool is
+        short. None when even evicting every unlocked leaf would not make room."""
+        short = self.pool.pages_for(n_tokens) * self.page_size - self.pool.available
+        if short > 0:
+            self.evict(short)
+        return self.pool.alloc(n_tokens)
+
+    # -- drawing ----------------------------------------------------------
+    def describe(self, tokens: Tokens = (), hit: int = 0, max_run: int = 48) -> dict[str, Any]:
+        """A plain description of the tree for drawing, as an icicle: each node spans
+        token positions [start, start + size) and rows [row, row + rows) (its leaves).
+
+        With `tokens`, each node says how many of its tokens lie on that request's path
+        (`path`) and how many of those the request read from the cache (`hit`, the first
+        `hit` tokens of the path). Edge runs are cut to `max_run` tokens.
+        """
+        run = np.asarray(tokens, dtype=np.int64)
+        nodes: list[dict[str, Any]] = []
+        row = 0
+
+        def visit(node: TreeNode, start: int, on_path: bool) -> None:
+            nonlocal row
+            path = _prefix_len(node.key, run[start:]) if on_path else 0
+            entry = {
+                "id": node.id, "parent": None if node.parent is None else node.parent.id,
+                "start": start, "size": len(node.key), "row": row, "rows": 0,
+                "lock": 0 if node is self.root else node.lock_ref, "last_access": node.last_access,
+                "end": node.end, "tokens": node.key[:max_run].tolist(),
+                "path": path, "hit": max(0, min(path, hit - start)),
+            }
+            nodes.append(entry)
+            first = row
+            below = on_path and path == len(node.key)
+            for key in sorted(node.children):
+                visit(node.children[key], start + len(node.key), below)
+            if not node.children:
+                row += 1
+            entry["rows"] = row - first
+
+        visit(self.root, 0, len(run) > 0)
+        return {
+            "nodes": nodes, "leaves": row, "clock": self.clock, "page_size": self.page_size,
+            "pool_size": self.pool.size, "pool_used": self.pool.used, "cached": self.cached_size,
+            "evictable": self.evictable_size, "protected": self.protected_size,
+        }
+
+
+def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    m = min(len(a), len(b))
+    differ = np.flatnonzero(a[:m] != b[:m])
+    return int(differ[0]) if len(differ) else m
+
