@@ -344,6 +344,6 @@ class RadixCache:
 
 def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     m = min(len(a), len(b))
-    differ = np.flatnonzero(a[:m] != b[:m])
-    return int(differ[0]) if len(differ) else m
+    same = a[:m] == b[:m]
+    return m if same.all() else int(same.argmin())
 
