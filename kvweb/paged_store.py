@@ -18,33 +18,31 @@ from typing import Any
 import numpy as np
 
 from kvweb.block_pool import BlockPool, OutOfBlocks
-from kvweb.model import MiniModel
+from kvweb.model import MiniModel, causal_attention
 
 
 def paged_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, block_table: Sequence[int],
-                    length: int, block_size: int) -> np.ndarray:
-    """Causal attention of q [n, H, D] (the last n of `length` positions) over K/V read through
-    a block table.
+                    length: int, block_size: int, scratch: np.ndarray | None = None) -> np.ndarray:
+    """Causal attention of q [n, H, D] (the last n of `length` positions) over K and V read
+    through a block table.
 
-    k_pool, v_pool: one layer's pool, [num_blocks, block_size, H, D]. The blocks are gathered
-    in table order with one fancy index ([nb, B, H, D]: a block axis, not a copy into one long
-    array); scores are taken block by block, the rows of the last block past `length` and the
-    future positions are masked, the softmax runs over all blocks at once and the weighted V is
-    summed over every block's rows.
+    k_pool, v_pool: one layer's pool, [num_blocks, block_size, H, D]. The sequence's blocks are
+    read block by block in table order with one indexed copy each for K and V (numpy cannot
+    follow a block table inside a kernel: this copy is the whole cost of paging here, see
+    docs/paged.md); the unfilled rows of the last block are cut off; then the softmax runs over
+    the rows of all blocks and the weighted V is summed, exactly as on a contiguous cache.
+    `scratch` ([2, >= blocks, block_size, H, D], reused across calls) spares the copy a fresh
+    allocation, which for large caches costs as much as the copy itself.
     """
-    n, heads, dim = q.shape
     nb = -(-length // block_size)
     blocks = np.asarray(block_table[:nb])
-    k, v = k_pool[blocks], v_pool[blocks]
-    scores = np.einsum("nhd,bshd->hnbs", q, k) / np.sqrt(dim)
-    position = np.arange(nb * block_size).reshape(nb, block_size)
-    query_pos = length - n + np.arange(n)
-    visible = position[None, :, :] <= query_pos[:, None, None]  # causal; also hides unfilled rows
-    scores = np.where(visible[None], scores, -np.inf)
-    scores -= scores.max(axis=(2, 3), keepdims=True)
-    weights = np.exp(scores)
-    weights /= weights.sum(axis=(2, 3), keepdims=True)
-    return np.einsum("hnbs,bshd->nhd", weights, v)
+    if scratch is None:
+        scratch = np.empty((2, nb, *k_pool.shape[1:]))
+    # mode="clip" is numpy's unbuffered take; the ids come from a block table, so none is clipped
+    k = np.take(k_pool, blocks, axis=0, mode="clip", out=scratch[0, :nb])
+    v = np.take(v_pool, blocks, axis=0, mode="clip", out=scratch[1, :nb])
+    rows = (nb * block_size, *k_pool.shape[2:])
+    return causal_attention(q, k.reshape(rows)[:length], v.reshape(rows)[:length])
 
 
 class PagedStore:
@@ -57,6 +55,7 @@ class PagedStore:
         shape = (layers, num_blocks, block_size, heads, head_dim)
         self.k = np.zeros(shape)
         self.v = np.zeros(shape)
+        self._scratch = np.empty((2, *shape[1:]))  # paged_attention's gather buffer
         self.tables: dict[int, list[int]] = {}
         self._len: dict[int, int] = {}
         self._staged: dict[int, int] = {}
@@ -121,7 +120,8 @@ class PagedStore:
 
     def attend(self, seq: int, layer: int, q: np.ndarray) -> np.ndarray:
         length = self._len[seq] + self._staged.get(seq, 0)
-        return paged_attention(q, self.k[layer], self.v[layer], self.tables[seq], length, self.block_size)
+        return paged_attention(q, self.k[layer], self.v[layer], self.tables[seq], length, self.block_size,
+                               self._scratch)
 
     def advance(self, seq: int, n: int) -> None:
         if self._staged.pop(seq, None) != n:

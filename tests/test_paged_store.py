@@ -69,7 +69,19 @@ def test_paged_attention_equals_contiguous_attention(block_size: int, length: in
     v_pool[table[position // block_size], position % block_size] = v
     # ...including the unfilled rows of the last block, which must not count
     got = paged_attention(q, k_pool, v_pool, table.tolist(), length, block_size)
-    np.testing.assert_allclose(got, causal_attention(q, k, v), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(got, causal_attention(q, k, v))  # same rows, same sums: bit for bit
+
+
+def test_paged_logits_equal_contiguous_logits_bit_for_bit() -> None:
+    paged = PagedStore.for_model(MODEL, 3, 16, shuffle=True)
+    contiguous = ContiguousStore(MODEL.config.layers)
+    for store in (paged, contiguous):
+        store.add(0)
+        store.add(1)
+    batches = [([0], [make_prompt(7)]), ([0, 1], [[5], make_prompt(4, 1)]), ([1, 0], [[9], [8]])]
+    for seqs, tokens in batches:
+        np.testing.assert_array_equal(MODEL.forward_batch(paged, seqs, tokens),
+                                      MODEL.forward_batch(contiguous, seqs, tokens))
 
 
 def test_blocks_are_allocated_only_when_the_last_is_full() -> None:
