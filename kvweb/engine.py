@@ -1,0 +1,351 @@
+"""The serving engine on the paper GPU (SPEC 3): continuous batching with preemption.
+
+Each step (one iteration of the model):
+1. every running sequence grows by one token; if the memory cannot give the blocks that takes,
+   the latest-arrived running sequence is preempted with all its blocks, then the next
+   latest, until the rest fit (vLLM);
+2. preempted work comes back first (FCFS), then new requests are admitted FCFS while memory,
+   the batch limit and the prefill budget allow; nothing new is admitted while preempted work
+   waits (and a victim never returns in the step that evicted it: it needs more blocks than
+   the growth left free);
+3. the step costs the roofline time of its prefills plus one decode token for every running
+   sequence, plus any swap traffic over the host link;
+4. sequences with their full output leave and free their memory.
+
+Nothing here walks the batch token by token: a running sequence's length is a function of the
+step (kept as a base step and base length), finishing steps are known when a sequence starts,
+and the memory manager finds who needs a block this step by phase (see paged_memory).
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kvweb.engine_trace import TraceRecorder
+from kvweb.gpu import CostModel
+from kvweb.lab import Progress, no_progress
+from kvweb.metrics import SLO
+from kvweb.workload import Request
+
+
+class MemoryManager(Protocol):
+    """What the engine needs from a KV memory manager (paged or reserved)."""
+
+    kind: str
+    capacity: int  # tokens
+
+    @property
+    def occupied(self) -> int: ...  # tokens held, written or not
+
+    def never_fits(self, final_kv: int) -> str | None: ...
+    def admit(self, seq: Sequence, tokens: int, step: int) -> bool: ...
+    def shortfall(self, step: int) -> int: ...
+    def grow(self, step: int) -> None: ...
+    def free(self, seq: Sequence) -> None: ...
+    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]: ...
+
+
+class Sequence:
+    """A request inside the engine.
+
+    A prefill step writes the KV of every token it processes and yields one output token;
+    a decode step writes one token's KV and yields the next. So after any step a sequence
+    with g generated tokens holds prompt + g - 1 tokens of KV, and at most
+    prompt + output - 1 (`final_kv`). While running, length and output grow by one per step
+    from (step0, kv0, gen0).
+    """
+
+    __slots__ = ("req", "id", "final_kv", "step0", "kv0", "gen0", "blocks", "phase", "start",
+                 "on_host", "first_token_t", "finish_t", "spans", "missed")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.id = req.id
+        self.final_kv = req.prompt + req.output - 1
+        self.step0 = 0
+        self.kv0 = 0
+        self.gen0 = 0  # tokens generated so far (while waiting or preempted)
+        self.blocks: list[int] = []
+        self.phase = 0
+        self.start = 0
+        self.on_host = False
+        self.first_token_t = 0.0
+        self.finish_t = 0.0
+        self.spans: list[list[float]] = []  # [admitted, left) times on the GPU
+        self.missed = False
+
+    def kv(self, step: int) -> int:
+        """KV tokens held after `step` (while running)."""
+        return self.kv0 + step - self.step0
+
+    def generated(self, step: int) -> int:
+        """Output tokens generated after `step` (while running)."""
+        return self.gen0 + step - self.step0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_len: int  # the model's limit on prompt + output
+    preemption: str = "recompute"  # or "swap"
+    block_size: int = 16  # swap copies whole blocks, paying a per-block overhead
+    max_seqs: int = 256  # running sequences per step (vLLM's max_num_seqs)
+    max_batch_tokens: int = 0  # prefill tokens per step; 0 means max_len
+    host_tokens: int | None = None  # swap space; None means the GPU's KV capacity
+
+
+@dataclass
+class Run:
+    """Everything a run produced; metrics.summarize turns it into figures."""
+
+    sequences: list[Sequence]  # finished, by id
+    rejected: list[tuple[Request, str]]
+    sim_time: float
+    steps: int
+    batch_sum: int
+    occupied_s: float  # token-seconds
+    used_s: float
+    capacity: int
+    preemptions: int
+    recomputed_tokens: int
+    swapped_bytes: int
+    generated: int
+    stopped_early: bool
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+Observer = Callable[["Engine", int], None]
+
+
+class Engine:
+    def __init__(self, cost: CostModel, memory: MemoryManager, config: EngineConfig,
+                 slo: SLO = SLO(), give_up_after: int | None = None) -> None:
+        """`give_up_after`: stop once more than this many requests missed the SLO (a max-rate
+        search only needs to know that the target is out of reach)."""
+        if config.preemption not in ("recompute", "swap"):
+            raise ValueError("preemption must be 'recompute' or 'swap'")
+        self.cost = cost
+        self.memory = memory
+        self.config = config
+        self.slo = slo
+        self.give_up_after = give_up_after
+        self.budget = config.max_batch_tokens or config.max_len
+        host = cost.kv_capacity_tokens if config.host_tokens is None else config.host_tokens
+        self.host_blocks = host // config.block_size
+        self.host_free = self.host_blocks
+        # A decode step's (FLOPs, bytes) are affine in (batch, context): read the
+        # coefficients off the cost model once instead of calling it per step.
+        f0, b0 = cost.decode_work(0, 0)
+        f1, b1 = cost.decode_work(1, 0)
+        f2, b2 = cost.decode_work(0, 1)
+        self._decode = (f0, f1 - f0, f2 - f0, b0, b1 - b0, b2 - b0)
+        self._weights = b0
+        self.running: dict[int, Sequence] = {}  # insertion order = arrival order
+        self.waiting: deque[Sequence] = deque()  # arrived, never admitted
+        self.preempted: deque[Sequence] = deque()  # by arrival; comes back before anything new
+        self.finish_at: dict[int, list[Sequence]] = {}
+        self.finished: list[Sequence] = []
+        self.rejected: list[tuple[Request, str]] = []
+        self.now = 0.0
+        self.step = 0
+        self.kv_tokens = 0  # KV held by running sequences after the last step
+        self.preemptions = 0
+        self.recomputed_tokens = 0
+        self.swapped_bytes = 0
+        self.misses = 0
+        self.trace: TraceRecorder | None = None
+
+    # -- arrival -------------------------------------------------------------
+    def _submit(self, req: Request) -> None:
+        seq = Sequence(req)
+        if req.prompt + req.output > self.config.max_len:
+            why = f"prompt + output = {req.prompt + req.output} tokens exceeds the model's maximum length {self.config.max_len}"
+        else:
+            why = self.memory.never_fits(seq.final_kv)
+        if why:
+            self.rejected.append((req, why))
+            self.misses += 1
+        else:
+            self.waiting.append(seq)
+
+    # -- admission -----------------------------------------------------------
+    def _start(self, seq: Sequence, step: int, tokens: int) -> None:
+        """seq runs from this step on, holding `tokens` KV tokens after it."""
+        seq.step0, seq.kv0, seq.gen0 = step, tokens, seq.gen0 + 1
+        self.running[seq.id] = seq
+        self.finish_at.setdefault(step + seq.req.output - seq.gen0, []).append(seq)
+        seq.spans.append([self.now, 0.0])
+
+    def _admit(self, step: int) -> tuple[int, int, int, int, float, float, float, list[Sequence]]:
+        """Bring back preempted work, then admit new requests, FCFS with head-of-line blocking.
+
+        Returns (sequences joined, KV tokens they hold after the step, swapped-in decoders,
+        their context, prefill FLOPs, prefill bytes beyond the weights, swap seconds,
+        sequences getting their first token).
+        """
+        mm, cost, bs = self.memory, self.cost, self.config.block_size
+        joined = added = decoders = context = 0
+        flops = nbytes = swap_s = 0.0
+        fresh: list[Sequence] = []
+        budget = self.budget
+        queue = self.preempted or self.waiting
+        while queue and len(self.running) < self.config.max_seqs:
+            seq = queue[0]
+            tokens = seq.req.prompt + seq.gen0  # what it holds after this step
+            if not seq.on_host and tokens > budget:
+                break
+            if not mm.admit(seq, tokens, step):
+                break
+            queue.popleft()
+            if seq.on_host:  # swap in, then decode in this very step
+                seq.on_host = False
+                self.host_free += -(-(tokens - 1) // bs)
+                swap_s += cost.swap_cost(tokens - 1, bs)
+                self.swapped_bytes += (tokens - 1) * cost.model.kv_bytes_per_token
+                decoders += 1
+                context += tokens
+                self._event("swap_in", seq)
+            else:  # prefill: a new prompt, or prompt + generated tokens when recomputing
+                f, b = cost.prefill_work(tokens)
+                flops += f
+                nbytes += b - self._weights
+                budget -= tokens
+                if seq.gen0 == 0:
+                    fresh.append(seq)
+                else:
+                    self._event("recompute", seq)
+            self._start(seq, step, tokens)
+            joined += 1
+            added += tokens
+            if not self.preempted:
+                queue = self.waiting
+        return joined, added, decoders, context, flops, nbytes, swap_s, fresh
+
+    # -- preemption ----------------------------------------------------------
+    def _preempt(self, step: int) -> float:
+        """Evict latest-arrived running sequences until this step's growth fits.
+
+        Returns the seconds spent swapping out. A victim that does not fit in the host swap
+        space is recomputed instead.
+        """
+        mm, cost, bs = self.memory, self.cost, self.config.block_size
+        swap_s = 0.0
+        while mm.shortfall(step) > 0:
+            _, seq = self.running.popitem()
+            kv, gen = seq.kv(step - 1), seq.generated(step - 1)
+            self.finish_at[seq.step0 + seq.req.output - seq.gen0].remove(seq)
+            mm.free(seq)
+            self.kv_tokens -= kv
+            seq.gen0 = gen
+            seq.spans[-1][1] = self.now
+            blocks = -(-kv // bs)
+            if self.config.preemption == "swap" and blocks <= self.host_free:
+                self.host_free -= blocks
+                seq.on_host = True
+                swap_s += cost.swap_cost(kv, bs)
+                self.swapped_bytes += kv * cost.model.kv_bytes_per_token
+                self._event("swap_out", seq)
+            else:
+                self.recomputed_tokens += kv
+                self._event("preempt", seq)
+            self.preempted.appendleft(seq)
+            self.preemptions += 1
+        return swap_s
+
+    def _event(self, kind: str, seq: Sequence) -> None:
+        if self.trace is not None:
+            self.trace.event(self.now, kind, seq.id)
+
+    # -- leaving -------------------------------------------------------------
+    def _finish(self, seq: Sequence, step: int) -> None:
+        del self.running[seq.id]
+        self.kv_tokens -= seq.kv(step)
+        self.memory.free(seq)
+        seq.finish_t = self.now
+        seq.spans[-1][1] = self.now
+        self.finished.append(seq)
+        if not seq.missed and seq.req.output > 1:
+            if (seq.finish_t - seq.first_token_t) / (seq.req.output - 1) > self.slo.tpot_s:
+                seq.missed = True
+                self.misses += 1
+
+    # -- the loop ------------------------------------------------------------
+    def run(self, requests: list[Request], progress: Progress = no_progress,
+            observer: Observer | None = None, trace: TraceRecorder | None = None) -> Run:
+        """Serve `requests` (sorted by arrival) to the end; `observer(engine, step)` is
+        called after every step (tests check invariants there)."""
+        self.trace = trace
+        mm, cost = self.memory, self.cost
+        f0, fb, fc, b0, bb, bc = self._decode
+        total = len(requests)
+        arrivals = [r.arrival for r in requests] + [float("inf")]
+        ai = 0
+        steps = batch_sum = generated = 0
+        occupied_s = used_s = 0.0
+        sample_t = trace.next_t if trace else float("inf")
+        give_up = float("inf") if self.give_up_after is None else self.give_up_after
+        stopped = False
+        running, finish_at = self.running, self.finish_at
+        while True:
+            if not (running or self.waiting or self.preempted):
+                if ai == total:
+                    break
+                self.now = max(self.now, arrivals[ai])
+            while arrivals[ai] <= self.now:
+                self._submit(requests[ai])
+                ai += 1
+            if not (running or self.waiting or self.preempted):
+                continue  # everything that arrived was rejected
+            if self.misses > give_up:
+                stopped = True
+                break
+            self.step = step = self.step + 1
+            swap_s = self._preempt(step) if mm.shortfall(step) > 0 else 0.0
+            mm.grow(step)
+            batch = len(running)
+            grown = batch  # KV tokens added by this step
+            context = self.kv_tokens + batch
+            flops = f0 + fb * batch + fc * context
+            nbytes = b0 + bb * batch + bc * context
+            fresh: list[Sequence] = []
+            if self.waiting or self.preempted:
+                joined, added, decoders, ctx, pf_flops, pf_bytes, s, fresh = self._admit(step)
+                flops += fb * decoders + fc * ctx + pf_flops
+                nbytes += bb * decoders + bc * ctx + pf_bytes
+                swap_s += s
+                batch += joined
+                grown += added
+            if not batch:
+                raise RuntimeError(f"engine stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
+            dt = cost.step_time(flops, nbytes) + swap_s
+            self.now += dt
+            self.kv_tokens += grown
+            steps += 1
+            batch_sum += batch
+            generated += batch
+            occupied_s += mm.occupied * dt
+            used_s += self.kv_tokens * dt
+            for seq in fresh:
+                seq.first_token_t = self.now
+                if self.now - seq.req.arrival > self.slo.ttft_s:
+                    seq.missed = True
+                    self.misses += 1
+            leaving = finish_at.pop(step, None)
+            if leaving:
+                for seq in leaving:
+                    self._finish(seq, step)
+            if self.now >= sample_t:
+                trace.sample(self.now, step, len(self.waiting), len(self.preempted), batch, self.kv_tokens, mm)
+                sample_t = trace.next_t
+            if observer is not None:
+                observer(self, step)
+            if not steps & 1023:
+                progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {self.now:.1f} s")
+        return Run(
+            sequences=sorted(self.finished, key=lambda s: s.id), rejected=self.rejected,
+            sim_time=self.now, steps=steps, batch_sum=batch_sum, occupied_s=occupied_s,
+            used_s=used_s, capacity=mm.capacity, preemptions=self.preemptions,
+            recomputed_tokens=self.recomputed_tokens, swapped_bytes=self.swapped_bytes,
+            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+        )

@@ -1,0 +1,84 @@
+"""The reference scenarios and one place that turns choices into a ready engine run.
+
+Scenario A is memory-tight (OPT-13B-like on an A100-40GB: about 12.6 thousand tokens of KV,
+ShareGPT-like requests); B is roomy (Llama-3-8B on an H100: over 400 thousand tokens, long
+prompts). Labs, benchmarks and tests build their runs here so they all mean the same thing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvweb.allocator import ALLOCATORS
+from kvweb.engine import Engine, EngineConfig, MemoryManager, Run
+from kvweb.engine_trace import TraceRecorder
+from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.lab import Progress, no_progress
+from kvweb.metrics import SLO
+from kvweb.paged_memory import PagedMemory
+from kvweb.reserved_memory import ReservedMemory
+from kvweb.workload import Request, poisson_workload
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    gpu: str
+    model: str
+    lengths: str  # a workload length shape
+    max_len: int  # the model's limit on prompt + output
+    about: str
+
+
+SCENARIOS = {
+    "A": Scenario("A", "A100-40GB", "opt-13b-like", "sharegpt", 2048,
+                  "memory-tight: OPT-13B-like on A100-40GB, ShareGPT-like requests"),
+    "B": Scenario("B", "H100-SXM", "llama-3-8b", "long-context", 8192,
+                  "roomy: Llama-3-8B on H100-SXM, long prompts"),
+}
+MEMORIES = ("max", "pow2", "oracle", "paged")
+PREEMPTIONS = ("recompute", "swap")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Every choice a serving run depends on, besides the requests."""
+
+    scenario: str = "A"
+    memory: str = "paged"
+    block_size: int = 16
+    watermark: float = 0.01
+    preemption: str = "recompute"
+    allocator: str = "first-fit"
+    max_seqs: int = 256
+    slo: SLO = SLO()
+
+    @property
+    def spec(self) -> Scenario:
+        return SCENARIOS[self.scenario]
+
+    def cost_model(self) -> CostModel:
+        return CostModel(GPUS[self.spec.gpu], MODELS[self.spec.model])
+
+    def memory_manager(self, cost: CostModel) -> MemoryManager:
+        if self.memory == "paged":
+            return PagedMemory(cost.kv_capacity_blocks(self.block_size), self.block_size, self.watermark)
+        return ReservedMemory(self.memory, ALLOCATORS[self.allocator](cost.kv_capacity_tokens), self.spec.max_len)
+
+    def with_(self, **changes: object) -> Setup:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def workload(self, n: int, rate: float, seed: int, lengths: str = "", prompt_len: int = 128,
+                 output_len: int = 128) -> list[Request]:
+        """Poisson arrivals with the scenario's lengths (or the named shape)."""
+        return poisson_workload(lengths or self.spec.lengths, n, rate, self.spec.max_len, seed, prompt_len, output_len)
+
+    def run(self, requests: list[Request], progress: Progress = no_progress, trace: bool = False,
+            give_up_after: int | None = None, max_cells: int = 1024) -> Run:
+        cost = self.cost_model()
+        config = EngineConfig(self.spec.max_len, self.preemption, self.block_size, self.max_seqs)
+        engine = Engine(cost, self.memory_manager(cost), config, self.slo, give_up_after)
+        recorder = None
+        if trace:
+            horizon = max((r.arrival for r in requests), default=0.0) or 1.0
+            recorder = TraceRecorder(horizon / 200, max_cells=max_cells)
+        return engine.run(requests, progress, trace=recorder)

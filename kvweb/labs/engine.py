@@ -1,0 +1,101 @@
+"""Lab `engine`: one serving run on the paper GPU, a memory manager beside another.
+
+Also holds `ServingLab`, the parameters every serving lab shares (scenario, workload,
+memory knobs, SLO), so `max-rate` and `sweep` read them the same way.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
+from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
+from kvweb.metrics import SLO, summarize
+from kvweb.workload import SHAPES, Request, parse_trace
+
+PAPER = ("paper (vLLM, SOSP 2023, ShareGPT): 1.7-2.7x the throughput of Orca-Oracle and 2.7-8x of "
+         "Orca-Max; KV utilisation 96.3 % vs 20.4-38.2 %. This simulator is not expected to match "
+         "those figures, only to move the same way.")
+
+
+class ServingLab(Lab):
+    """Parameters shared by the serving labs (no lab_name: not a lab by itself)."""
+
+    scenario = param.Selector(objects=list(SCENARIOS), default="A",
+                              doc="A: OPT-13B-like on A100-40GB, ShareGPT-like (memory-tight); B: Llama-3-8B on H100-SXM, long prompts (roomy)")
+    workload = param.Selector(objects=["scenario", *SHAPES, "trace"], default="scenario",
+                              doc="request lengths: the scenario's own, a named shape, or the uploaded trace")
+    rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
+    requests = param.Integer(1000, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
+    block_size = param.Integer(16, bounds=(1, 256), doc="paged: tokens per KV block (also the unit of swap copies)")
+    watermark = param.Number(0.01, bounds=(0.0, 0.5), doc="paged: fraction of blocks kept free when admitting")
+    preemption = param.Selector(objects=list(PREEMPTIONS), default="recompute",
+                                doc="how a preempted request comes back: recompute its KV, or swap it out and in over the host link")
+    allocator = param.Selector(objects=["first-fit", "buddy"], default="first-fit",
+                               doc="reserved managers: how contiguous ranges are placed")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
+    prompt_len = param.Integer(128, bounds=(1, 8191), doc="fixed: prompt tokens; uniform: the largest prompt")
+    output_len = param.Integer(128, bounds=(1, 8191), doc="fixed: output tokens; uniform: the largest output")
+    ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds")
+    tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms")
+    trace = Text("", max_length=20_000,
+                 doc="workload=trace: CSV or JSON rows of arrival (s), prompt_len, output_len")
+
+    def check(self) -> None:
+        max_len = SCENARIOS[self.scenario].max_len
+        if self.workload == "trace":
+            parse_trace(self.trace)
+        elif self.trace.strip():
+            raise ParamError(f"trace: given, but workload is '{self.workload}'; set workload to trace to use it")
+        if self.workload in ("fixed", "uniform") and self.prompt_len + self.output_len > max_len:
+            raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
+                             f"scenario {self.scenario} allows at most {max_len}")
+
+    def setup(self, memory: str = "paged") -> Setup:
+        return Setup(self.scenario, memory, self.block_size, self.watermark, self.preemption,
+                     self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3))
+
+    def workload_at(self, rate: float) -> list[Request]:
+        if self.workload == "trace":
+            return parse_trace(self.trace)
+        shape = "" if self.workload == "scenario" else self.workload
+        return self.setup().workload(self.requests, rate, self.seed, shape, self.prompt_len, self.output_len)
+
+    def scenario_info(self) -> dict[str, Any]:
+        setup = self.setup()
+        cost = setup.cost_model()
+        return {"name": self.scenario, "about": setup.spec.about, "gpu": setup.spec.gpu, "model": setup.spec.model,
+                "max_len": setup.spec.max_len, "kv_capacity_tokens": cost.kv_capacity_tokens,
+                "kv_capacity_blocks": cost.kv_capacity_blocks(self.block_size),
+                "kv_bytes_per_token": cost.model.kv_bytes_per_token, "units": "decimal (1 GB = 1e9 B)"}
+
+
+class EngineLab(ServingLab):
+    lab_name = "engine"
+    title = "Serving engine: paged vs reserved KV memory"
+    summary = ("Continuous batching on the paper GPU: requests arrive, are admitted FCFS while memory "
+               "allows, decode one token per step, and are preempted when paged memory runs out. "
+               "The memory map shows who holds which block or reserved range over simulated time.")
+
+    memory = param.Selector(objects=list(MEMORIES), default="paged",
+                            doc="KV memory manager: reserved max / pow2 / oracle (Orca), or paged (vLLM)")
+    compare = param.Selector(objects=["none", *MEMORIES], default="oracle",
+                             doc="a second manager run on the same requests, shown side by side")
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        requests = self.workload_at(self.rate)
+        kinds = [self.memory] + ([] if self.compare == "none" else [self.compare])
+        runs = []
+        for i, kind in enumerate(kinds):
+            def part(fraction: float, message: str, i: int = i) -> None:
+                progress((i + fraction) / len(kinds), f"{kind}: {message}")
+            setup = self.setup(kind)
+            run = setup.run(requests, part, trace=True)
+            runs.append({"memory": kind, **summarize(run, setup.slo), "trace": run.trace})
+        result = dict(runs[0])
+        result["compare"] = runs[1] if len(runs) > 1 else None
+        result["scenario"] = self.scenario_info()
+        result["submitted"] = len(requests)
+        result["paper"] = PAPER
+        return result

@@ -1,0 +1,46 @@
+"""Lab `fragmentation`: internal waste of reservations and external fragmentation of an arena."""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.allocator import ALLOCATORS
+from kvweb.engine_setup import SCENARIOS
+from kvweb.fragmentation import arena_experiment, internal_waste
+from kvweb.lab import Lab, Progress, no_progress
+from kvweb.workload import poisson_workload
+
+MEAN_SIZES = (512, 2048, 4096)
+
+
+class FragmentationLab(Lab):
+    lab_name = "fragmentation"
+    title = "Fragmentation: internal waste and a contiguous arena"
+    summary = ("Internal: what Max, Pow2 and Oracle reservations leave unwritten when a ShareGPT-like "
+               "request ends, beside paged blocks. External: requests arrive and leave a contiguous "
+               "token arena, each needing one range; how many fail, and how many of those failed "
+               "although enough free tokens existed, only cut into holes.")
+
+    mean_size = param.Integer(2048, bounds=(1, 1_000_000), doc="mean tokens a request needs (geometric sizes)")
+    arena = param.Integer(32768, bounds=(16, 4_000_000), doc="arena size in tokens")
+    requests = param.Integer(2000, bounds=(1, 20_000), doc="arrivals in the arena experiment (and requests for internal waste)")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of sizes, arrivals and stays")
+    load = param.Number(0.9, bounds=(0.05, 3.0), doc="offered load: mean tokens requested at any time / arena")
+    allocator = param.Selector(objects=list(ALLOCATORS), default="first-fit", doc="how ranges are placed")
+    block_size = param.Integer(16, bounds=(1, 256), doc="paged block size for the internal-waste comparison")
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        sizes = [self.mean_size, *(m for m in MEAN_SIZES if m != self.mean_size)]
+        runs = []
+        for i, size in enumerate(sizes):
+            def part(fraction: float, message: str, i: int = i) -> None:
+                progress((i + fraction) / len(sizes), f"mean size {size}: {message}")
+            runs.append(arena_experiment(size, self.arena, self.requests, self.seed, self.allocator, self.load,
+                                         max_frames=100 if i == 0 else 1, progress=part))
+        by_size = [{k: v for k, v in r.items() if k != "frames"} for r in sorted(runs, key=lambda r: r["mean_size"])]
+        a = SCENARIOS["A"]
+        requests = poisson_workload(a.lengths, self.requests, 1.0, a.max_len, self.seed)
+        return {**runs[0], "by_mean_size": by_size,
+                "internal": {"workload": f"scenario A ({a.lengths}-like), max length {a.max_len}",
+                             "rows": internal_waste(requests, a.max_len, self.block_size)}}

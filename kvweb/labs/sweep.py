@@ -1,0 +1,52 @@
+"""Lab `sweep`: paged serving across block sizes, watermarks, or swap vs recompute at several rates."""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.lab import ParamError, Progress, no_progress
+from kvweb.labs.engine import ServingLab
+from kvweb.metrics import summarize
+
+BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+WATERMARKS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
+RATE_FACTORS = (0.5, 1.0, 1.5, 2.0)
+PREEMPTION_BLOCK_SIZES = (8, 16, 64)
+KEYS = ("throughput_tok_s", "slo_attainment", "mean_batch", "occupied_frac", "used_frac", "utilisation",
+        "preemptions", "recomputed_tokens", "swapped_bytes", "sim_time_s", "finished", "rejected")
+
+
+class SweepLab(ServingLab):
+    lab_name = "sweep"
+    title = "Paged serving sweeps: block size, watermark, swap vs recompute"
+    summary = ("Runs paged memory on the same requests across block sizes (1-256), admission watermarks "
+               "(0-20 %), or swap vs recompute at 0.5x-2x the rate and several block sizes.")
+
+    sweep = param.Selector(objects=["block_size", "watermark", "preemption"], default="block_size",
+                           doc="what varies; everything else stays as set")
+    requests = param.Integer(500, bounds=(1, 5000), doc="requests per run (a trace brings its own)")
+
+    def check(self) -> None:
+        super().check()
+        if self.sweep == "preemption" and self.workload == "trace":
+            raise ParamError("workload: trace is not allowed with sweep=preemption, which varies the arrival rate")
+
+    def points(self) -> list[dict[str, Any]]:
+        if self.sweep == "block_size":
+            return [{"block_size": b} for b in BLOCK_SIZES]
+        if self.sweep == "watermark":
+            return [{"watermark": w} for w in WATERMARKS]
+        return [{"rate": self.rate * f, "block_size": b, "preemption": p}
+                for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        points = self.points()
+        rows = []
+        for i, point in enumerate(points):
+            setup = self.setup("paged").with_(**{k: v for k, v in point.items() if k != "rate"})
+            run = setup.run(self.workload_at(point.get("rate", self.rate)))
+            m = summarize(run, setup.slo)
+            rows.append({**point, **{k: m[k] for k in KEYS}})
+            progress((i + 1) / len(points), f"{i + 1}/{len(points)} runs")
+        return {"sweep": self.sweep, "rows": rows, "scenario": self.scenario_info()}

@@ -1,0 +1,72 @@
+"""What a serving run achieved (SPEC 3): throughput, latency distributions, SLO attainment,
+batch size, memory occupied vs actually holding KV, and the cost of preemption."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from kvweb.engine import Run, Sequence
+
+
+@dataclass(frozen=True)
+class SLO:
+    """A request meets the SLO when its first token comes within ttft_s of its arrival and
+    the rest come at tpot_s per token or faster on average."""
+
+    ttft_s: float = 2.0
+    tpot_s: float = 0.1
+
+
+def ttft(seq: Sequence) -> float:
+    return seq.first_token_t - seq.req.arrival
+
+
+def tpot(seq: Sequence) -> float:
+    """Mean time per output token after the first (0 for a one-token answer)."""
+    return (seq.finish_t - seq.first_token_t) / (seq.req.output - 1) if seq.req.output > 1 else 0.0
+
+
+def distribution(values: list[float], bins: int = 20) -> dict[str, Any]:
+    """Mean, percentiles and a histogram (seconds)."""
+    if not values:
+        return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None, "edges": [], "counts": []}
+    a = np.asarray(values)
+    counts, edges = np.histogram(a, bins=bins)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"count": len(values), "mean": float(a.mean()), "p50": float(p50), "p90": float(p90),
+            "p99": float(p99), "max": float(a.max()), "edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def summarize(run: Run, slo: SLO) -> dict[str, Any]:
+    """The run's figures as plain JSON types. SLO attainment counts rejected requests as misses;
+    memory fractions are time-weighted over the run and relative to the GPU's KV capacity."""
+    seqs = run.sequences
+    ttfts = [ttft(s) for s in seqs]
+    tpots = [tpot(s) for s in seqs]
+    met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
+    submitted = len(seqs) + len(run.rejected)
+    span = run.sim_time * run.capacity
+    return {
+        "throughput_tok_s": run.generated / run.sim_time if run.sim_time > 0 else 0.0,
+        "requests_per_s": len(seqs) / run.sim_time if run.sim_time > 0 else 0.0,
+        "slo_attainment": met / submitted if submitted else 0.0,
+        "ttft_s": distribution(ttfts),
+        "tpot_s": distribution(tpots),
+        "mean_batch": run.batch_sum / run.steps if run.steps else 0.0,
+        "occupied_frac": run.occupied_s / span if span else 0.0,
+        "used_frac": run.used_s / span if span else 0.0,
+        "utilisation": run.used_s / run.occupied_s if run.occupied_s else 0.0,
+        "preemptions": run.preemptions,
+        "recomputed_tokens": run.recomputed_tokens,
+        "swapped_bytes": run.swapped_bytes,
+        "sim_time_s": run.sim_time,
+        "steps": run.steps,
+        "generated_tokens": run.generated,
+        "finished": len(seqs),
+        "rejected": len(run.rejected),
+        "rejections": [{"id": r.id, "reason": why} for r, why in run.rejected[:20]],
+        "stopped_early": run.stopped_early,
+    }

@@ -1,0 +1,184 @@
+"""Seeded serving workloads: Poisson arrivals and prompt/output length distributions (SPEC 3).
+
+Arrivals and lengths come from separate seeded streams, so the same seed at another rate
+gives the same requests arriving faster or slower (common random numbers: a max-rate search
+compares like with like). User traces arrive as CSV or JSON text and are validated row by row.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kvweb.lab import ParamError
+
+
+@dataclass(frozen=True)
+class Request:
+    """One submitted request. Ids follow arrival order (ties keep submission order)."""
+
+    id: int
+    arrival: float  # seconds
+    prompt: int  # prompt tokens
+    output: int  # tokens to generate
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """Lognormal prompt and output lengths with the given means; sigma sets the spread."""
+
+    prompt_mean: float
+    prompt_sigma: float
+    output_mean: float
+    output_sigma: float
+
+
+# ShareGPT-like: the vLLM paper's ShareGPT means (161 in, 338 out), long-tailed.
+# Alpaca-like: short instructions (19 in, 58 out). Long-context: long prompts for scenario B.
+DISTRIBUTIONS: dict[str, LengthDistribution] = {
+    "sharegpt": LengthDistribution(160, 1.0, 340, 0.9),
+    "alpaca": LengthDistribution(20, 0.6, 60, 0.8),
+    "long-context": LengthDistribution(3000, 0.5, 300, 0.8),
+}
+SHAPES = (*DISTRIBUTIONS, "fixed", "uniform")
+
+MAX_TRACE_ROWS = 5000
+MAX_TRACE_LENGTH = 1_000_000  # tokens in one field
+TRACE_FIELDS = ("arrival", "prompt_len", "output_len")
+
+
+def _lognormal(rng: np.random.Generator, mean: float, sigma: float, n: int) -> np.ndarray:
+    mu = math.log(mean) - sigma * sigma / 2  # so that the mean is `mean`
+    return np.rint(rng.lognormal(mu, sigma, n))
+
+
+def lengths(
+    shape: str, n: int, max_len: int, seed: int, prompt_len: int = 128, output_len: int = 128
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths, clipped so that prompt + output <= max_len.
+
+    `fixed` uses prompt_len and output_len as given; `uniform` draws them on 1..prompt_len
+    and 1..output_len.
+    """
+    rng = np.random.default_rng([seed, 1])
+    if shape in DISTRIBUTIONS:
+        d = DISTRIBUTIONS[shape]
+        prompts = _lognormal(rng, d.prompt_mean, d.prompt_sigma, n)
+        outputs = _lognormal(rng, d.output_mean, d.output_sigma, n)
+    elif shape == "fixed":
+        prompts, outputs = np.full(n, prompt_len), np.full(n, output_len)
+    elif shape == "uniform":
+        prompts = rng.integers(1, prompt_len + 1, n)
+        outputs = rng.integers(1, output_len + 1, n)
+    else:
+        raise ParamError(f"lengths: '{shape}' is not allowed; expected one of {', '.join(SHAPES)}")
+    prompts = np.clip(prompts, 1, max_len - 1).astype(int)
+    outputs = np.clip(outputs, 1, max_len - prompts).astype(int)
+    return prompts, outputs
+
+
+def unit_arrivals(n: int, seed: int) -> np.ndarray:
+    """Arrival times of a Poisson process at 1 request/s; divide by a rate to rescale."""
+    rng = np.random.default_rng([seed, 0])
+    return np.cumsum(rng.exponential(1.0, n))
+
+
+def poisson_workload(
+    shape: str, n: int, rate: float, max_len: int, seed: int, prompt_len: int = 128, output_len: int = 128
+) -> list[Request]:
+    prompts, outputs = lengths(shape, n, max_len, seed, prompt_len, output_len)
+    arrivals = unit_arrivals(n, seed) / rate
+    return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+
+
+def parse_trace(text: str) -> list[Request]:
+    """Requests from CSV (header `arrival,prompt_len,output_len` optional) or JSON (a list of
+    objects with those keys, or of [arrival, prompt_len, output_len] triples).
+
+    Any bad row raises one ParamError naming the row (1 = first request) and the field.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len")
+    rows = _json_rows(stripped) if stripped[0] in "[{" else _csv_rows(stripped)
+    if len(rows) > MAX_TRACE_ROWS:
+        raise ParamError(f"trace: {len(rows)} rows; at most {MAX_TRACE_ROWS} are allowed")
+    parsed = [_check_row(i + 1, row) for i, row in enumerate(rows)]
+    order = sorted(range(len(parsed)), key=lambda i: parsed[i][0])
+    return [Request(new_id, *parsed[i]) for new_id, i in enumerate(order)]
+
+
+def _json_rows(text: str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ParamError(f"trace: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    if not isinstance(data, list):
+        raise ParamError("trace: JSON must be a list of rows")
+    rows = []
+    for i, item in enumerate(data, 1):
+        if isinstance(item, list) and len(item) == 3:
+            rows.append(dict(zip(TRACE_FIELDS, item)))
+        elif isinstance(item, dict):
+            rows.append(item)
+        else:
+            raise ParamError(f"trace row {i}: expected an object with {', '.join(TRACE_FIELDS)} or a list of 3 numbers")
+    return rows
+
+
+def _csv_rows(text: str) -> list[dict[str, Any]]:
+    lines = [line for line in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in line)]
+    header = [cell.strip().lower() for cell in lines[0]]
+    if set(header) == set(TRACE_FIELDS):
+        lines = lines[1:]
+    else:
+        header = list(TRACE_FIELDS)
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if len(line) != 3:
+            raise ParamError(f"trace row {i}: {len(line)} fields; expected 3 ({', '.join(header)})")
+        rows.append(dict(zip(header, (cell.strip() for cell in line))))
+    return rows
+
+
+def _check_row(i: int, row: dict[str, Any]) -> tuple[float, int, int]:
+    for key in row:
+        if key not in TRACE_FIELDS:
+            raise ParamError(f"trace row {i}: unknown field '{str(key)[:20]}'; allowed: {', '.join(TRACE_FIELDS)}")
+    values = []
+    for field in TRACE_FIELDS:
+        if field not in row:
+            raise ParamError(f"trace row {i}: field {field} is missing")
+        raw = row[field]
+        values.append(_number(i, field, raw) if field == "arrival" else _length(i, field, raw))
+    return values[0], values[1], values[2]
+
+
+def _shown(raw: Any) -> str:
+    text = str(raw)
+    return repr(text if len(text) <= 20 else text[:20] + "...")
+
+
+def _number(i: int, field: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
+        raise ParamError(f"trace row {i}, field {field}: {_shown(raw)} is not allowed; expected a number of seconds >= 0")
+    return value
+
+
+def _length(i: int, field: str, raw: Any) -> int:
+    try:
+        value = int(raw) if not isinstance(raw, float) or raw.is_integer() else None
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(raw, bool) or value is None or not 1 <= value <= MAX_TRACE_LENGTH:
+        raise ParamError(f"trace row {i}, field {field}: {_shown(raw)} is not allowed; expected an integer from 1 to {MAX_TRACE_LENGTH}")
+    return value
