@@ -154,7 +154,12 @@ class Engine:
         self.recomputed_tokens = 0
         self.swapped_bytes = 0
         self.misses = 0
+        # The queue's head did not fit and nothing has left since: memory only grows fuller
+        # until a sequence leaves, so trying again before that is wasted work.
+        self.blocked = False
         self.trace: TraceRecorder | None = None
+        if self.budget < config.max_len:
+            raise ValueError("max_batch_tokens must be at least max_len, or a long prompt could never start")
 
     # -- arrival -------------------------------------------------------------
     def _submit(self, req: Request) -> None:
@@ -190,12 +195,13 @@ class Engine:
         fresh: list[Sequence] = []
         budget = self.budget
         queue = self.preempted or self.waiting
-        while queue and len(self.running) < self.config.max_seqs:
+        while queue:
             seq = queue[0]
             tokens = seq.req.prompt + seq.gen0  # what it holds after this step
             if not seq.on_host and tokens > budget:
-                break
-            if not mm.admit(seq, tokens, step):
+                break  # the prefill budget is per step: try again next step
+            if len(self.running) >= self.config.max_seqs or not mm.admit(seq, tokens, step):
+                self.blocked = True
                 break
             queue.popleft()
             if seq.on_host:  # swap in, then decode in this very step
@@ -251,6 +257,7 @@ class Engine:
                 self._event("preempt", seq)
             self.preempted.appendleft(seq)
             self.preemptions += 1
+            self.blocked = False
         return swap_s
 
     def _event(self, kind: str, seq: Sequence) -> None:
@@ -260,6 +267,7 @@ class Engine:
     # -- leaving -------------------------------------------------------------
     def _finish(self, seq: Sequence, step: int) -> None:
         del self.running[seq.id]
+        self.blocked = False
         self.kv_tokens -= seq.kv(step)
         self.memory.free(seq)
         seq.finish_t = self.now
@@ -286,16 +294,16 @@ class Engine:
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
         stopped = False
-        running, finish_at = self.running, self.finish_at
+        running, finish_at, waiting, preempted = self.running, self.finish_at, self.waiting, self.preempted
         while True:
-            if not (running or self.waiting or self.preempted):
+            if not (running or waiting or preempted):
                 if ai == total:
                     break
                 self.now = max(self.now, arrivals[ai])
             while arrivals[ai] <= self.now:
                 self._submit(requests[ai])
                 ai += 1
-            if not (running or self.waiting or self.preempted):
+            if not (running or waiting or preempted):
                 continue  # everything that arrived was rejected
             if self.misses > give_up:
                 stopped = True
@@ -309,7 +317,7 @@ class Engine:
             flops = f0 + fb * batch + fc * context
             nbytes = b0 + bb * batch + bc * context
             fresh: list[Sequence] = []
-            if self.waiting or self.preempted:
+            if (waiting or preempted) and not self.blocked:
                 joined, added, decoders, ctx, pf_flops, pf_bytes, s, fresh = self._admit(step)
                 flops += fb * decoders + fc * ctx + pf_flops
                 nbytes += bb * decoders + bc * ctx + pf_bytes
@@ -336,7 +344,7 @@ class Engine:
                 for seq in leaving:
                     self._finish(seq, step)
             if self.now >= sample_t:
-                trace.sample(self.now, step, len(self.waiting), len(self.preempted), batch, self.kv_tokens, mm)
+                trace.sample(self.now, step, len(waiting), len(preempted), batch, self.kv_tokens, mm)
                 sample_t = trace.next_t
             if observer is not None:
                 observer(self, step)
