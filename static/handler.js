@@ -1,0 +1,92 @@
+// kvweb's page side of the Pyodide worker (replaces Panel's pyodide_handler.js): shows
+// progress while Python starts, renders the document the worker sends, then keeps the page
+// and the worker in sync. Worker text is only ever shown with textContent, never as HTML.
+const pyodideWorker = window.kvwebWorker;
+pyodideWorker.busy = false;
+pyodideWorker.queue = [];
+let patching = 0;
+const startedAt = performance.now();
+window.kvwebTimings = [];  // [status, worker ms] pairs, read by bench/site_load.py
+
+function showStatus(text, fraction, failed) {
+  const box = document.getElementById("kv-loading");
+  if (box == null) return;
+  box.querySelector(".kv-loading-msg").textContent = text;
+  if (fraction != null) box.querySelector("progress").value = fraction;
+  if (failed) box.classList.add("kv-failed");
+}
+
+function send_change(jsdoc, event) {
+  if ((event.setter_id != null && event.setter_id == "py") || patching > 0) {
+    return;
+  } else if (pyodideWorker.busy && event.model && event.attr) {
+    const events = pyodideWorker.queue.filter((old) => !(old.model === event.model && old.attr === event.attr));
+    events.push(event);
+    pyodideWorker.queue = events;
+    return;
+  }
+  const patch = jsdoc.create_json_patch([event]);
+  pyodideWorker.busy = true;
+  pyodideWorker.postMessage({ type: "patch", patch: patch });
+}
+
+async function render(msg) {
+  const docs_json = JSON.parse(msg.docs_json);
+  const render_items = JSON.parse(msg.render_items);
+  const root_ids = JSON.parse(msg.root_ids);
+  // Map the worker's roots onto the pre-rendered page's root elements.
+  const data_roots = [];
+  for (const el of document.querySelectorAll("[data-root-id]")) {
+    el.innerHTML = "";
+    data_roots.push([el.getAttribute("data-root-id"), el.id]);
+  }
+  data_roots.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  const roots = {};
+  for (let i = 0; i < data_roots.length; i++) roots[root_ids[i]] = data_roots[i][1];
+  render_items[0]["roots"] = roots;
+  render_items[0]["root_ids"] = root_ids;
+  Bokeh.index.roots.map((v) => v.remove());
+  const [views] = await Bokeh.embed.embed_items(docs_json, render_items);
+  document.body.classList.remove("pn-loading", "{{ loading_spinner }}");
+  const jsdoc = [...views.roots.values()][0].model.document;
+  pyodideWorker.jsdoc = jsdoc;
+  jsdoc.on_change(send_change.bind(null, jsdoc), false);
+  pyodideWorker.postMessage({ type: "rendered" });
+  pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });
+  document.getElementById("kv-loading")?.remove();
+  document.body.dataset.kvwebReady = String(Math.round(performance.now() - startedAt));
+}
+
+async function onMessage(event) {
+  const msg = event.data;
+  if (msg.type === "idle") {
+    if (pyodideWorker.queue.length) {
+      const patch = pyodideWorker.jsdoc.create_json_patch(pyodideWorker.queue);
+      pyodideWorker.busy = true;
+      pyodideWorker.queue = [];
+      pyodideWorker.postMessage({ type: "patch", patch: patch });
+    } else {
+      pyodideWorker.busy = false;
+    }
+  } else if (msg.type === "status") {
+    window.kvwebTimings.push([msg.msg, msg.ms]);
+    showStatus(msg.msg, msg.fraction, false);
+  } else if (msg.type === "error") {
+    showStatus(`Python failed to start: ${msg.msg}`, null, true);
+    document.body.dataset.kvwebError = "1";
+  } else if (msg.type === "render") {
+    window.kvwebModules = msg.modules;
+    await render(msg);
+  } else if (msg.type === "patch") {
+    try {
+      patching += 1;
+      pyodideWorker.jsdoc.apply_json_patch(msg.patch, msg.buffers);
+    } finally {
+      patching -= 1;
+    }
+  }
+}
+
+pyodideWorker.onerror = (event) => showStatus(`The Python worker failed: ${event.message}`, null, true);
+pyodideWorker.onmessage = onMessage;
+for (const event of window.kvwebEarly.splice(0)) onMessage(event);

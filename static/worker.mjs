@@ -1,0 +1,74 @@
+// kvweb's Pyodide worker. Pyodide 314 only runs in module workers; everything it loads
+// comes from ./pyodide/ (core, wheels, and a lock file listing exactly those wheels).
+import { loadPyodide } from "./pyodide/pyodide.mjs";
+
+const PACKAGES = @PACKAGES@;
+const ENV = @ENV@;
+
+function status(msg, fraction) {
+  self.postMessage({ type: "status", msg, fraction, ms: Math.round(performance.now()) });
+}
+
+function sendPatch(patch, buffers, msg_id) {
+  self.postMessage({ type: "patch", patch, buffers });
+}
+
+async function start(location) {
+  status("Starting Python (Pyodide)", 0.05);
+  const pyodide = await loadPyodide({ indexURL: "./pyodide/", env: ENV });
+  let loaded = 0;
+  status(`Loading ${PACKAGES.length} packages`, 0.35);
+  await pyodide.loadPackage(PACKAGES, {
+    messageCallback: (msg) => {
+      if (msg.startsWith("Loaded")) return;
+      loaded += 1;
+      status(`Loading packages`, 0.35 + 0.3 * Math.min(1, loaded / PACKAGES.length));
+    },
+    errorCallback: (msg) => console.error(msg),
+  });
+  self.pyodide = pyodide;
+  pyodide.globals.set("sendPatch", sendPatch);
+  pyodide.globals.set("_kvweb_location", location);
+  status("Starting the app", 0.7);
+  const [docs_json, render_items, root_ids] = await pyodide.runPythonAsync(`{{ code }}`);
+  status("Drawing", 0.9);
+  const modules = pyodide.runPython("import sys; ' '.join(sorted({m.split('.')[0] for m in sys.modules}))");
+  self.postMessage({ type: "render", docs_json, render_items, root_ids, modules });
+}
+
+self.onmessage = async (event) => {
+  const msg = event.data;
+  if (msg.type === "start") {
+    try {
+      await start(msg.location);
+    } catch (e) {
+      console.error(e);
+      const lines = `${e}`.trim().split("\n");
+      self.postMessage({ type: "error", msg: lines[lines.length - 1] });
+    }
+  } else if (msg.type === "rendered") {
+    self.pyodide.runPythonAsync(`
+from panel.io.state import state
+from panel.io.pyodide import _link_docs_worker
+_link_docs_worker(state.curdoc, sendPatch, setter='js')
+`);
+  } else if (msg.type === "patch") {
+    self.pyodide.globals.set("patch", msg.patch);
+    await self.pyodide.runPythonAsync(`
+from panel.io.pyodide import _convert_json_patch
+state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
+`);
+    self.postMessage({ type: "idle" });
+  } else if (msg.type === "location") {
+    self.pyodide.globals.set("location", msg.location);
+    self.pyodide.runPythonAsync(`
+import json
+from panel.io.state import state
+from panel.util import edit_readonly
+if state.location:
+    loc_data = json.loads(location)
+    with edit_readonly(state.location):
+        state.location.param.update({k: v for k, v in loc_data.items() if k in state.location.param})
+`);
+  }
+};
