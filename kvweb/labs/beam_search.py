@@ -54,6 +54,8 @@ class BeamSearch(Lab):
         progress(len(SWEEP_WIDTHS) / (len(SWEEP_WIDTHS) + 1), "naive beam search (recomputing)")
         naive = beam_search_naive(model, prompt, self.width, self.steps)
         return {
+            "block_size": self.block_size,
+            "num_blocks": self.pool_blocks(self.width),
             **savings(steps),
             "identical": [b.tokens for b in beams] == [b.tokens for b in naive],
             "prompt": decode(prompt),

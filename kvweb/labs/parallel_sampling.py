@@ -54,6 +54,8 @@ class ParallelSampling(Lab):
         final = tracer.steps[-1]  # every answer complete, nothing freed yet
         shared, unshared = final["used_blocks"], final["unshared_blocks"]
         return {
+            "block_size": bs,
+            "num_blocks": self.pool_blocks(),
             "blocks_shared": shared,
             "blocks_unshared": unshared,
             "saving": 1 - shared / unshared,
