@@ -46,6 +46,10 @@ def paged_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, block
 
 
 class PagedStore:
+    """K and V of `num_blocks` blocks of `block_size` tokens, for every layer at once
+    (`k`, `v`: [layers, num_blocks, block_size, heads, head_dim]), and a block table per
+    sequence. `shuffle` and `seed` set the pool's hand-out order."""
+
     def __init__(self, layers: int, heads: int, head_dim: int, block_size: int, num_blocks: int,
                  shuffle: bool = False, seed: int = 0) -> None:
         if block_size < 1:
