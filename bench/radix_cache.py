@@ -124,7 +124,8 @@ def main() -> None:
     prompt = sum(len(r.prompt) for r in trace)
     print(f"trace: {len(trace)} requests, {tokens:,} tokens (prompt + output), capacity {args.capacity:,}")
     results = {}
-    for name, make in (("radix cache", lambda: RadixServer(args.capacity)), ("per-token trie", lambda: TokenTrie(args.capacity))):
+    makers = {"radix cache": lambda: RadixServer(args.capacity), "per-token trie": lambda: TokenTrie(args.capacity)}
+    for name, make in makers.items():
         best, hits = min(run(make(), trace) for _ in range(args.rounds))
         results[name] = best
         print(f"{name:15s} {best:7.3f} s  {tokens / best:12,.0f} tokens/s  hit rate {hits / prompt:.3f}")

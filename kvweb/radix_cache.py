@@ -39,7 +39,7 @@ class TokenPool:
         self.page_size = page_size
         self.pages = size // page_size
         self.size = self.pages * page_size
-        self._free = np.arange(self.pages, dtype=np.int64)[::-1].copy()  # a stack: page 0 on top
+        self._free = np.arange(self.pages, dtype=np.int32)[::-1].copy()  # a stack: page 0 on top
         self._n_free = self.pages
         self._in_use = np.zeros(self.pages, dtype=bool)
 
@@ -59,7 +59,7 @@ class TokenPool:
         k = self.pages_for(n_tokens)
         if k > self._n_free:
             return None
-        pages = self._free[self._n_free - k:self._n_free][::-1].copy()
+        pages = self._free[self._n_free - k:self._n_free][::-1].astype(np.int64)
         self._n_free -= k
         self._in_use[pages] = True
         p = self.page_size

@@ -64,7 +64,8 @@ class DemoRequest:
     output: list[int]
     reference: list[int]  # generate_alone's tokens for the same prompt and seed
     evicted: int  # cached tokens evicted to make room for this request
-    tree: dict[str, Any]  # the tree after this request, its path marked
+    running_tree: dict[str, Any]  # the tree while it runs: prefix locked, its new slots taken
+    tree: dict[str, Any]  # the tree after it was inserted and unlocked, its path marked
 
 
 def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, pool_size: int,
@@ -93,6 +94,7 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         if fresh is None:
             raise ValueError(f"request {i} needs {kv_len} slots; the pool has {pool_size}")
         evicted = before - cache.cached_size
+        running = cache.describe(prompt, match.length, max_run=pool_size)
         store.open(i, np.concatenate([match.slots, fresh]), match.length)
         rng = None if temperature == 0 else np.random.default_rng(seed + i)
         logits = model.forward_batch(store, [i], [prompt[match.length:]])[0]
@@ -107,5 +109,5 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         cache.unlock(match.node)
         reference = generate_alone(model, prompt, max_new, None if temperature == 0 else seed + i, temperature)
         done.append(DemoRequest(prompt, match.length, len(prompt) - match.length, output, reference,
-                                evicted, cache.describe(full[:kv_len], match.length)))
+                                evicted, running, cache.describe(full[:kv_len], match.length, max_run=pool_size)))
     return done

@@ -31,9 +31,17 @@ def test_demo_prefills_only_the_uncached_suffix_and_matches_a_fresh_run() -> Non
         assert x["cached_tokens"] + x["prefilled_tokens"] == len(x["prompt"])
     # 180 slots: the last request evicts the least recently used leaf (the second answer)
     assert [x["evicted"] > 0 for x in reqs] == [False, False, False, False, True]
-    tree = reqs[4]["tree"]
-    assert "Why cache" not in "".join(n["text"] for n in tree["nodes"])
-    assert tree["pool_used"] == tree["cached"] <= 180
+    def texts(tree: dict) -> list[str]:
+        return [n["text"] for n in tree["nodes"]]
+
+    assert any(t.startswith("y cache the KV?") for t in texts(reqs[3]["tree"]))
+    assert not any("cache the KV" in t for t in texts(reqs[4]["tree"]))
+    # while it runs, the request's matched path is locked and its new slots sit in the same pool
+    running = reqs[4]["running_tree"]
+    assert running["protected"] >= reqs[4]["cached_tokens"]
+    assert running["pool_used"] - running["cached"] == len(reqs[4]["prompt"]) + 15 - reqs[4]["cached_tokens"]
+    assert all(n["lock"] == 0 for n in reqs[4]["tree"]["nodes"])
+    assert reqs[4]["tree"]["pool_used"] == reqs[4]["tree"]["cached"] <= 180
 
 
 @pytest.mark.parametrize("page_size", [1, 4])

@@ -10,7 +10,7 @@ import param
 
 from kvweb.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.cache_workload import Request, few_shot, multi_turn
-from kvweb.lab import Lab, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
 
@@ -21,16 +21,23 @@ class WorkloadLab(Lab):
     workload = param.Selector(objects=["few-shot", "multi-turn"], default="few-shot",
                               doc="few-shot: tasks share a system prompt and their examples; "
                                   "multi-turn: each turn repeats the conversation so far")
-    tasks = param.Integer(8, bounds=(1, 32), doc="few-shot: tasks (each with its own examples)")
-    per_task = param.Integer(16, bounds=(1, 64), doc="few-shot: requests per task, interleaved round-robin")
-    examples_len = param.Integer(400, bounds=(0, 4096), doc="few-shot: tokens of each task's examples")
-    sessions = param.Integer(32, bounds=(1, 128), doc="multi-turn: chat sessions")
-    turns = param.Integer(6, bounds=(1, 16), doc="multi-turn: turns per session")
-    gap = param.Integer(5, bounds=(0, 1000), doc="multi-turn: steps between a turn's end and the next turn")
-    system_len = param.Integer(100, bounds=(0, 2048), doc="tokens of the system prompt every request shares")
-    question_len = param.Integer(30, bounds=(1, 1024), doc="tokens of each new question")
-    output_len = param.Integer(20, bounds=(1, 1024), doc="tokens of each answer")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of the workload's tokens and arrivals")
+    # The sizes are folded away in the app (precedence ADVANCED): the workload's details.
+    tasks = param.Integer(8, bounds=(1, 32), precedence=ADVANCED,
+                          doc="few-shot: tasks (each with its own examples)")
+    per_task = param.Integer(16, bounds=(1, 64), precedence=ADVANCED,
+                             doc="few-shot: requests per task, interleaved round-robin")
+    examples_len = param.Integer(400, bounds=(0, 4096), precedence=ADVANCED,
+                                 doc="few-shot: tokens of each task's examples")
+    sessions = param.Integer(32, bounds=(1, 128), precedence=ADVANCED, doc="multi-turn: chat sessions")
+    turns = param.Integer(6, bounds=(1, 16), precedence=ADVANCED, doc="multi-turn: turns per session")
+    gap = param.Integer(5, bounds=(0, 1000), precedence=ADVANCED,
+                        doc="multi-turn: steps between a turn's end and the next turn")
+    system_len = param.Integer(100, bounds=(0, 2048), precedence=ADVANCED,
+                               doc="tokens of the system prompt every request shares")
+    question_len = param.Integer(30, bounds=(1, 1024), precedence=ADVANCED, doc="tokens of each new question")
+    output_len = param.Integer(20, bounds=(1, 1024), precedence=ADVANCED, doc="tokens of each answer")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), precedence=ADVANCED,
+                         doc="seed of the workload's tokens and arrivals")
 
     def prompt_tokens(self) -> int:
         if self.workload == "few-shot":
@@ -64,7 +71,7 @@ class QueueLab(WorkloadLab):
 class CapacityLab(QueueLab):
     """... on a cache of a given capacity."""
 
-    capacity = param.Integer(2000, bounds=(1, 10_000_000), doc="tokens the pool holds (cache + running request)")
+    capacity = param.Integer(2000, bounds=(1, 4_000_000), doc="tokens the pool holds (cache + running request)")
 
 
 class CacheSchedule(CapacityLab):

@@ -5,10 +5,12 @@ from typing import Any
 
 import param
 
-from kvweb.cache_schedule import PrefixCache, RadixServer, simulate, summary
+from kvweb.cache_schedule import PrefixCache, RadixServer, Served, hit_rate, simulate, summary
 from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.prefix_hash import PrefixHashCache
+
+BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class PrefixHash(CapacityLab):
@@ -18,10 +20,11 @@ class PrefixHash(CapacityLab):
         "vLLM's automatic prefix caching hashes each full block together with the hash of the "
         "block before it, and reuses only whole blocks; the radix tree reuses any prefix down to "
         "the token. Same workload, same pool, same order; the radix tree with pages of the block "
-        "size shows how much of the gap is the block granularity."
+        "size shows how much of the gap is the block granularity. The sweep repeats both at "
+        "block sizes from 1 to 256 tokens."
     )
 
-    policy = param.Selector(objects=["fcfs", "lspf"], default="fcfs", doc="order in which waiting requests are served")
+    policy = param.Selector(objects=["fcfs", "lspf"], default="lspf", doc="order in which waiting requests are served")
     block_size = param.Integer(16, bounds=(1, 256), doc="tokens per block (hash) and per radix page")
 
     def check(self) -> None:
@@ -33,19 +36,28 @@ class PrefixHash(CapacityLab):
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
         requests = self.requests()
-        caches: dict[str, PrefixCache] = {
-            "radix": RadixServer(self.capacity),
-            "radix_paged": RadixServer(self.capacity, self.block_size),
-            "hash": PrefixHashCache(self.capacity, self.block_size),
-        }
-        runs = {}
-        for i, (name, cache) in enumerate(caches.items()):
-            progress(i / len(caches), f"serving on {name}")
-            runs[name] = summary(simulate(requests, cache, self.policy, self.queue, self.alpha))
+
+        def serve(cache: PrefixCache) -> list[Served]:
+            return simulate(requests, cache, self.policy, self.queue, self.alpha)
+
+        runs = {"radix": summary(serve(RadixServer(self.capacity)))}
+        runs.update((name, summary(serve(cache))) for name, cache in self.blocked(self.block_size).items())
+        sizes = [b for b in BLOCK_SWEEP if b <= self.capacity]
+        swept: dict[str, list[float]] = {"radix_paged": [], "hash": []}
+        for i, block in enumerate(sizes):
+            progress(i / len(sizes), f"block size {block}")
+            for name, cache in self.blocked(block).items():
+                swept[name].append(runs[name]["hit_rate"] if block == self.block_size else hit_rate(serve(cache)))
+        swept["radix"] = [runs["radix"]["hit_rate"]] * len(sizes)
         return {
             "block_size": self.block_size,
             "radix_hit_rate": runs["radix"]["hit_rate"],
             "radix_paged_hit_rate": runs["radix_paged"]["hit_rate"],
             "hash_hit_rate": runs["hash"]["hit_rate"],
             "runs": runs,
+            "block_sweep": {"block_size": sizes, "hit_rate": swept},
         }
+
+    def blocked(self, block: int) -> dict[str, PrefixCache]:
+        """The two caches that reuse whole blocks only."""
+        return {"radix_paged": RadixServer(self.capacity, block), "hash": PrefixHashCache(self.capacity, block)}

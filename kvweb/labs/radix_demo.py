@@ -77,13 +77,14 @@ class RadixDemo(Lab):
                         self.temperature, follow)
         requests = []
         for i, r in enumerate(done):
-            for node in r.tree["nodes"]:
+            for node in (*r.running_tree["nodes"], *r.tree["nodes"]):
                 node["text"] = decode(node.pop("tokens"))
             requests.append({
                 "index": i, "follow_up": i in follow, "prompt": decode(r.prompt),
                 "output": decode(r.output), "reference": decode(r.reference),
                 "cached_tokens": r.cached_tokens, "prefilled_tokens": r.prefilled_tokens,
-                "identical": r.output == r.reference, "evicted": r.evicted, "tree": r.tree,
+                "identical": r.output == r.reference, "evicted": r.evicted,
+                "running_tree": r.running_tree, "tree": r.tree,
             })
         prompt_tokens = sum(len(r.prompt) for r in done)
         cached = sum(r.cached_tokens for r in done)

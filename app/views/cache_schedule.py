@@ -1,0 +1,207 @@
+"""Views of the prefix-cache labs: `cache-schedule` (FCFS and LSPF side by side on one
+workload: running hit rate and waits), `cache-sweep` (hit rate against capacity),
+`prefix-hash` (radix tree vs chained block hashes) and `prefill-savings` (hits turned into
+prefill seconds). Everything drawn is in the lab's result."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, LabelSet, Legend, LegendItem, Span
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView
+from kvweb.lab import Lab
+
+COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs": "#55a868", "aging": "#8172b3", "optimal": "#333333",
+          "radix": "#dd8452", "radix_paged": "#c44e52", "hash": "#4c72b0"}
+NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs": "DFS (in the queue)", "aging": "aging",
+         "optimal": "optimal (offline DFS)", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
+         "hash": "chained block hashes"}
+
+
+def _figure(title: str, x_label: str, y_label: str, **kwargs: Any) -> Any:
+    return figure(title=title, height=300, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save",
+                  x_axis_label=x_label, y_axis_label=y_label, **kwargs)
+
+
+def _bars(title: str, name: str, **kwargs: Any) -> tuple[Any, ColumnDataSource]:
+    """A bar chart with each value written above its bar."""
+    src = ColumnDataSource({"name": [], "value": [], "label": [], "color": []}, name=name)
+    fig = figure(title=title, height=260, width=440, tools="save", x_range=[""], **kwargs)
+    fig.vbar(x="name", top="value", width=0.7, color="color", source=src)
+    fig.add_layout(LabelSet(x="name", y="value", text="label", source=src, text_align="center", y_offset=3,
+                            text_font_size="11px"))
+    return fig, src
+
+
+def _show_bars(fig: Any, src: ColumnDataSource, bars: list[tuple[str, float, str, str]]) -> None:
+    """bars: (name, value, label, colour) each."""
+    fig.x_range.factors = [b[0] for b in bars]
+    src.data = dict(zip(("name", "value", "label", "color"), map(list, zip(*bars))))
+
+
+class CurveSet:
+    """One line per run on a figure, kept in ColumnDataSources created once; runs missing
+    from a result leave the legend."""
+
+    def __init__(self, fig: Any, keys: tuple[str, ...], name: str, location: str = "bottom_right") -> None:
+        self.sources, self.items = {}, {}
+        for key in keys:
+            src = ColumnDataSource({"x": [], "y": []}, name=f"{name}-{key}")
+            line = fig.line("x", "y", source=src, color=COLORS[key], line_width=2,
+                            line_dash="dashed" if key == "optimal" else "solid")
+            self.sources[key] = src
+            self.items[key] = LegendItem(label=tr(NAMES[key]), renderers=[line])
+        fig.add_layout(Legend(items=list(self.items.values()), location=location, click_policy="hide"))
+
+    def show(self, curves: dict[str, tuple[list, list]]) -> None:
+        for key, src in self.sources.items():
+            x, y = curves.get(key, ([], []))
+            src.data = {"x": x, "y": y}
+            self.items[key].visible = key in curves
+
+
+class SweepChart:
+    """Final hit rates against a swept quantity (log x), a dotted line marking one value."""
+
+    def __init__(self, title: str, x_label: str, keys: tuple[str, ...], name: str) -> None:
+        self.fig = _figure(title, x_label, tr("hit rate"), x_axis_type="log", y_range=(0, 1))
+        self.curves = CurveSet(self.fig, keys, name, "bottom_right")
+        self.marker = Span(location=1, dimension="height", line_dash="dotted", line_color="#999999")
+        self.fig.add_layout(self.marker)
+
+    def show(self, xs: list[int], rates: dict[str, list[float]], marker: float) -> None:
+        self.curves.show({k: (xs, v) for k, v in rates.items()})
+        self.marker.location = marker
+
+
+class CacheScheduleView(LabView):
+    labs = ("cache-schedule",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        keys = ("fcfs", "lspf", "dfs", "aging")
+        self.hit = _figure(tr("running hit rate (prompt tokens read from the cache so far)"),
+                           tr("requests served"), tr("hit rate"), y_range=(0, 1))
+        self.hit_curves = CurveSet(self.hit, keys, "cache-hit")
+        self.optimal = Span(location=0, dimension="width", line_dash="dashed", line_color=COLORS["optimal"])
+        self.hit.add_layout(self.optimal)
+        self.wait = _figure(tr("steps each request waited in the queue (in service order)"),
+                            tr("requests served"), tr("steps waited"))
+        self.wait_curves = CurveSet(self.wait, keys, "cache-wait", "top_left")
+        self.queue_line = Span(location=0, dimension="width", line_dash="dotted", line_color="#999999")
+        self.wait.add_layout(self.queue_line)
+        self.bar_plot, self.bars = _bars(tr("hit rate"), "cache-hit-bars", y_range=(0, 1.1))
+        self.summary = plain(css_class="kv-cache-summary", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, pn.Row(self.hit, self.wait, sizing_mode="stretch_width"), self.bar_plot,
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        runs = result["runs"]
+        self.hit_curves.show({k: (r["curve"]["served"], r["curve"]["hit_rate"]) for k, r in runs.items()})
+        self.wait_curves.show({k: (r["curve"]["served"], r["curve"]["wait"]) for k, r in runs.items()})
+        self.optimal.location = result["optimal_hit_rate"]
+        self.queue_line.location = lab.queue - 1
+        rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
+        _show_bars(self.bar_plot, self.bars,
+                   [(tr(NAMES[k].split(" (")[0]), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
+        lines = [f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
+                 f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
+                 f"({tr('dotted line: FCFS never waits longer than queue - 1')})"]
+        for key, r in runs.items():
+            lines.append(f"{NAMES[key]:>6}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
+                         f"{r['max_wait']}, {tr('mean wait')} {r['mean_wait']:.1f}")
+        lines.append(f"{tr('optimal (offline DFS)')}: {result['optimal_hit_rate']:.1%}")
+        self.summary.text = "\n".join(lines)
+
+
+class CacheSweepView(LabView):
+    labs = ("cache-sweep",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chart = SweepChart(tr("hit rate against cache capacity"), tr("capacity (tokens, log scale)"),
+                                ("fcfs", "lspf", "dfs", "aging", "optimal"), "cache-sweep")
+        self.summary = plain(css_class="kv-sweep-summary", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, self.chart.fig, sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        caps = result["capacity"]
+        self.chart.show(caps, result["hit_rate"], result["longest_request"])
+        self.summary.text = (
+            f"{tr('capacities')}: {', '.join(str(c) for c in caps)}\n"
+            f"{tr('dotted line: the longest request')} ({result['longest_request']} {tr('tokens')}; "
+            f"{tr('shortest')} {result['shortest_request']})"
+        )
+
+
+class PrefixHashView(LabView):
+    labs = ("prefix-hash",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fig = _figure(tr("running hit rate, same workload, pool and order"), tr("requests served"),
+                           tr("hit rate"), y_range=(0, 1))
+        self.curves = CurveSet(self.fig, ("radix", "radix_paged", "hash"), "prefix-hash")
+        self.sweep = SweepChart(tr("final hit rate against block size"), tr("tokens per block (log scale)"),
+                                ("radix", "radix_paged", "hash"), "hash-sweep")
+        self.summary = plain(css_class="kv-hash-summary", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, pn.Row(self.fig, self.sweep.fig, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        runs = result["runs"]
+        self.curves.show({k: (r["curve"]["served"], r["curve"]["hit_rate"]) for k, r in runs.items()})
+        sweep = result["block_sweep"]
+        self.sweep.show(sweep["block_size"], sweep["hit_rate"], result["block_size"])
+        self.summary.text = (
+            f"{tr('block size')} {result['block_size']}: {tr('radix tree')} {result['radix_hit_rate']:.1%}, "
+            f"{tr('radix tree, pages of a block')} {result['radix_paged_hit_rate']:.1%}, "
+            f"{tr('chained block hashes')} {result['hash_hit_rate']:.1%}"
+        )
+
+
+class PrefillSavingsView(LabView):
+    labs = ("prefill-savings",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bar_plot, self.bars = _bars(tr("prefill seconds, summed over the requests"), "prefill-bars")
+        self.bar_plot.y_range.start = 0
+        self.curve = ColumnDataSource({"x": [], "y": []})
+        self.fig = _figure(tr("one prompt of the longest length: prefill time against its uncached suffix"),
+                           tr("uncached tokens (the rest is cached)"), tr("seconds"), x_axis_type="log")
+        self.fig.line("x", "y", source=self.curve, line_width=2, color=COLORS["lspf"])
+        self.floor = Span(location=0, dimension="width", line_dash="dashed", line_color="#999999")
+        self.fig.add_layout(self.floor)
+        self.summary = plain(css_class="kv-prefill-summary", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, pn.Row(self.bar_plot, self.fig, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        bars = [(tr("no cache"), "no_cache", "#999999"), ("FCFS", "fcfs", COLORS["fcfs"]),
+                ("LSPF", "lspf", COLORS["lspf"])]
+        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"], f"{result[f'prefill_s_{key}']:.3g} s",
+                                               color) for name, key, color in bars])
+        curve = result["suffix_curve"]
+        self.curve.data = {"x": curve["uncached"], "y": curve["prefill_s"]}
+        self.floor.location = curve["floor_s"]
+        self.summary.text = "\n".join([
+            f"FCFS: {tr('hit rate')} {result['hit_rate_fcfs']:.1%}, {tr('prefill time saved')} "
+            f"{result['time_saved_fcfs']:.1%}",
+            f"LSPF: {tr('hit rate')} {result['hit_rate_lspf']:.1%}, {tr('prefill time saved')} "
+            f"{result['time_saved_lspf']:.1%}",
+            f"{tr('dashed line: one read of the weights plus the step overhead, the least any prefill costs')} "
+            f"({curve['floor_s'] * 1e3:.2f} ms)",
+        ])

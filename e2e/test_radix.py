@@ -1,0 +1,68 @@
+"""The served app end to end on the radix labs: the tree animates request by request, a
+shared URL restores the step, FCFS and LSPF hit rates differ, hostile prompts stay text."""
+from urllib.parse import parse_qs, quote, urlparse
+
+from conftest import plain_text, wait_ready
+from test_fsm import INJECTED
+
+
+def model_data(page, name: str) -> dict:
+    """A named ColumnDataSource's columns, read from the Bokeh document in the page."""
+    return page.evaluate(f"""() => {{
+        const data = Bokeh.documents[0].get_model_by_name('{name}').data;
+        const out = {{}};
+        for (const [k, v] of (data instanceof Map ? data.entries() : Object.entries(data))) out[k] = Array.from(v);
+        return out;
+    }}""")
+
+
+def query(page):
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def test_the_tree_animates_request_by_request(page, served_app):
+    page.goto(f"{served_app}?lab=radix-demo")
+    wait_ready(page)
+    step = plain_text(page, "kv-radix-step")
+    assert step.inner_text().startswith("request 0 (a new question) - running")
+    assert model_data(page, "radix-nodes")["size"] == []  # nothing cached before the first request
+    assert "identical to from-scratch runs: True" in plain_text(page, "kv-radix-summary").inner_text()
+    page.locator(".kv-player button.play").click()
+    step.filter(has_text="request 1 (a new question) - done").wait_for(timeout=30_000)
+    # after request 1: [system + "Wh"] split into the first conversation and the second question
+    assert sorted(model_data(page, "radix-nodes")["size"]) == [30, 34, 47]
+    step.filter(has_text="request 4 (a new question) - done").wait_for(timeout=30_000)
+    page.wait_for_function("() => location.search.includes('step=9')")
+    nodes = model_data(page, "radix-nodes")
+    assert len(nodes["size"]) == 6 and sum(nodes["size"]) == 164  # the second question's leaf evicted
+    path = model_data(page, "radix-path")
+    assert sum(r - l for r, l in zip(path["right"], path["left"])) == 60 + 16 - 1  # the whole request
+
+
+def test_a_shared_url_restores_the_step(page, served_app):
+    page.goto(f"{served_app}?lab=radix-demo&pool=400&step=5")
+    wait_ready(page)
+    text = plain_text(page, "kv-radix-step").inner_text()
+    assert text.startswith("request 2 (a later turn of request 0) - done")
+    assert query(page)["pool"] == "400" and query(page)["step"] == "5"
+    assert model_data(page, "radix-pool")["right"][-1] == 400
+
+
+def test_fcfs_and_lspf_hit_rates_differ(page, served_app):
+    page.goto(f"{served_app}?lab=cache-schedule&capacity=2000&policy=lspf")
+    wait_ready(page)
+    bars = model_data(page, "cache-hit-bars")
+    rates = dict(zip(bars["name"], bars["value"]))
+    assert abs(rates["FCFS"] - 0.187) < 0.01 and abs(rates["LSPF"] - 0.859) < 0.01
+    assert len(model_data(page, "cache-hit-lspf")["y"]) == 128 and model_data(page, "cache-hit-dfs")["y"] == []
+    summary = plain_text(page, "kv-cache-summary").inner_text()
+    assert "FCFS: hit rate 18.7%, longest wait 31" in summary and "LSPF: hit rate 85.9%" in summary
+
+
+def test_hostile_questions_stay_text(page, served_app, guard):
+    hostile = "<img src=x onerror=alert(1)>|<script>alert(2)</script>"
+    page.goto(f"{served_app}?lab=radix-demo&questions={quote(hostile)}&step=1")
+    wait_ready(page)
+    assert "<img src=x onerror=alert(1)>" in plain_text(page, "kv-radix-texts").inner_text()
+    assert page.evaluate(INJECTED) == []
+    assert guard.dialogs == []
