@@ -97,8 +97,9 @@ def poisson_workload(
 
 
 def parse_trace(text: str) -> list[Request]:
-    """Requests from CSV (header `arrival,prompt_len,output_len` optional) or JSON (a list of
-    objects with those keys, or of [arrival, prompt_len, output_len] triples).
+    """Requests from CSV (header `arrival,prompt_len,output_len` optional; rows split by
+    newlines or ';', so one line of text works too) or JSON (a list of objects with those
+    keys, or of [arrival, prompt_len, output_len] triples).
 
     Any bad row raises one ParamError naming the row (1 = first request) and the field.
     """
@@ -132,7 +133,8 @@ def _json_rows(text: str) -> list[dict[str, Any]]:
 
 
 def _csv_rows(text: str) -> list[dict[str, Any]]:
-    lines = [line for line in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in line)]
+    rows_text = io.StringIO(text.replace(";", "\n"))
+    lines = [line for line in csv.reader(rows_text) if any(cell.strip() for cell in line)]
     header = [cell.strip().lower() for cell in lines[0]]
     if set(header) == set(TRACE_FIELDS):
         lines = lines[1:]

@@ -46,6 +46,11 @@ def test_engine_trace_shows_reserved_but_unused_space_for_max():
     unused = sum(1 for o, w in cells if o >= 0 and w == 0)
     held = sum(1 for o, _ in cells if o >= 0)
     assert unused > 0.5 * held  # Max reserves 2048 tokens for ~500 written
+    line = r["timeline"]
+    assert line["t"] == sorted(line["t"]) and len(line["frames"]) == 2
+    for frames, shown in zip((frames, r["compare"]["trace"]["frames"]), line["frames"]):
+        assert all(frames[i]["t"] <= t for i, t in zip(shown, line["t"]) if i > 0)
+        assert shown == sorted(shown) and shown[-1] == len(frames) - 1
     paged = [(o, w) for f in r["compare"]["trace"]["frames"] for o, w in zip(f["owner"], f["written"])]
     assert sum(1 for o, w in paged if o >= 0 and w == 0) == 0  # a paged block holds KV once taken
 

@@ -56,6 +56,8 @@ def test_csv_trace_with_and_without_header_sorted_by_arrival():
     reqs = parse_trace(text)
     assert [(r.id, r.arrival, r.prompt, r.output) for r in reqs] == [(0, 0.0, 3, 4), (1, 0.5, 10, 20), (2, 1.25, 7, 8)]
     assert parse_trace("0.5,10,20\n0,3,4") == reqs[:2]
+    assert parse_trace("0.5,10,20; 0,3,4;") == reqs[:2]  # one line, rows split by ';'
+
     assert parse_trace("output_len,arrival,prompt_len\n4,0,3")[0].prompt == 3  # columns by header name
 
 

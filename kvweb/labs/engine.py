@@ -5,12 +5,13 @@ memory knobs, SLO), so `max-rate` and `sweep` read them the same way.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 import param
 
 from kvweb.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
-from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
+from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress
 from kvweb.metrics import SLO, summarize
 from kvweb.workload import SHAPES, Request, parse_trace
 
@@ -33,14 +34,17 @@ class ServingLab(Lab):
     preemption = param.Selector(objects=list(PREEMPTIONS), default="recompute",
                                 doc="how a preempted request comes back: recompute its KV, or swap it out and in over the host link")
     allocator = param.Selector(objects=["first-fit", "buddy"], default="first-fit",
-                               doc="reserved managers: how contiguous ranges are placed")
+                               doc="reserved managers: how contiguous ranges are placed", precedence=ADVANCED)
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
-    prompt_len = param.Integer(128, bounds=(1, 8191), doc="fixed: prompt tokens; uniform: the largest prompt")
-    output_len = param.Integer(128, bounds=(1, 8191), doc="fixed: output tokens; uniform: the largest output")
-    ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds")
-    tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms")
-    trace = Text("", max_length=20_000,
-                 doc="workload=trace: CSV or JSON rows of arrival (s), prompt_len, output_len")
+    prompt_len = param.Integer(128, bounds=(1, 8191), doc="fixed: prompt tokens; uniform: the largest prompt",
+                               precedence=ADVANCED)
+    output_len = param.Integer(128, bounds=(1, 8191), doc="fixed: output tokens; uniform: the largest output",
+                               precedence=ADVANCED)
+    ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds", precedence=ADVANCED)
+    tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms",
+                               precedence=ADVANCED)
+    trace = Text("", max_length=4000, precedence=ADVANCED,
+                 doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
 
     def check(self) -> None:
         max_len = SCENARIOS[self.scenario].max_len
@@ -95,7 +99,19 @@ class EngineLab(ServingLab):
             runs.append({"memory": kind, **summarize(run, setup.slo), "trace": run.trace})
         result = dict(runs[0])
         result["compare"] = runs[1] if len(runs) > 1 else None
+        result["timeline"] = timeline([r["trace"]["frames"] for r in runs])
         result["scenario"] = self.scenario_info()
         result["submitted"] = len(requests)
         result["paper"] = PAPER
         return result
+
+
+def timeline(frame_lists: list[list[dict[str, Any]]]) -> dict[str, list]:
+    """One clock for side-by-side maps: every frame time of every run, and for each run the
+    frame on show at that time (its latest frame not after it)."""
+    times = sorted({f["t"] for frames in frame_lists for f in frames})
+    shown = []
+    for frames in frame_lists:
+        starts = [f["t"] for f in frames]
+        shown.append([max(0, bisect_right(starts, t) - 1) for t in times])
+    return {"t": times, "frames": shown}

@@ -1,0 +1,110 @@
+"""View of the `fragmentation` lab: the contiguous arena animated as requests come and go,
+failures per mean request size, and the internal waste of reservations."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, FactorRange, Range1d
+from bokeh.palettes import Category20_20
+from bokeh.plotting import figure
+from bokeh.transform import dodge
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView
+from kvweb.lab import Lab
+
+ROWS = 8  # the arena is drawn wrapped over this many rows
+GAP = 0.2
+
+
+def row_pieces(start: int, length: int, width: int) -> list[tuple[int, int, int]]:
+    """Cut a range of the arena into (row, left, right) pieces of rows `width` tokens wide."""
+    pieces = []
+    while length > 0:
+        row, left = divmod(start, width)
+        take = min(length, width - left)
+        pieces.append((row, left, left + take))
+        start, length = start + take, length - take
+    return pieces
+
+
+class FragmentationView(LabView):
+    labs = ("fragmentation",)
+    animated = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.player.interval = 200
+        self.ranges = ColumnDataSource({k: [] for k in ("left", "right", "top", "bottom", "color", "owner", "line")},
+                                       name="fragmentation-ranges")
+        self.arena = figure(height=300, sizing_mode="stretch_width", tools="hover,save",
+                            x_range=Range1d(0, 1), y_range=Range1d(-ROWS, 0),
+                            tooltips=[(tr("request"), "@owner")])
+        self.arena.quad(left="left", right="right", top="top", bottom="bottom", source=self.ranges,
+                        fill_color="color", line_color="#111111", line_width="line")
+        self.arena.yaxis.visible = False
+        self.arena.xaxis.axis_label = tr("token offset within a row (white: free; between ranges: a hole)")
+        self.arena.ygrid.visible = False
+        self.by_size = ColumnDataSource({"size": [], "failures": [], "enough": []}, name="fragmentation-by-size")
+        self.sizes = figure(title=tr("failed allocations by mean request size: all (left), with enough free tokens (right)"),
+                            x_range=FactorRange(), height=300, sizing_mode="stretch_width", tools="save")
+        self.sizes.vbar(x=dodge("size", -0.17, range=self.sizes.x_range), top="failures", width=0.3,
+                        source=self.by_size, color="#d62728")
+        self.sizes.vbar(x=dodge("size", 0.17, range=self.sizes.x_range), top="enough", width=0.3,
+                        source=self.by_size, color="#ff9896")
+        self.sizes.y_range.start = 0
+        self.waste = ColumnDataSource({"scheme": [], "percent": []}, name="fragmentation-waste")
+        self.internal = figure(title=tr("internal waste at request end (% of what was held)"), x_range=FactorRange(),
+                               height=300, sizing_mode="stretch_width", tools="save")
+        self.internal.vbar(x="scheme", top="percent", width=0.6, source=self.waste, color="#9467bd")
+        self.internal.y_range.start = 0
+        self.summary = plain(css_class="kv-fragmentation-summary", mono=True)
+        self.step_text = plain(css_class="kv-fragmentation-step", mono=True)
+        self.frames: list[dict[str, Any]] = []
+        self.width = 1
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, self.player, self.step_text, self.arena,
+                         pn.Row(self.sizes, self.internal, sizing_mode="stretch_width"), sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        self.frames = result["frames"]
+        self.width = -(-result["arena"] // ROWS)
+        self.arena.x_range.start, self.arena.x_range.end = 0, self.width
+        self.arena.title.text = (f"{tr('arena')}: {result['arena']} {tr('tokens')} ({result['allocator']}), "
+                                 f"{tr('mean request')} {result['mean_size']} {tr('tokens')}; {ROWS} {tr('rows')}")
+        rows = result["by_mean_size"]
+        self.sizes.x_range.factors = [str(r["mean_size"]) for r in rows]
+        self.by_size.data = {"size": [str(r["mean_size"]) for r in rows], "failures": [r["failures"] for r in rows],
+                             "enough": [r["failures_with_enough_free"] for r in rows]}
+        internal = result["internal"]["rows"]
+        self.internal.x_range.factors = [r["scheme"] for r in internal]
+        self.waste.data = {"scheme": [r["scheme"] for r in internal], "percent": [100 * r["waste_frac"] for r in internal]}
+        lines = [f"{tr('mean size'):>10}{tr('failures'):>12}{tr('with enough free'):>20}{tr('share'):>8}"]
+        lines += [f"{r['mean_size']:>10}{r['failures']:>12}{r['failures_with_enough_free']:>20}"
+                  f"{100 * r['share_with_enough_free']:>7.0f}%" for r in rows]
+        lines.append(f"{tr('internal waste')} ({result['internal']['workload']}): " + ", ".join(
+            f"{r['scheme']} {100 * r['waste_frac']:.1f} %" for r in internal))
+        self.summary.text = "\n".join(lines)
+        self.set_steps(len(self.frames))
+
+    def show_step(self, index: int) -> None:
+        if not self.frames:
+            return
+        frame = self.frames[min(index, len(self.frames) - 1)]
+        data: dict[str, list] = {k: [] for k in self.ranges.data}
+        for start, length, owner in frame["ranges"]:
+            line = 3 if owner == frame["request"] else 0.5  # outline the range placed this step
+            for row, left, right in row_pieces(start, length, self.width):
+                for key, value in zip(data, (left, right, -row, -row - 1 + GAP, Category20_20[owner % 20], owner, line)):
+                    data[key].append(value)
+        self.ranges.data = data
+        outcome = tr("FAILED") if frame["failed"] else tr("placed")
+        self.step_text.text = (
+            f"{tr('request')} {frame['request'] + 1}/{self.frames[-1]['request'] + 1} {tr('needs')} {frame['size']} "
+            f"{tr('tokens')}: {outcome}; {tr('free')} {frame['free']}, {tr('largest hole')} {frame['largest_hole']}; "
+            f"{tr('failures so far')} {frame['failures']} ({frame['failures_with_enough_free']} "
+            f"{tr('with enough free tokens')})"
+        )

@@ -1,0 +1,71 @@
+"""View of the `max-rate` lab: the highest rate each memory manager serves within the SLO,
+and every trial of the search (rate vs SLO attainment, the target as a line)."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, LabelSet, Span
+from bokeh.palettes import Category10_4
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView
+from kvweb.lab import Lab
+
+MANAGERS = ("max", "pow2", "oracle", "paged")
+COLORS = dict(zip(MANAGERS, Category10_4))
+
+
+class MaxRateView(LabView):
+    labs = ("max-rate",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bars = ColumnDataSource({"memory": list(MANAGERS), "rate": [0.0] * 4, "label": [""] * 4,
+                                      "color": [COLORS[m] for m in MANAGERS]}, name="max-rate-bars")
+        self.trials = ColumnDataSource({k: [] for k in ("rate", "attainment", "memory", "color", "marker")},
+                                       name="max-rate-trials")
+        self.rates = figure(title=tr("highest arrival rate within the SLO (requests/s)"), x_range=list(MANAGERS),
+                            height=320, sizing_mode="stretch_width", tools="save", y_axis_label=tr("requests/s"))
+        self.rates.vbar(x="memory", top="rate", width=0.6, color="color", source=self.bars)
+        self.rates.add_layout(LabelSet(x="memory", y="rate", text="label", source=self.bars, text_align="center",
+                                       y_offset=4, text_font_size="11px"))
+        self.rates.y_range.start = 0
+        self.search = figure(title=tr("every trial of the search (x: the run gave up early, below target)"),
+                             height=320, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save,hover",
+                             x_axis_label=tr("arrival rate (requests/s)"), y_axis_label=tr("SLO attainment"),
+                             x_axis_type="log", tooltips=[("", "@memory"), (tr("rate"), "@rate"),
+                                                          (tr("attainment"), "@attainment")])
+        self.search.scatter("rate", "attainment", source=self.trials, color="color", marker="marker", size=10,
+                            legend_field="memory")
+        self.search.legend.location = "bottom_left"
+        self.target = Span(location=0.9, dimension="width", line_dash="dashed", line_color="#444444")
+        self.search.add_layout(self.target)
+        self.summary = plain(css_class="kv-max-rate-summary", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, pn.Row(self.rates, self.search, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        rates = result["max_rate"]
+        self.bars.data = {**self.bars.data, "rate": [rates[m] for m in MANAGERS],
+                          "label": [f"{rates[m]:.3g}" for m in MANAGERS]}
+        trials = [(row["memory"], t) for row in result["managers"] for t in row["trials"]]
+        self.trials.data = {
+            "rate": [t["rate"] for _, t in trials],
+            "attainment": [t["slo_attainment"] if t["slo_attainment"] is not None else 0.0 for _, t in trials],
+            "memory": [m for m, _ in trials], "color": [COLORS[m] for m, _ in trials],
+            "marker": ["circle" if t["slo_attainment"] is not None else "x" for _, t in trials],
+        }
+        self.target.location = result["target"]
+        ratios = ", ".join(f"{tr('paged')} / {m} = {r:.2f}x" for m, r in result["paged_over"].items() if r is not None)
+        s = result["scenario"]
+        self.summary.text = (
+            f"{tr('scenario')} {s['name']}: {s['about']}\n"
+            f"{tr('target')}: {100 * result['target']:.0f} % {tr('of requests within the SLO')}\n"
+            + "\n".join(f"{m:<8}{rates[m]:>10.3f} {tr('requests/s')}" for m in MANAGERS)
+            + f"\n{ratios}\n{result['paper']}"
+        )
