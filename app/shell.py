@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -149,6 +150,11 @@ class Shell:
             self.show(LABS[event.new](), [])
 
     def _on_widget(self, event: Any) -> None:
+        # Some front-end events (Enter in a text box) arrive without the document lock;
+        # pn.state.execute reschedules under the lock so the views may touch Bokeh models.
+        pn.state.execute(self._apply_widgets, schedule=sys.platform != "emscripten")
+
+    def _apply_widgets(self) -> None:
         assert self.lab is not None
         texts = {name: as_text(w.value) for name, w in self.widgets.items()}
         try:

@@ -18,12 +18,10 @@ INJECTED = """() => {
 
 
 def type_pattern(page, text: str) -> None:
-    """Type into the pattern box and leave it (Tab): the value is committed on change.
-    (Enter also fires Panel's submit event, whose callback runs without the document
-    lock in panel 1.9 and breaks the shell's run; reported to the shell's owner.)"""
+    """Type into the pattern box and commit it with Enter, as a user would."""
     box = page.locator(".kv-param-pattern input").first
     box.fill(text)
-    box.press("Tab")
+    box.press("Enter")
 
 
 def states_drawn(page) -> int:

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (Python packages, Debian's Chromium, the static
+# site's downloads) and runs every test: the library in CPython, the library inside
+# Pyodide (Node), and the browser end-to-end tests on the served app and the static site.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sudo_() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+bash scripts/setup-python.sh "app,test"
+if [ ! -x /usr/bin/chromium ]; then
+  sudo_ apt-get update -q && sudo_ apt-get install -y -q chromium
+fi
+
+echo "== library tests (CPython)"
+.venv/bin/python -m pytest -q tests
+
+echo "== static site build"
+bash scripts/build-site.sh
+
+echo "== library tests inside Pyodide (Node)"
+bash scripts/test-pyodide.sh
+
+echo "== browser end-to-end tests"
+.venv/bin/python -m pytest -q e2e
