@@ -7,14 +7,22 @@ Run: .venv/bin/python bench/engine.py   (figures go to docs/engine.md by hand)
 2. The whole comparison the app offers: the engine lab (paged vs every reserved manager, with
    traces), the max-rate lab (binary search for all four managers) and the block-size sweep.
 Best of a few repeats, to leave out the other work on a shared machine.
+
+In Pyodide under Node (the same run in the browser's Python):
+  node scripts/pyodide_run.mjs build/pyodide-test bench/engine.py
+(build/pyodide-test comes from scripts/test-pyodide.sh; the repository's own kvweb is used.)
 """
 from __future__ import annotations
 
 import cProfile
+import platform
 import pstats
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb, also in Pyodide
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.engine_setup import MEMORIES, Setup
@@ -72,5 +80,6 @@ if __name__ == "__main__":
     if "--profile" in sys.argv:
         profile()
     else:
+        print(f"{platform.python_implementation()} {platform.python_version()} on {sys.platform}\n")
         speed_table()
         comparison()
