@@ -86,6 +86,8 @@ ZH: dict[str, str] = {
     "no view for this lab yet; use the CLI": "这个实验还没有视图；请用命令行 (CLI)",
     "running": "运行中",
     "starting": "启动中",
+    "cancel": "取消",
+    "run cancelled": "运行已取消",
     # roofline
     "Paper GPU (roofline)": "纸面 GPU（屋顶线模型 roofline）",
 }

@@ -19,6 +19,7 @@ import app.views  # noqa: F401  (registers every view)
 import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n
 from app.i18n import tr, tr_message
+from app.runner import Runner
 from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
@@ -47,12 +48,14 @@ class Shell:
         self.message.visible = False
         self.status = plain(css_class="kv-status", mono=True)
         self.main = pn.Column(sizing_mode="stretch_width")
+        self.runner = Runner()
         downloads = pn.Row(
             pn.widgets.FileDownload(callback=self._json_file, filename="result.json", label="result.json", width=130),
             pn.widgets.FileDownload(callback=self._csv_file, filename="result.csv", label="result.csv", width=130),
         )
         sidebar = pn.Column(
-            self.lab_select, self.summary, self.controls, downloads, pn.pane.Bokeh(self.status), width=300,
+            self.lab_select, self.summary, self.controls, downloads, pn.pane.Bokeh(self.status),
+            self.runner.bar, self.runner.cancel, width=300,
         )
         self.header = pn.pane.Markdown()
         self.layout = pn.Column(pn.Row(self.header, self.lang_select), pn.Row(sidebar, pn.Column(pn.pane.Bokeh(self.message), self.main, sizing_mode="stretch_width")),
@@ -169,12 +172,15 @@ class Shell:
     def run(self, messages: list[str], step: int = 0) -> None:
         assert self.lab is not None
         self.status.text = f"{tr('running')} {self.lab.lab_name}"
-        try:
-            self.result = jsonable(self.lab.run())
-        except ParamError as err:
-            messages = [*messages, str(err)]
-            self.result = {}
-        self._say(messages)
+        self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
+
+    def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str], step: int) -> None:
+        if error == "cancelled":
+            self._say([*messages, tr("run cancelled")])
+            self.status.text = tr("ready")
+            return
+        self.result = result or {}
+        self._say([*messages, error] if error else messages)
         if self.view is not None and self.result:
             self.view.update(self.lab, self.result)
             self.view.player.value = min(step, self.view.player.end)

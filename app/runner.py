@@ -1,0 +1,83 @@
+"""Running a lab without freezing the app: progress, cancel, and only the latest run counts.
+
+Under `panel serve` a run goes to a worker thread, so the server keeps answering; a
+periodic callback shows the lab's progress and the cancel button stops it at the lab's
+next progress report. In the browser (Pyodide) the app already runs in a web worker, so
+the page stays responsive and the run is simply called.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import panel as pn
+
+from app.i18n import tr
+from kvweb.lab import Cancelled, Lab, ParamError, jsonable
+
+Finish = Callable[[dict[str, Any] | None, str | None], None]
+IN_BROWSER = sys.platform == "emscripten"
+SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.bar = pn.indicators.Progress(value=0, max=1000, visible=False, width=280, css_classes=["kv-progress"])
+        self.cancel = pn.widgets.Button(name=tr("cancel"), visible=False, width=100, css_classes=["kv-cancel"])
+        self.cancel.on_click(lambda event: self._stop())
+        self._executor = None if IN_BROWSER else ThreadPoolExecutor(max_workers=1)
+        self._generation = 0
+        self._fraction = 0.0
+        self._started = 0.0
+        self._ticker: Any = None
+
+    def start(self, lab: Lab, finish: Finish) -> None:
+        """Run `lab`; `finish(result, error)` is called under the document lock when it ends."""
+        self._generation += 1
+        generation = self._generation
+        if self._executor is None:
+            finish(*self._call(lab, generation))
+            return
+        doc = pn.state.curdoc
+        self._fraction, self._started = 0.0, time.monotonic()
+        if self._ticker is None:
+            self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
+        future = self._executor.submit(self._call, lab, generation)
+        future.add_done_callback(lambda f: doc.add_next_tick_callback(lambda: self._done(generation, f, finish)))
+
+    def _call(self, lab: Lab, generation: int) -> tuple[dict[str, Any] | None, str | None]:
+        def progress(fraction: float, message: str) -> None:
+            if generation != self._generation:
+                raise Cancelled
+            self._fraction = fraction
+
+        try:
+            return jsonable(lab.run(progress)), None
+        except ParamError as err:
+            return None, str(err)
+        except Cancelled:
+            return None, "cancelled"
+
+    def _done(self, generation: int, future: Future, finish: Finish) -> None:
+        if generation != self._generation:
+            return  # a newer run replaced this one
+        self._hide()
+        finish(*future.result())
+
+    def _stop(self) -> None:
+        self._generation += 1  # the running lab stops at its next progress report
+        self._hide()
+
+    def _hide(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        self.bar.visible = self.cancel.visible = False
+
+    def _tick(self) -> None:
+        if time.monotonic() - self._started > SHOW_AFTER_S:
+            self.bar.visible = self.cancel.visible = True
+            self.bar.value = int(self._fraction * 1000)
