@@ -25,6 +25,7 @@ class PrefixHashCache:
         self.table: dict[int, int] = {}  # hash -> block holding that prefix's last block
         # Unreferenced blocks, least recently used first; the ones with a hash are the cache.
         self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(self.blocks))
+        self._peeked: dict[bytes, list[int]] = {}  # a scheduler peeks at the same prompts every step
 
     def hashes(self, tokens: np.ndarray) -> list[int]:
         """One hash per full block: hash(previous block's hash, this block's tokens)."""
@@ -46,7 +47,10 @@ class PrefixHashCache:
         return found
 
     def peek(self, prompt: np.ndarray) -> int:
-        return len(self._lookup(self.hashes(prompt))) * self.block_size
+        key = prompt.tobytes()
+        if key not in self._peeked:
+            self._peeked[key] = self.hashes(prompt)
+        return len(self._lookup(self._peeked[key])) * self.block_size
 
     def _acquire(self, block: int) -> None:
         if self.ref[block] == 0:

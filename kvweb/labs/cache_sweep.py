@@ -20,7 +20,7 @@ class CacheSweep(QueueLab):
         "the order stops mattering."
     )
 
-    points = param.Integer(8, bounds=(2, 16), doc="capacities tried (geometrically spaced)")
+    points = param.Integer(8, bounds=(2, 12), doc="capacities tried (geometrically spaced)")
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
