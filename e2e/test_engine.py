@@ -61,3 +61,13 @@ def test_fragmentation_arena_animates(page, served_app):
     page.locator(".kv-player button.next").click()
     step_text.filter(has_text="request 25/400").wait_for()
     assert page.evaluate(CELLS, "fragmentation-ranges") != ranges
+
+
+def test_sweep_and_recovery_views_draw(page, served_app):
+    page.goto(f"{served_app}?lab=recovery&tokens=1000")
+    wait_ready(page)
+    assert "     16        6.50        3.25" in plain_text(page, "kv-recovery-table").inner_text()  # 2 x (1000 x 128 KiB / 50 GB/s + 63 x 10 us)
+    assert len(page.evaluate(CELLS, "recovery-by-gpu")["gpu"]) == 4
+    page.goto(f"{served_app}?lab=sweep&sweep=watermark&requests=40&rate=5")
+    wait_ready(page)
+    assert len(plain_text(page, "kv-sweep-table").inner_text().splitlines()) == 2 + 7  # scenario, header, 7 watermarks
