@@ -118,3 +118,17 @@ def set_param(page: Page, name: str, value: str) -> None:
 def plain_text(page: Page, css_class: str):
     """Locator of the text inside an `app.text.plain` Div (its text lives in a shadow root)."""
     return page.locator(f".{css_class} .bk-clearfix")
+
+
+# Elements that would exist only if text from a URL had become markup (shadow roots included).
+INJECTED = """() => {
+    const seen = [];
+    const walk = (root) => root.querySelectorAll('*').forEach(el => {
+        if (['IMG', 'SCRIPT', 'SVG', 'IFRAME'].includes(el.tagName.toUpperCase()) &&
+            (el.getAttribute('onerror') || el.getAttribute('onload') || (el.textContent || '').includes('alert')))
+            seen.push(el.outerHTML);
+        if (el.shadowRoot) walk(el.shadowRoot);
+    });
+    walk(document);
+    return seen;
+}"""

@@ -2,19 +2,7 @@
 pattern gives a message naming the position, hostile pattern text executes nothing."""
 from urllib.parse import parse_qs, quote
 
-from conftest import plain_text, wait_ready
-
-INJECTED = """() => {
-    const seen = [];
-    const walk = (root) => root.querySelectorAll('*').forEach(el => {
-        if (['IMG', 'SCRIPT', 'SVG', 'IFRAME'].includes(el.tagName.toUpperCase()) &&
-            (el.getAttribute('onerror') || el.getAttribute('onload') || (el.textContent || '').includes('alert')))
-            seen.push(el.outerHTML);
-        if (el.shadowRoot) walk(el.shadowRoot);
-    });
-    walk(document);
-    return seen;
-}"""
+from conftest import INJECTED, plain_text, wait_ready
 
 
 def type_pattern(page, text: str) -> None:

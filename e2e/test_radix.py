@@ -2,8 +2,7 @@
 shared URL restores the step, FCFS and LSPF hit rates differ, hostile prompts stay text."""
 from urllib.parse import parse_qs, quote, urlparse
 
-from conftest import plain_text, wait_ready
-from test_fsm import INJECTED
+from conftest import INJECTED, plain_text, wait_ready
 
 
 def model_data(page, name: str) -> dict:
