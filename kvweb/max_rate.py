@@ -10,43 +10,25 @@ from collections.abc import Callable
 
 
 def max_rate(meets: Callable[[float], bool], start: float = 1.0, rel_tol: float = 0.02,
-             lowest: float = 1e-3, highest: float = 1e4) -> tuple[float, list[tuple[float, bool]]]:
-    """Highest rate r with meets(r) (0.0 if even `lowest` fails; `highest` if that passes).
-
-    Returns the rate and every (rate, met) tried, in order.
-    """
-    tried: list[tuple[float, bool]] = []
-
-    def probe(rate: float) -> bool:
-        ok = meets(rate)
-        tried.append((rate, ok))
-        return ok
-
+             lowest: float = 1e-3, highest: float = 1e4) -> float:
+    """Highest rate r with meets(r), to within rel_tol (0.0 if even `lowest` fails,
+    `highest` if that passes). `meets` records its own trials if the caller wants them."""
     rate = min(max(start, lowest), highest)
-    if probe(rate):
-        good, bad = rate, None
-        while bad is None:
-            if good >= highest:
-                return highest, tried
-            nxt = min(good * 2, highest)
-            if probe(nxt):
-                good = nxt
-            else:
-                bad = nxt
-    else:
-        good, bad = None, rate
-        while good is None:
-            if bad <= lowest:
-                return 0.0, tried
-            nxt = max(bad / 2, lowest)
-            if probe(nxt):
-                good = nxt
-            else:
-                bad = nxt
+    good, bad = (rate, None) if meets(rate) else (None, rate)
+    while bad is None:  # the start passed: double until a rate fails
+        if good >= highest:
+            return highest
+        nxt = min(good * 2, highest)
+        good, bad = (nxt, None) if meets(nxt) else (good, nxt)
+    while good is None:  # the start failed: halve until a rate passes
+        if bad <= lowest:
+            return 0.0
+        nxt = max(bad / 2, lowest)
+        good, bad = (nxt, bad) if meets(nxt) else (None, nxt)
     while bad / good - 1 > rel_tol:
         mid = (good * bad) ** 0.5
-        if probe(mid):
+        if meets(mid):
             good = mid
         else:
             bad = mid
-    return good, tried
+    return good

@@ -47,7 +47,7 @@ class MaxRateLab(ServingLab):
                 progress((i + min(len(curve), 12) / 13) / len(MEMORIES), f"{kind}: tried {rate:.3g} req/s")
                 return ok
 
-            rate, _ = max_rate(meets, start=1.0, rel_tol=self.rel_tol)
+            rate = max_rate(meets, start=1.0, rel_tol=self.rel_tol)
             rows.append({"memory": kind, "max_rate": rate, "trials": curve})
         best = {r["memory"]: r["max_rate"] for r in rows}
         ratio = {k: (best["paged"] / v if v else None) for k, v in best.items() if k != "paged"}
