@@ -1,11 +1,14 @@
 """Contiguous allocators, internal waste of reservations, and the external-fragmentation arena."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.allocator import Buddy, FirstFit
 from kvweb.fragmentation import arena_experiment, internal_waste
+from kvweb.lab import ParamError, make
 from kvweb.workload import Request
 
 ops_st = st.lists(st.tuples(st.booleans(), st.integers(1, 40), st.integers(0, 1000)), max_size=60)
@@ -122,3 +125,10 @@ def test_arena_frames_are_consistent():
         assert f["free"] == 8192 - sum(n for _, n, _ in ranges)
         assert f["largest_hole"] <= f["free"]
     assert r["frames"][-1]["failures"] == r["failures"]
+
+
+def test_fragmentation_lab_refuses_arenas_too_crowded_to_draw():
+    with pytest.raises(ParamError, match="about 1843 requests of 16 tokens would be live at once"):
+        make("fragmentation", {"mean_size": "16"})
+    with pytest.raises(ParamError, match="mean_size: 2000 is not allowed; at most the arena"):
+        make("fragmentation", {"arena": "1000", "mean_size": "2000"})

@@ -8,10 +8,11 @@ import param
 from kvweb.allocator import ALLOCATORS
 from kvweb.engine_setup import SCENARIOS
 from kvweb.fragmentation import arena_experiment, internal_waste
-from kvweb.lab import Lab, Progress, no_progress
+from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.workload import poisson_workload
 
 MEAN_SIZES = (512, 2048, 4096)
+MAX_LIVE = 1000  # requests in the arena at once that an animation frame may have to draw
 
 
 class FragmentationLab(Lab):
@@ -29,6 +30,16 @@ class FragmentationLab(Lab):
     load = param.Number(0.9, bounds=(0.05, 3.0), doc="offered load: mean tokens requested at any time / arena")
     allocator = param.Selector(objects=list(ALLOCATORS), default="first-fit", doc="how ranges are placed")
     block_size = param.Integer(16, bounds=(1, 256), doc="paged block size for the internal-waste comparison")
+
+    def check(self) -> None:
+        live = self.load * self.arena / min(self.mean_size, *MEAN_SIZES)
+        if live > MAX_LIVE:
+            smallest = min(self.mean_size, *MEAN_SIZES)
+            raise ParamError(f"arena: {self.arena} is not allowed with load {self.load:g}; about {live:.0f} requests of "
+                             f"{smallest} tokens would be live at once, at most {MAX_LIVE} are drawn "
+                             f"(use arena <= {int(MAX_LIVE * smallest / self.load)} or a larger mean_size)")
+        if self.mean_size > self.arena:
+            raise ParamError(f"mean_size: {self.mean_size} is not allowed; at most the arena ({self.arena})")
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         sizes = [self.mean_size, *(m for m in MEAN_SIZES if m != self.mean_size)]
