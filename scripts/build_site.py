@@ -269,6 +269,7 @@ def convert(site: Path, packages: list[str]) -> None:
     cdn = site / "panel-cdn" / pc.PY_VERSION / "dist"
     for part in ("css", "bundled/theme", "bundled/reactiveesm"):
         shutil.copytree(DIST_DIR / part, cdn / part)
+    shutil.copy2(DIST_DIR / "images" / "favicon.ico", site / "favicon.ico")
 
     worker = (STATIC / "worker.mjs").read_text()
     worker = worker.replace("@PACKAGES@", json.dumps(packages)).replace("@ENV@", json.dumps(
@@ -278,14 +279,15 @@ def convert(site: Path, packages: list[str]) -> None:
     pc.PRE = pc.PRE + (STATIC / "location.py").read_text()
     html, worker_js = pc.script_to_html(
         str(ROOT / "app" / "main.py"), requirements=[], runtime="pyodide-worker",
-        prerender=True, inline=True, panel_version="local",
+        prerender=False, inline=True, panel_version="local",
     )
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
     (site / "main.mjs").write_text(worker_js)
     head, _, body = html.partition("<head>")
     html = head + "<head>\n" + (STATIC / "early.html").read_text() + body
-    html = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + (STATIC / "loading.html").read_text(), html, count=1)
+    body = html.index(">", html.rindex("<body")) + 1  # the last: inlined bokehjs mentions "<body>" too
+    html = html[:body] + (STATIC / "loading.html").read_text() + html[body:]
     (site / "index.html").write_text(html)
     for external in re.findall(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?((?:https?:)?//[^"' >]+)""", html):
         raise BuildError(f"index.html still references {external}")

@@ -5,7 +5,6 @@ const pyodideWorker = window.kvwebWorker;
 pyodideWorker.busy = false;
 pyodideWorker.queue = [];
 let patching = 0;
-const startedAt = performance.now();
 window.kvwebTimings = [];  // [status, worker ms] pairs, read by bench/site_load.py
 
 function showStatus(text, fraction, failed) {
@@ -30,8 +29,24 @@ function send_change(jsdoc, event) {
   pyodideWorker.postMessage({ type: "patch", patch: patch });
 }
 
+// The URL the app wrote while it started (Python's `location` root). Put it in the address
+// bar before Bokeh's Location view copies the address bar into the model, so that the
+// worker is not told an older URL and made to run the lab a second time.
+function adoptAppUrl(docs_json) {
+  for (const doc of Object.values(docs_json)) {
+    for (const root of doc.roots) {
+      const attributes = root.attributes ?? {};
+      const search = attributes.name === "location" ? attributes.search : null;
+      if (typeof search === "string" && search !== window.location.search) {
+        window.history.replaceState(null, "", window.location.pathname + search + window.location.hash);
+      }
+    }
+  }
+}
+
 async function render(msg) {
   const docs_json = JSON.parse(msg.docs_json);
+  adoptAppUrl(docs_json);
   const render_items = JSON.parse(msg.render_items);
   const root_ids = JSON.parse(msg.root_ids);
   // Map the worker's roots onto the pre-rendered page's root elements.
@@ -54,7 +69,7 @@ async function render(msg) {
   pyodideWorker.postMessage({ type: "rendered" });
   pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });
   document.getElementById("kv-loading")?.remove();
-  document.body.dataset.kvwebReady = String(Math.round(performance.now() - startedAt));
+  document.body.dataset.kvwebReady = String(Math.round(performance.now()));  // ms since navigation
 }
 
 async function onMessage(event) {

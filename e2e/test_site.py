@@ -1,0 +1,31 @@
+"""The static site (build/site/: Python in the browser through Pyodide, no server code) end to
+end: it loads from its own files only, then passes the served app's roofline checks (widget
+change, share URL, hostile URL) unchanged."""
+import test_roofline as served
+from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
+
+
+def test_loads_from_its_own_files_with_a_progress_screen(page, static_site, site_server):
+    page.goto(static_site)
+    progress = page.locator("#kv-loading progress")
+    assert progress.count() == 1  # the loading state, shown while Pyodide starts
+    wait_live(page)
+    assert page.locator("#kv-loading").count() == 0
+    fetched = site_server.fetched
+    for path in ("/pyodide/pyodide.asm.wasm", "/pyodide/python_stdlib.zip", "/pyodide/pyodide-lock.json"):
+        assert path in fetched, f"{path} was not fetched from the site"
+    wheels = {p.rsplit("/", 1)[1].split("-")[0] for p in fetched if p.endswith(".whl")}
+    assert {"numpy", "panel", "bokeh", "param", "kvweb", "kvweb_app"} <= wheels
+    assert "micropip" not in wheels and "pandas" not in wheels
+
+
+def test_widget_change_updates_figure_and_url(page, static_site):
+    served.test_loads_and_a_widget_change_updates_figure_and_url(page, static_site)
+
+
+def test_share_url_restores_parameters(page, static_site):
+    served.test_share_url_restores_parameters(page, static_site)
+
+
+def test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard):
+    served.test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard)
