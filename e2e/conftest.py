@@ -125,7 +125,7 @@ INJECTED = """() => {
     const seen = [];
     const walk = (root) => root.querySelectorAll('*').forEach(el => {
         if (['IMG', 'SCRIPT', 'SVG', 'IFRAME'].includes(el.tagName.toUpperCase()) &&
-            (el.getAttribute('onerror') || el.getAttribute('onload') || (el.textContent || '').includes('alert')))
+            (el.getAttribute('onerror') || el.getAttribute('onload') || /alert\\(\\d+\\)/.test(el.textContent || '')))
             seen.push(el.outerHTML);
         if (el.shadowRoot) walk(el.shadowRoot);
     });
