@@ -1,0 +1,63 @@
+"""View of the `paged-equivalence` lab: one row per cache configuration, green where its
+tokens equal each request generated alone, with the peak blocks it used."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, LabelSet
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView
+from kvweb.lab import Lab
+
+SAME, DIFFERENT = "#2ca02c", "#d62728"
+
+
+def run_label(run: dict[str, Any]) -> str:
+    if run["store"] == "contiguous":
+        return tr("contiguous")
+    order = tr("shuffled") if run["shuffle"] else tr("in order")
+    return f"{tr('paged')}, {tr('block')} {run['block_size']}, {order}"
+
+
+class PagedEquivalenceView(LabView):
+    labs = ("paged-equivalence",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verdict = plain(css_class="kv-equivalence-verdict", mono=True)
+        self.runs = ColumnDataSource({"label": [], "peak": [], "color": [], "text": []}, name="equivalence-runs")
+        self.chart = figure(
+            title=tr("peak physical blocks in use per configuration (green: same tokens as alone)"),
+            y_range=[], height=320, sizing_mode="stretch_width", x_axis_label=tr("blocks"), tools="save",
+        )
+        self.chart.hbar(y="label", right="peak", height=0.7, color="color", source=self.runs)
+        self.chart.add_layout(LabelSet(x="peak", y="label", text="text", source=self.runs, x_offset=4, y_offset=-6))
+        self.chart.x_range.start = 0
+        self.answers = plain(css_class="kv-equivalence-answers", mono=True)
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(pn.pane.Bokeh(self.verdict), self.chart, pn.pane.Bokeh(self.answers),
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        runs = result["runs"]
+        labels = [run_label(r) for r in runs]
+        self.chart.y_range.factors = labels[::-1]
+        self.runs.data = {
+            "label": labels,
+            "peak": [r["peak_used_blocks"] or 0 for r in runs],
+            "color": [SAME if r["identical"] else DIFFERENT for r in runs],
+            "text": [f"{tr('identical') if r['identical'] else tr('DIFFERENT')}"
+                     + (f", {r['peak_used_blocks']} {tr('blocks')}" if r["peak_used_blocks"] else "")
+                     for r in runs],
+        }
+        self.verdict.text = (f"{tr('identical in every configuration')}: {result['identical']} "
+                             f"({len(runs)} {tr('runs')}, {len(result['requests'])} {tr('requests')})")
+        self.answers.text = "\n".join(
+            f"r{q['seq']} ({tr('arrives at iteration')} {q['arrival']}): {q['prompt']!r} -> {q['answer']!r}"
+            for q in result["requests"]
+        )
