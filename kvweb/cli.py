@@ -16,6 +16,8 @@ USAGE = """usage:
   kvweb labs                                  list lab names, one per line
   kvweb run LAB [--PARAM VALUE ...] [--json]  run a lab; a table, or one JSON object
   kvweb run LAB --help                        the lab's parameters, defaults and limits
+  kvweb reproduce [--out DIR] [--quick]       run every experiment of the lecture; write
+                                              DIR/report.md and DIR/report.html (default DIR: report)
 """
 
 
@@ -99,6 +101,36 @@ def table(lab: Lab, result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def reproduce_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
+    """`kvweb reproduce [--out DIR] [--quick]`: progress on stderr, the files written on stdout."""
+    from kvweb.reproduce import reproduce, write_report
+
+    folder, quick, rest = "report", False, list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--quick":
+            quick = True
+        elif arg == "--out" and rest:
+            folder = rest.pop(0)
+        elif arg.startswith("--out="):
+            folder = arg[len("--out="):]
+        else:
+            raise UsageError(f"kvweb reproduce: unexpected argument '{arg}'; allowed: --out DIR, --quick")
+    last = [""]
+
+    def progress(fraction: float, message: str) -> None:
+        head = message.split(" | ")[0]
+        if head != last[0]:  # one line per experiment
+            last[0] = head
+            err.write(f"[{fraction:4.0%}] {head}\n")
+
+    report = reproduce(quick, progress)
+    for path in write_report(report, folder):
+        out.write(path + "\n")
+    err.write(f"done in {report['seconds']:.1f} s\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -109,8 +141,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
         if command == "labs":
             out.write("".join(f"{name}\n" for name in sorted(LABS)))
             return 0
+        if command == "reproduce":
+            return reproduce_command(rest, out, err)
         if command != "run":
-            raise UsageError(f"unknown command '{command}'; allowed: labs, run")
+            raise UsageError(f"unknown command '{command}'; allowed: labs, run, reproduce")
         name, texts, as_json, want_help = parse_run_args(rest)
         if want_help:
             out.write(describe(get_lab(name)))
