@@ -132,3 +132,23 @@ INJECTED = """() => {
     walk(document);
     return seen;
 }"""
+
+
+def nudge_slider(page: Page, name: str, key: str = "ArrowRight") -> None:
+    """Move a parameter's slider one step with the keyboard, as a user would."""
+    handle = page.locator(f".kv-param-{name} .noUi-handle").first
+    handle.focus()
+    handle.press(key)
+
+
+def data_fingerprint(page: Page) -> str:
+    """Every ColumnDataSource's data in the page's Bokeh document, as one string."""
+    return page.evaluate("""() => {
+        const parts = [];
+        for (const m of Bokeh.documents[0].all_models) {
+            if (m.data === undefined || m.selected === undefined) continue;
+            const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
+            parts.push(JSON.stringify(Object.keys(data).sort().map(k => [k, Array.from(data[k] ?? [])])));
+        }
+        return parts.sort().join('|');
+    }""")
