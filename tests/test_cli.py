@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+import kvweb.labs  # noqa: F401
 from kvweb.cli import main
+from kvweb.lab import LABS, jsonable
 
 
 def run(*argv):
@@ -57,3 +59,14 @@ def test_bad_input_exits_2_with_one_line(argv, needle):
 def test_help_lists_every_parameter_with_limits():
     code, out, _ = run("run", "roofline", "--help")
     assert code == 0 and "--block_size (default 16; an integer from 1 to 1024)" in out
+
+
+@pytest.mark.parametrize("lab", sorted(LABS))
+def test_every_lab_cli_json_equals_the_library_run(lab):
+    code, out, err = run("run", lab, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["params"] == LABS[lab]().values()
+    assert data["result"] == json.loads(json.dumps(jsonable(LABS[lab]().run())))
+    code, table_out, _ = run("run", lab)
+    assert code == 0 and table_out.startswith(f"{lab}: ")
