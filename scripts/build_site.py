@@ -13,6 +13,7 @@ Versions live in scripts/site-pins.toml.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -271,9 +272,11 @@ def convert(site: Path, packages: list[str]) -> None:
         shutil.copytree(DIST_DIR / part, cdn / part)
     shutil.copy2(DIST_DIR / "images" / "favicon.ico", site / "favicon.ico")
 
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    wheels = [[p["file_name"], "sha256-" + base64.b64encode(bytes.fromhex(p["sha256"])).decode()] for p in lock.values()]
     worker = (STATIC / "worker.mjs").read_text()
-    worker = worker.replace("@PACKAGES@", json.dumps(packages)).replace("@ENV@", json.dumps(
-        {"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]}))
+    worker = (worker.replace("@PACKAGES@", json.dumps(packages)).replace("@WHEELS@", json.dumps(wheels))
+              .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]})))
     pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
     pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string((STATIC / "handler.js").read_text())
     pc.PRE = pc.PRE + (STATIC / "location.py").read_text()

@@ -4,6 +4,22 @@ import { loadPyodide } from "./pyodide/pyodide.mjs";
 
 const PACKAGES = @PACKAGES@;
 const ENV = @ENV@;
+// [file, subresource integrity] of every wheel: fetched now, while Pyodide boots, and
+// handed to loadPackage when it asks (it would otherwise start fetching after the boot).
+const WHEELS = @WHEELS@;
+
+const early = new Map();
+for (const [file, integrity] of WHEELS) {
+  const url = new URL(`./pyodide/${file}`, self.location.href).href;
+  early.set(url, fetch(url, { integrity }));
+}
+const networkFetch = globalThis.fetch;
+globalThis.fetch = (input, init) => {
+  const url = new URL(input instanceof Request ? input.url : String(input), self.location.href).href;
+  const response = early.get(url);
+  early.delete(url);
+  return response ?? networkFetch(input, init);
+};
 
 function status(msg, fraction) {
   self.postMessage({ type: "status", msg, fraction, ms: Math.round(performance.now()) });
