@@ -54,10 +54,17 @@ def sha256(path: Path) -> str:
 
 # -- downloads (cached) ------------------------------------------------------------------
 
+def need(tool: str) -> str:
+    if shutil.which(tool) is None:
+        raise BuildError(f"'{tool}' is not installed (Debian: apt-get install nodejs npm)")
+    return tool
+
+
 def pyodide_core() -> Path:
     """The npm package's folder: core files and the official pyodide-lock.json."""
     folder = CACHE / f"pyodide-{PYODIDE_VERSION}"
     if not (folder / "package" / "pyodide-lock.json").exists():
+        need("npm")
         folder.mkdir(parents=True, exist_ok=True)
         say(f"npm pack pyodide@{PYODIDE_VERSION}")
         subprocess.run(["npm", "pack", "--loglevel=error", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", str(folder)],
@@ -177,7 +184,7 @@ def build_app_wheel(out: Path) -> Path:
 
 def byte_compile(folder: Path, sourceless: list[str], keep_source: list[str]) -> None:
     """Add .pyc made by Pyodide's own Python, in place (scripts/pyodide_compile.py)."""
-    subprocess.run(["node", str(ROOT / "scripts" / "pyodide_run.mjs"), str(pyodide_core()),
+    subprocess.run([need("node"), str(ROOT / "scripts" / "pyodide_run.mjs"), str(pyodide_core()),
                     str(ROOT / "scripts" / "pyodide_compile.py"), str(folder),
                     *(str(folder / n) for n in sourceless), "--keep-source", *(str(folder / n) for n in keep_source)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -280,16 +287,16 @@ def convert(site: Path, packages: list[str]) -> None:
     pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
     pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string((STATIC / "handler.js").read_text())
     pc.PRE = pc.PRE + (STATIC / "location.py").read_text()
-    html, worker_js = pc.script_to_html(
-        str(ROOT / "app" / "main.py"), requirements=[], runtime="pyodide-worker",
-        prerender=False, inline=True, panel_version="local",
-    )
+    # No prerendering: the page shows the loading screen, not a stale default app, until
+    # Python has drawn the app the URL asks for (and the main thread stays free meanwhile).
+    html, worker_js = pc.script_to_html(str(ROOT / "app" / "main.py"), runtime="pyodide-worker",
+                                        prerender=False, inline=True)
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
     (site / "main.mjs").write_text(worker_js)
-    head, _, body = html.partition("<head>")
-    html = head + "<head>\n" + (STATIC / "early.html").read_text() + body
-    body = html.index(">", html.rindex("<body")) + 1  # the last: inlined bokehjs mentions "<body>" too
+    head = html.index("<head>") + len("<head>")
+    html = html[:head] + "\n" + (STATIC / "early.html").read_text() + html[head:]
+    body = html.index(">", html.rindex("<body")) + 1  # the last one: inlined bokehjs mentions "<body>" too
     html = html[:body] + (STATIC / "loading.html").read_text() + html[body:]
     (site / "index.html").write_text(html)
     for external in re.findall(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?((?:https?:)?//[^"' >]+)""", html):
