@@ -16,6 +16,7 @@ import argparse
 import base64
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -271,6 +272,7 @@ def convert(site: Path, packages: list[str]) -> None:
     """Panel's own conversion, pointed at local files, with kvweb's worker and loading screen."""
     os.environ["PANEL_CDN_ROOT"] = "./panel-cdn/"  # read when panel is imported
     sys.path.insert(0, str(ROOT))
+    logging.getLogger("bokeh.core.validation.check").setLevel(logging.ERROR)  # empty columns fill in Python
     import panel.io.convert as pc
     from panel.io.resources import DIST_DIR
 
