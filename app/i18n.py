@@ -9,9 +9,12 @@ or the language control.
 from __future__ import annotations
 
 import re
+import unicodedata
 from weakref import WeakKeyDictionary
 
 import panel as pn
+
+from app.zh import ZH
 
 LANGS = {"en": "English", "zh": "中文"}
 _by_doc: WeakKeyDictionary = WeakKeyDictionary()
@@ -35,6 +38,11 @@ def tr(text: str) -> str:
     return ZH.get(text, text) if current() == "zh" else text
 
 
+def columns(text: str) -> int:
+    """Width in a monospace font: Chinese characters take two columns (for aligned tables)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 # (English pattern, Chinese template); groups are carried over, and translated with `tr`
 # where they are phrases of ours rather than user text.
 _MESSAGES = [
@@ -56,6 +64,31 @@ _PHRASES = [
 ]
 
 
+# Qualifiers in front of a figure's label ("A: paged / oracle throughput", "n = 4: saving"):
+# technical names stay, the words around them are translated.
+_QUALIFIERS = [
+    (r"^(A|B)$", "场景 {0}"),
+    (r"^mean size (\d+)$", "平均大小 {0}"),
+    (r"^width (\d+)$", "宽度 {0}"),
+    (r"^rate (\S+)/s, block (\d+)$", "速率 {0}/s，块大小 {1}"),
+]
+
+
+def tr_figure(text: str) -> str:
+    """A report or exercise label: whole if known, else `qualifier: phrase` translated in parts."""
+    if current() != "zh" or text in ZH:
+        return tr(text)
+    head, sep, rest = text.partition(": ")
+    if not sep:
+        return text
+    for pattern, template in _QUALIFIERS:
+        m = re.match(pattern, head)
+        if m:
+            head = template.format(*m.groups())
+            break
+    return f"{head}：{tr(rest)}"
+
+
 def _phrase(text: str) -> str:
     for pattern, template in _PHRASES:
         m = re.match(pattern, text)
@@ -74,20 +107,3 @@ def tr_message(line: str) -> str:
             return template.format(*(_phrase(g) if g else "" for g in m.groups()))
     phrase = _phrase(line)
     return phrase if phrase != line else tr(line)
-
-
-ZH: dict[str, str] = {
-    # shell
-    "kvweb: the KV cache of LLM serving, computed for real": "kvweb：LLM 推理服务的 KV 缓存 (KV cache)，真实计算",
-    "lab": "实验 (lab)",
-    "language": "语言",
-    "assumptions": "假设 (assumptions)",
-    "ready": "就绪 (ready)",
-    "no view for this lab yet; use the CLI": "这个实验还没有视图；请用命令行 (CLI)",
-    "running": "运行中",
-    "starting": "启动中",
-    "cancel": "取消",
-    "run cancelled": "运行已取消",
-    # roofline
-    "Paper GPU (roofline)": "纸面 GPU（屋顶线模型 roofline）",
-}

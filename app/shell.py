@@ -1,7 +1,8 @@
-"""The app shell: lab navigation, schema-made widgets, URL state, messages, downloads.
+"""The app shell: pages and lab navigation, schema-made widgets, URL state, messages, downloads.
 
 The URL always holds the current lab and every parameter (plus `step` for animated
-views); opening it restores them. Text from the URL is only ever shown through
+views), or the page shown (`page=tour|exercises|report`); opening it restores them. With
+neither, the guided tour opens. Text from the URL is only ever shown through
 `app.text.plain` (textContent): nothing from a URL is rendered as HTML.
 """
 from __future__ import annotations
@@ -19,13 +20,15 @@ import app.views  # noqa: F401  (registers every view)
 import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n
 from app.i18n import tr, tr_message
+from app.pages import Page, pages
 from app.runner import Runner
 from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
-from kvweb.lab import ADVANCED, LABS, Lab, ParamError, flatten, from_query, jsonable, make, to_query
+from kvweb.lab import ADVANCED, DEFAULT_LAB, LABS, Lab, ParamError, flatten, from_query, jsonable, make, to_query
 
 MAX_QUERY = 8000  # characters; a longer query is refused as a whole
+LABS_NAV = "lab"  # the navigation entry that shows the labs
 
 
 class Shell:
@@ -35,7 +38,11 @@ class Shell:
         self.widgets: dict[str, pn.widgets.Widget] = {}
         self.views: dict[type[LabView], LabView] = {}
         self.view: LabView | None = None
+        self.page: str | None = None  # the page shown; None while a lab is shown
+        self.pages: dict[str, Page] = {}
         self._search = None
+        self.nav = pn.widgets.RadioButtonGroup(css_classes=["kv-nav"], button_type="light")
+        self.nav.param.watch(self._on_nav, "value")
         self.lab_select = pn.widgets.Select(width=280, css_classes=["kv-lab-select"])
         self.lab_select.param.watch(self._on_lab_select, "value")
         self.lang_select = pn.widgets.RadioButtonGroup(
@@ -58,7 +65,9 @@ class Shell:
             self.runner.bar, self.runner.cancel, width=300,
         )
         self.header = pn.pane.Markdown()
-        self.layout = pn.Column(pn.Row(self.header, self.lang_select), pn.Row(sidebar, pn.Column(pn.pane.Bokeh(self.message), self.main, sizing_mode="stretch_width")),
+        self.lab_area = pn.Row(sidebar, self.main, sizing_mode="stretch_width")
+        self.body = pn.Column(sizing_mode="stretch_width")
+        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message), self.body,
                                 sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
             pn.state.onload(self._on_load)
@@ -86,6 +95,14 @@ class Shell:
             messages.append(f"lang: {lang[:40]!r} is not allowed; expected one of {', '.join(i18n.LANGS)}; using the default")
             lang = "en"
         self._set_lang(lang)
+        page = query.get("page")
+        if page is not None or "lab" not in query:
+            if page is not None and page not in pages():
+                messages.append(f"page: {page[:40]!r} is not allowed; expected one of {', '.join(pages())}; "
+                                "using the default")
+                page = None
+            self.show_page(page or "tour", messages)
+            return
         lab, problems = from_query(query)
         step = 0
         if "step" in query:
@@ -96,22 +113,55 @@ class Shell:
                 problems.append(f"step: {text[:40]!r} is not allowed; expected a whole number; using 0")
         self.show(lab, messages + problems, step)
 
+    def navigate(self, query: dict[str, str]) -> None:
+        """Open a URL query (a lab with parameters, or a page) as if it had been typed."""
+        if i18n.current() != "en":
+            query = {**query, "lang": i18n.current()}
+        self.open_query("?" + urlencode(query))
+
     def _write_url(self) -> None:
-        if self.lab is None or pn.state.location is None:
+        if pn.state.location is None or (self.lab is None and self.page is None):
             return
-        query = to_query(self.lab)
+        query = {"page": self.page} if self.page else to_query(self.lab)
         if i18n.current() != "en":
             query["lang"] = i18n.current()
-        if self.view is not None and self.view.animated:
+        if not self.page and self.view is not None and self.view.animated:
             query["step"] = str(self.view.player.value)
         self._search = "?" + urlencode(query)
         pn.state.location.search = self._search
 
+    # -- pages ---------------------------------------------------------------
+    def show_page(self, name: str, messages: list[str]) -> None:
+        self.page = name
+        if name not in self.pages:
+            self.pages[name] = pages()[name](self.navigate)
+        self._set_nav(name)
+        self.body.objects = [self.pages[name].layout()]
+        self._say(messages)
+        self._write_url()
+        self.pages[name].shown()
+
+    def _set_nav(self, value: str) -> None:
+        entries = [(cls.label, name) for name, cls in pages().items()]
+        options = {tr(label): name for label, name in [entries[0], ("Labs", LABS_NAV), *entries[1:]]}
+        if self.nav.options != options:
+            self.nav.options = options
+        self.nav.value = value
+
+    def _on_nav(self, event: Any) -> None:
+        if event.new == LABS_NAV and self.page is not None:
+            self.navigate(to_query(self.lab) if self.lab is not None else {"lab": DEFAULT_LAB})
+        elif event.new != LABS_NAV and event.new != self.page:
+            self.navigate({"page": event.new})
+
     # -- lab and parameters -----------------------------------------------
     def show(self, lab: Lab, messages: list[str], step: int = 0) -> None:
         self.lab = lab
+        self.page = None
         if self.lab_select.value != lab.lab_name:
             self.lab_select.param.update(value=lab.lab_name)
+        self._set_nav(LABS_NAV)
+        self.body.objects = [self.lab_area]  # after the select holds this lab: it must not echo an old one
         self.summary.object = tr(lab.summary)
         self.widgets = widgets_for(lab)
         for widget in self.widgets.values():
@@ -136,6 +186,7 @@ class Shell:
         """Labels are made in the session's language: a switch rebuilds them and the views."""
         i18n.use(lang)
         self.views.clear()
+        self.pages.clear()
         self.lang_select.value = lang
         self.header.object = "### " + tr("kvweb: the KV cache of LLM serving, computed for real")
         self.lab_select.name = tr("lab")
@@ -144,8 +195,12 @@ class Shell:
             self.lab_select.options = titles
 
     def _on_lang(self, event: Any) -> None:
-        if self.lab is not None and event.new != i18n.current():
-            self._set_lang(event.new)
+        if event.new == i18n.current():
+            return
+        self._set_lang(event.new)
+        if self.page is not None:
+            self.show_page(self.page, [])
+        elif self.lab is not None:
             self.show(self.lab, [], self.view.player.value if self.view else 0)
 
     def _on_lab_select(self, event: Any) -> None:

@@ -13,7 +13,7 @@ def query(page):
 
 
 def test_loads_and_a_widget_change_updates_figure_and_url(page, served_app):
-    page.goto(served_app)
+    page.goto(f"{served_app}?lab=roofline")  # with no lab and no page the guided tour opens
     wait_ready(page)
     assert "KV capacity (tokens)" in numbers(page) and "1.26e+04" in numbers(page)  # 12,597 tokens
     assert query(page)["lab"] == "roofline"

@@ -184,7 +184,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
 DEFAULT_LAB = "roofline"
 
 # Query keys that belong to the app shell, not to a lab's schema.
-URL_EXTRAS = ("step", "lang")
+URL_EXTRAS = ("step", "lang", "page")
 
 
 def to_query(instance: Lab) -> dict[str, str]:

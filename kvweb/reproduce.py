@@ -114,7 +114,7 @@ def _block_tables(params: list[Result], results: list[Result]) -> Summary:
     slots = len([b for s in final for b in s["block_table"]]) * r["block_size"]
     return Summary(
         figures=[("peak blocks in use", f"{r['peak_used_blocks']} / {r['num_blocks']}"),
-                 ("unwritten slots at the end (last blocks only)", f"{slots - held} of {slots} ({pct(1 - held / slots)})"),
+                 ("unwritten slots at the end / all slots (last blocks only)", f"{slots - held} / {slots} ({pct(1 - held / slots)})"),
                  ("same tokens as each request alone", yes(r["identical"]))],
         charts=[Chart("line", "Blocks in use per step", "step", "blocks",
                       [str(s["step"]) for s in steps], [Series("used blocks", [s["used_blocks"] for s in steps])])],
@@ -247,13 +247,13 @@ def _recovery(params: list[Result], results: list[Result]) -> Summary:
     return Summary(
         figures=[(f"{n}: swap at block 16 / recompute", f"{ms(r['swap_s']['16'])} / {ms(r['recompute_s'])}")
                  for n, r in zip(names, results)],
-        columns=["block size", *(f"swap {n} (ms)" for n in names)],
+        columns=["block size", *(f"{n}: swap (ms)" for n in names)],
         rows=[[b, *(round(1000 * r["swap_s"][b], 1) for r in results)] for b in sizes]
         + [["recompute", *(round(1000 * r["recompute_s"], 1) for r in results)]],
         charts=[Chart("line", "Bringing back 2048 tokens: swap (out + in) vs recompute", "block size (tokens)", "ms",
                       sizes, [s for n, r in zip(names[:2], results) for s in (
-                          Series(f"swap {n}", [1000 * r["swap_s"][b] for b in sizes]),
-                          Series(f"recompute {n}", [1000 * r["recompute_s"]] * len(sizes)))])],
+                          Series(f"{n}: swap", [1000 * r["swap_s"][b] for b in sizes]),
+                          Series(f"{n}: recompute", [1000 * r["recompute_s"]] * len(sizes)))])],
     )
 
 
@@ -269,7 +269,7 @@ def _preemption(params: list[Result], results: list[Result]) -> Summary:
         columns=["rate", "block size", "recovery", "tokens/s", "SLO attainment", "preemptions", "swapped GB"],
         rows=[[round(r["rate"], 2), r["block_size"], r["preemption"], round(r["throughput_tok_s"]),
                pct(r["slo_attainment"]), r["preemptions"], round(r["swapped_bytes"] / 1e9, 1)] for r in rows],
-        charts=[Chart("bar", f"SLO attainment at {top:g} requests/s", "block size (tokens)", "%", [str(b) for b in sizes],
+        charts=[Chart("bar", "SLO attainment at the highest rate tried", "block size (tokens)", "%", [str(b) for b in sizes],
                       [Series(p, [100 * at_top[b, p]["slo_attainment"] for b in sizes]) for p in ("recompute", "swap")])],
     )
 
@@ -292,7 +292,7 @@ def _watermark(params: list[Result], results: list[Result]) -> Summary:
 def _radix_demo(params: list[Result], results: list[Result]) -> Summary:
     r = results[0]
     return Summary(
-        figures=[("prompt tokens read from the cache", f"{r['cached_tokens']} of {r['cached_tokens'] + r['prefilled_tokens']} ({pct(r['hit_rate'])})"),
+        figures=[("prompt tokens read from the cache / all prompt tokens", f"{r['cached_tokens']} / {r['cached_tokens'] + r['prefilled_tokens']} ({pct(r['hit_rate'])})"),
                  ("tokens evicted", str(r["evicted"])),
                  ("answers equal a from-scratch run", yes(r["identical"]))],
         columns=["request", "follow-up", "cached tokens", "prefilled tokens", "evicted"],
@@ -615,12 +615,13 @@ def to_html(report: dict[str, Any], translate: Translate = str, page: bool = Tru
     t = translate
     mode = t("quick (small sizes, for tests)") if report["quick"] else t("full")
     body = [f"<h1>{escape(t(report['title']))}</h1>", f"<p>{escape(t(INTRO))}</p>",
-            f"<p>{escape(t('Mode'))}: {escape(mode)}; {report['seconds']:.1f} s. {escape(t(report['units']))}</p>",
-            "<ul>" + "".join(f'<li><a href="#{escape(s["key"])}">{escape(t(s["title"]))}</a></li>'
-                             for s in report["sections"]) + "</ul>"]
-    body += [section_html(s, t) for s in report["sections"]]
+            f"<p>{escape(t('Mode'))}: {escape(mode)}; {report['seconds']:.1f} s. {escape(t(report['units']))}</p>"]
+    sections = [section_html(s, t) for s in report["sections"]]
     if not page:
-        return f"<style>{STYLE}</style>" + "\n".join(body)
+        return f"<style>{STYLE}</style>" + "\n".join(body + sections)
+    body.append("<ul>" + "".join(f'<li><a href="#{escape(s["key"])}">{escape(t(s["title"]))}</a></li>'
+                                 for s in report["sections"]) + "</ul>")
+    body += sections
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>' + escape(t(report["title"]))
             + f"</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 

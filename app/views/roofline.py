@@ -8,6 +8,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, LabelSet
 from bokeh.plotting import figure
 
+from app.i18n import columns, tr
 from app.text import plain
 from app.view import LabView
 from kvweb.lab import Lab
@@ -34,12 +35,13 @@ class RooflineView(LabView):
         super().__init__()
         self.roof = ColumnDataSource({"x": [], "y": []})
         self.points = ColumnDataSource({"x": [], "y": [], "name": [], "color": []})
-        self.bars = ColumnDataSource({"how": ["swap round trip", "recompute"], "seconds": [0.0, 0.0], "color": ["#4c72b0", "#dd8452"]})
+        self.bars = ColumnDataSource({"how": [tr("swap round trip"), tr("recompute")], "seconds": [0.0, 0.0],
+                                      "color": ["#4c72b0", "#dd8452"]})
 
         self.roofline = figure(
-            title="Roofline (decimal units)", x_axis_type="log", y_axis_type="log", height=360,
-            sizing_mode="stretch_width", x_axis_label="arithmetic intensity (FLOP per byte)",
-            y_axis_label="attainable FLOP/s", tools="pan,wheel_zoom,reset,save",
+            title=tr("Roofline (decimal units)"), x_axis_type="log", y_axis_type="log", height=360,
+            sizing_mode="stretch_width", x_axis_label=tr("arithmetic intensity (FLOP per byte)"),
+            y_axis_label=tr("attainable FLOP/s"), tools="pan,wheel_zoom,reset,save",
         )
         self.roofline.line("x", "y", source=self.roof, line_width=3, color="#333333")
         self.roofline.scatter("x", "y", source=self.points, size=14, color="color", legend_field="name")
@@ -47,8 +49,8 @@ class RooflineView(LabView):
         self.roofline.legend.location = "bottom_right"
 
         self.costs = figure(
-            title="Bringing back N tokens", x_range=self.bars.data["how"], height=300,
-            sizing_mode="stretch_width", y_axis_label="seconds", tools="save",
+            title=tr("Bringing back N tokens"), x_range=self.bars.data["how"], height=300,
+            sizing_mode="stretch_width", y_axis_label=tr("seconds"), tools="save",
         )
         self.costs.vbar(x="how", top="seconds", width=0.6, color="color", source=self.bars)
         self.costs.y_range.start = 0
@@ -64,9 +66,9 @@ class RooflineView(LabView):
         points = roof["points"]
         self.points.data = {
             "x": [p["intensity"] for p in points], "y": [p["attainable_flops_s"] for p in points],
-            "name": [f"{p['name']} ({p['bound']}-bound)" for p in points], "color": ["#dd8452", "#4c72b0"],
+            "name": [f"{tr(p['name'])} ({tr(p['bound'] + '-bound')})" for p in points], "color": ["#dd8452", "#4c72b0"],
         }
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
-        self.table.text = "\n".join(
-            f"{label + ' (' + unit + ')':<34}{result[key] / div:>14,.4g}" for key, label, div, unit in FIGURES
-        )
+        rows = [(f"{tr(label)} ({tr(unit)})", result[key] / div) for key, label, div, unit in FIGURES]
+        width = max(columns(label) for label, _ in rows)
+        self.table.text = "\n".join(f"{label}{' ' * (width - columns(label))}{value:>14,.4g}" for label, value in rows)

@@ -1,0 +1,112 @@
+"""Every label, explanation and message the app shows has a Simplified Chinese form."""
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.platform == "emscripten":
+    pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `app` is not an installed package; `pytest` may run from anywhere
+
+import kvweb.labs  # noqa: E402, F401
+from app import i18n  # noqa: E402
+from app.i18n import tr, tr_figure, tr_message  # noqa: E402
+from app.pages.tour import INTRO, STEPS  # noqa: E402
+from app.zh import ZH  # noqa: E402
+from kvweb.exercises import EXERCISES  # noqa: E402
+from kvweb.lab import LABS, param_names  # noqa: E402
+from kvweb.reproduce import INTRO as REPORT_INTRO, reproduce  # noqa: E402
+
+APP = ROOT / "app"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# Names that read the same in both languages (technical identifiers and units).
+TECHNICAL = re.compile(r"^([a-z0-9_\-]+|[A-Z0-9\-]+|KV/token \(KiB\)|KiB|GB)$")
+
+
+@pytest.fixture(autouse=True)
+def chinese():
+    i18n.use("zh")
+    yield
+    i18n.use("en")
+
+
+def translated(text: str, translate=tr) -> bool:
+    return bool(TECHNICAL.match(text)) or bool(CJK.search(translate(text)))
+
+
+def lab_texts():
+    for name, cls in sorted(LABS.items()):
+        yield f"{name}: title", cls.title
+        yield f"{name}: summary", cls.summary
+        for p in param_names(cls):
+            yield f"{name}: {p}", cls.param[p].doc
+
+
+@pytest.mark.parametrize("where, text", list(lab_texts()), ids=lambda x: x if ":" in x else "")
+def test_every_lab_title_summary_and_parameter_doc_has_chinese(where, text):
+    assert text and text in ZH and CJK.search(ZH[text]), where
+
+
+def literal_tr_calls():
+    """Every tr("...") / tr_figure("...") with a literal argument anywhere in app/."""
+    for path in sorted(APP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("tr", "tr_figure")
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                yield f"{path.name}:{node.lineno}", node.args[0].value
+
+
+@pytest.mark.parametrize("where, text", list(literal_tr_calls()))
+def test_every_app_label_has_chinese(where, text):
+    assert translated(text), f"{where}: {text!r}"
+
+
+def test_tour_and_exercises_have_chinese():
+    texts = [INTRO, *(s.title for s in STEPS), *(s.text for s in STEPS), *(label for s in STEPS for label, _ in s.links)]
+    texts += [t for e in EXERCISES for t in (e.title, e.question, e.explanation)]
+    texts += [label for e in EXERCISES for label, _ in e.answer().lines]
+    assert [t for t in texts if not translated(t, tr_figure)] == []
+
+
+def test_report_has_chinese():
+    report = reproduce(quick=True, only=["paper-gpu", "external-fragmentation", "recovery", "few-shot", "fsm",
+                                          "paged-vs-reserved", "swap-vs-recompute", "beam-search"])
+    texts = [report["title"], REPORT_INTRO, report["units"]]
+    for s in report["sections"]:
+        texts += [s["title"], s["paper"], *s["columns"], *(label for label, _ in s["figures"])]
+        texts += [s["differs"]] if s["differs"] else []
+        for c in s["charts"]:
+            texts += [c["title"], c["x_label"], c["y_label"], *(x["name"] for x in c["series"])]
+    assert [t for t in texts if t != "%" and not translated(t, tr_figure)] == []
+
+
+def test_every_section_title_and_paper_quote_is_in_the_table():
+    from kvweb.reproduce import EXPERIMENTS
+
+    for e in EXPERIMENTS:
+        assert e.title in ZH and e.paper in ZH and (not e.differs or e.differs in ZH), e.key
+
+
+def test_technical_terms_keep_their_english_name():
+    for term, english in (("Block tables", "block table"), ("copy-on-write", "copy-on-write"),
+                          ("Preemption", "preemption"), ("radix tree", "radix tree"), ("watermark", "watermark")):
+        assert english in tr(term)
+
+
+def test_messages_are_translated_and_keep_user_text():
+    line = tr_message("block_size: '<b>x' is not allowed; expected an integer from 1 to 64; using the default")
+    assert "<b>x" in line and "1 到 64 之间的整数" in line and "改用默认值" in line
+    page = tr_message("page: 'zz' is not allowed; expected one of tour, exercises, report; using the default")
+    assert "'zz'" in page and "以下之一" in page
+
+
+def test_figure_labels_translate_qualifier_and_phrase():
+    assert tr_figure("A: paged / oracle throughput") == "场景 A：吞吐量 paged / oracle"
+    assert tr_figure("mean size 512: failures, of which with enough free tokens").startswith("平均大小 512：")
+    assert tr_figure("llama-3-8b (H100-SXM): swap") == "llama-3-8b (H100-SXM)：换出/换入 (swap)"
+    i18n.use("en")
+    assert tr_figure("A: paged / oracle throughput") == "A: paged / oracle throughput"
