@@ -1,8 +1,12 @@
 """The static site (build/site/: Python in the browser through Pyodide, no server code) end to
-end: it loads from its own files only, then passes the served app's roofline checks (widget
-change, share URL, hostile URL) unchanged."""
+end: it loads from its own files only, passes the served app's roofline checks (widget
+change, share URL, hostile URL) unchanged, and every lab draws in it."""
 import test_roofline as served
+from conftest import wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
+
+import kvweb.labs  # noqa: F401  (registers every lab)
+from kvweb.lab import LABS
 
 
 def test_loads_from_its_own_files_with_a_progress_screen(page, static_site, site_server):
@@ -29,3 +33,16 @@ def test_share_url_restores_parameters(page, static_site):
 
 def test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard):
     served.test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard)
+
+
+def test_every_lab_draws_in_the_site(page, static_site):
+    """The site ships every package the views import: each lab runs and draws, error-free."""
+    errors = []
+    page.on("console", lambda m: errors.append(m.text[:300]) if m.type == "error" else None)
+    page.goto(f"{static_site}?lab=roofline")
+    wait_live(page)
+    for name in sorted(LABS):
+        page.locator(".kv-lab-select select").select_option(label=LABS[name].title)
+        page.wait_for_function("name => new URLSearchParams(location.search).get('lab') === name", arg=name)
+        wait_ready(page)
+        assert errors == [], f"lab {name}: {errors}"

@@ -70,11 +70,16 @@ _link_docs_worker(state.curdoc, sendPatch, setter='js')
 `);
   } else if (msg.type === "patch") {
     self.pyodide.globals.set("patch", msg.patch);
-    await self.pyodide.runPythonAsync(`
+    try {
+      await self.pyodide.runPythonAsync(`
 from panel.io.pyodide import _convert_json_patch
 state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
 `);
-    self.postMessage({ type: "idle" });
+    } catch (e) {
+      console.error(e);  // a failing callback must not leave the page waiting for "idle"
+    } finally {
+      self.postMessage({ type: "idle" });
+    }
   } else if (msg.type === "location") {
     self.pyodide.globals.set("location", msg.location);
     self.pyodide.runPythonAsync(`
