@@ -32,22 +32,15 @@ function sendPatch(patch, buffers, msg_id) {
 async function start(location) {
   status("Starting Python (Pyodide)", 0.05);
   const pyodide = await loadPyodide({ indexURL: "./pyodide/", env: ENV });
-  let loaded = 0;
-  status(`Loading ${PACKAGES.length} packages`, 0.35);
-  await pyodide.loadPackage(PACKAGES, {
-    messageCallback: (msg) => {
-      if (msg.startsWith("Loaded")) return;
-      loaded += 1;
-      status(`Loading packages`, 0.35 + 0.3 * Math.min(1, loaded / PACKAGES.length));
-    },
-    errorCallback: (msg) => console.error(msg),
-  });
+  status(`Installing ${PACKAGES.length} packages`, 0.35);
+  await pyodide.loadPackage(PACKAGES, { messageCallback: () => {}, errorCallback: (msg) => console.error(msg) });
   self.pyodide = pyodide;
   pyodide.globals.set("sendPatch", sendPatch);
   pyodide.globals.set("_kvweb_location", location);
   status("Starting the app", 0.7);
   const [docs_json, render_items, root_ids] = await pyodide.runPythonAsync(`{{ code }}`);
   status("Drawing", 0.9);
+  // What Python imported (window.kvwebModules in the page): the check for [site.drop].
   const modules = pyodide.runPython("import sys; ' '.join(sorted({m.split('.')[0] for m in sys.modules}))");
   self.postMessage({ type: "render", docs_json, render_items, root_ids, modules });
 }
