@@ -7,8 +7,11 @@ cd "$(dirname "$0")/.."
 sudo_() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 bash scripts/setup-python.sh "app,test"
-if [ ! -x /usr/bin/chromium ]; then
-  sudo_ apt-get update -q && sudo_ apt-get install -y -q chromium
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_ apt-get update -q && sudo_ apt-get install -y -q "${missing[@]}"
 fi
 
 echo "== library tests (CPython)"
