@@ -65,10 +65,12 @@ class Shell:
             self.runner.bar, self.runner.cancel, width=300,
         )
         self.header = pn.pane.Markdown()
-        self.lab_area = pn.Row(sidebar, self.main, sizing_mode="stretch_width")
-        self.body = pn.Column(sizing_mode="stretch_width")
-        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message), self.body,
-                                sizing_mode="stretch_width")
+        # The lab area and the page area both stay in the document and are shown in turn:
+        # detaching the sidebar's models and attaching them again confuses the front end.
+        self.lab_area = pn.Row(sidebar, self.main, sizing_mode="stretch_width", visible=False)
+        self.page_area = pn.Column(sizing_mode="stretch_width", visible=False)
+        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message),
+                                self.page_area, self.lab_area, sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
             pn.state.onload(self._on_load)
         else:
@@ -117,7 +119,9 @@ class Shell:
         """Open a URL query (a lab with parameters, or a page) as if it had been typed."""
         if i18n.current() != "en":
             query = {**query, "lang": i18n.current()}
-        self.open_query("?" + urlencode(query))
+        search = "?" + urlencode(query)
+        # Button clicks may arrive without the document lock: run under it (see _on_widget).
+        pn.state.execute(lambda: self.open_query(search), schedule=sys.platform != "emscripten")
 
     def _write_url(self) -> None:
         if pn.state.location is None or (self.lab is None and self.page is None):
@@ -136,7 +140,8 @@ class Shell:
         if name not in self.pages:
             self.pages[name] = pages()[name](self.navigate)
         self._set_nav(name)
-        self.body.objects = [self.pages[name].layout()]
+        self.page_area.objects = [self.pages[name].layout()]
+        self.lab_area.visible, self.page_area.visible = False, True
         self._say(messages)
         self._write_url()
         self.pages[name].shown()
@@ -161,7 +166,7 @@ class Shell:
         if self.lab_select.value != lab.lab_name:
             self.lab_select.param.update(value=lab.lab_name)
         self._set_nav(LABS_NAV)
-        self.body.objects = [self.lab_area]  # after the select holds this lab: it must not echo an old one
+        self.lab_area.visible, self.page_area.visible = True, False
         self.summary.object = tr(lab.summary)
         self.widgets = widgets_for(lab)
         for widget in self.widgets.values():
@@ -184,9 +189,10 @@ class Shell:
 
     def _set_lang(self, lang: str) -> None:
         """Labels are made in the session's language: a switch rebuilds them and the views."""
+        if lang != i18n.current():
+            self.views.clear()
+            self.pages.clear()
         i18n.use(lang)
-        self.views.clear()
-        self.pages.clear()
         self.lang_select.value = lang
         self.header.object = "### " + tr("kvweb: the KV cache of LLM serving, computed for real")
         self.lab_select.name = tr("lab")
@@ -204,7 +210,9 @@ class Shell:
             self.show(self.lab, [], self.view.player.value if self.view else 0)
 
     def _on_lab_select(self, event: Any) -> None:
-        if self.lab is None or event.new != self.lab.lab_name:
+        # Only a person's choice counts: setting the options (first load, language switch)
+        # also moves the value, and must not open a lab behind a page.
+        if self.page is None and self.lab is not None and event.new != self.lab.lab_name:
             self.show(LABS[event.new](), [])
 
     def _on_widget(self, event: Any) -> None:

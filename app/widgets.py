@@ -5,6 +5,7 @@ like the CLI and the URL do.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import panel as pn
@@ -48,3 +49,23 @@ def widgets_for(lab: Lab) -> dict[str, pn.widgets.Widget]:
 def as_text(value: Any) -> str:
     """The text form `kvweb.lab.parse` reads back (booleans lower-case, like the URL)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def link_button(label: str, css_class: str, on_press: Callable[[], None]) -> pn.widgets.Widget:
+    """A button that opens another URL query (a tour step, an exercise's lab).
+
+    Made as a Toggle that springs back: pressing it is a value change, which Panel hands to
+    the server like a Select's, so navigation runs in order with the updates it causes. A
+    Button's click event arrives without the document lock, and a fast lab's result could
+    then reach the browser before the models it updates ("reference isn't known", an empty
+    roofline).
+    """
+    toggle = pn.widgets.Toggle(name=label, value=False, button_type="primary", css_classes=[css_class])
+
+    def pressed(event: Any) -> None:
+        if event.new:
+            toggle.value = False
+            on_press()
+
+    toggle.param.watch(pressed, "value")
+    return toggle

@@ -16,7 +16,7 @@ from app.i18n import columns, tr, tr_figure, tr_message
 from app.pages import Page
 from app.runner import Runner
 from app.text import plain
-from app.widgets import as_text, widget_for
+from app.widgets import as_text, link_button, widget_for
 from kvweb.exercises import EXERCISES, Exercise
 from kvweb.lab import Lab, ParamError, Progress, to_query
 
@@ -48,8 +48,8 @@ class ExerciseCard:
         self.message.visible = False
         self.share = plain(css_class=f"kv-ex-share-{exercise.key}", mono=True)
         self.share.styles = {**self.share.styles, "word-break": "break-all", "font-size": "85%"}
-        open_lab = pn.widgets.Button(name=tr("Open in the lab"), css_classes=[f"kv-ex-open-{exercise.key}"])
-        open_lab.on_click(lambda event: page.navigate(to_query(self.lab)))
+        open_lab = link_button(tr("Open in the lab"), f"kv-ex-open-{exercise.key}",
+                               lambda: page.navigate(to_query(self.lab)))
         self.card = pn.Card(
             pn.pane.Markdown(f"**{tr('Question')}:** {tr(exercise.question)}", sizing_mode="stretch_width"),
             pn.Row(*self.widgets.values(), sizing_mode="stretch_width", css_classes=[f"kv-ex-inputs-{exercise.key}"]),
@@ -111,10 +111,14 @@ class ExercisesPage(Page):
             self.compute()
 
     def changed(self, card: ExerciseCard) -> None:
+        # Widget events may arrive without the document lock: update the page under it.
+        pn.state.execute(lambda: self._recompute(card), schedule=sys.platform != "emscripten")
+
+    def _recompute(self, card: ExerciseCard) -> None:
         if card.read_inputs():
             self.stale.add(card.exercise.key)
             card.answer.text = tr("computing...")
-            pn.state.execute(self.compute, schedule=sys.platform != "emscripten")
+            self.compute()
 
     def compute(self) -> None:
         todo = {k: (self.cards[k].exercise, self.cards[k].lab) for k in self.cards if k in self.stale}

@@ -11,6 +11,7 @@ import panel as pn
 
 from app.i18n import tr
 from app.pages import Page
+from app.widgets import link_button
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,8 @@ class TourPage(Page):
         super().__init__(navigate)
         parts: list = [pn.pane.Markdown(f"## {tr('Guided tour')}\n\n{tr(INTRO)}", sizing_mode="stretch_width")]
         for i, step in enumerate(STEPS):
-            buttons = []
-            for j, (label, query) in enumerate(step.links):
-                button = pn.widgets.Button(name=tr(label), button_type="primary", css_classes=[f"kv-tour-{i}-{j}"])
-                button.on_click(lambda event, query=query: self.navigate(dict(query)))
-                buttons.append(button)
+            buttons = [link_button(tr(label), f"kv-tour-{i}-{j}", lambda query=query: self.navigate(dict(query)))
+                       for j, (label, query) in enumerate(step.links)]
             parts.append(pn.pane.Markdown(f"### {i + 1}. {tr(step.title)}\n\n{tr(step.text)}", sizing_mode="stretch_width"))
             parts.append(pn.Row(*buttons))
         self._layout = pn.Column(*parts, sizing_mode="stretch_width", max_width=900, css_classes=["kv-tour"])
