@@ -51,6 +51,7 @@ _MESSAGES = [
     (r"^unknown parameter '(.*)' for lab (\S+); allowed: (.*?)(; using the default|; ignored)?$",
      "实验 {1} 没有参数 '{0}'；可用参数：{2}{3}"),
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "没有实验 '{0}'；可用实验：{1}{2}"),
+    (r"^the URL query is (\d+) characters long; at most (\d+) are read$", "URL 查询有 {0} 个字符；至多读取 {1} 个"),
 ]
 _PHRASES = [
     (r"^an integer from (\S+) to (\S+)$", "{0} 到 {1} 之间的整数"),
@@ -58,6 +59,7 @@ _PHRASES = [
     (r"^one of (.*)$", "以下之一：{0}"),
     (r"^true or false$", "true 或 false"),
     (r"^text of at most (\d+) characters$", "至多 {0} 个字符的文本"),
+    (r"^a whole number; using 0$", "整数；改用 0"),
     (r"^; using the default$", "；改用默认值"),
     (r"^; ignored$", "；已忽略"),
     (r"^; showing (\S+)$", "；显示 {0}"),

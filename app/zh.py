@@ -32,6 +32,7 @@ SHELL = {
     "computing the report: every experiment of the lecture, run by the labs...":
         "正在计算报告：讲座中的每个实验，都由实验模块运行……",
     "download report.html": "下载 report.html",
+    "computing the report...": "正在计算报告……",
     "experiments": "个实验",
     "yes": "是",
     "no": "否",
@@ -291,6 +292,9 @@ VIEWS = {
     "GB": "GB",
     "ms": "毫秒",
     # cache schedule, sweep, prefix hash, prefill savings
+    "DFS (in the queue)": "DFS（队列内）",
+    "aging": "老化 (aging)",
+    "DFS": "DFS",
     "hit rate": "命中率 (hit rate)",
     "running hit rate (prompt tokens read from the cache so far)": "累计命中率（到目前为止从缓存读取的提示 token 比例）",
     "requests served": "已服务的请求数",
@@ -363,6 +367,16 @@ VIEWS = {
     "attainment": "达成率",
     "target": "目标",
     "of requests within the SLO": "的请求满足 SLO",
+    "tok/s": "token/秒",
+    "batch": "批大小",
+    "KV/occ": "KV/占用",
+    "preempt": "抢占",
+    "recomp": "重算",
+    "swap GB": "换出 GB",
+    "swap ms": "换出 ms",
+    "swap in ms": "换入 ms",
+    "recompute ms": "重算 ms",
+    "faster": "更快",
     # fragmentation
     "token offset within a row (white: free; between ranges: a hole)": "行内的 token 偏移（白色：空闲；区间之间：空洞）",
     "FAILED": "失败",
@@ -423,6 +437,13 @@ VIEWS = {
     "arrives at iteration": "到达于迭代",
     "DIFFERENT": "不同",
     # radix tree
+    "cached, evictable": "已缓存，可淘汰",
+    "cached, locked": "已缓存，已锁定",
+    "running request": "运行中的请求",
+    "node": "节点",
+    "lock": "锁",
+    "last access": "最近访问",
+    "turn 2": "第 2 轮",
     "a later turn of request 0": "请求 0 的后续一轮",
     "a new question": "一个新问题",
     "radix tree (width: tokens; red: locked; blue: darker = used more recently; strip: this request's path, green = read from the cache, yellow = computed)":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -525,22 +525,33 @@ def run_experiment(exp: Experiment, quick: bool = False, progress: Progress = no
     }
 
 
-def reproduce(quick: bool = False, progress: Progress = no_progress,
-              only: Sequence[str] | None = None) -> dict[str, Any]:
-    """Every experiment (or the `only` keys), in the lecture's order; progress over all runs."""
+def sections(quick: bool = False, progress: Progress = no_progress,
+             only: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Run every experiment (or the `only` keys) in the lecture's order, yielding each section
+    as it is done; progress counts runs over all of them."""
     chosen = [e for e in EXPERIMENTS if only is None or e.key in only]
     total = sum(len(e.runs) for e in chosen)
-    done, sections = 0, []
-    start = time.perf_counter()
+    done = 0
     for exp in chosen:
         def inner(fraction: float, message: str, done: int = done, n: int = len(exp.runs)) -> None:
             progress((done + fraction * n) / total, f"{exp.title} | {message}")
 
-        sections.append(run_experiment(exp, quick, inner))
+        yield run_experiment(exp, quick, inner)
         done += len(exp.runs)
-    progress(1.0, "done")
+
+
+def assemble(done: list[dict[str, Any]], quick: bool, seconds: float) -> dict[str, Any]:
     return {"title": "kvweb: the lecture's experiments, reproduced", "quick": quick,
-            "seconds": time.perf_counter() - start, "units": "decimal (1 GB = 1e9 B)", "sections": sections}
+            "seconds": seconds, "units": "decimal (1 GB = 1e9 B)", "sections": done}
+
+
+def reproduce(quick: bool = False, progress: Progress = no_progress,
+              only: Sequence[str] | None = None) -> dict[str, Any]:
+    """The whole report: every experiment, in the lecture's order."""
+    start = time.perf_counter()
+    done = list(sections(quick, progress, only))
+    progress(1.0, "done")
+    return assemble(done, quick, time.perf_counter() - start)
 
 
 def cli_args(texts: Mapping[str, str]) -> str:

@@ -7,6 +7,7 @@ sizes 1, 2, 4, ... 256 sit at equal steps, like a log axis). Every text is escap
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
@@ -48,6 +49,11 @@ def nice_top(value: float) -> float:
         return 1.0
     power = 10 ** math.floor(math.log10(value))
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value * (1 - 1e-12))
+
+
+def text_width(text: str) -> float:
+    """Rough width in pixels at font size 11: wide (Chinese) characters take twice the room."""
+    return sum(11.0 if unicodedata.east_asian_width(c) in "WF" else 6.5 for c in text)
 
 
 def tick(value: float) -> str:
@@ -102,6 +108,6 @@ def render(chart: Chart, translate: Callable[[str], str] = str) -> str:
         name = escape(t(s.name))
         out.append(f'<rect x="{x}" y="{HEIGHT - 12}" width="10" height="10" fill="{COLOURS[k % len(COLOURS)]}"/>')
         out.append(f'<text x="{x + 14}" y="{HEIGHT - 3}">{name}</text>')
-        x += 24 + 7 * len(t(s.name))
+        x += 24 + text_width(t(s.name))
     out.append("</svg>")
     return "\n".join(out)

@@ -102,6 +102,8 @@ def test_messages_are_translated_and_keep_user_text():
     assert "<b>x" in line and "1 到 64 之间的整数" in line and "改用默认值" in line
     page = tr_message("page: 'zz' is not allowed; expected one of tour, exercises, report; using the default")
     assert "'zz'" in page and "以下之一" in page
+    assert tr_message("step: 'x' is not allowed; expected a whole number; using 0") == "step：'x' 不允许；应为 整数；改用 0"
+    assert tr_message("the URL query is 9000 characters long; at most 8000 are read") == "URL 查询有 9000 个字符；至多读取 8000 个"
 
 
 def test_figure_labels_translate_qualifier_and_phrase():

@@ -6,17 +6,19 @@ labs' numbers and fixed text only, every string escaped: nothing from a URL reac
 """
 from __future__ import annotations
 
+import asyncio
 import io
+import time
 from typing import Any
 
 import panel as pn
 
 from app.i18n import tr, tr_figure
 from app.pages import Page
-from app.runner import Runner
+from app.runner import IN_BROWSER, Runner
 from app.text import plain
 from kvweb.lab import Progress
-from kvweb.reproduce import reproduce, to_html
+from kvweb.reproduce import EXPERIMENTS, assemble, reproduce, sections, to_html
 
 _cache: dict[str, Any] = {}
 
@@ -49,8 +51,22 @@ class ReportPage(Page):
     def shown(self) -> None:
         if "report" in _cache:
             self._done(_cache["report"], None)
+        elif IN_BROWSER:
+            # Python runs in a web worker here: compute one experiment at a time, yielding in
+            # between so that the page shows which one runs.
+            asyncio.ensure_future(self._compute_here())
         else:
-            pn.state.execute(lambda: self.runner.start(ReportJob(), self._done))
+            pn.state.execute(lambda: self.runner.start(ReportJob(), self._done), schedule=True)
+
+    async def _compute_here(self) -> None:
+        start, done = time.perf_counter(), []
+        for i, section in enumerate(sections()):
+            done.append(section)
+            self.status.text = (f"{tr('computing the report...')} {i + 1}/{len(EXPERIMENTS)} {tr('done')}: "
+                                f"{tr(section['title'])}")
+            await asyncio.sleep(0.02)
+        _cache["report"] = assemble(done, False, time.perf_counter() - start)
+        self._done(_cache["report"], None)
 
     def _done(self, report: dict[str, Any] | None, error: str | None) -> None:
         if report is None:

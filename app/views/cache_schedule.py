@@ -114,7 +114,7 @@ class CacheScheduleView(LabView):
                  f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
                  f"({tr('dotted line: FCFS never waits longer than queue - 1')})"]
         for key, r in runs.items():
-            lines.append(f"{NAMES[key]:>6}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
+            lines.append(f"{tr(NAMES[key]):>6}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
                          f"{r['max_wait']}, {tr('mean wait')} {r['mean_wait']:.1f}")
         lines.append(f"{tr('optimal (offline DFS)')}: {result['optimal_hit_rate']:.1%}")
         self.summary.text = "\n".join(lines)

@@ -69,10 +69,10 @@ class SweepView(LabView):
             fig.xaxis.axis_label = tr("arrival rate (requests/s)") if swept == "preemption" else swept
             show_series(fig, lines, dots, [(label, [x_of(r) for r in g], [r[key] for r in g]) for label, g in groups])
         head = ["rate", "block_size", "preemption"] if swept == "preemption" else [swept]
-        cols = [("tok/s", "throughput_tok_s", "{:.0f}"), ("SLO", "slo_attainment", "{:.1%}"),
-                ("batch", "mean_batch", "{:.1f}"), ("KV/occ", "utilisation", "{:.1%}"),
-                ("preempt", "preemptions", "{}"), ("recomp", "recomputed_tokens", "{}"),
-                ("swap GB", "swapped_bytes", "{:.1f}")]
+        cols = [(tr("tok/s"), "throughput_tok_s", "{:.0f}"), ("SLO", "slo_attainment", "{:.1%}"),
+                (tr("batch"), "mean_batch", "{:.1f}"), (tr("KV/occ"), "utilisation", "{:.1%}"),
+                (tr("preempt"), "preemptions", "{}"), (tr("recomp"), "recomputed_tokens", "{}"),
+                (tr("swap GB"), "swapped_bytes", "{:.1f}")]
         lines = ["".join(f"{h:>12}" for h in head) + "".join(f"{c:>10}" for c, _, _ in cols)]
         for r in rows:
             lines.append("".join(f"{r[h]:>12.4g}" if isinstance(r[h], float) else f"{r[h]:>12}" for h in head)
@@ -115,7 +115,7 @@ class RecoveryView(LabView):
                             "recompute": [r["recompute_s"] for _, r in sixteen]}
         lines = [f"{tr('KV of the request')}: {result['kv_bytes'] / 1e9:.3f} GB; {tr('host link')} "
                  f"{result['link_bandwidth'] / 1e9:g} GB/s ({result['units']})",
-                 f"{'block':>8}{'swap ms':>12}{'swap in ms':>12}{'recompute ms':>14}  faster"]
+                 f"{tr('block'):>8}{tr('swap ms'):>12}{tr('swap in ms'):>12}{tr('recompute ms'):>14}  {tr('faster')}"]
         lines += [f"{r['block_size']:>8}{1e3 * r['swap_s']:>12.2f}{1e3 * r['swap_in_s']:>12.2f}"
-                  f"{1e3 * r['recompute_s']:>14.2f}  {r['faster']}" for r in rows]
+                  f"{1e3 * r['recompute_s']:>14.2f}  {tr(r['faster'])}" for r in rows]
         self.table.text = "\n".join(lines)

@@ -62,7 +62,7 @@ class RadixTreeView(LabView):
         self.tree.text("x", "y", text="char", source=self.chars, text_align="center", text_baseline="middle",
                        text_font_size="9px", text_font=value("monospace"))
         self.tree.add_tools(HoverTool(renderers=[boxes], tooltips=[
-            ("node", "@id"), ("tokens", "@size"), ("lock", "@lock"), ("last access", "@last_access")]))
+            (tr("node"), "@id"), (tr("tokens"), "@size"), (tr("lock"), "@lock"), (tr("last access"), "@last_access")]))
 
         self.pool = ColumnDataSource({"what": [tr(label) for _, label, _ in POOL_PARTS], "left": [0] * 4,
                                       "right": [0] * 4, "color": [c for _, _, c in POOL_PARTS]}, name="radix-pool")
@@ -95,7 +95,7 @@ class RadixTreeView(LabView):
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         self.requests = result["requests"]
-        names = [f"r{r['index']}" + (" (turn 2)" if r["follow_up"] else "") for r in self.requests]
+        names = [f"r{r['index']}" + (f" ({tr('turn 2')})" if r["follow_up"] else "") for r in self.requests]
         self.bar_plot.x_range.factors = names
         self.bars.data = {"name": names, "cached": [r["cached_tokens"] for r in self.requests],
                           "prefilled": [r["prefilled_tokens"] for r in self.requests],
