@@ -11,7 +11,8 @@ from typing import Any
 import panel as pn
 import param
 
-from app.i18n import tr, tr_message
+from app.i18n import current, tr, tr_message
+from app.zh import PARAMS
 from kvweb.lab import Lab, Text, allowed, param_names
 
 SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
@@ -22,7 +23,13 @@ def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
     kind, options = _kind(p)
     if "description" in kind.param:
         options["description"] = f"{tr(p.doc)} ({tr_message(allowed(p))})"
-    return kind(name=name, value=getattr(lab, name), css_classes=[f"kv-param-{name}"], width=280, **options)
+    return kind(name=param_label(name), value=getattr(lab, name), css_classes=[f"kv-param-{name}"], width=280,
+                **options)
+
+
+def param_label(name: str) -> str:
+    """The parameter's name (its CLI flag and URL key), with a Chinese label beside it in zh."""
+    return f"{name} · {PARAMS[name]}" if current() == "zh" and name in PARAMS else name
 
 
 def _kind(p: param.Parameter) -> tuple[type[pn.widgets.Widget], dict[str, Any]]:

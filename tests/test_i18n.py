@@ -112,3 +112,13 @@ def test_figure_labels_translate_qualifier_and_phrase():
     assert tr_figure("llama-3-8b (H100-SXM): swap") == "llama-3-8b (H100-SXM)：换出/换入 (swap)"
     i18n.use("en")
     assert tr_figure("A: paged / oracle throughput") == "A: paged / oracle throughput"
+
+
+def test_every_parameter_has_a_chinese_label_beside_its_name():
+    from app.widgets import param_label
+    for cls in LABS.values():
+        for name in param_names(cls):
+            label = param_label(name)
+            assert label.startswith(f"{name} · ") and CJK.search(label), f"{cls.lab_name}.{name}"
+    i18n.use("en")
+    assert param_label("block_size") == "block_size"
