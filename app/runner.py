@@ -33,6 +33,7 @@ class Runner:
         self._fraction = 0.0
         self._started = 0.0
         self._ticker: Any = None
+        self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
 
     def start(self, lab: Lab, finish: Finish) -> None:
         """Run `lab`; `finish(result, error)` is called under the document lock when it ends."""
@@ -41,6 +42,7 @@ class Runner:
         if self._executor is None:
             finish(*self._call(lab, generation))
             return
+        self._finish = finish
         doc = pn.state.curdoc
         self._fraction, self._started = 0.0, time.monotonic()
         if self._ticker is None:
@@ -63,13 +65,19 @@ class Runner:
 
     def _done(self, generation: int, future: Future, finish: Finish) -> None:
         if generation != self._generation:
-            return  # a newer run replaced this one
+            return  # a newer run replaced this one, or it was cancelled
+        self._finish = None
         self._hide()
         finish(*future.result())
 
     def _stop(self) -> None:
-        self._generation += 1  # the running lab stops at its next progress report
-        self._hide()
+        """The running lab stops at its next progress report; the app says so at once.
+
+        A button click may arrive without the document lock: finish under it."""
+        finish, self._finish = self._finish, None
+        self._generation += 1
+        if finish is not None:
+            pn.state.execute(lambda: (self._hide(), finish(None, "cancelled")), schedule=not IN_BROWSER)
 
     def _hide(self) -> None:
         if self._ticker is not None:
