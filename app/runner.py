@@ -21,6 +21,7 @@ from kvweb.lab import Cancelled, Lab, ParamError, jsonable
 Finish = Callable[[dict[str, Any] | None, str | None], None]
 IN_BROWSER = sys.platform == "emscripten"
 SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
+CANCELLED = "cancelled"  # the error `finish` gets when the user stopped the run
 
 
 class Runner:
@@ -60,8 +61,8 @@ class Runner:
             return jsonable(lab.run(progress)), None
         except ParamError as err:
             return None, str(err)
-        except Cancelled:
-            return None, "cancelled"
+        except Cancelled:  # a newer run or the cancel button took over; `_done` drops this one
+            return None, CANCELLED
 
     def _done(self, generation: int, future: Future, finish: Finish) -> None:
         if generation != self._generation:
@@ -77,7 +78,7 @@ class Runner:
         finish, self._finish = self._finish, None
         self._generation += 1
         if finish is not None:
-            pn.state.execute(lambda: (self._hide(), finish(None, "cancelled")), schedule=not IN_BROWSER)
+            pn.state.execute(lambda: (self._hide(), finish(None, CANCELLED)), schedule=not IN_BROWSER)
 
     def _hide(self) -> None:
         if self._ticker is not None:

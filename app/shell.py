@@ -21,7 +21,7 @@ import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n
 from app.i18n import tr, tr_message
 from app.pages import Page, pages
-from app.runner import Runner
+from app.runner import CANCELLED, Runner
 from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
@@ -238,7 +238,7 @@ class Shell:
         self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
 
     def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str], step: int) -> None:
-        if error == "cancelled":
+        if error == CANCELLED:
             self._say([*messages, tr("run cancelled")])
             self.status.text = tr("ready")
             return
@@ -246,8 +246,11 @@ class Shell:
         self._say([*messages, error] if error else messages)
         if self.view is not None and self.result:
             self.view.update(self.lab, self.result)
-            self.view.player.value = min(step, self.view.player.end)
-            self.view.show_step(self.view.player.value)
+            step = min(step, self.view.player.end)
+            if self.view.player.value == step:
+                self.view.show_step(step)  # same position, new result: draw it
+            else:
+                self.view.player.value = step  # the player's watcher draws it
         self._write_url()
         self.status.text = tr("ready")
 

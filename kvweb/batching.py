@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvweb.model import KVStore, MiniModel, sample
+from kvweb.model import KVStore, MiniModel, sample, seeded
 from kvweb.paged_store import StepHook
 
 
@@ -55,10 +55,6 @@ class Sequence:
             self.pending = [self.output[-1]]
         else:
             self.pending = []
-
-
-def seeded(seed: int | None) -> np.random.Generator | None:
-    return None if seed is None else np.random.default_rng(seed)
 
 
 def forward(model: MiniModel, store: KVStore, batch: Seq[Sequence]) -> np.ndarray:

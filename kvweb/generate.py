@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from kvweb.contiguous_store import ContiguousStore
-from kvweb.model import MiniModel, sample
+from kvweb.model import MiniModel, sample, seeded
 
 
 def generate_alone(model: MiniModel, prompt: Sequence[int], max_new: int, seed: int | None,
@@ -15,7 +13,7 @@ def generate_alone(model: MiniModel, prompt: Sequence[int], max_new: int, seed: 
     (None: greedy). The output a paged, batched or cached run must reproduce exactly."""
     store = ContiguousStore(model.config.layers)
     store.add(0)
-    rng = None if seed is None else np.random.default_rng(seed)
+    rng = seeded(seed)
     logits = model.forward_batch(store, [0], [list(prompt)])[0]
     out: list[int] = []
     for _ in range(max_new):

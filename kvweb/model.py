@@ -125,6 +125,11 @@ class MiniModel:
         return self._norm(x[bounds[1:] - 1]) @ self.head
 
 
+def seeded(seed: int | None) -> np.random.Generator | None:
+    """A sequence's own sampling generator; None (greedy) when it has no seed."""
+    return None if seed is None else np.random.default_rng(seed)
+
+
 def sample(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 1.0,
            mask: np.ndarray | None = None) -> int:
     """Draw one token. `rng=None` or temperature 0 is greedy and consumes no random number.

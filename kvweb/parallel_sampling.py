@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence as Seq
 
-from kvweb.batching import Engine, Sequence, batch_note, forward, seeded
-from kvweb.model import MiniModel
+from kvweb.batching import Engine, Sequence, batch_note, forward
+from kvweb.model import MiniModel, seeded
 from kvweb.paged_store import PagedStore, StepHook
 
 
