@@ -24,6 +24,16 @@ SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
 CANCELLED = "cancelled"  # the error `finish` gets when the user stopped the run
 
 
+def under_lock(callback: Callable[[], object]) -> None:
+    """Run `callback` holding the Bokeh document lock.
+
+    Some front-end events (Enter in a text box, button clicks) reach Python without the lock,
+    and touching a Bokeh model then fails; under `panel serve` the callback is rescheduled on
+    the next tick, which holds the lock. In the browser there is no lock to take.
+    """
+    pn.state.execute(callback, schedule=not IN_BROWSER)
+
+
 class Runner:
     def __init__(self) -> None:
         self.bar = pn.indicators.Progress(value=0, max=1000, visible=False, width=280, css_classes=["kv-progress"])
@@ -72,13 +82,11 @@ class Runner:
         finish(*future.result())
 
     def _stop(self) -> None:
-        """The running lab stops at its next progress report; the app says so at once.
-
-        A button click may arrive without the document lock: finish under it."""
+        """The running lab stops at its next progress report; the app says so at once."""
         finish, self._finish = self._finish, None
         self._generation += 1
         if finish is not None:
-            pn.state.execute(lambda: (self._hide(), finish(None, CANCELLED)), schedule=not IN_BROWSER)
+            under_lock(lambda: (self._hide(), finish(None, CANCELLED)))
 
     def _hide(self) -> None:
         if self._ticker is not None:

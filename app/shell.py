@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -21,7 +20,7 @@ import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n
 from app.i18n import tr, tr_message
 from app.pages import Page, pages
-from app.runner import CANCELLED, Runner
+from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
@@ -120,8 +119,7 @@ class Shell:
         if i18n.current() != "en":
             query = {**query, "lang": i18n.current()}
         search = "?" + urlencode(query)
-        # Button clicks may arrive without the document lock: run under it (see _on_widget).
-        pn.state.execute(lambda: self.open_query(search), schedule=sys.platform != "emscripten")
+        under_lock(lambda: self.open_query(search))
 
     def _write_url(self) -> None:
         if pn.state.location is None or (self.lab is None and self.page is None):
@@ -216,9 +214,7 @@ class Shell:
             self.show(LABS[event.new](), [])
 
     def _on_widget(self, event: Any) -> None:
-        # Some front-end events (Enter in a text box) arrive without the document lock;
-        # pn.state.execute reschedules under the lock so the views may touch Bokeh models.
-        pn.state.execute(self._apply_widgets, schedule=sys.platform != "emscripten")
+        under_lock(self._apply_widgets)
 
     def _apply_widgets(self) -> None:
         assert self.lab is not None

@@ -82,22 +82,12 @@ def _fmt(value: Any) -> str:
 
 def table(lab: Lab, result: dict[str, Any]) -> str:
     """A readable two-column view: parameters, then scalar results (nested dicts flattened)."""
-    rows: list[tuple[str, str]] = [(k, _fmt(v)) for k, v in lab.values().items()]
+    rows = flatten(lab.values())
+    results = flatten(result, expand_lists=False)
+    width = max(len(k) for k, _ in rows + results)
     lines = [f"{lab.lab_name}: {lab.title}", ""]
-    width = max(len(k) for k, _ in rows)
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else k, v)
-        else:
-            results.append((prefix, _fmt(value)))
-
-    results: list[tuple[str, str]] = []
-    walk("", result)
-    width = max(width, *(len(k) for k, _ in results))
-    lines += [f"  {k:<{width}}  {v}" for k, v in rows] + ["", "result:"]
-    lines += [f"  {k:<{width}}  {v}" for k, v in results]
+    lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in rows] + ["", "result:"]
+    lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in results]
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,6 @@ off the event loop; changing an input recomputes that exercise only.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,7 +13,7 @@ import panel as pn
 
 from app.i18n import columns, tr, tr_figure, tr_message
 from app.pages import Page
-from app.runner import Runner
+from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
 from app.widgets import as_text, link_button, widget_for
 from kvweb.exercises import EXERCISES, Exercise
@@ -111,8 +110,7 @@ class ExercisesPage(Page):
             self.compute()
 
     def changed(self, card: ExerciseCard) -> None:
-        # Widget events may arrive without the document lock: update the page under it.
-        pn.state.execute(lambda: self._recompute(card), schedule=sys.platform != "emscripten")
+        under_lock(lambda: self._recompute(card))
 
     def _recompute(self, card: ExerciseCard) -> None:
         if card.read_inputs():
@@ -128,7 +126,7 @@ class ExercisesPage(Page):
         for key, answer in (answers or {}).items():
             self.cards[key].show(answer["lines"])
             self.stale.discard(key)
-        if error and error != "cancelled":
+        if error and error != CANCELLED:
             for key in self.stale:
                 self.cards[key].answer.text = tr_message(error)
 

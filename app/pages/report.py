@@ -15,7 +15,7 @@ import panel as pn
 
 from app.i18n import tr, tr_figure
 from app.pages import Page
-from app.runner import IN_BROWSER, Runner
+from app.runner import CANCELLED, IN_BROWSER, Runner
 from app.text import plain
 from kvweb.lab import Progress
 from kvweb.reproduce import EXPERIMENTS, assemble, reproduce, sections, to_html
@@ -70,7 +70,7 @@ class ReportPage(Page):
 
     def _done(self, report: dict[str, Any] | None, error: str | None) -> None:
         if report is None:
-            self.status.text = tr("run cancelled") if error == "cancelled" else str(error)
+            self.status.text = tr("run cancelled") if error == CANCELLED else str(error)
             return
         self.status.text = f"{tr('ready')}: {len(report['sections'])} {tr('experiments')}, {report['seconds']:.1f} s"
         self.html.object = to_html(report, tr_figure, page=False)

@@ -186,8 +186,8 @@ class FsmView(LabView):
         for s, t in pairs:
             (x0, y0), (x1, y1) = self.positions[s], self.positions[t]
             cx0, cy0, cx1, cy1 = edge_curve((x0, y0), (x1, y1))
-            for key, value in zip(data, (x0, y0, x1, y1, cx0, cy0, cx1, cy1)):
-                data[key].append(value)
+            for key, coordinate in zip(data, (x0, y0, x1, y1, cx0, cy0, cx1, cy1)):
+                data[key].append(coordinate)
         return {**data, "color": color, "width": width}
 
     def _draw_graph(self, graph: dict[str, Any]) -> None:
