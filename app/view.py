@@ -16,6 +16,11 @@ from kvweb.lab import Lab
 VIEWS: dict[str, type[LabView]] = {}
 
 
+def columns(*names: str) -> dict[str, list]:
+    """Empty ColumnDataSource data with these columns."""
+    return {n: [] for n in names}
+
+
 class LabView:
     labs: ClassVar[tuple[str, ...]] = ()
     animated: ClassVar[bool] = False

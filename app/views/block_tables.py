@@ -16,7 +16,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, columns
 from kvweb.lab import Lab
 
 SHARED = "#7f7f7f"  # a block held by more than one block table
@@ -34,10 +34,6 @@ def block_color(block: dict[str, Any]) -> str:
 
 def grid_columns(num_blocks: int) -> int:
     return 8 if num_blocks <= 64 else 16 if num_blocks <= 256 else 32
-
-
-def _columns(*names: str) -> dict[str, list]:
-    return {n: [] for n in names}
 
 
 def _cell(data: dict[str, list], x: float, y: float, level: float, **values: Any) -> None:
@@ -59,12 +55,12 @@ class BlockMap:
     `{name}-logical`, `{name}-physical`, `{name}-arrows`, `{name}-marks` (for tests)."""
 
     def __init__(self, name: str, title: str) -> None:
-        self.logical = ColumnDataSource(_columns(*CELL, "seq", "index", "block"), name=f"{name}-logical")
-        self.physical = ColumnDataSource(_columns(*CELL, "block", "owners", "ref_count", "fill"),
+        self.logical = ColumnDataSource(columns(*CELL, "seq", "index", "block"), name=f"{name}-logical")
+        self.physical = ColumnDataSource(columns(*CELL, "block", "owners", "ref_count", "fill"),
                                          name=f"{name}-physical")
-        self.arrows = ColumnDataSource(_columns("x0", "y0", "x1", "y1", "color"), name=f"{name}-arrows")
-        self.marks = ColumnDataSource(_columns("left", "right", "top", "bottom", "tag"), name=f"{name}-marks")
-        self.heads = ColumnDataSource(_columns("x", "y", "text"))
+        self.arrows = ColumnDataSource(columns("x0", "y0", "x1", "y1", "color"), name=f"{name}-arrows")
+        self.marks = ColumnDataSource(columns("left", "right", "top", "bottom", "tag"), name=f"{name}-marks")
+        self.heads = ColumnDataSource(columns("x", "y", "text"))
         self.figure = figure(title=title, height=380, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save",
                              toolbar_location="above", x_range=Range1d(0, 1), y_range=Range1d(-1, 1))
         self.figure.axis.visible = False
@@ -110,15 +106,15 @@ class BlockMap:
         x0, cols, bs = self.width + 3, grid_columns(self.num_blocks), self.block_size
         where = {b: (x0 + b % cols, -ROW * (b // cols)) for b in range(self.num_blocks)}
         held = {b["block"]: b for b in step["blocks"]}
-        physical = _columns(*CELL, "block", "owners", "ref_count", "fill")
+        physical = columns(*CELL, "block", "owners", "ref_count", "fill")
         for b in range(self.num_blocks):
             info = held.get(b, {"owners": [], "ref_count": 0, "fill": 0})
             count = info["ref_count"]
             _cell(physical, *where[b], info["fill"] / bs, block=b, owners=", ".join(map(str, info["owners"])) or "-",
                   ref_count=count, fill=info["fill"], color=block_color(info) if count else "#dddddd",
                   label=f"{b}" + (f"  x{count}" if count > 1 else ""))
-        logical = _columns(*CELL, "seq", "index", "block")
-        arrows = _columns("x0", "y0", "x1", "y1", "color")
+        logical = columns(*CELL, "seq", "index", "block")
+        arrows = columns("x0", "y0", "x1", "y1", "color")
         labels = {"x": [], "y": [], "text": []}
         for row, seq in enumerate(step["sequences"]):
             y, table = -ROW * row, seq["block_table"]
@@ -134,7 +130,7 @@ class BlockMap:
                     arrows[key].append(value)
         self.physical.data, self.logical.data, self.arrows.data = physical, logical, arrows
         self.heads.data = {k: self.heads.data[k][:2] + labels[k] for k in labels}
-        box = _columns("left", "right", "top", "bottom", "tag")
+        box = columns("left", "right", "top", "bottom", "tag")
         for block, tag in marks:
             x, y = where[block]
             for key, value in zip(box, (x - 0.05, x + 1 - GAP + 0.05, y + 0.05, y - 1 + GAP - 0.05, tag)):

@@ -17,7 +17,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, columns
 from kvweb.lab import Lab
 from kvweb.model import VOCAB
 
@@ -31,10 +31,6 @@ MASKED = "#eeeeee"
 GRID_COLUMNS = 16       # the vocabulary (+ end) drawn as a 16 x 6 grid
 TEXT_COLUMNS = 48       # output characters per line
 VISIBLE_DEPTHS = 36     # wider graphs scroll with the current state
-
-
-def _columns(*names: str) -> dict[str, list]:
-    return {n: [] for n in names}
 
 
 def state_positions(states: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
@@ -75,12 +71,12 @@ class FsmView(LabView):
         self.max_depth = 0
 
         edge_cols = ("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", "color", "width")
-        self.edges = ColumnDataSource(_columns(*edge_cols, "source", "target"), name="fsm-edges")
-        self.active = ColumnDataSource(_columns(*edge_cols))
-        self.arrows = ColumnDataSource(_columns("x", "y", "angle", "color"))
-        self.edge_labels = ColumnDataSource(_columns("x", "y", "label", "color"))
-        self.states = ColumnDataSource(_columns("x", "y", "id", "fill", "line", "ring"), name="fsm-states")
-        self.current = ColumnDataSource(_columns("x", "y"))
+        self.edges = ColumnDataSource(columns(*edge_cols, "source", "target"), name="fsm-edges")
+        self.active = ColumnDataSource(columns(*edge_cols))
+        self.arrows = ColumnDataSource(columns("x", "y", "angle", "color"))
+        self.edge_labels = ColumnDataSource(columns("x", "y", "label", "color"))
+        self.states = ColumnDataSource(columns("x", "y", "id", "fill", "line", "ring"), name="fsm-states")
+        self.current = ColumnDataSource(columns("x", "y"))
 
         self.graph = figure(
             title=tr("DFA (orange: jump chains, thick ring: accepting, red: this step)"), height=380,
@@ -103,7 +99,7 @@ class FsmView(LabView):
         self.graph.text("x", "y", text="id", source=self.states, text_align="center", text_baseline="middle",
                         text_font_size="9px")
 
-        self.mask = ColumnDataSource(_columns("x", "y", "char", "fill", "line", "width"), name="fsm-mask")
+        self.mask = ColumnDataSource(columns("x", "y", "char", "fill", "line", "width"), name="fsm-mask")
         self.mask_plot = figure(
             title=tr("the mask at this step (green: allowed, grey: masked, red ring: chosen)"), height=190,
             width=470, tools="", toolbar_location=None, x_range=(-0.6, GRID_COLUMNS - 0.4), y_range=(-5.6, 0.6),
@@ -115,7 +111,7 @@ class FsmView(LabView):
         self.mask_plot.text("x", "y", text="char", source=self.mask, text_align="center", text_baseline="middle",
                             text_font_size="12px", text_font=value("monospace"))
 
-        self.text = ColumnDataSource(_columns("x", "y", "char", "color", "back"), name="fsm-text")
+        self.text = ColumnDataSource(columns("x", "y", "char", "color", "back"), name="fsm-text")
         self.text_plot = figure(
             title=tr("output so far (orange: through a jump edge; highlighted: this step)"), height=170,
             sizing_mode="stretch_width", tools="", toolbar_location=None,
@@ -182,7 +178,7 @@ class FsmView(LabView):
         self.set_steps(len(self.trace))
 
     def _edge_rows(self, pairs: list[tuple[int, int]], color: list[str], width: list[float]) -> dict[str, list]:
-        data = _columns("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1")
+        data = columns("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1")
         for s, t in pairs:
             (x0, y0), (x1, y1) = self.positions[s], self.positions[t]
             cx0, cy0, cx1, cy1 = edge_curve((x0, y0), (x1, y1))
@@ -196,8 +192,8 @@ class FsmView(LabView):
         colors = [JUMP if e["jump"] else EDGE for e in edges]
         rows = self._edge_rows(pairs, colors, [3.0 if e["jump"] else 1.2 for e in edges])
         self.edges.data = {**rows, "source": [s for s, _ in pairs], "target": [t for _, t in pairs]}
-        arrows = _columns("x", "y", "angle", "color")
-        labels = _columns("x", "y", "label", "color")
+        arrows = columns("x", "y", "angle", "color")
+        labels = columns("x", "y", "label", "color")
         for i, e in enumerate(edges):
             ctrl = [rows[k][i] for k in ("x0", "cx0", "cx1", "x1")], [rows[k][i] for k in ("y0", "cy0", "cy1", "y1")]
             (ax, bx), (ay, by) = ((_bezier(0.8, *c), _bezier(0.86, *c)) for c in ctrl)

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, columns
 from kvweb.lab import Lab
 
 LOCKED = "#e6550d"
@@ -32,10 +32,6 @@ POOL_PARTS = (("evictable", "cached, evictable", "#6baed6"), ("protected", "cach
               ("running", "running request", COMPUTED), ("free", "free", "#eeeeee"))
 
 
-def _columns(*names: str) -> dict[str, list]:
-    return {n: [] for n in names}
-
-
 class RadixTreeView(LabView):
     labs = ("radix-demo",)
     animated = True
@@ -43,10 +39,10 @@ class RadixTreeView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[dict[str, Any]] = []
-        self.nodes = ColumnDataSource(_columns("left", "right", "top", "bottom", "fill", "id", "size", "lock",
+        self.nodes = ColumnDataSource(columns("left", "right", "top", "bottom", "fill", "id", "size", "lock",
                                                "last_access"), name="radix-nodes")
-        self.path = ColumnDataSource(_columns("left", "right", "top", "bottom", "fill"), name="radix-path")
-        self.chars = ColumnDataSource(_columns("x", "y", "char"))
+        self.path = ColumnDataSource(columns("left", "right", "top", "bottom", "fill"), name="radix-path")
+        self.chars = ColumnDataSource(columns("x", "y", "char"))
         self.tree = figure(
             title=tr("radix tree (width: tokens; red: locked; blue: darker = used more recently; "
                      "strip: this request's path, green = read from the cache, yellow = computed)"),
@@ -74,7 +70,7 @@ class RadixTreeView(LabView):
         self.pool_plot.add_layout(self.pool_plot.legend[0], "right")
         self.pool_plot.yaxis.visible = False
 
-        self.bars = ColumnDataSource(_columns("name", "cached", "prefilled", "alpha"), name="radix-requests")
+        self.bars = ColumnDataSource(columns("name", "cached", "prefilled", "alpha"), name="radix-requests")
         self.bar_plot = figure(title=tr("prompt tokens per request: from the cache vs prefilled"), height=220,
                                width=420, tools="", toolbar_location=None, x_range=[""])
         self.bar_plot.vbar_stack(["cached", "prefilled"], x="name", width=0.7, color=[HIT, "#bbbbbb"],
@@ -146,7 +142,7 @@ class RadixTreeView(LabView):
             "id": [n["id"] for n in nodes], "size": [n["size"] for n in nodes],
             "lock": [n["lock"] for n in nodes], "last_access": [n["last_access"] for n in nodes],
         }
-        path = _columns("left", "right", "top", "bottom", "fill")
+        path = columns("left", "right", "top", "bottom", "fill")
         for n in nodes:
             for lo, hi, color in ((0, n["hit"], HIT), (n["hit"], n["path"], COMPUTED)):
                 if hi > lo:
@@ -154,7 +150,7 @@ class RadixTreeView(LabView):
                     for key, v in zip(path, (n["start"] + lo, n["start"] + hi, bottom + 0.22, bottom, color)):
                         path[key].append(v)
         self.path.data = path
-        chars = _columns("x", "y", "char")
+        chars = columns("x", "y", "char")
         for n in nodes:
             for i, c in enumerate(n["text"]):
                 chars["x"].append(n["start"] + i + 0.5)
