@@ -1,16 +1,23 @@
 """RadixCache: the KV cache as a radix tree over token runs (SGLang's RadixAttention).
 
 Each edge holds a run of tokens and, beside it, the pool slots where those tokens' K and
-V live. `match_prefix` finds the longest cached prefix of a request, `insert` adds a
-finished request (splitting a node where the new tokens part ways), `lock` / `unlock`
-count the running requests reading a path so that it cannot be evicted, and `evict` frees
-the least recently used unlocked leaves; a parent becomes a leaf when its last child goes.
+V live. `match_prefix` finds the longest cached prefix of a request (splitting the edge
+it ends inside, as SGLang's `_match_prefix_helper` does, so that a lock covers exactly the
+matched tokens), `insert` adds a finished request (splitting a node where the new tokens
+part ways), `lock` / `unlock` count the running requests reading a path so that it cannot
+be evicted, and `evict` frees the least recently used unlocked leaves; a parent becomes a
+leaf when its last child goes.
+
+LRU rule: every operation ticks a logical clock, and a match, an insert or a lock stamps
+every node on the path it walks (root to its last node) with that time. Stamps therefore
+never decrease from a leaf towards the root, and eviction takes the unlocked leaf with the
+oldest stamp first (ties: the older node), i.e. the least recently *used* leaf.
 
 Cached and running KV share one pool: a request that needs room calls `alloc`, which
 evicts cache only as far as it must. There is no fixed cache partition.
 
-The tree stays a radix tree: no empty edges, and a node keeps a single child only while it
-is locked or where an inserted sequence ended; otherwise it merges with that child.
+Edges are never empty. As in SGLang, nodes are not merged back after a split: a node may
+keep a single child, and its edge stays a unit of eviction.
 """
 from __future__ import annotations
 
@@ -98,8 +105,8 @@ class TreeNode:
 class Match:
     """The longest cached prefix: its length, its slots, and the node to lock to keep it.
 
-    When the match ends inside an edge, `node` is that edge's node: locking it protects
-    the whole edge, a little more than the match, and leaves the tree unchanged.
+    The match always ends at `node` (an edge it ended inside was split there), so locking
+    `node` protects exactly the matched tokens.
     """
 
     length: int
@@ -140,23 +147,23 @@ class RadixCache:
         return run[:len(run) - len(run) % self.page_size]
 
     def match_prefix(self, tokens: Tokens) -> Match:
-        """The longest cached prefix of `tokens` (whole pages). Changes nothing."""
+        """The longest cached prefix of `tokens` (whole pages). Splits the edge the match
+        ends inside and stamps the matched path as used now (see the LRU rule above)."""
         run = self._tokens(tokens)
+        self.clock += 1
         node, i, parts = self.root, 0, []
-        last = node
         while i < len(run):
             child = node.children.get(self._child_key(run, i))
             if child is None:
                 break
             k = self._common(child.key, run[i:])
-            parts.append(child.value[:k])
-            i += k
-            last = child
             if k < len(child.key):
-                break
-            node = child
+                child = self._split(child, k)
+            child.last_access = self.clock
+            parts.append(child.value)
+            node, i = child, i + k
         slots = np.concatenate(parts) if parts else EMPTY
-        return Match(i, slots, last)
+        return Match(i, slots, node)
 
     # -- insert -----------------------------------------------------------
     def insert(self, tokens: Tokens, slots: np.ndarray) -> int:
@@ -215,31 +222,13 @@ class RadixCache:
         child.key, child.value, child.parent = child.key[k:], child.value[k:], upper
         return upper
 
-    def _merge_into_child(self, node: TreeNode) -> TreeNode:
-        """Undo a split that no longer separates anything: the only child absorbs `node`."""
-        (child,) = node.children.values()
-        parent = node.parent
-        assert parent is not None
-        child.key = np.concatenate([node.key, child.key])
-        child.value = np.concatenate([node.value, child.value])
-        child.parent = parent
-        child.last_access = max(child.last_access, node.last_access)
-        parent.children[self._child_key(child.key, 0)] = child
-        node.parent = None
-        return child
-
     def _tidy(self, node: TreeNode) -> TreeNode | None:
-        """After `node` lost its lock or a child: make it a candidate leaf, or merge it
-        away. Returns the leaf that became evictable, if any."""
-        if node is self.root or node.lock_ref:
+        """After `node` lost its lock or a child: if it is now an unlocked leaf, it
+        becomes an eviction candidate (returned)."""
+        if node is self.root or node.lock_ref or node.children:
             return None
-        if not node.children:
-            self._leaves.add(node)
-            return node
-        if len(node.children) == 1 and not node.end:
-            child = self._merge_into_child(node)
-            return child if child in self._leaves else None
-        return None
+        self._leaves.add(node)
+        return node
 
     # -- reference counts -------------------------------------------------
     def lock(self, node: TreeNode) -> None:
@@ -280,7 +269,7 @@ class RadixCache:
         while freed < n_tokens and heap:
             stamp, leaf = heapq.heappop(heap)
             if leaf not in self._leaves or stamp != leaf.last_access:
-                continue  # stale entry: merged or re-stamped since
+                continue  # stale entry: locked or re-stamped since
             self._leaves.discard(leaf)
             self.pool.free(leaf.value)
             freed += len(leaf.key)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from kvweb.cache_schedule import (
     POLICIES, RadixServer, capacity_grid, hit_rate, optimal, prefill_seconds, simulate, summary,
 )
-from kvweb.cache_workload import few_shot, multi_turn
+from kvweb.cache_workload import Request, few_shot, multi_turn
 from kvweb.gpu import GPUS, MODELS, CostModel
 
 QUEUE = 32
@@ -117,3 +118,30 @@ def test_with_room_for_everything_the_order_does_not_matter(requests, queue) -> 
     rates = {hit_rate(simulate(requests, RadixServer(room), p, queue)) for p in POLICIES}
     rates.add(hit_rate(optimal(requests, room)))
     assert max(rates) - min(rates) < 1e-12
+
+
+shared_prompts = st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=10), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(prompts=shared_prompts, output_len=st.integers(0, 3), extra=st.integers(0, 6))
+def test_depth_first_order_reaches_the_prefix_tree_optimum(prompts, output_len: int, extra: int) -> None:
+    """SGLang's Theorem 3.1: with a cache that holds the longest request, serving in the
+    depth-first order of the prompts' prefix tree computes each distinct prompt position
+    exactly once. The optimum here is counted from the tree alone, not from a cache."""
+    outputs = iter(range(100, 100 + len(prompts) * output_len))  # never part of a prompt
+    requests = [Request(i, np.array(p), np.array([next(outputs) for _ in range(output_len)], dtype=np.int64), 0)
+                for i, p in enumerate(prompts)]
+    distinct = {tuple(p[:i]) for p in prompts for i in range(1, len(p) + 1)}
+    best_hits = sum(map(len, prompts)) - len(distinct)
+    capacity = max(len(r.tokens) for r in requests) + extra
+    assert sum(s.matched for s in optimal(requests, capacity)) == best_hits
+
+
+def test_fcfs_hit_rate_does_not_fall_as_the_few_shot_cache_grows() -> None:
+    """Issue 10's symptom: with locks covering whole edges, FCFS lost hits as the cache grew."""
+    longest = max(len(r.tokens) for r in FEW_SHOT)
+    rates = [hit_rate(simulate(FEW_SHOT, RadixServer(c), "fcfs", QUEUE)) for c in (longest, 1200, 2000, 4000)]
+    assert rates == sorted(rates)
+    assert hit_rate(optimal(FEW_SHOT, longest)) == pytest.approx(
+        1 - (100 + 8 * 400 + 128 * 30) / (128 * 530))  # system once, each task's examples once

@@ -65,8 +65,7 @@ def check_tree(cache: RadixCache, held: list[TreeNode]) -> None:
             assert len(child.key) == len(child.value)
             assert key == cache._child_key(child.key, 0)
             assert child.lock_ref == expected_locks.get(child.id, 0)
-            if len(child.children) == 1:
-                assert child.lock_ref or child.end, f"node {child.id} has one child, is unlocked and no end"
+            assert child.last_access <= node.last_access or node is cache.root, "a parent older than its child"
             if child.lock_ref:
                 protected += len(child.key)
             else:
@@ -152,24 +151,37 @@ def test_split_on_insert_and_lru_eviction_by_hand() -> None:
     sizes = sorted((n["start"], n["size"]) for n in cache.describe()["nodes"])
     assert sizes == [(0, 0), (0, 2), (2, 2), (2, 2)]  # root, [1 2], [3 4], [7 8]
     assert cache.evictable_size == 6 and cache.pool.used == 6
-    # [3 4] is the least recently used leaf: it goes first, then [1 2] merges with [7 8]
+    # [3 4] is the least recently used leaf: it goes first; [1 2] stays a node of its own
     assert cache.evict(1) == 2
-    assert sorted((n["start"], n["size"]) for n in cache.describe()["nodes"]) == [(0, 0), (0, 4)]
+    assert sorted((n["start"], n["size"]) for n in cache.describe()["nodes"]) == [(0, 0), (0, 2), (2, 2)]
     assert cache.match_prefix([1, 2, 3]).length == 2
 
 
-def test_a_merged_leaf_keeps_the_latest_access_of_its_parts() -> None:
+def test_a_match_inside_an_edge_splits_it_and_locks_only_the_match() -> None:
+    """The bug of issue 10: a lock taken after a match that ends inside an edge covered
+    the whole edge, so a request that fits the pool could not get room."""
+    cache = RadixCache(10)
+    cache.insert([1, 2, 3, 4, 5, 6], cache.alloc(6))
+    m = cache.match_prefix([1, 2, 9])
+    assert m.length == 2 and m.node.key.tolist() == [1, 2]
+    cache.lock(m.node)
+    assert (cache.protected_size, cache.evictable_size) == (2, 4)
+    # 8 new tokens: 4 free + the 4 unmatched tokens [3 4 5 6], which are not locked
+    fresh = cache.alloc(8)
+    assert fresh is not None
+    assert cache.insert([1, 2, *range(10, 18)], np.concatenate([m.slots, fresh])) == 2
+    cache.unlock(m.node)
+    assert cache.match_prefix([1, 2, 3]).length == 2 and cache.cached_size == 10
+
+
+def test_a_match_refreshes_the_path_so_eviction_takes_the_least_recently_used() -> None:
     cache = RadixCache(20)
-    for run in ([1, 2, 3], [1, 2, 4], [5]):
-        m = cache.match_prefix(run)
-        cache.insert(run, np.concatenate([m.slots, cache.alloc(len(run) - m.length)]))
-    used = cache.match_prefix([1, 2]).node  # [1 2] is read after [5] was cached
-    cache.lock(used)
-    cache.unlock(used)
-    # [3] goes first; [1 2] then merges into [4], and the merged leaf is as recent as [1 2]
-    assert cache.evict(2) == 2
-    assert cache.match_prefix([1, 2, 4]).length == 3
-    assert cache.match_prefix([5]).length == 0
+    for run in ([1, 1, 1], [2, 2, 2], [3, 3, 3]):
+        cache.insert(run, cache.alloc(3))
+    assert cache.match_prefix([1, 1, 1, 5]).length == 3  # [1 1 1] read: now the newest
+    assert cache.evict(4) == 6  # [2 2 2], then [3 3 3]; [1 1 1] stays
+    assert cache.match_prefix([1, 1, 1]).length == 3
+    assert cache.match_prefix([2]).length == 0 and cache.match_prefix([3]).length == 0
 
 
 def test_alloc_evicts_only_what_it_needs_and_never_a_locked_path() -> None:
@@ -202,3 +214,109 @@ def test_double_free_is_refused() -> None:
     pool.free(slots)
     with pytest.raises(ValueError, match="not in use"):
         pool.free(slots)
+
+
+class Reference:
+    """A brute-force radix cache: a dict from each cached page-aligned prefix to its LRU
+    stamp and lock count, with SGLang's rules written out position by position."""
+
+    def __init__(self, page: int) -> None:
+        self.page = page
+        self.clock = 0
+        self.stamp: dict[tuple[int, ...], int] = {}
+        self.locks: dict[tuple[int, ...], int] = {}
+
+    def prefixes(self, run: list[int]) -> list[tuple[int, ...]]:
+        return [tuple(run[:i]) for i in range(self.page, len(run) + 1, self.page)]
+
+    def match(self, run: list[int]) -> int:
+        self.clock += 1
+        length = 0
+        for prefix in self.prefixes(run):
+            if prefix not in self.stamp:
+                break
+            self.stamp[prefix], length = self.clock, len(prefix)
+        return length
+
+    def lock(self, path: tuple[int, ...], delta: int) -> None:
+        if delta > 0:
+            self.clock += 1
+        for prefix in self.prefixes(list(path)):
+            self.locks[prefix] = self.locks.get(prefix, 0) + delta
+            if delta > 0:
+                self.stamp[prefix] = self.clock
+
+    def insert(self, run: list[int]) -> None:
+        self.clock += 1
+        for prefix in self.prefixes(run):
+            self.stamp[prefix] = self.clock
+
+    def unlocked(self) -> set[tuple[int, ...]]:
+        return {k for k in self.stamp if not self.locks.get(k)}
+
+    def check_eviction(self, kept: set[tuple[int, ...]], wanted: int) -> None:
+        """`kept`: what the cache still holds after evicting at least `wanted` tokens."""
+        gone = set(self.stamp) - kept
+        unlocked = self.unlocked()
+        assert gone <= unlocked, "a locked token was evicted"
+        assert len(gone) * self.page >= min(wanted, len(unlocked) * self.page), "evicted too little"
+        leaves = {k for k in kept & unlocked if not any(len(o) > len(k) and o[:len(k)] == k for o in kept)}
+        if gone and leaves:
+            assert max(self.stamp[k] for k in gone) <= min(self.stamp[k] for k in leaves), "not least recent"
+        for k in gone:
+            del self.stamp[k]
+
+
+def tree_state(cache: RadixCache) -> dict[tuple[int, ...], tuple[int, int]]:
+    """Every cached page-aligned prefix -> (its node's LRU stamp, its node's lock count)."""
+    p = cache.page_size
+    out: dict[tuple[int, ...], tuple[int, int]] = {}
+    stack = [(cache.root, ())]
+    while stack:
+        node, prefix = stack.pop()
+        for child in node.children.values():
+            run, keys = prefix, child.key.tolist()
+            for i in range(0, len(keys), p):
+                run = (*run, *keys[i:i + p])
+                out[run] = (child.last_access, child.lock_ref)
+            stack.append((child, run))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(page=st.sampled_from([1, 1, 2]), size=st.integers(0, 24), program=ops)
+def test_radix_cache_equals_the_brute_force_reference(page: int, size: int, program: list) -> None:
+    """Match lengths, tokens held, lock counts and LRU stamps equal the reference after
+    every operation; every eviction (by `evict` or inside `alloc`) spares locked tokens,
+    frees enough, and takes no token more recently used than a leaf it keeps."""
+    cache, ref = RadixCache(size, page), Reference(page)
+    held: list[tuple[TreeNode, tuple[int, ...]]] = []
+    for op, arg in program:
+        if op in ("insert", "lock", "match"):
+            m = cache.match_prefix(arg)
+            assert m.length == ref.match(arg)
+        if op == "insert":
+            path = tuple(arg[:m.length])
+            cache.lock(m.node)
+            ref.lock(path, +1)
+            short = cache.pool.pages_for(len(arg) - m.length) * page - cache.pool.available
+            fresh = cache.alloc(len(arg) - m.length)
+            ref.check_eviction(set(tree_state(cache)), max(short, 0))
+            if fresh is not None:
+                cache.insert(arg, np.concatenate([m.slots, fresh]))
+                ref.insert(arg)
+            cache.unlock(m.node)
+            ref.lock(path, -1)
+        elif op == "lock" and m.length:
+            cache.lock(m.node)
+            ref.lock(tuple(arg[:m.length]), +1)
+            held.append((m.node, tuple(arg[:m.length])))
+        elif op == "unlock" and held:
+            node, path = held.pop(arg % len(held))
+            cache.unlock(node)
+            ref.lock(path, -1)
+        elif op == "evict":
+            cache.evict(arg)
+            ref.check_eviction(set(tree_state(cache)), arg)
+        assert tree_state(cache) == {k: (ref.stamp[k], ref.locks.get(k, 0)) for k in ref.stamp}
+        assert cache.protected_size == page * sum(1 for k in ref.stamp if ref.locks.get(k))
