@@ -46,12 +46,22 @@ def columns(text: str) -> int:
 # (English pattern, Chinese template); groups are carried over, and translated with `tr`
 # where they are phrases of ours rather than user text.
 _MESSAGES = [
+    (r"^(.*); using the defaults for (.*)$", "{0}；改用以下参数的默认值：{1}"),
+    (r"^(\d+) unknown parameters? for lab (\S+) ignored: (.*); allowed: (.*)$", "实验 {1} 没有这 {0} 个参数，已忽略：{2}；可用参数：{3}"),
+    (r"^\.\.\. and (\d+) more problems$", "……另有 {0} 个问题"),
+    (r"^this URL could not be opened \((\w+)\); showing the tour$", "无法打开此 URL（{0}）；显示导览"),
     (r"^(\S+): (.*) is not allowed; expected (.*?)(; using the default|; ignored)?$",
      "{0}：{1} 不允许；应为 {2}{3}"),
     (r"^unknown parameter '(.*)' for lab (\S+); allowed: (.*?)(; using the default|; ignored)?$",
      "实验 {1} 没有参数 '{0}'；可用参数：{2}{3}"),
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "没有实验 '{0}'；可用实验：{1}{2}"),
     (r"^the URL query is (\d+) characters long; at most (\d+) are read$", "URL 查询有 {0} 个字符；至多读取 {1} 个"),
+    (r"^(\S+) does not fit on one (\S+): its weights take (\S+) GB and (\S+) GB is usable \((\S+) of (\S+) GB\), "
+     r"so nothing is priced as if it ran; ignore_weights=true prices it as a what-if$",
+     "{0} 放不进一块 {1}：权重占 {2} GB，可用的只有 {3} GB（{5} GB 的 {4}），所以不按能运行来计价；"
+     "ignore_weights=true 可按假设情形 (what-if) 计价"),
+    (r"^what-if: the weights of (\S+) \((\S+) GB\) are left out of (\S+)'s (\S+) GB; for real it (fits|does not fit)$",
+     "假设情形 (what-if)：{0} 的权重（{1} GB）不计入 {2} 可用的 {3} GB；实际上它{4}"),
 ]
 _PHRASES = [
     (r"^an integer from (\S+) to (\S+)$", "{0} 到 {1} 之间的整数"),
@@ -63,6 +73,8 @@ _PHRASES = [
     (r"^; using the default$", "；改用默认值"),
     (r"^; ignored$", "；已忽略"),
     (r"^; showing (\S+)$", "；显示 {0}"),
+    (r"^fits$", "放得下"),
+    (r"^does not fit$", "放不下"),
 ]
 
 
@@ -73,6 +85,7 @@ _QUALIFIERS = [
     (r"^mean size (\d+)$", "平均大小 {0}"),
     (r"^width (\d+)$", "宽度 {0}"),
     (r"^rate (\S+)/s, block (\d+)$", "速率 {0}/s，块大小 {1}"),
+    (r"^block (\d+)$", "块大小 {0}"),
 ]
 
 

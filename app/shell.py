@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -22,12 +23,19 @@ from app.i18n import tr, tr_message
 from app.pages import Page, pages
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
+from app.url import install
 from app.view import VIEWS, LabView
 from app.widgets import as_text, widgets_for
-from kvweb.lab import ADVANCED, DEFAULT_LAB, LABS, Lab, ParamError, flatten, from_query, jsonable, make, to_query
+from kvweb.lab import (ADVANCED, DEFAULT_LAB, LABS, PAPER_GPU, Lab, ParamError, flatten, from_query, jsonable, make,
+                       shown, to_number, to_query)
 
-MAX_QUERY = 8000  # characters; a longer query is refused as a whole
+# Characters; a longer query is refused as a whole. A share URL must fit: a 4000-character
+# trace percent-encoded is up to 12,000, and the other parameters take far less than 4000.
+MAX_QUERY = 16_000
+MAX_STEP = 999_999
+log = logging.getLogger(__name__)
 LABS_NAV = "lab"  # the navigation entry that shows the labs
+FOLDS = ((ADVANCED, "details"), (PAPER_GPU, "assumptions"))  # parameter precedence -> folded card
 
 
 class Shell:
@@ -53,6 +61,11 @@ class Shell:
         self.message = plain(css_class="kv-message", color="#a40000", mono=True)
         self.message.visible = False
         self.status = plain(css_class="kv-status", mono=True)
+        # Whether the lab's model fits its GPU: one sentence when it does not (the view is then
+        # hidden: nothing is drawn as if it ran) or when the result is a what-if.
+        self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
+        self.fit_pane = pn.pane.Bokeh(self.fit_note, visible=False, sizing_mode="stretch_width")
+        self.view_layout: pn.viewable.Viewable | None = None
         self.main = pn.Column(sizing_mode="stretch_width")
         self.runner = Runner()
         downloads = pn.Row(
@@ -71,6 +84,7 @@ class Shell:
         self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message),
                                 self.page_area, self.lab_area, sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
+            install()  # before Panel makes a Location that parses the query itself
             pn.state.onload(self._on_load)
         else:
             self.open_query("")
@@ -83,9 +97,19 @@ class Shell:
 
     # -- URL ----------------------------------------------------------------
     def open_query(self, search: str) -> None:
-        """Restore the lab, parameters and step a URL holds; bad parts become messages."""
+        """Restore the lab, parameters and step a URL holds; bad parts become messages.
+
+        Whatever goes wrong on the way, the page stays usable: it shows the tour and says so.
+        """
         if search == self._search:
             return
+        try:
+            self._open(search)
+        except Exception as err:  # noqa: BLE001  (no URL may leave a blank page)
+            log.warning("could not open the URL query %s: %r", shown(search, 200), err)
+            self.show_page("tour", [f"this URL could not be opened ({type(err).__name__}); showing the tour"])
+
+    def _open(self, search: str) -> None:
         messages: list[str] = []
         if len(search) > MAX_QUERY:
             messages.append(f"the URL query is {len(search)} characters long; at most {MAX_QUERY} are read")
@@ -93,25 +117,23 @@ class Shell:
         query = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True))
         lang = query.get("lang", "en")
         if lang not in i18n.LANGS:
-            messages.append(f"lang: {lang[:40]!r} is not allowed; expected one of {', '.join(i18n.LANGS)}; using the default")
+            messages.append(f"lang: {shown(lang)} is not allowed; expected one of {', '.join(i18n.LANGS)}; "
+                            "using the default")
             lang = "en"
         self._set_lang(lang)
         page = query.get("page")
         if page is not None or "lab" not in query:
             if page is not None and page not in pages():
-                messages.append(f"page: {page[:40]!r} is not allowed; expected one of {', '.join(pages())}; "
+                messages.append(f"page: {shown(page)} is not allowed; expected one of {', '.join(pages())}; "
                                 "using the default")
                 page = None
             self.show_page(page or "tour", messages)
             return
         lab, problems = from_query(query)
-        step = 0
-        if "step" in query:
-            text = query["step"]
-            if text.isdigit() and len(text) < 7:
-                step = int(text)
-            else:
-                problems.append(f"step: {text[:40]!r} is not allowed; expected a whole number; using 0")
+        step = to_number(query.get("step", "0"), integer=True)
+        if step is None or not 0 <= step <= MAX_STEP:
+            problems.append(f"step: {shown(query['step'])} is not allowed; expected a whole number; using 0")
+            step = 0
         self.show(lab, messages + problems, step)
 
     def navigate(self, query: dict[str, str]) -> None:
@@ -169,20 +191,23 @@ class Shell:
         self.widgets = widgets_for(lab)
         for widget in self.widgets.values():
             widget.param.watch(self._on_widget, "value")
-        advanced = [w for n, w in self.widgets.items() if (lab.param[n].precedence or 0) >= ADVANCED]
-        basic = [w for w in self.widgets.values() if w not in advanced]
-        folded = [pn.Card(*advanced, title=tr("assumptions"), collapsed=True, width=290)] if advanced else []
-        self.controls.objects = basic + folded
+        groups: dict[float, list[pn.widgets.Widget]] = {}
+        for n, w in self.widgets.items():
+            groups.setdefault(lab.param[n].precedence or 0, []).append(w)
+        folded = [pn.Card(*groups[level], title=tr(title), collapsed=True, width=290, css_classes=[f"kv-fold-{title}"])
+                  for level, title in FOLDS if level in groups]
+        self.controls.objects = groups.get(0, []) + folded
         view_class = VIEWS.get(lab.lab_name)
         if view_class is None:
-            self.view = None
+            self.view = self.view_layout = None
             self.main.objects = [plain(tr("no view for this lab yet; use the CLI"))]
         else:
             if view_class not in self.views:
                 self.views[view_class] = view_class()
                 self.views[view_class].player.param.watch(lambda event: self._write_url(), "value")
             self.view = self.views[view_class]
-            self.main.objects = [self.view.layout()]
+            self.view_layout = self.view.layout()
+            self.main.objects = [self.fit_pane, self.view_layout]
         self.run(messages, step)
 
     def _set_lang(self, lang: str) -> None:
@@ -240,7 +265,12 @@ class Shell:
             return
         self.result = result or {}
         self._say([*messages, error] if error else messages)
-        if self.view is not None and self.result:
+        note, fits = self.result.get("fit_note"), self.result.get("fits", True)
+        self.fit_note.text = tr_message(note) if note else ""
+        self.fit_pane.visible = bool(note)
+        if self.view_layout is not None:
+            self.view_layout.visible = fits
+        if self.view is not None and self.result and fits:
             self.view.update(self.lab, self.result)
             step = min(step, self.view.player.end)
             if self.view.player.value == step:

@@ -36,6 +36,8 @@ SHELL = {
     "experiments": "个实验",
     "yes": "是",
     "no": "否",
+    "details":
+        "细节 (details)",
 }
 
 LABS = {
@@ -65,7 +67,8 @@ LABS = {
     "few-shot: tasks share a system prompt and their examples; multi-turn: each turn repeats the conversation so far":
         "few-shot：各任务共享系统提示和各自的示例；multi-turn：每一轮都重复到目前为止的对话",
     "few-shot: tasks (each with its own examples)": "few-shot：任务数（各有自己的示例）",
-    "few-shot: requests per task, interleaved round-robin": "few-shot：每个任务的请求数，轮流交错到达",
+    "few-shot: requests per task":
+        "few-shot：每个任务的请求数",
     "few-shot: tokens of each task's examples": "few-shot：每个任务示例的 token 数",
     "multi-turn: chat sessions": "multi-turn：对话会话数",
     "multi-turn: turns per session": "multi-turn：每个会话的轮数",
@@ -180,18 +183,20 @@ LABS = {
     "request i samples with seed + i": "请求 i 用 seed + i 采样",
     # recovery
     "Swap vs recompute: the cost of one preemption": "换出 (swap) 与重算 (recompute)：一次抢占的代价",
-    "A preempted request of N tokens comes back either by swapping its KV blocks out to host memory and back over the host link (bytes / link + a fixed cost per block) or by recomputing its KV with one prefill. swap_s counts both directions, swap_in_s only the way back. Decimal units: 1 GB = 1e9 B.":
-        "一个有 N 个 token 的被抢占请求，要么经主机链路把 KV 块换出到主机内存再换回（字节数 / 链路带宽 + 每块固定开销），要么用一次预填充重算它的 KV。swap_s 计两个方向，swap_in_s 只计换回。十进制单位：1 GB = 1e9 B。",
+    "A preempted request of N tokens comes back either by swapping its KV blocks out to host memory and back over the host link (bytes / link + a fixed cost per copy) or by recomputing its KV with one prefill. swap_s counts both directions, swap_in_s only the way back. Decimal units: 1 GB = 1e9 B.":
+        "一个有 N 个 token 的被抢占请求，要么经主机链路把 KV 块换出到主机内存再换回（字节数 / 链路带宽 + 每次复制的固定开销），要么用一次预填充重算它的 KV。swap_s 计两个方向，swap_in_s 只计换回。十进制单位：1 GB = 1e9 B。",
     "model (sets KV bytes per token and prefill cost)": "模型（决定每 token 的 KV 字节数和预填充成本）",
     "GPU of the per-block-size table": "按块大小列出的表所用的 GPU",
     "KV tokens of the preempted request": "被抢占请求的 KV token 数",
-    "fixed cost per block copied over the host link": "经主机链路复制每块的固定开销",
+    "fixed cost of each copy over the host link":
+        "经主机链路每次复制的固定开销",
     # roofline
     "Paper GPU (roofline)": "纸面 GPU（屋顶线模型 roofline）",
     "How many tokens of KV cache fit beside the weights, and what prefill, a decode step, swapping and recomputing cost on a roofline model. Decimal units: 1 GB = 1e9 B.":
         "权重之外还能放下多少 token 的 KV 缓存，以及在屋顶线 (roofline) 模型上预填充、一次解码步、换出和重算各需多少时间。十进制单位：1 GB = 1e9 B。",
     "GPU (HBM, peak bf16 FLOP/s, bandwidth, host link)": "GPU（HBM 容量、bf16 峰值 FLOP/s、带宽、主机链路）",
-    "model; 'custom' uses the custom_* sizes": "模型；'custom' 使用 custom_* 参数",
+    "model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the real one (head tied to the embedding, 12.8e9); 'custom' uses the custom_* sizes":
+        "模型：opt-13b-like 是讲座中的（有独立的 LM head，13.1e9 个参数），opt-13b 是真实的（head 与嵌入层共享权重，12.8e9）；'custom' 使用 custom_* 参数",
     "tokens to prefill, swap or recompute": "要预填充、换出或重算的 token 数",
     "sequences in the decode step": "解码步中的序列数 (batch)",
     "context length of each decoding sequence": "每个解码序列的上下文长度",
@@ -199,7 +204,6 @@ LABS = {
     "fraction of peak FLOP/s reached": "达到的峰值 FLOP/s 比例",
     "fraction of HBM bandwidth reached": "达到的 HBM 带宽比例",
     "fixed cost of every step (launches, scheduling)": "每一步的固定开销（内核启动、调度）",
-    "per-block cost of a host-link copy": "主机链路复制时每块的开销",
     "custom model: layers": "自定义模型：层数",
     "custom model: d_model": "自定义模型：d_model",
     "custom model: query heads": "自定义模型：查询头数 (query heads)",
@@ -208,6 +212,14 @@ LABS = {
     "custom model: SwiGLU hidden size": "自定义模型：SwiGLU 隐藏层大小",
     "custom model: vocabulary": "自定义模型：词表大小",
     "custom model: bytes per element (weights and KV)": "自定义模型：每个元素的字节数（权重和 KV）",
+    "few-shot: the tasks' requests in a seeded random order (the lecture's), or interleaved round-robin (the worst case for LRU)":
+        "few-shot：各任务的请求按带种子的随机顺序到达（讲座的设定），或轮流交错到达（对 LRU 最不利的情形）",
+    "host link bandwidth in GB/s; 0: the GPU's own (25 for A100, 50 for H100 and H200)":
+        "主机链路带宽 (GB/s)；0 表示用 GPU 自己的（A100 为 25，H100 和 H200 为 50）",
+    "per-block: one copy per block (the lecture); per-layer-kv: one per layer for K and one for V, 2 x layers copies per block (vLLM V0)":
+        "per-block：每块复制一次（讲座的假设）；per-layer-kv：每层的 K 和 V 各复制一次，每块 2 x 层数 次复制 (vLLM V0)",
+    "what-if: leave the weight bytes out of memory, so a model too big for the GPU is priced anyway (the result says so)":
+        "假设情形 (what-if)：不把权重算进显存，这样放不下的模型也照样计价（结果会注明）",
 }
 
 VIEWS = {
@@ -465,14 +477,20 @@ VIEWS = {
     "done": "完成",
     "prompt + output inserted, lock released": "插入提示 + 输出，释放锁",
     "output identical to a from-scratch run": "输出与从头运行完全相同",
+    "copies per block":
+        "次复制/块",
+    "the decode batch (batch x context tokens) does not fit the KV capacity: its figures are a what-if":
+        "解码批（批大小 x 上下文 token 数）放不进 KV 容量：这些数字只是假设情形 (what-if)",
+    "vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar latency (request rates, not throughput); section 3.1, Fig. 2: only 20.4-38.2 % of the KV memory of those systems holds token states. This simulator is not expected to match those figures, only to move the same way.":
+        "vLLM 论文 (Kwon et al., SOSP 2023) 第 6.2 节、图 12，ShareGPT：在相近延迟下，vLLM 能承受的请求速率是 Orca (Oracle) 的 1.7-2.7 倍、Orca (Max) 的 2.7-8 倍（是请求速率，不是吞吐量）；第 3.1 节、图 2：这些系统的 KV 内存中只有 20.4-38.2 % 存放 token 状态。本模拟器不求与这些数字相等，只求变化方向一致。",
 }
 
 TOUR = {
     "A walk through the lecture in six steps. Each step opens a lab with its parameters set; change them, press play, and come back here for the next step.":
         "用六步走完整个讲座。每一步都打开一个设好参数的实验；改改参数、按下播放，再回到这里看下一步。",
     "Memory is the bottleneck": "内存是瓶颈",
-    "A 13B model on a 40 GB GPU leaves about 12 600 tokens of KV cache beside its weights, and a decode step is bound by memory bandwidth: the batch size, and so the throughput, is set by how many sequences' KV fits. Reserving the maximum length per request wastes most of that memory.":
-        "13B 模型放在 40 GB 的 GPU 上，权重之外只剩约 12 600 个 token 的 KV 缓存，而解码步受内存带宽限制：批大小、进而吞吐量，取决于能放下多少个序列的 KV。为每个请求预留最大长度会浪费其中大部分内存。",
+    "A 13B model on a 40 GB GPU leaves about 12 000 tokens of KV cache beside its weights, and a decode step is bound by memory bandwidth: the batch size, and so the throughput, is set by how many sequences' KV fits. Reserving the maximum length per request wastes most of that memory.":
+        "13B 模型放在 40 GB 的 GPU 上，权重之外只剩约 12 000 个 token 的 KV 缓存，而解码步受内存带宽限制：批大小、进而吞吐量，取决于能放下多少个序列的 KV。为每个请求预留最大长度会浪费其中大部分内存。",
     "Open the paper GPU: OPT-13B on an A100-40GB": "打开纸面 GPU：A100-40GB 上的 OPT-13B",
     "Open fragmentation: waste of reservations": "打开碎片实验：预留造成的浪费",
     "Paging": "分页 (paging)",
@@ -489,7 +507,8 @@ TOUR = {
     "When paged memory runs out, the latest-arrived request is preempted with all its blocks and brought back later by recomputing its KV or by swapping it to host memory and back. An admission watermark keeps some blocks free and cuts preemptions.":
         "分页内存耗尽时，最晚到达的请求连同它所有的块一起被抢占，之后通过重算 (recompute) 它的 KV，或换出到主机内存再换回 (swap) 来恢复。接纳水位线 (watermark) 保留一些空闲块，能大幅减少抢占。",
     "Open the engine overloaded, no watermark, swap": "打开过载的引擎：无水位线，换出/换入",
-    "Open swap vs recompute for Llama-3-70B": "打开 Llama-3-70B 的换出与重算对比",
+    "Open swap vs recompute for Llama-3-70B (what-if: its weights do not fit one GPU)":
+        "打开 Llama-3-70B 的换出与重算对比（假设情形 what-if：它的权重放不进一块 GPU）",
     "Prefix reuse": "前缀复用 (prefix reuse)",
     "SGLang keeps finished requests' KV in a radix tree: a new request reuses the longest cached prefix and prefills only the rest, with identical output. Serving the waiting request with the longest shared prefix first (LSPF) keeps the hit rate near the optimum.":
         "SGLang 把已完成请求的 KV 保存在基数树 (radix tree) 里：新请求复用最长的已缓存前缀，只预填充剩下的部分，输出完全相同。优先服务共享前缀最长的等待请求 (LSPF)，能让命中率接近最优。",
@@ -537,8 +556,8 @@ EXERCISES = {
     "Swap vs recompute for 8B and 70B models": "8B 与 70B 模型的换出与重算",
     "A preempted request holds `tokens` tokens of KV (2048 to start with). Is it cheaper to swap it out and back over the host link, or to recompute it with one prefill, for Llama-3-8B and for Llama-3-70B?":
         "一个被抢占的请求持有 `tokens` 个 token 的 KV（初始为 2048）。对 Llama-3-8B 和 Llama-3-70B，经主机链路换出再换回 (swap) 与用一次预填充重算 (recompute)，哪个更便宜？",
-    "Swap moves KV bytes: 2 x layers x KV heads x head_dim x 2 B per token, which grouped-query attention keeps small (8 KV heads in both models: 128 KiB vs 320 KiB per token). Recompute pays prefill FLOPs, about 2 x parameters per token: 8.8x more for 70B. So the bigger model makes swapping relatively cheaper; both grow linearly with the tokens.":
-        "换出搬运的是 KV 字节：每 token 2 × 层数 × KV 头数 × head_dim × 2 B，分组查询注意力 (GQA) 让它保持很小（两个模型都是 8 个 KV 头：每 token 128 KiB 对 320 KiB）。重算付出的是预填充的 FLOPs，每 token 约 2 × 参数量：70B 多 8.8 倍。所以模型越大，换出相对越便宜；两者都随 token 数线性增长。",
+    "Swap moves KV bytes: 2 x layers x KV heads x head_dim x 2 B per token, which grouped-query attention keeps small (8 KV heads in both models: 128 KiB vs 320 KiB per token). Recompute pays prefill FLOPs, about 2 x parameters per token: 8.8x more for 70B. So the bigger model makes swapping relatively cheaper; both grow linearly with the tokens. The 70B's 141 GB of weights fit no single GPU here, so its answer is a what-if that leaves the weights out of memory (ignore_weights). With swap_copies per-layer-kv (vLLM V0: one copy per layer for K and for V) small blocks make swapping slow.":
+        "换出搬运的是 KV 字节：每 token 2 × 层数 × KV 头数 × head_dim × 2 B，分组查询注意力 (GQA) 让它保持很小（两个模型都是 8 个 KV 头：每 token 128 KiB 对 320 KiB）。重算付出的是预填充的 FLOPs，每 token 约 2 × 参数量：70B 多 8.8 倍。所以模型越大，换出相对越便宜；两者都随 token 数线性增长。70B 的 141 GB 权重放不进这里的任何一块 GPU，所以它的答案是不把权重算进显存的假设情形 (ignore_weights)。若 swap_copies 选 per-layer-kv（vLLM V0：每层的 K 和 V 各复制一次），小块会让换出变慢。",
     "llama-3-8b: swap out + in at block 16 / recompute": "llama-3-8b：块大小 16 时换出 + 换入 / 重算",
     "llama-3-8b: recompute / swap": "llama-3-8b：重算 / 换出",
     "llama-3-70b: swap out + in at block 16 / recompute": "llama-3-70b：块大小 16 时换出 + 换入 / 重算",
@@ -589,8 +608,8 @@ EXERCISES = {
 
 REPORT = {
     "kvweb: the lecture's experiments, reproduced": "kvweb：复现讲座中的实验",
-    "Every figure below comes from running kvweb's labs. Paper figures are what the vLLM (SOSP 2023) and SGLang (NeurIPS 2024) papers reported; our simulator is not expected to match them, only to move the same way.":
-        "下面每个数字都来自运行 kvweb 的实验。论文数字是 vLLM (SOSP 2023) 和 SGLang (NeurIPS 2024) 论文报告的结果；我们的模拟器不求与之相等，只求变化方向一致。",
+    "Every figure below comes from running kvweb's labs. Quoted figures are what the vLLM paper (SOSP 2023), the vLLM blog post (June 2023) and the SGLang paper (NeurIPS 2024) reported, each with its section or figure; our simulator is not expected to match them, only to move the same way.":
+        "下面每个数字都来自运行 kvweb 的实验。引用的数字来自 vLLM 论文 (SOSP 2023)、vLLM 博客文章（2023 年 6 月）和 SGLang 论文 (NeurIPS 2024)，每个都注明了章节或图；我们的模拟器不求与之相等，只求变化方向一致。",
     "decimal (1 GB = 1e9 B)": "十进制单位（1 GB = 1e9 B）",
     "our figure": "我们的数字",
     "value": "值",
@@ -601,10 +620,11 @@ REPORT = {
     "full": "完整",
     "quick (small sizes, for tests)": "快速（小规模，用于测试）",
     "KV bytes and capacity on the paper GPU": "纸面 GPU 上的 KV 字节数与容量",
-    "a 13B model on an A100-40GB: 26 GB of weights (65 %), about 30 % left for KV; 800 KB of KV per token":
-        "A100-40GB 上的 13B 模型：权重 26 GB (65 %)，约 30 % 留给 KV；每 token 800 KB 的 KV",
+    "a 13B model on an A100-40GB: about 65 % of the memory for the weights, close to 30 % for the KV cache (section 1, Fig. 1); OPT-13B needs 800 KB of KV per token (section 3)":
+        "A100-40GB 上的 13B 模型：约 65 % 的显存用于权重，近 30 % 用于 KV 缓存（第 1 节，图 1）；OPT-13B 每 token 需要 800 KB 的 KV（第 3 节）",
     "OPT-13B-like: KV bytes per token": "类 OPT-13B：每 token 的 KV 字节数",
-    "OPT-13B-like: weights": "类 OPT-13B：权重",
+    "OPT-13B-like: weights (share of an A100-40GB)":
+        "类 OPT-13B：权重（占 A100-40GB 的比例）",
     "OPT-13B-like on A100-40GB: KV capacity (tokens)": "A100-40GB 上的类 OPT-13B：KV 容量（token）",
     "Llama-3-8B on H100-SXM: KV capacity (tokens)": "H100-SXM 上的 Llama-3-8B：KV 容量（token）",
     "model": "模型",
@@ -614,7 +634,8 @@ REPORT = {
     "KV capacity (tokens)": "KV 容量（token）",
     "blocks of 16": "16-token 块数",
     "Block tables: blocks on demand": "块表：按需分配块",
-    "waste only in each sequence's last block: under 4 % of KV memory in practice": "浪费只在每个序列的最后一块：实际不到 KV 内存的 4 %",
+    "memory waste only happens in the last block of a sequence: under 4 % in practice (the SOSP paper says near-zero waste, with no percentage)":
+        "内存浪费只发生在序列的最后一块：实际不到 4 %（SOSP 论文只说接近零浪费，没有给出百分比）",
     "two short requests in blocks of 8: at most B - 1 unwritten slots per request is a larger share of a short sequence":
         "两个短请求、块大小 8：每个请求至多 B - 1 个未写入的槽位，对短序列来说占比更大",
     "peak blocks in use": "在用块数峰值",
@@ -623,12 +644,14 @@ REPORT = {
     "Blocks in use per step": "每步在用的块数",
     "used blocks": "在用的块",
     "Paged = contiguous: identical tokens": "分页 = 连续：token 完全相同",
-    "PagedAttention computes exact attention, so outputs do not change (no figure; by construction)": "PagedAttention 计算的是精确注意力，输出不变（无数字；由构造保证）",
+    "PagedAttention computes the same attention block by block, so outputs do not change (no figure; by construction)":
+        "PagedAttention 逐块计算同样的注意力，所以输出不变（无数字；由构造保证）",
     "configurations identical to generating alone": "与单独生成完全相同的配置数",
     "store": "存储 (store)",
     "peak blocks": "块数峰值",
     "Internal fragmentation of reservations": "预留的内部碎片",
-    "in existing systems only 20.4-38.2 % of KV memory holds token states; vLLM 96.3 %": "现有系统中只有 20.4-38.2 % 的 KV 内存存放 token 状态；vLLM 为 96.3 %",
+    "in existing systems only 20.4-38.2 % of the KV memory holds token states; vLLM 96.3 % (that figure is Fig. 2's bar, not in the text; not checked here)":
+        "现有系统中只有 20.4-38.2 % 的 KV 内存存放 token 状态；vLLM 为 96.3 %（这个数字来自图 2 的柱子，正文中没有；此处未核实）",
     "theirs is memory in use during serving (reservation, internal and external waste together); ours is the waste left at each request's end on one ShareGPT-like workload":
         "论文的是服务过程中的内存使用（预留、内部和外部浪费合在一起）；我们的是在一个类 ShareGPT 负载上每个请求结束时留下的浪费",
     "max: share of held KV never written": "max：占用的 KV 中从未写入的比例",
@@ -644,15 +667,16 @@ REPORT = {
     "memory manager": "内存管理器",
     "waste (%)": "浪费 (%)",
     "External fragmentation in a contiguous arena": "连续内存区中的外部碎片",
-    "described (contiguous reservations leave holes), not measured": "有描述（连续预留会留下空洞），未测量",
+    "described (reservations of different sizes leave holes the buddy allocator cannot use), not measured on its own":
+        "有描述（大小不同的预留会留下伙伴分配器 (buddy allocator) 用不上的空洞），未单独测量",
     "failures, of which with enough free tokens": "失败次数，其中空闲 token 其实足够的",
     "First-fit arena: failed allocations": "首次适配 (first-fit) 内存区：分配失败",
     "mean request size (tokens)": "平均请求大小（token）",
     "Paged vs reserved memory, scenarios A and B": "分页与预留内存：场景 A 和 B",
-    "ShareGPT: 1.7-2.7x the throughput of Orca-Oracle and 2.7-8x of Orca-Max at the same latency; KV utilisation 96.3 % vs 20.4-38.2 %":
-        "ShareGPT：相同延迟下吞吐量是 Orca-Oracle 的 1.7-2.7 倍、Orca-Max 的 2.7-8 倍；KV 利用率 96.3 % 对 20.4-38.2 %",
-    "this table is throughput at one overloaded rate, not at equal latency (see the max-rate search); scenario B is roomy on purpose, where the paper's gap closes":
-        "这张表是在一个过载速率下的吞吐量，而不是相同延迟下的（见最大速率搜索）；场景 B 特意设计得内存宽裕，论文中的差距在这里会消失",
+    "ShareGPT: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar latency (request rates, not throughput); serving OPT-13B at 2 requests/s it batches 2.2x more requests than Orca (Oracle) and 4.3x more than Orca (Max)":
+        "ShareGPT：在相近延迟下，vLLM 能承受的请求速率是 Orca (Oracle) 的 1.7-2.7 倍、Orca (Max) 的 2.7-8 倍（是请求速率，不是吞吐量）；以每秒 2 个请求服务 OPT-13B 时，同时批处理的请求数是 Orca (Oracle) 的 2.2 倍、Orca (Max) 的 4.3 倍",
+    "this table is throughput and batch size at one overloaded rate (10/s in A, 100/s in B), not rates at equal latency (see the max-rate search); scenario B is roomy on purpose, where the paper's gap closes":
+        "这张表是在一个过载速率下（A 为 10/s，B 为 100/s）的吞吐量和批大小，而不是相同延迟下的速率（见最大速率搜索）；场景 B 特意设计得内存宽裕，论文中的差距在这里会消失",
     "paged / oracle throughput": "吞吐量 paged / oracle",
     "paged / max throughput": "吞吐量 paged / max",
     "KV / occupied memory, paged": "KV / 占用内存，paged",
@@ -663,17 +687,17 @@ REPORT = {
     "scenario A": "场景 A",
     "scenario B": "场景 B",
     "Highest rate within the SLO": "SLO 内的最高速率",
-    "ShareGPT: 1.7-2.7x the request rate of Orca-Oracle and 2.7-8x of Orca-Max at the same latency":
-        "ShareGPT：相同延迟下请求速率是 Orca-Oracle 的 1.7-2.7 倍、Orca-Max 的 2.7-8 倍",
-    "our cost model is a roofline with no kernel overheads and one GPU; scenario B (long prompts, roomy memory) has no counterpart in the paper":
-        "我们的成本模型是没有内核开销的单 GPU 屋顶线模型；场景 B（长提示、内存宽裕）在论文中没有对应",
+    "ShareGPT: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar normalized latency":
+        "ShareGPT：在相近的归一化延迟下，vLLM 能承受的请求速率是 Orca (Oracle) 的 1.7-2.7 倍、Orca (Max) 的 2.7-8 倍",
+    "our SLO (90 % of requests within TTFT 2 s and TPOT 100 ms) stands in for their normalized latency; the cost model is a roofline with no kernel overheads and one GPU; scenario B (long prompts, roomy memory) has no counterpart in the paper":
+        "我们用 SLO（90 % 的请求满足 TTFT 2 s、TPOT 100 ms）代替论文的归一化延迟；成本模型是没有内核开销的单 GPU 屋顶线模型；场景 B（长提示、内存宽裕）在论文中没有对应",
     "paged / oracle max rate": "最大速率 paged / oracle",
     "paged / max max rate": "最大速率 paged / max",
     "Highest rate within the SLO, relative to Max": "SLO 内的最高速率（相对 Max）",
     "x max": "相对 max 的倍数",
     "Block-size sweep": "块大小扫描",
-    "block size 16 by default; 16-128 serve ShareGPT best; small blocks lose GPU kernel efficiency":
-        "默认块大小 16；16-128 对 ShareGPT 最好；小块会降低 GPU 内核效率",
+    "block sizes 16-128 serve ShareGPT best; too small a block underuses the GPU's parallelism when reading KV; vLLM's default is 16":
+        "块大小 16-128 对 ShareGPT 最好；块太小时读取 KV 用不满 GPU 的并行度；vLLM 默认块大小为 16",
     "the roofline model charges nothing for small blocks, so blocks below 16 look free here": "屋顶线模型对小块不收任何代价，所以这里小于 16 的块看起来没有成本",
     "best block size (throughput)": "最佳块大小（按吞吐量）",
     "KV / occupied at block 16": "块大小 16 时 KV / 占用",
@@ -682,7 +706,8 @@ REPORT = {
     "throughput": "吞吐量",
     "KV / occupied memory by block size": "各块大小下的 KV / 占用内存",
     "Parallel sampling: shared prompt blocks": "并行采样：共享的提示块",
-    "memory saved: 6.1-9.8 % on Alpaca, 16.2-30.5 % on ShareGPT": "节省内存：Alpaca 上 6.1-9.8 %，ShareGPT 上 16.2-30.5 %",
+    "memory saved by sharing, OPT-13B: 6.1-9.8 % on Alpaca (Fig. 15), 16.2-30.5 % on ShareGPT (text)":
+        "OPT-13B 共享节省的内存：Alpaca 上 6.1-9.8 %（图 15），ShareGPT 上 16.2-30.5 %（正文）",
     "theirs is averaged over a serving run with each dataset's lengths; ours is one request (Lp 20, Lo 12, block 8), where the prompt is a larger share":
         "论文的是按各数据集长度在整个服务过程中的平均；我们的是一个请求（Lp 20、Lo 12、块大小 8），提示占比更大",
     "saving (estimate)": "节省（估计）",
@@ -694,7 +719,8 @@ REPORT = {
     "answers n": "回答数 n",
     "block-free estimate": "不考虑块的估计",
     "Beam search: forking and freeing beams": "束搜索：分叉与释放束",
-    "memory saved: 37.6-55.2 % on Alpaca, 44.3-66.3 % on ShareGPT": "节省内存：Alpaca 上 37.6-55.2 %，ShareGPT 上 44.3-66.3 %",
+    "memory saved by sharing, OPT-13B: 37.6-55.2 % on Alpaca (Fig. 15), 44.3-66.3 % on ShareGPT (text)":
+        "OPT-13B 共享节省的内存：Alpaca 上 37.6-55.2 %（图 15），ShareGPT 上 44.3-66.3 %（正文）",
     "saving, time-averaged (peak)": "节省，时间平均（峰值）",
     "same tokens as the naive recomputing search": "与朴素重算搜索的 token 相同",
     "width": "宽度",
@@ -704,27 +730,29 @@ REPORT = {
     "beam width": "束宽",
     "peak": "峰值",
     "Recovering one preempted request: swap vs recompute": "恢复一个被抢占的请求：换出与重算",
-    "swapping is slow at small block sizes (many small copies); recomputation does not depend on the block size; at blocks 16-64 the two are comparable":
-        "小块时换出很慢（大量小复制）；重算与块大小无关；块大小 16-64 时两者相当",
-    "our per-block copy overhead (10 us) is an assumption and the prefill runs at 50 % of peak, so swap wins at every block size here":
-        "我们每块的复制开销 (10 us) 是假设，预填充按峰值的 50 % 运行，所以这里换出在每种块大小下都更快",
+    "swapping is slow at small block sizes (many small transfers cannot use the PCIe bandwidth); recomputation does not depend on the block size; recomputation wins at small blocks, swapping at large ones":
+        "小块时换出很慢（大量小传输用不满 PCIe 带宽）；重算与块大小无关；小块时重算更快，大块时换出更快",
+    "with the lecture's one copy per block swapping wins at every block size; copying per layer for K and for V as vLLM V0 does (80 copies per OPT block) makes small blocks slow, as in the paper; the 10 us per copy and the 25 GB/s link are assumptions; the 70B does not fit one H100 and is a what-if":
+        "按讲座的每块一次复制，换出在每种块大小下都更快；像 vLLM V0 那样按层分别复制 K 和 V（每个 OPT 块 80 次复制）时，小块会很慢，与论文一致；每次复制 10 us 和 25 GB/s 的链路都是假设；70B 放不进一块 H100，它的数字是假设情形 (what-if)",
     "swap at block 16 / recompute": "块大小 16 时换出 / 重算",
     "swap (ms)": "换出 (ms)",
     "Bringing back 2048 tokens: swap (out + in) vs recompute": "恢复 2048 个 token：换出 + 换入 与重算",
     "Swap vs recompute in the engine": "引擎中的换出与重算",
-    "end to end, recomputation is better at small block sizes; at 16-64 the two are comparable": "端到端来看，小块时重算更好；16-64 时两者相当",
-    "host link and per-block cost are assumptions of the cost model; swap also stalls the step here": "主机链路和每块开销是成本模型的假设；这里换出还会阻塞当前步",
-    "SLO attainment swap / recompute": "SLO 达成率：换出 / 重算",
-    "recovery": "恢复方式",
-    "swapped GB": "换出/换入 GB",
-    "SLO attainment at the highest rate tried": "所试最高速率下的 SLO 达成率",
-    "no sweep in the paper; vLLM keeps 1 % of blocks free when admitting": "论文中没有扫描；vLLM 接纳时保留 1 % 的空闲块",
+    "end to end (OPT-13B, ShareGPT, one rate): recomputation is better at small block sizes, swapping at large ones; at 16-64 the two are comparable":
+        "端到端（OPT-13B、ShareGPT、一个速率）：小块时重算更好，大块时换出更好；16-64 时两者相当",
+    "host link and copy cost are assumptions of the cost model; swap also stalls the step here; copying per layer for K and for V as vLLM V0 does, swapping loses badly at 1-8 tokens a block and comes closer to recomputing as blocks grow":
+        "主机链路和复制开销是成本模型的假设；这里换出还会阻塞当前步；像 vLLM V0 那样按层分别复制 K 和 V 时，块大小为 1-8 个 token 时换出差得多，块越大越接近重算",
+    "SLO attainment recompute / swap per block / swap per layer (K, V)":
+        "SLO 达成率：重算 / 按块换出 / 按层换出 (K, V)",
+    "no sweep in the paper; vLLM V0's block manager keeps 1 % of the blocks free when admitting (watermark=0.01)":
+        "论文中没有扫描；vLLM V0 的块管理器在接纳时保留 1 % 的空闲块 (watermark=0.01)",
     "preemptions at watermark 0 / 10 %": "水位线 0 / 10 % 时的抢占次数",
     "watermark": "水位线 (watermark)",
     "Preemptions by admission watermark": "各接纳水位线下的抢占次数",
     "Throughput by admission watermark": "各接纳水位线下的吞吐量",
     "Radix cache on the mini model": "迷你模型上的基数缓存",
-    "cache hit rates of 50-99 % across its benchmarks; outputs unchanged": "各基准上的缓存命中率为 50-99 %；输出不变",
+    "cache hit rates of 50-99 % across its benchmarks (a claim of its own, apart from the throughput gain); all systems compute the same results":
+        "各基准上的缓存命中率为 50-99 %（这是一个独立的说法，与吞吐量提升无关）；所有系统计算结果相同",
     "five short requests on a character model, not a benchmark": "字符级模型上的五个短请求，不是基准测试",
     "prompt tokens read from the cache / all prompt tokens": "从缓存读取的提示 token / 全部提示 token",
     "tokens evicted": "淘汰的 token",
@@ -750,9 +778,10 @@ REPORT = {
     "Hit rate by cache capacity": "各缓存容量下的命中率",
     "capacity (tokens)": "容量（token）",
     "Prefill time saved by cache hits": "缓存命中节省的预填充时间",
-    "up to 6.4x higher throughput on workloads with 50-99 % hit rates": "在命中率 50-99 % 的负载上吞吐量最高提升 6.4 倍",
-    "theirs is end-to-end throughput; ours counts prefill seconds only, where the uncached suffix still attends to the prefix and a short prefill still reads every weight":
-        "论文的是端到端吞吐量；我们只计预填充秒数，未缓存的后缀仍要对前缀做注意力，短预填充仍要读全部权重",
+    "in production (Chatbot Arena) a 74.1 % hit rate cut Vicuna-33B's first-token latency by 1.7x on average; separately, up to 6.4x higher throughput (Fig. 5) and 50-99 % hit rates on its benchmarks":
+        "在生产环境 (Chatbot Arena) 中，74.1 % 的命中率使 Vicuna-33B 的首 token 延迟平均降低 1.7 倍；另外，各基准上吞吐量最高提升 6.4 倍（图 5），命中率为 50-99 %，这是两个独立的说法",
+    "theirs is first-token latency in production, queueing included; ours counts prefill seconds only, where the uncached suffix still attends to the prefix and a short prefill still reads every weight":
+        "论文的是生产环境中的首 token 延迟（含排队）；我们只计预填充秒数，未缓存的后缀仍要对前缀做注意力，短预填充仍要读全部权重",
     "LSPF: hit rate / prefill time saved": "LSPF：命中率 / 节省的预填充时间",
     "FCFS: hit rate / prefill time saved": "FCFS：命中率 / 节省的预填充时间",
     "order": "顺序",
@@ -760,13 +789,15 @@ REPORT = {
     "time saved": "节省的时间",
     "Prefill time of one prompt by uncached suffix": "一个提示的预填充时间与未缓存后缀的关系",
     "uncached tokens": "未缓存 token",
-    "no figure in either paper (vLLM's automatic prefix caching came after the SOSP paper)": "两篇论文都没有数字（vLLM 的自动前缀缓存出现在 SOSP 论文之后）",
+    "the SOSP paper shares only a prefix named by hand (1.67x and 3.58x the throughput of Orca (Oracle) with a 1-shot and a 5-shot prefix); hash-based automatic prefix caching came later, with no figure in either paper":
+        "SOSP 论文只共享手工指定的前缀（共享 1-shot 和 5-shot 前缀时吞吐量分别是 Orca (Oracle) 的 1.67 倍和 3.58 倍）；基于哈希的自动前缀缓存出现得更晚，两篇论文都没有它的数字",
     "hit rate at block 16: radix tree / chained hashes": "块大小 16 时命中率：基数树 / 链式哈希",
     "Hit rate by block size": "各块大小下的命中率",
     "Compressed FSM: jump-forward decoding": "压缩 FSM：跳跃前进解码 (jump-forward)",
-    "the compressed FSM decodes JSON about 1.6x faster": "压缩 FSM 解码 JSON 约快 1.6 倍",
-    "ours counts forwards of a character model; with a real tokenizer a chain is fewer tokens, and their figure is end-to-end time":
-        "我们统计的是字符级模型的前向次数；用真实分词器时一条链的 token 更少，而论文的数字是端到端时间",
+    "the compressed FSM raises throughput 1.6x on the JSON decoding benchmark":
+        "在 JSON 解码基准上压缩 FSM 使吞吐量提升 1.6 倍",
+    "ours counts forwards of a character model; with a real tokenizer a chain is fewer tokens, and their figure is end-to-end throughput":
+        "我们统计的是字符级模型的前向次数；用真实分词器时一条链的 token 更少，而论文的数字是端到端吞吐量",
     "forwards plain / compressed": "前向次数：普通 / 压缩",
     "preset": "预设",
     "DFA states": "DFA 状态数",
@@ -774,6 +805,26 @@ REPORT = {
     "jump characters": "跳跃字符数",
     "Forwards per output": "每个输出的前向次数",
     "forwards": "前向次数",
+    "What changed and why: the paper GPU now makes the lecture's assumptions (compute efficiency 0.7, 0.5 ms per step, an OPT-13B-like model with its own LM head: 11 969 tokens of KV on an A100-40GB, where the real OPT-13B, which ties the head to the embedding, has 12 597); few-shot requests arrive in a seeded random order, as in the lecture; a model whose weights do not fit is no longer priced as if it ran (the 70B figures are a labelled what-if); vLLM's 1.7-2.7x and 2.7-8x are request rates at equal latency, not throughput; under 4 % waste is the vLLM blog post's figure; SGLang's 6.4x throughput and its 50-99 % hit rates are separate claims.":
+        "改了什么、为什么：纸面 GPU 现在采用讲座的假设（算力效率 0.7、每步 0.5 ms、有独立 LM head 的类 OPT-13B 模型：在 A100-40GB 上有 11 969 个 token 的 KV，而 head 与嵌入层共享权重的真实 OPT-13B 有 12 597 个）；few-shot 请求按讲座的做法以带种子的随机顺序到达；权重放不下的模型不再被当作能运行来计价（70B 的数字标明是假设情形 (what-if)）；vLLM 的 1.7-2.7 倍和 2.7-8 倍是相同延迟下的请求速率，不是吞吐量；不到 4 % 的浪费来自 vLLM 博客文章；SGLang 的 6.4 倍吞吐量和 50-99 % 命中率是两个独立的说法。",
+    "OPT-13B (real, LM head tied) on A100-40GB: KV capacity (tokens)":
+        "A100-40GB 上的 OPT-13B（真实模型，LM head 共享权重）：KV 容量（token）",
+    "parameters (billions)":
+        "参数量（十亿）",
+    "SLO attainment by block size, at one rate":
+        "各块大小下的 SLO 达成率（同一速率）",
+    "paged / oracle / max mean batch":
+        "平均批大小 paged / oracle / max",
+    "ours compares how much each cache reuses (hit rate), not throughput":
+        "我们比较的是各缓存复用了多少（命中率），不是吞吐量",
+    "swap, per block":
+        "换出，按块",
+    "swap, per layer (K, V)":
+        "换出，按层 (K, V)",
+    "llama-3-70b, weights ignored (what-if): swap out + in at block 16 / recompute":
+        "llama-3-70b，不计权重（假设情形 what-if）：块大小 16 时换出 + 换入 / 重算",
+    "llama-3-70b, weights ignored (what-if): recompute / swap":
+        "llama-3-70b，不计权重（假设情形 what-if）：重算 / 换出",
 }
 
 
@@ -852,6 +903,14 @@ PARAMS = {
     "watermark": "水位线 (watermark)",
     "width": "束宽 (beam width)",
     "workload": "负载类型 (workload)",
+    "host_link_gb_s":
+        "主机链路带宽 (GB/s)",
+    "ignore_weights":
+        "不计权重（假设情形）",
+    "order":
+        "到达顺序",
+    "swap_copies":
+        "换出复制方式",
 }
 
 ZH: dict[str, str] = {**SHELL, **LABS, **VIEWS, **TOUR, **EXERCISES, **REPORT}

@@ -80,7 +80,9 @@ def test_report_page_renders_with_charts_and_paper_figures(page, served_app):
     report = page.locator(".kv-report")
     report.locator("svg").nth(10).wait_for(timeout=180_000)  # the charts, drawn inline
     text = "\n".join(report.locator("section").all_inner_texts())
-    assert "vLLM (SOSP 2023)" in text and "SGLang (NeurIPS 2024)" in text
+    assert "vLLM paper (Kwon et al., SOSP 2023), section 6.2" in text and "SGLang paper (Zheng et al., NeurIPS 2024)" in text
+    assert "vLLM blog post (20 June 2023)" in text
+    assert report.locator("p", has_text="What changed and why: the paper GPU").count() == 1
     assert "Highest rate within the SLO" in text and "Why ours differs" in text
     plain_text(page, "kv-report-status").filter(has_text="ready").wait_for()
     assert page.evaluate(INJECTED) == []
@@ -95,7 +97,9 @@ def test_exercise_answer_recomputes_and_its_share_url_opens_the_lab(page, served
     answer = plain_text(page, "kv-ex-answer-parallel-blocks")
     answer.filter(has_text="10 / 10").wait_for(timeout=60_000)  # measured / by block arithmetic
     card = page.locator(".kv-ex-swap-recompute")
-    plain_text(page, "kv-ex-answer-swap-recompute").filter(has_text="13.3 ms / 61.0 ms").wait_for()
+    answer = plain_text(page, "kv-ex-answer-swap-recompute")
+    answer.filter(has_text="13.3 ms / 43.4 ms").wait_for()  # recompute at compute efficiency 0.7 + 0.5 ms
+    assert "llama-3-70b, weights ignored (what-if)" in answer.inner_text()
     box = card.locator(".kv-param-tokens input").first
     box.fill("4096")
     box.press("Enter")

@@ -23,7 +23,7 @@ def test_memory_maps_animate(page, served_app, guard):
     step_text = plain_text(page, "kv-engine-step")
     assert "frame 11/" in step_text.inner_text()
     before = cells(page, "left")
-    assert len(before["color"]) == 787  # 12597 tokens / 16 = 787 blocks, one cell each
+    assert len(before["color"]) == 748  # 11969 tokens / 16 = 748 blocks, one cell each
     page.locator(".kv-player button.next").click()
     step_text.filter(has_text="frame 12/").wait_for()
     page.wait_for_function("() => location.search.includes('step=11')")

@@ -1,6 +1,6 @@
 """The static site (build/site/: Python in the browser through Pyodide, no server code) end to
 end: it loads from its own files only, passes the served app's roofline checks (widget
-change, share URL, hostile URL) unchanged, and every lab draws in it."""
+change, share URL) unchanged, and every lab draws in it (hostile URLs: test_hostile.py)."""
 import test_roofline as served
 from conftest import wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
@@ -29,10 +29,6 @@ def test_widget_change_updates_figure_and_url(page, static_site):
 
 def test_share_url_restores_parameters(page, static_site):
     served.test_share_url_restores_parameters(page, static_site)
-
-
-def test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard):
-    served.test_hostile_url_executes_nothing_and_shows_plain_message(page, static_site, guard)
 
 
 def test_every_lab_draws_in_the_site(page, static_site):

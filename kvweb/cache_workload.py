@@ -27,19 +27,27 @@ class Request:
         return np.concatenate([self.prompt, self.output])
 
 
+FEW_SHOT_ORDERS = ("random", "round-robin")
+
+
 def few_shot(tasks: int, per_task: int, system_len: int, examples_len: int, question_len: int,
-             output_len: int, seed: int) -> list[Request]:
+             output_len: int, seed: int, order: str = "random") -> list[Request]:
     """tasks x per_task requests, each = system prompt + its task's examples + a unique
-    question; interleaved round-robin over the tasks and all present at step 0."""
+    question, all present at step 0. `order` is how they arrive: the tasks' requests in a
+    seeded random order (the lecture's setup), or interleaved round-robin over the tasks (the
+    worst case for LRU). Both orders hold the same requests; rid is the arrival position."""
+    if order not in FEW_SHOT_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(FEW_SHOT_ORDERS)}")
     rng = np.random.default_rng(seed)
     system = rng.integers(0, VOCAB, system_len)
     examples = [rng.integers(0, VOCAB, examples_len) for _ in range(tasks)]
-    requests = []
+    drawn = []
     for i in range(tasks * per_task):
         task = i % tasks
         prompt = np.concatenate([system, examples[task], rng.integers(0, VOCAB, question_len)])
-        requests.append(Request(i, prompt, rng.integers(0, VOCAB, output_len), task))
-    return requests
+        drawn.append((prompt, rng.integers(0, VOCAB, output_len), task))
+    arrival = rng.permutation(len(drawn)) if order == "random" else range(len(drawn))
+    return [Request(rid, *drawn[i]) for rid, i in enumerate(arrival)]
 
 
 def multi_turn(sessions: int, turns: int, system_len: int, question_len: int, answer_len: int,

@@ -12,13 +12,22 @@ from typing import Any, TextIO
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import LABS, Lab, ParamError, allowed, flatten, get_lab, jsonable, make, param_names
 
-USAGE = """usage:
-  kvweb labs                                  list lab names, one per line
-  kvweb run LAB [--PARAM VALUE ...] [--json]  run a lab; a table, or one JSON object
-  kvweb run LAB --help                        the lab's parameters, defaults and limits
-  kvweb reproduce [--out DIR] [--quick]       run every experiment of the lecture; write
-                                              DIR/report.md and DIR/report.html (default DIR: report)
-"""
+COMMANDS = {  # command -> its usage lines (synopsis, what it does)
+    "labs": [("kvweb labs", "list lab names, one per line")],
+    "run": [("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
+            ("kvweb run LAB --help", "the lab's parameters, defaults and limits")],
+    "reproduce": [("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
+                  ("", "DIR/report.md and DIR/report.html (default DIR: report)")],
+}
+
+
+def usage(*commands: str) -> str:
+    """The usage lines of these commands (all of them when none is named)."""
+    rows = [row for c in (commands or COMMANDS) for row in COMMANDS[c]]
+    return "usage:\n" + "".join(f"  {synopsis:<42}  {what}\n" for synopsis, what in rows)
+
+
+USAGE = usage()
 
 
 class UsageError(ParamError):
@@ -128,7 +137,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
             out.write(USAGE)
             return 0
         command, rest = args[0], args[1:]
+        if command in COMMANDS and {"-h", "--help"} & set(rest[:1] if command == "run" else rest):
+            out.write(usage(command) + ("labs: " + ", ".join(sorted(LABS)) + "\n" if command == "run" else ""))
+            return 0
         if command == "labs":
+            if rest:
+                raise UsageError(f"kvweb labs: unexpected argument '{rest[0]}'; it takes none")
             out.write("".join(f"{name}\n" for name in sorted(LABS)))
             return 0
         if command == "reproduce":

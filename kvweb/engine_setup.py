@@ -1,12 +1,14 @@
 """The reference scenarios and one place that turns choices into a ready engine run.
 
-Scenario A is memory-tight (OPT-13B-like on an A100-40GB: about 12.6 thousand tokens of KV,
+Scenario A is memory-tight (OPT-13B-like on an A100-40GB: about 12 thousand tokens of KV,
 ShareGPT-like requests); B is roomy (Llama-3-8B on an H100: over 400 thousand tokens, long
 prompts). Labs, benchmarks and tests build their runs here so they all mean the same thing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kvweb.allocator import ALLOCATORS
 from kvweb.engine import Engine, EngineConfig, MemoryManager, Run
@@ -51,13 +53,14 @@ class Setup:
     allocator: str = "first-fit"
     max_seqs: int = 256
     slo: SLO = SLO()
+    assumptions: Mapping[str, Any] = field(default_factory=dict)  # CostModel keywords; none: its defaults
 
     @property
     def spec(self) -> Scenario:
         return SCENARIOS[self.scenario]
 
     def cost_model(self) -> CostModel:
-        return CostModel(GPUS[self.spec.gpu], MODELS[self.spec.model])
+        return CostModel(GPUS[self.spec.gpu], MODELS[self.spec.model], **self.assumptions)
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":

@@ -3,13 +3,14 @@
 Decimal units throughout (1 GB = 1e9 bytes). A step costs
 max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency))
 plus a fixed per-step overhead, so a short prefill can never be cheaper than one
-read of the weights.
+read of the weights. The defaults are the lecture's paper GPU: compute efficiency 0.7,
+0.5 ms per step, and an OPT-13B-like model whose LM head is not tied to the embedding.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -67,30 +68,71 @@ GPUS: dict[str, GPUSpec] = {
 MODELS: dict[str, LLMSpec] = {
     m.name: m
     for m in (
-        # d_ff 13653 gives a three-matrix MLP OPT-13B's parameter count; OPT ties embeddings.
-        LLMSpec("opt-13b-like", 40, 5120, 40, 40, 128, 13653, 50272, tied_embeddings=True),
+        # d_ff 13653 gives a three-matrix MLP OPT-13B's parameter count. The lecture's model has
+        # its own LM head (13.10e9 parameters); the real OPT-13B ties it to the embedding (12.84e9).
+        LLMSpec("opt-13b-like", 40, 5120, 40, 40, 128, 13653, 50272),
+        LLMSpec("opt-13b", 40, 5120, 40, 40, 128, 13653, 50272, tied_embeddings=True),
         LLMSpec("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
         LLMSpec("llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256),
     )
 }
 
 
+# How a swap copies a block over the host link: once (the lecture), or once per layer for K
+# and once for V (vLLM V0's CacheEngine._swap: 2 x layers small copies per block).
+SWAP_COPIES = ("per-block", "per-layer-kv")
+
+
 @dataclass(frozen=True)
 class CostModel:
-    """The assumptions every cost depends on, each with a stated default."""
+    """The assumptions every cost depends on, each with a stated default (the lecture's)."""
 
     gpu: GPUSpec
     model: LLMSpec
     mem_util: float = 0.9  # like vLLM's gpu_memory_utilization
-    compute_eff: float = 0.5
+    compute_eff: float = 0.7
     memory_eff: float = 0.8
-    step_overhead_s: float = 1e-3
-    block_overhead_s: float = 10e-6  # per block copied over the host link
+    step_overhead_s: float = 0.5e-3
+    block_overhead_s: float = 10e-6  # per copy over the host link
+    link_bandwidth: float | None = None  # host link, B/s; None: the GPU's own
+    swap_copies: str = "per-block"  # one of SWAP_COPIES
+    ignore_weights: bool = False  # what-if: the weights take no memory (a model too big still runs)
+
+    def __post_init__(self) -> None:
+        if self.swap_copies not in SWAP_COPIES:
+            raise ValueError(f"swap_copies must be one of {', '.join(SWAP_COPIES)}")
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.mem_util * self.gpu.hbm_bytes
 
     @property
     def kv_capacity_tokens(self) -> int:
-        free = self.mem_util * self.gpu.hbm_bytes - self.model.weight_bytes
+        """Tokens of KV that fit beside the weights (0 when the weights alone do not fit)."""
+        free = self.usable_bytes - (0 if self.ignore_weights else self.model.weight_bytes)
         return max(0, int(free // self.model.kv_bytes_per_token))
+
+    @property
+    def fits(self) -> bool:
+        """Whether this model can run here at all: its weights and at least one token of KV."""
+        return self.kv_capacity_tokens > 0
+
+    def fit(self) -> dict[str, object]:
+        """Whether the configuration can run, with one plain sentence when it cannot (or when it
+        is a what-if); every lab that prices work reports this beside its figures."""
+        m, g = self.model, self.gpu
+        weights, usable = f"{m.weight_bytes / 1e9:.1f} GB", f"{self.usable_bytes / 1e9:.1f} GB"
+        note = None
+        if not self.fits:
+            note = (f"{m.name} does not fit on one {g.name}: its weights take {weights} and {usable} is usable "
+                    f"({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
+                    "ignore_weights=true prices it as a what-if")
+        elif self.ignore_weights:
+            real = "fits" if replace(self, ignore_weights=False).fits else "does not fit"
+            note = (f"what-if: the weights of {m.name} ({weights}) are left out of {g.name}'s {usable}; "
+                    f"for real it {real}")
+        return {"fits": self.fits, "fit_note": note, "weight_bytes": m.weight_bytes,
+                "usable_bytes": self.usable_bytes, "kv_capacity_tokens": self.kv_capacity_tokens}
 
     def kv_capacity_blocks(self, block_size: int) -> int:
         return self.kv_capacity_tokens // block_size
@@ -136,10 +178,18 @@ class CostModel:
     def decode_step_cost(self, batch: int, total_context: int) -> float:
         return self.step_time(*self.decode_work(batch, total_context))
 
+    @property
+    def link(self) -> float:
+        return self.gpu.link_bandwidth if self.link_bandwidth is None else self.link_bandwidth
+
+    @property
+    def copies_per_block(self) -> int:
+        return 1 if self.swap_copies == "per-block" else 2 * self.model.layers
+
     def swap_cost(self, n_tokens: int, block_size: int) -> float:
-        """One direction over the host link: bytes / link + per-block overhead."""
-        blocks = math.ceil(n_tokens / block_size)
-        return n_tokens * self.model.kv_bytes_per_token / self.gpu.link_bandwidth + blocks * self.block_overhead_s
+        """One direction over the host link: bytes / link + an overhead per copy."""
+        copies = math.ceil(n_tokens / block_size) * self.copies_per_block
+        return n_tokens * self.model.kv_bytes_per_token / self.link + copies * self.block_overhead_s
 
     def swap_roundtrip_cost(self, n_tokens: int, block_size: int) -> float:
         return 2 * self.swap_cost(n_tokens, block_size)

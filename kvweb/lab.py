@@ -8,7 +8,8 @@ text and goes through `parse`, which either returns a typed value or raises one
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -42,9 +43,12 @@ class Text(param.String):
 
 LABS: dict[str, type[Lab]] = {}
 
-# A parameter declared with `precedence=ADVANCED` is an assumption most users leave alone:
-# the app folds it away (the CLI and the URL treat it like any other).
+# A parameter declared with `precedence=ADVANCED` is a detail most users leave alone: the app
+# folds it away (the CLI and the URL treat it like any other). `PAPER_GPU` marks the cost
+# model's assumptions (kvweb/labs/paper_gpu.py), folded together under "assumptions" and the
+# same in every lab that prices work.
 ADVANCED = 1.0
+PAPER_GPU = 2.0
 
 
 class Lab(param.Parameterized):
@@ -77,13 +81,14 @@ class Lab(param.Parameterized):
 
 
 def param_names(lab: type[Lab]) -> list[str]:
-    """The lab's own parameters in declaration order (param's `name` left out)."""
-    return [n for n in lab.param if n != "name"]
+    """The lab's own parameters (param's `name` left out): its main ones first, then the
+    details, then the paper GPU's assumptions, each group in declaration order."""
+    return sorted((n for n in lab.param if n != "name"), key=lambda n: lab.param[n].precedence or 0)
 
 
 def get_lab(name: str) -> type[Lab]:
     if name not in LABS:
-        raise ParamError(f"unknown lab '{name}'; allowed: {', '.join(sorted(LABS))}")
+        raise ParamError(f"unknown lab {shown(name)}; allowed: {', '.join(sorted(LABS))}")
     return LABS[name]
 
 
@@ -107,17 +112,50 @@ def allowed(p: param.Parameter) -> str:
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
+# Outside text is bounded before it is converted: a number, flag or choice has at most
+# MAX_VALUE characters and an integer at most 30 digits, so `int('9' * 5000)` (a ValueError
+# past 4300 digits) or `math.isfinite(10**400)` (an OverflowError) never runs. Only ASCII
+# digits count: `int()` and `float()` also take '١٢' or full-width digits, but the number a
+# person reads must be the number the lab gets. Lone surrogates (undecodable bytes in a
+# command line) are refused everywhere: they cannot be printed.
+MAX_VALUE = 100
+_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,6})?")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def to_number(text: str, integer: bool = False) -> int | float | None:
+    """ASCII decimal text (blanks around it ignored) as a finite number, else None.
+
+    -0 gives 0; '1e309', 'nan', 'inf', '1_000', '0x10' and non-ASCII digits give None.
+    """
+    if len(text) > MAX_VALUE:
+        return None
+    text = text.strip(" \t\r\n")
+    if not (_INTEGER if integer else _DECIMAL).fullmatch(text):
+        return None
+    if integer:
+        return int(text)
+    value = float(text)
+    return value + 0.0 if math.isfinite(value) else None
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """Outside text quoted for a message: at most `limit` characters, escapes made visible."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
 
 def parse(lab: type[Lab], name: str, text: str) -> Any:
     """Turn outside text into a typed, in-range value, or raise one ParamError line."""
     if name not in param_names(lab):
         raise ParamError(
-            f"unknown parameter '{name}' for lab {lab.lab_name}; "
+            f"unknown parameter {shown(name)} for lab {lab.lab_name}; "
             f"allowed: {', '.join(param_names(lab))}"
         )
     p = lab.param[name]
-    shown = text if len(text) <= 40 else text[:40] + "..."
-    bad = ParamError(f"{name}: {shown!r} is not allowed; expected {allowed(p)}")
+    bad = ParamError(f"{name}: {shown(text)} is not allowed; expected {allowed(p)}")
+    if len(text) > (p.max_length if isinstance(p, Text) else MAX_VALUE) or _SURROGATE.search(text):
+        raise bad
     if isinstance(p, param.Selector):
         for option in p.objects:
             if str(option) == text:
@@ -129,18 +167,11 @@ def parse(lab: type[Lab], name: str, text: str) -> Any:
             return low in _TRUE
         raise bad
     if isinstance(p, param.Number):
-        try:
-            value: float | int = int(text) if isinstance(p, param.Integer) else float(text)
-        except ValueError:
-            raise bad from None
-        if not math.isfinite(value):
-            raise bad
-        lo, hi = p.bounds or (-math.inf, math.inf)
-        if not lo <= value <= hi:
+        value = to_number(text, integer=isinstance(p, param.Integer))
+        lo, hi = p.bounds
+        if value is None or not lo <= value <= hi:
             raise bad
         return value
-    if isinstance(p, Text) and len(text) > p.max_length:
-        raise bad
     return text
 
 
@@ -152,10 +183,17 @@ def make(lab: type[Lab] | str, texts: Mapping[str, str]) -> Lab:
     return instance
 
 
-def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
-    """Leniently build a lab from a URL query: bad values fall back to defaults.
+MAX_MESSAGES = 8  # lines from one URL; the rest are counted
+_SHOWN_NAMES = 5  # unknown parameter names listed in their one line
 
-    Returns the lab and the list of plain-text messages to show the user.
+
+def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
+    """Leniently build a lab from a URL query: each bad value falls back to its default alone.
+
+    A failing cross-parameter `check()` resets the fewest given values it takes (see
+    `_settle`), and says which; every other value is kept. Unknown keys are listed in one
+    line, and at most MAX_MESSAGES lines come back. Raises nothing for any query (a
+    ParamError only if a lab's own defaults failed its check).
     """
     messages: list[str] = []
     try:
@@ -164,21 +202,65 @@ def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
         messages.append(f"{err}; showing {DEFAULT_LAB}")
         cls = get_lab(DEFAULT_LAB)
     values: dict[str, Any] = {}
+    unknown: list[str] = []
     for key, text in query.items():
         if key in ("lab", *URL_EXTRAS):
+            continue
+        if key not in param_names(cls):
+            unknown.append(key)
             continue
         try:
             values[key] = parse(cls, key, text)
         except ParamError as err:
-            known = key in param_names(cls)
-            messages.append(f"{err}; {'using the default' if known else 'ignored'}")
-    instance = cls(**values)
-    try:
-        instance.check()
-    except ParamError as err:
-        messages.append(f"{err}; using the defaults")
-        instance = cls()
+            messages.append(f"{err}; using the default")
+    if unknown:
+        names = [shown(k, 20) for k in unknown[:_SHOWN_NAMES]] + (["..."] if len(unknown) > _SHOWN_NAMES else [])
+        messages.append(f"{len(unknown)} unknown parameter{'s' if len(unknown) > 1 else ''} for lab {cls.lab_name} "
+                        f"ignored: {', '.join(names)}; allowed: {', '.join(param_names(cls))}")
+    instance, problem = _settle(cls, values)
+    messages += [problem] if problem else []
+    if len(messages) > MAX_MESSAGES:
+        messages[MAX_MESSAGES - 1:] = [f"... and {len(messages) - MAX_MESSAGES + 1} more problems"]
     return instance, messages
+
+
+def _mentioned(cls: type[Lab], message: str) -> list[str]:
+    """The lab's parameters a message names, in the order it first names them."""
+    return [w for w in dict.fromkeys(re.findall(r"\w+", message, re.ASCII)) if w in param_names(cls)]
+
+
+def _settle(cls: type[Lab], values: Mapping[str, Any]) -> tuple[Lab, str | None]:
+    """The lab with the fewest given values reset to their defaults that passes `check()`.
+
+    Values the error names are reset first, then any other given value, one at a time,
+    until the check passes; then resets the check turns out not to need are undone.
+    Returns the lab and, if anything was reset, the first error and the names reset.
+    """
+    def attempt(reset: Iterable[str]) -> tuple[Lab, ParamError | None]:
+        instance = cls(**{k: v for k, v in values.items() if k not in reset})
+        try:
+            instance.check()
+        except ParamError as err:
+            return instance, err
+        return instance, None
+
+    instance, first = attempt(())
+    if first is None:
+        return instance, None
+    reset: list[str] = []
+    error: ParamError | None = first
+    while error is not None:
+        left = [n for n in (*_mentioned(cls, str(error)), *values) if n in values and n not in reset]
+        if not left:
+            raise error  # the lab's own defaults fail its check: a bug in the lab
+        reset.append(left[0])
+        error = attempt(reset)[1]
+    while len(reset) > 1:  # until giving back any one of them fails the check again
+        needless = next((n for n in reset if attempt([m for m in reset if m != n])[1] is None), None)
+        if needless is None:
+            break
+        reset.remove(needless)
+    return attempt(reset)[0], f"{first}; using the defaults for {', '.join(reset)}"
 
 
 DEFAULT_LAB = "roofline"

@@ -146,7 +146,10 @@ def sample(logits: np.ndarray, rng: np.random.Generator | None, temperature: flo
         logits = np.where(mask, logits, -np.inf)
     if rng is None or temperature == 0:
         return int(np.argmax(logits))
-    z = logits / temperature
-    p = np.exp(z - z.max())
+    # Shift before dividing: the best token gets exactly 0, so a tiny temperature (1e-320)
+    # sends the others to -inf (probability 0: greedy in the limit), never inf - inf = NaN.
+    with np.errstate(over="ignore"):
+        z = (np.asarray(logits, dtype=np.float64) - np.max(logits)) / temperature
+    p = np.exp(z)
     p /= p.sum()
     return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))

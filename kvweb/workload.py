@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.lab import ParamError
+from kvweb.lab import ParamError, shown, to_number
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class LengthDistribution:
     output_sigma: float
 
 
-# ShareGPT-like: the vLLM paper's ShareGPT means (161 in, 338 out), long-tailed.
+# ShareGPT-like: the vLLM paper's ShareGPT means (161 in, 338 out; section 6.1, Fig. 11), long-tailed.
 # Alpaca-like: short instructions (19 in, 58 out). Long-context: long prompts for scenario B.
 DISTRIBUTIONS: dict[str, LengthDistribution] = {
     "sharegpt": LengthDistribution(160, 1.0, 340, 0.9),
@@ -49,6 +50,10 @@ SHAPES = (*DISTRIBUTIONS, "fixed", "uniform")
 
 MAX_TRACE_ROWS = 5000
 MAX_TRACE_LENGTH = 1_000_000  # tokens in one field
+# Bounds checked before any parser runs: json.loads recurses once per bracket (a few
+# thousand brackets are a RecursionError) and csv refuses fields past 128 KiB.
+MAX_TRACE_CHARS = 200_000
+MAX_JSON_DEPTH = 8  # a trace needs 2: a list of rows
 TRACE_FIELDS = ("arrival", "prompt_len", "output_len")
 
 
@@ -103,10 +108,12 @@ def parse_trace(text: str) -> list[Request]:
 
     Any bad row raises one ParamError naming the row (1 = first request) and the field.
     """
+    if len(text) > MAX_TRACE_CHARS:
+        raise ParamError(f"trace: {len(text):,} characters; at most {MAX_TRACE_CHARS:,} are read")
     stripped = text.strip()
-    if not stripped:
+    rows = _json_rows(stripped) if stripped[:1] in ("[", "{") else _csv_rows(stripped)
+    if not rows:
         raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len")
-    rows = _json_rows(stripped) if stripped[0] in "[{" else _csv_rows(stripped)
     if len(rows) > MAX_TRACE_ROWS:
         raise ParamError(f"trace: {len(rows)} rows; at most {MAX_TRACE_ROWS} are allowed")
     parsed = [_check_row(i + 1, row) for i, row in enumerate(rows)]
@@ -115,8 +122,12 @@ def parse_trace(text: str) -> list[Request]:
 
 
 def _json_rows(text: str) -> list[dict[str, Any]]:
+    # Brackets inside strings count too: no valid trace has any.
+    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
+    if depth > MAX_JSON_DEPTH:
+        raise ParamError(f"trace: JSON nested {depth} deep; at most {MAX_JSON_DEPTH} levels are read")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=str)  # integers stay text: to_number bounds their digits
     except json.JSONDecodeError as err:
         raise ParamError(f"trace: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
     if not isinstance(data, list):
@@ -133,8 +144,13 @@ def _json_rows(text: str) -> list[dict[str, Any]]:
 
 
 def _csv_rows(text: str) -> list[dict[str, Any]]:
-    rows_text = io.StringIO(text.replace(";", "\n"))
-    lines = [line for line in csv.reader(rows_text) if any(cell.strip() for cell in line)]
+    try:
+        lines = [line for line in csv.reader(io.StringIO(text.replace(";", "\n"), newline=""))
+                 if any(cell.strip() for cell in line)]
+    except csv.Error as err:
+        raise ParamError(f"trace: not valid CSV ({err})") from None
+    if not lines:
+        return []
     header = [cell.strip().lower() for cell in lines[0]]
     if set(header) == set(TRACE_FIELDS):
         lines = lines[1:]
@@ -151,7 +167,7 @@ def _csv_rows(text: str) -> list[dict[str, Any]]:
 def _check_row(i: int, row: dict[str, Any]) -> tuple[float, int, int]:
     for key in row:
         if key not in TRACE_FIELDS:
-            raise ParamError(f"trace row {i}: unknown field '{str(key)[:20]}'; allowed: {', '.join(TRACE_FIELDS)}")
+            raise ParamError(f"trace row {i}: unknown field {shown(str(key), 20)}; allowed: {', '.join(TRACE_FIELDS)}")
     values = []
     for field in TRACE_FIELDS:
         if field not in row:
@@ -161,26 +177,22 @@ def _check_row(i: int, row: dict[str, Any]) -> tuple[float, int, int]:
     return values[0], values[1], values[2]
 
 
-def _shown(raw: Any) -> str:
-    text = str(raw)
-    return repr(text if len(text) <= 20 else text[:20] + "...")
+def _value(raw: Any, integer: bool) -> int | float | None:
+    """A field as a number: CSV text and JSON values alike go through `to_number` (bounded, ASCII)."""
+    if isinstance(raw, float) and integer and raw.is_integer():
+        raw = int(raw)  # JSON's 1.0
+    return to_number(str(raw), integer) if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else None
 
 
 def _number(i: int, field: str, raw: Any) -> float:
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
-        raise ParamError(f"trace row {i}, field {field}: {_shown(raw)} is not allowed; expected a number of seconds >= 0")
+    value = _value(raw, integer=False)
+    if value is None or value < 0:
+        raise ParamError(f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected a number of seconds >= 0")
     return value
 
 
 def _length(i: int, field: str, raw: Any) -> int:
-    try:
-        value = int(raw) if not isinstance(raw, float) or raw.is_integer() else None
-    except (TypeError, ValueError):
-        value = None
-    if isinstance(raw, bool) or value is None or not 1 <= value <= MAX_TRACE_LENGTH:
-        raise ParamError(f"trace row {i}, field {field}: {_shown(raw)} is not allowed; expected an integer from 1 to {MAX_TRACE_LENGTH}")
-    return value
+    value = _value(raw, integer=True)
+    if value is None or not 1 <= value <= MAX_TRACE_LENGTH:
+        raise ParamError(f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected an integer from 1 to {MAX_TRACE_LENGTH}")
+    return int(value)

@@ -15,7 +15,8 @@ from kvweb.cache_workload import Request, few_shot, multi_turn
 from kvweb.gpu import GPUS, MODELS, CostModel
 
 QUEUE = 32
-FEW_SHOT = few_shot(tasks=8, per_task=16, system_len=100, examples_len=400, question_len=30, output_len=20, seed=0)
+FEW_SHOT = few_shot(tasks=8, per_task=16, system_len=100, examples_len=400, question_len=30, output_len=20, seed=0,
+                    order="round-robin")  # the worst case for LRU, pinned by the figures below
 CHAT = multi_turn(sessions=32, turns=6, system_len=100, question_len=30, answer_len=20, gap=5, seed=0)
 
 

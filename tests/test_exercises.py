@@ -14,15 +14,23 @@ def answer(key, **changes):
 def test_block_arithmetic_opt_13b_on_a100_40gb():
     v = answer("block-arithmetic")
     per_token = 2 * 40 * 40 * 128 * 2  # K and V x layers x KV heads x head_dim x fp16
-    params = 40 * (4 * 5120**2 + 3 * 5120 * 13653) + 50272 * 5120  # attention + 3-matrix MLP, embedding
+    # attention + 3-matrix MLP per layer, then the embedding and the lecture's own (untied) LM head
+    params = 40 * (4 * 5120**2 + 3 * 5120 * 13653) + 2 * 50272 * 5120
     capacity = int((0.9 * 40e9 - 2 * params) // per_token)
     assert v["kv_bytes_per_token"] == per_token == 819_200
     assert v["block_bytes"] == 16 * per_token == 13_107_200
-    assert v["capacity_tokens"] == capacity == 12_597
-    assert v["blocks"] == capacity // 16 == 787
+    assert v["capacity_tokens"] == capacity == 11_969
+    assert v["blocks"] == capacity // 16 == 748
     assert v["paged_worst_waste_bytes"] == 15 * per_token
     assert v["reserved_worst_waste_bytes"] == (RESERVED_LEN - 1) * per_token
-    assert v["reserved_requests"] == 6  # 12 597 // 2048
+    assert v["reserved_requests"] == 5  # 11 969 // 2048
+
+
+def test_block_arithmetic_real_opt_13b_ties_its_head():
+    v = answer("block-arithmetic", model="opt-13b")
+    params = 40 * (4 * 5120**2 + 3 * 5120 * 13653) + 50272 * 5120  # one vocab x d_model matrix, shared
+    assert v["capacity_tokens"] == int((0.9 * 40e9 - 2 * params) // 819_200) == 12_597
+    assert v["blocks"] == 787 and v["reserved_requests"] == 6
 
 
 def test_block_arithmetic_llama_3_8b_block_32():
@@ -67,6 +75,21 @@ def test_swap_vs_recompute_8b_and_70b():
         assert v[model]["recompute_s"] > v[model]["swap_s"]
     ratio = {m: v[m]["recompute_s"] / v[m]["swap_s"] for m in ("llama-3-8b", "llama-3-70b")}
     assert ratio["llama-3-70b"] > 3 * ratio["llama-3-8b"]  # compute grows ~8.8x, KV bytes 2.5x
+    # 141 GB of 70B weights fit no single GPU: its answer is a labelled what-if, never silent
+    assert v["llama-3-8b"]["fits"] and not v["llama-3-70b"]["fits"]
+    lines = dict(BY_KEY["swap-recompute"].answer().lines)
+    assert "llama-3-70b, weights ignored (what-if): recompute / swap" in lines
+    # Recompute of 2048 tokens of Llama-3-8B on H100-SXM at compute efficiency 0.7 + 0.5 ms:
+    flops = 2 * 32 * 218_103_808 * 2048 + 2 * 4096 * 128_256 + 4 * 32 * 32 * 128 * 2048 * 2049 / 2
+    assert v["llama-3-8b"]["recompute_s"] == pytest.approx(flops / (989e12 * 0.7) + 0.5e-3)
+
+
+def test_swap_per_layer_loses_at_small_blocks():
+    # vLLM V0 copies per layer for K and V: 2 x 32 copies of 10 us per block of 16 for Llama-3-8B
+    v = answer("swap-recompute", swap_copies="per-layer-kv")
+    one_way = 2048 * 131_072 / 50e9 + 2048 / 16 * 64 * 10e-6
+    assert v["llama-3-8b"]["swap_s"] == pytest.approx(2 * one_way)
+    assert v["llama-3-8b"]["swap_s"] > v["llama-3-8b"]["recompute_s"]
 
 
 def test_radix_cache_smaller_than_a_request_hits_nothing():

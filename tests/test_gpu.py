@@ -18,29 +18,37 @@ def test_parameter_counts_by_hand():
     # Llama-3-8B: per layer 4096*128*(2*32+2*8) + 3*4096*14336 = 41,943,040 + 176,160,768
     per_layer = 41_943_040 + 176_160_768
     assert MODELS["llama-3-8b"].params == 32 * per_layer + 2 * 128256 * 4096  # untied embeddings
-    # OPT-13B-like: 40 * (4*5120*5120 + 3*5120*13653) + 50272*5120 (tied) = 12.84e9, ~26 GB in fp16
-    assert MODELS["opt-13b-like"].params == 40 * (104_857_600 + 209_710_080) + 50272 * 5120
-    assert 25.5e9 < MODELS["opt-13b-like"].weight_bytes < 26e9
+    # OPT-13B-like (the lecture's): 40 * (4*5120*5120 + 3*5120*13653) + 2 * 50272*5120, its own LM head
+    opt_layers = 40 * (104_857_600 + 209_710_080)
+    assert MODELS["opt-13b-like"].params == opt_layers + 2 * 50272 * 5120 == 13_097_492_480  # ~13.1e9
+    # the real OPT-13B ties its LM head to the embedding: one vocab x d_model matrix less
+    assert MODELS["opt-13b"].params == opt_layers + 50272 * 5120 == 12_840_099_840  # ~12.8e9
+    assert MODELS["opt-13b"].kv_bytes_per_token == MODELS["opt-13b-like"].kv_bytes_per_token
 
 
 def test_capacity_matches_the_lecture():
     opt = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
-    # (0.9 * 40e9 - 25,680,199,680) // 819,200 = 12,597 tokens: "near 12 thousand"
-    assert opt.kv_capacity_tokens == (36e9 - 25_680_199_680) // 819_200 == 12_597
-    assert opt.kv_capacity_blocks(16) == 787
+    # (0.9 * 40e9 - 2 * 13,097,492,480) // 819,200 = 9,805,015,040 // 819,200 = 11,969 tokens: "near 12 thousand"
+    assert opt.kv_capacity_tokens == (36e9 - 2 * 13_097_492_480) // 819_200 == 11_969
+    assert opt.kv_capacity_blocks(16) == 11_969 // 16 == 748
+    real = CostModel(GPUS["A100-40GB"], MODELS["opt-13b"])  # tied: 514,785,280 B more for KV
+    assert real.kv_capacity_tokens == (36e9 - 2 * 12_840_099_840) // 819_200 == 12_597
+    assert real.kv_capacity_blocks(16) == 787
     llama = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"])
     assert llama.kv_capacity_tokens > 400_000
 
 
-def test_short_prefill_is_memory_bound_and_never_below_one_weight_read():
+def test_the_lectures_assumptions_are_the_defaults():
     cm = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"])
-    one_read = MODELS["llama-3-8b"].weight_bytes / (3350e9 * 0.8)
-    assert cm.prefill_cost(1) >= one_read
-    assert cm.prefill_cost(1) == pytest.approx(one_read + 1e-3, rel=1e-3)
-    # long prefills are compute-bound: time grows about linearly with tokens
-    assert cm.prefill_cost(8192) / cm.prefill_cost(4096) == pytest.approx(2, rel=0.15)
-
-
+    assert (cm.compute_eff, cm.step_overhead_s, cm.memory_eff, cm.mem_util) == (0.7, 0.5e-3, 0.8, 0.9)
+    # Prefill of 4096 tokens of Llama-3-8B on H100-SXM, by hand:
+    # linear layers 2 x 32 x 218,103,808 x 4096; the LM head for the last token 2 x 4096 x 128,256;
+    # attention 4 x 32 layers x 32 heads x 128 x (4096 x 4097 / 2) query-key pairs.
+    flops = 2 * 32 * 218_103_808 * 4096 + 2 * 4096 * 128_256 + 4 * 32 * 32 * 128 * 4096 * 4097 / 2
+    assert flops == pytest.approx(6.1578e13, rel=1e-4)
+    # compute-bound: 16.6 GB / (3350e9 x 0.8) = 6.2 ms of memory time is far below 89 ms of compute
+    assert cm.prefill_cost(4096) == pytest.approx(flops / (989e12 * 0.7) + 0.5e-3, rel=1e-12)
+    assert cm.prefill_cost(4096) == pytest.approx(0.08945, rel=1e-3)
 def test_decode_step_reads_weights_and_every_kv():
     cm = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"], step_overhead_s=0)
     flops, nbytes = cm.decode_work(batch=8, total_context=8 * 1000)
@@ -67,6 +75,36 @@ def test_recompute_is_a_prefill():
 
 def test_roofline_ridge():
     cm = CostModel(GPUS["A100-40GB"], MODELS["llama-3-8b"])
-    assert cm.ridge_intensity == pytest.approx(312e12 * 0.5 / (1555e9 * 0.8))
-    assert cm.attainable_flops(cm.ridge_intensity * 10) == pytest.approx(312e12 * 0.5)
+    assert cm.ridge_intensity == pytest.approx(312e12 * 0.7 / (1555e9 * 0.8))
+    assert cm.attainable_flops(cm.ridge_intensity * 10) == pytest.approx(312e12 * 0.7)
     assert cm.attainable_flops(1.0) == pytest.approx(1555e9 * 0.8)
+
+
+def test_swap_copies_per_layer_for_k_and_v():
+    # vLLM V0 copies each block once per layer for K and once for V: 2 x 32 = 64 copies for Llama-3-8B
+    cm = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"], swap_copies="per-layer-kv")
+    assert cm.copies_per_block == 64
+    expected = 1000 * 131_072 / 50e9 + math.ceil(1000 / 16) * 64 * 10e-6
+    assert cm.swap_cost(1000, 16) == pytest.approx(expected)
+    # the host link is an assumption too: 25 GB/s doubles the bytes' time
+    slow = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"], link_bandwidth=25e9)
+    assert slow.swap_cost(1000, 1000) == pytest.approx(1000 * 131_072 / 25e9 + 10e-6)
+    with pytest.raises(ValueError, match="swap_copies"):
+        CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"], swap_copies="per-token")
+
+
+def test_a_model_that_does_not_fit_says_so():
+    # Llama-3-70B: 141.1 GB of weights; 0.9 x 80 GB = 72 GB usable on an H100, 126.9 GB on an H200
+    for gpu in GPUS:
+        cm = CostModel(GPUS[gpu], MODELS["llama-3-70b"])
+        fit = cm.fit()
+        assert not cm.fits and fit["fits"] is False and fit["kv_capacity_tokens"] == 0
+        assert fit["fit_note"].startswith(f"llama-3-70b does not fit on one {gpu}: its weights take 141.1 GB")
+    what_if = CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"], ignore_weights=True)
+    assert what_if.fits and what_if.kv_capacity_tokens == 72e9 // 327_680 == 219_726
+    assert "what-if" in what_if.fit()["fit_note"] and "does not fit" in what_if.fit()["fit_note"]
+    ok = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"]).fit()
+    assert ok["fits"] and ok["fit_note"] is None and ok["usable_bytes"] == 72e9
+    # weights that fit with no room for one token of KV cannot run either
+    tight = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"], mem_util=26_194_984_960 / 40e9)
+    assert tight.kv_capacity_tokens == 0 and not tight.fits

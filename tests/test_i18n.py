@@ -106,6 +106,14 @@ def test_messages_are_translated_and_keep_user_text():
     assert tr_message("the URL query is 9000 characters long; at most 8000 are read") == "URL 查询有 9000 个字符；至多读取 8000 个"
 
 
+def test_fit_notes_are_translated():
+    from kvweb.gpu import GPUS, MODELS, CostModel
+    unfit = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"]).fit()["fit_note"])
+    assert unfit.startswith("llama-3-70b 放不进一块 H100-SXM：权重占 141.1 GB，可用的只有 72.0 GB（80 GB 的 90%）")
+    what_if = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"], ignore_weights=True).fit()["fit_note"])
+    assert what_if == "假设情形 (what-if)：llama-3-70b 的权重（141.1 GB）不计入 H100-SXM 可用的 72.0 GB；实际上它放不下"
+
+
 def test_figure_labels_translate_qualifier_and_phrase():
     assert tr_figure("A: paged / oracle throughput") == "场景 A：吞吐量 paged / oracle"
     assert tr_figure("mean size 512: failures, of which with enough free tokens").startswith("平均大小 512：")

@@ -52,7 +52,8 @@ def test_figures_come_from_the_labs_own_runs(report):
         r = make("parallel-sampling", {"n": str(n)}).run()
         assert row[:3] == [n, r["blocks_shared"], r["blocks_unshared"]]
     gpu = next(s for s in report["sections"] if s["key"] == "paper-gpu")
-    assert gpu["rows"][0][2] == 800 and gpu["rows"][0][4] == 12_597  # KiB per token; tokens
+    assert gpu["rows"][0][3] == 800 and gpu["rows"][0][5] == 11_969  # KiB per token; tokens (the lecture's model)
+    assert gpu["rows"][1][0] == "opt-13b" and gpu["rows"][1][5] == 12_597  # the real OPT-13B ties its LM head
 
 
 def test_html_is_self_contained_and_charts_are_valid_svg(report):
@@ -100,3 +101,30 @@ def test_cli_reproduce_bad_argument_exits_2():
     out, err = io.StringIO(), io.StringIO()
     assert main(["reproduce", "--fast"], out, err) == 2
     assert out.getvalue() == "" and "--fast" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+
+
+def test_every_quoted_figure_names_its_source():
+    from kvweb.reproduce import SGLANG, VLLM, VLLM_BLOG, VLLM_CODE
+
+    for e in EXPERIMENTS:
+        if not e.source:
+            assert "no figure" in e.paper or "no sweep" in e.paper, e.key
+            continue
+        work = next(w for w in (VLLM_BLOG, VLLM_CODE, VLLM, SGLANG) if e.source.startswith(w))
+        if work in (VLLM, SGLANG):  # a paper: which section or figure
+            assert "section" in e.source, e.key
+    quotes = {e.key: (e.source, e.paper) for e in EXPERIMENTS}
+    # "under 4 %" is the vLLM blog post's figure, not the SOSP paper's
+    assert quotes["block-tables"][0] == VLLM_BLOG and "under 4 %" in quotes["block-tables"][1]
+    assert all("4 %" not in paper for key, (_, paper) in quotes.items() if key != "block-tables")
+    # vLLM's 1.7-2.7x and 2.7-8x are sustainable request rates at equal latency, not throughput
+    for source, paper in quotes.values():
+        if "1.7-2.7x" in paper:
+            assert source.startswith(VLLM) and "request rate" in paper and "throughput of Orca" not in paper
+    # SGLang's "up to 6.4x" and its "50-99 %" hit rates are separate claims
+    for _, paper in quotes.values():
+        assert "workloads with 50-99" not in paper and "6.4x higher throughput on" not in paper
+    # a figure read off a chart and not checked is marked so
+    for _, paper in quotes.values():
+        if "96.3 %" in paper:
+            assert "not checked" in paper

@@ -26,7 +26,7 @@ INTRO = ("A walk through the lecture in six steps. Each step opens a lab with it
 
 STEPS: tuple[Step, ...] = (
     Step("Memory is the bottleneck",
-         "A 13B model on a 40 GB GPU leaves about 12 600 tokens of KV cache beside its weights, and a decode "
+         "A 13B model on a 40 GB GPU leaves about 12 000 tokens of KV cache beside its weights, and a decode "
          "step is bound by memory bandwidth: the batch size, and so the throughput, is set by how many "
          "sequences' KV fits. Reserving the maximum length per request wastes most of that memory.",
          (("Open the paper GPU: OPT-13B on an A100-40GB", {"lab": "roofline", "model": "opt-13b-like", "gpu": "A100-40GB"}),
@@ -50,7 +50,8 @@ STEPS: tuple[Step, ...] = (
          "keeps some blocks free and cuts preemptions.",
          (("Open the engine overloaded, no watermark, swap",
            {"lab": "engine", "scenario": "A", "rate": "10", "watermark": "0", "preemption": "swap", "compare": "none"}),
-          ("Open swap vs recompute for Llama-3-70B", {"lab": "recovery", "model": "llama-3-70b", "gpu": "H100-SXM"}))),
+          ("Open swap vs recompute for Llama-3-70B (what-if: its weights do not fit one GPU)",
+           {"lab": "recovery", "model": "llama-3-70b", "gpu": "H100-SXM", "ignore_weights": "true"}))),
     Step("Prefix reuse",
          "SGLang keeps finished requests' KV in a radix tree: a new request reuses the longest cached prefix "
          "and prefills only the rest, with identical output. Serving the waiting request with the longest "

@@ -165,7 +165,7 @@ class EngineView(LabView):
             f"{tr('tokens of KV')} ({scenario['units']})\n"
             f"{figures_text(runs)}\n"
             + (f"({dropped} {tr('later events not marked')})\n" if dropped else "")
-            + result["paper"]
+            + tr(result["paper"])
         )
         self.set_steps(len(self.timeline["t"]))
 

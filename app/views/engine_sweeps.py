@@ -109,12 +109,13 @@ class RecoveryView(LabView):
         self.by_block[0].xaxis.axis_label = tr("block size (tokens)")
         show_series(*self.by_block, [(tr("swap"), xs, [r["swap_s"] for r in rows]),
                                      (tr("recompute"), xs, [r["recompute_s"] for r in rows])])
-        sixteen = [(g["gpu"], next(r for r in g["rows"] if r["block_size"] == 16)) for g in result["by_gpu"]]
+        sixteen = [(g["gpu"], next(r for r in g["rows"] if r["block_size"] == 16)) for g in result["by_gpu"] if g["fits"]]
         self.gpus.x_range.factors = [g for g, _ in sixteen]
         self.by_gpu.data = {"gpu": [g for g, _ in sixteen], "swap": [r["swap_s"] for _, r in sixteen],
                             "recompute": [r["recompute_s"] for _, r in sixteen]}
         lines = [f"{tr('KV of the request')}: {result['kv_bytes'] / 1e9:.3f} GB; {tr('host link')} "
-                 f"{result['link_bandwidth'] / 1e9:g} GB/s ({result['units']})",
+                 f"{result['link_bandwidth'] / 1e9:g} GB/s, {result['copies_per_block']} {tr('copies per block')} "
+                 f"({result['units']})",
                  f"{tr('block'):>8}{tr('swap ms'):>12}{tr('swap in ms'):>12}{tr('recompute ms'):>14}  {tr('faster')}"]
         lines += [f"{r['block_size']:>8}{1e3 * r['swap_s']:>12.2f}{1e3 * r['swap_in_s']:>12.2f}"
                   f"{1e3 * r['recompute_s']:>14.2f}  {tr(r['faster'])}" for r in rows]

@@ -67,5 +67,5 @@ class MaxRateView(LabView):
             f"{tr('scenario')} {s['name']}: {s['about']}\n"
             f"{tr('target')}: {100 * result['target']:.0f} % {tr('of requests within the SLO')}\n"
             + "\n".join(f"{m:<8}{rates[m]:>10.3f} {tr('requests/s')}" for m in MANAGERS)
-            + f"\n{ratios}\n{result['paper']}"
+            + f"\n{ratios}\n{tr(result['paper'])}"
         )

@@ -71,4 +71,8 @@ class RooflineView(LabView):
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
         rows = [(f"{tr(label)} ({tr(unit)})", result[key] / div) for key, label, div, unit in FIGURES]
         width = max(columns(label) for label, _ in rows)
-        self.table.text = "\n".join(f"{label}{' ' * (width - columns(label))}{value:>14,.4g}" for label, value in rows)
+        lines = [f"{label}{' ' * (width - columns(label))}{value:>14,.4g}" for label, value in rows]
+        if not result["decode_batch_fits"]:
+            lines.append(tr("the decode batch (batch x context tokens) does not fit the KV capacity: "
+                            "its figures are a what-if"))
+        self.table.text = "\n".join(lines)

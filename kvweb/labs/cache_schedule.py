@@ -9,7 +9,7 @@ from typing import Any
 import param
 
 from kvweb.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
-from kvweb.cache_workload import Request, few_shot, multi_turn
+from kvweb.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
@@ -24,8 +24,10 @@ class WorkloadLab(Lab):
     # The sizes are folded away in the app (precedence ADVANCED): the workload's details.
     tasks = param.Integer(8, bounds=(1, 32), precedence=ADVANCED,
                           doc="few-shot: tasks (each with its own examples)")
-    per_task = param.Integer(16, bounds=(1, 64), precedence=ADVANCED,
-                             doc="few-shot: requests per task, interleaved round-robin")
+    per_task = param.Integer(16, bounds=(1, 64), precedence=ADVANCED, doc="few-shot: requests per task")
+    order = param.Selector(objects=list(FEW_SHOT_ORDERS), default="random", precedence=ADVANCED,
+                           doc="few-shot: the tasks' requests in a seeded random order (the lecture's), or "
+                               "interleaved round-robin (the worst case for LRU)")
     examples_len = param.Integer(400, bounds=(0, 4096), precedence=ADVANCED,
                                  doc="few-shot: tokens of each task's examples")
     sessions = param.Integer(32, bounds=(1, 128), precedence=ADVANCED, doc="multi-turn: chat sessions")
@@ -56,7 +58,7 @@ class WorkloadLab(Lab):
     def requests(self) -> list[Request]:
         if self.workload == "few-shot":
             return few_shot(self.tasks, self.per_task, self.system_len, self.examples_len,
-                            self.question_len, self.output_len, self.seed)
+                            self.question_len, self.output_len, self.seed, self.order)
         return multi_turn(self.sessions, self.turns, self.system_len, self.question_len,
                           self.output_len, self.gap, self.seed)
 
@@ -71,7 +73,7 @@ class QueueLab(WorkloadLab):
 class CapacityLab(QueueLab):
     """... on a cache of a given capacity."""
 
-    capacity = param.Integer(2000, bounds=(1, 4_000_000), doc="tokens the pool holds (cache + running request)")
+    capacity = param.Integer(2000, bounds=(1, 1_000_000), doc="tokens the pool holds (cache + running request)")
 
 
 class CacheSchedule(CapacityLab):

@@ -1,7 +1,7 @@
 """Lab `engine`: one serving run on the paper GPU, a memory manager beside another.
 
 Also holds `ServingLab`, the parameters every serving lab shares (scenario, workload,
-memory knobs, SLO), so `max-rate` and `sweep` read them the same way.
+memory knobs, SLO, the paper GPU's assumptions), so `max-rate` and `sweep` read them the same way.
 """
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ from typing import Any
 import param
 
 from kvweb.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
-from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress
+from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
+from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.metrics import SLO, summarize
 from kvweb.workload import SHAPES, Request, parse_trace
 
-PAPER = ("paper (vLLM, SOSP 2023, ShareGPT): 1.7-2.7x the throughput of Orca-Oracle and 2.7-8x of "
-         "Orca-Max; KV utilisation 96.3 % vs 20.4-38.2 %. This simulator is not expected to match "
-         "those figures, only to move the same way.")
+PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "
+         "the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar latency (request "
+         "rates, not throughput); section 3.1, Fig. 2: only 20.4-38.2 % of the KV memory of those systems "
+         "holds token states. This simulator is not expected to match those figures, only to move the same way.")
 
 
-class ServingLab(Lab):
+class ServingLab(PaperGPULab):
     """Parameters shared by the serving labs (no lab_name: not a lab by itself)."""
 
     scenario = param.Selector(objects=list(SCENARIOS), default="A",
@@ -58,7 +60,7 @@ class ServingLab(Lab):
 
     def setup(self, memory: str = "paged") -> Setup:
         return Setup(self.scenario, memory, self.block_size, self.watermark, self.preemption,
-                     self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3))
+                     self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3), assumptions=self.assumptions())
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":
@@ -74,6 +76,16 @@ class ServingLab(Lab):
                 "kv_capacity_blocks": cost.kv_capacity_blocks(self.block_size),
                 "kv_bytes_per_token": cost.model.kv_bytes_per_token, "units": "decimal (1 GB = 1e9 B)"}
 
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        """`serve`'s result beside whether the scenario's model fits under these assumptions;
+        when it does not, nothing is served and no serving figure is made up."""
+        fit = self.setup().cost_model().fit()
+        served = self.serve(progress) if fit["fits"] else {}
+        return {**fit, "scenario": self.scenario_info(), **served}
+
+    def serve(self, progress: Progress) -> dict[str, Any]:
+        raise NotImplementedError
+
 
 class EngineLab(ServingLab):
     lab_name = "engine"
@@ -87,7 +99,7 @@ class EngineLab(ServingLab):
     compare = param.Selector(objects=["none", *MEMORIES], default="oracle",
                              doc="a second manager run on the same requests, shown side by side")
 
-    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+    def serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.workload_at(self.rate)
         kinds = [self.memory] + ([] if self.compare == "none" else [self.compare])
         runs = []
@@ -100,7 +112,6 @@ class EngineLab(ServingLab):
         result = dict(runs[0])
         result["compare"] = runs[1] if len(runs) > 1 else None
         result["timeline"] = timeline([r["trace"]["frames"] for r in runs])
-        result["scenario"] = self.scenario_info()
         result["submitted"] = len(requests)
         result["paper"] = PAPER
         return result

@@ -7,7 +7,7 @@ from typing import Any
 import param
 
 from kvweb.engine_setup import MEMORIES
-from kvweb.lab import ParamError, Progress, no_progress
+from kvweb.lab import ParamError, Progress
 from kvweb.labs.engine import PAPER, ServingLab
 from kvweb.max_rate import max_rate
 from kvweb.metrics import summarize
@@ -30,7 +30,7 @@ class MaxRateLab(ServingLab):
         if self.workload == "trace":
             raise ParamError("workload: trace is not allowed here; a max-rate search needs Poisson arrivals")
 
-    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+    def serve(self, progress: Progress) -> dict[str, Any]:
         base = self.workload_at(1.0)  # arrivals at 1 request/s; a trial divides them by its rate
         allowed_misses = math.floor((1 - self.target) * len(base))
         rows = []
@@ -51,5 +51,4 @@ class MaxRateLab(ServingLab):
             rows.append({"memory": kind, "max_rate": rate, "trials": curve})
         best = {r["memory"]: r["max_rate"] for r in rows}
         ratio = {k: (best["paged"] / v if v else None) for k, v in best.items() if k != "paged"}
-        return {"max_rate": best, "paged_over": ratio, "managers": rows, "target": self.target,
-                "scenario": self.scenario_info(), "paper": PAPER}
+        return {"max_rate": best, "paged_over": ratio, "managers": rows, "target": self.target, "paper": PAPER}

@@ -7,12 +7,13 @@ import numpy as np
 import param
 
 from kvweb.cache_schedule import RadixServer, hit_rate, prefill_seconds, simulate
-from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.gpu import GPUS, MODELS
 from kvweb.lab import Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab
+from kvweb.labs.paper_gpu import PaperGPULab
 
 
-class PrefillSavings(CapacityLab):
+class PrefillSavings(CapacityLab, PaperGPULab):
     lab_name = "prefill-savings"
     title = "Prefill time saved by the radix cache"
     summary = (
@@ -27,9 +28,11 @@ class PrefillSavings(CapacityLab):
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
+        cost = self.cost_model(self.gpu, MODELS[self.model])
+        result: dict[str, Any] = {**cost.fit(), "units": "seconds of prefill, summed over the requests"}
+        if not cost.fits:
+            return result
         requests = self.requests()
-        cost = CostModel(GPUS[self.gpu], MODELS[self.model])
-        result: dict[str, Any] = {"units": "seconds of prefill, summed over the requests"}
         for i, policy in enumerate(("fcfs", "lspf")):
             progress(i / 2, f"serving in {policy} order")
             served = simulate(requests, RadixServer(self.capacity), policy, self.queue, self.alpha)

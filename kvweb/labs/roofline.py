@@ -5,11 +5,12 @@ from typing import Any
 
 import param
 
-from kvweb.gpu import GPUS, MODELS, CostModel, LLMSpec
-from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
+from kvweb.gpu import GPUS, MODELS, LLMSpec
+from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
+from kvweb.labs.paper_gpu import PaperGPULab
 
 
-class Roofline(Lab):
+class Roofline(PaperGPULab):
     lab_name = "roofline"
     title = "Paper GPU (roofline)"
     summary = (
@@ -18,16 +19,13 @@ class Roofline(Lab):
     )
 
     gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 FLOP/s, bandwidth, host link)")
-    model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like", doc="model; 'custom' uses the custom_* sizes")
+    model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like",
+                           doc="model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the "
+                               "real one (head tied to the embedding, 12.8e9); 'custom' uses the custom_* sizes")
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
     block_size = param.Integer(16, bounds=(1, 1024), doc="tokens per KV block")
-    mem_util = param.Number(0.9, bounds=(0.05, 1.0), doc="usable fraction of HBM (vLLM's gpu_memory_utilization)", precedence=ADVANCED)
-    compute_eff = param.Number(0.5, bounds=(0.01, 1.0), doc="fraction of peak FLOP/s reached", precedence=ADVANCED)
-    memory_eff = param.Number(0.8, bounds=(0.01, 1.0), doc="fraction of HBM bandwidth reached", precedence=ADVANCED)
-    step_overhead_ms = param.Number(1.0, bounds=(0.0, 100.0), doc="fixed cost of every step (launches, scheduling)", precedence=ADVANCED)
-    block_overhead_us = param.Number(10.0, bounds=(0.0, 1000.0), doc="per-block cost of a host-link copy", precedence=ADVANCED)
     custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers", precedence=ADVANCED)
     custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model", precedence=ADVANCED)
     custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads", precedence=ADVANCED)
@@ -51,16 +49,20 @@ class Roofline(Lab):
             self.custom_head_dim, self.custom_d_ff, self.custom_vocab, self.custom_bytes,
         )
 
-    def cost_model(self) -> CostModel:
-        return CostModel(
-            GPUS[self.gpu], self.llm(), mem_util=self.mem_util, compute_eff=self.compute_eff,
-            memory_eff=self.memory_eff, step_overhead_s=self.step_overhead_ms / 1e3,
-            block_overhead_s=self.block_overhead_us / 1e6,
-        )
-
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
-        cm = self.cost_model()
+        cm = self.cost_model(self.gpu, self.llm())
         m, g = cm.model, cm.gpu
+        facts = {
+            "units": "decimal (1 GB = 1e9 B)",
+            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": g.peak_flops,
+                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": cm.link},
+            **cm.fit(),
+            "params_count": m.params,
+            "kv_bytes_per_token": m.kv_bytes_per_token,
+            "kv_bytes_per_block": m.kv_bytes_per_token * self.block_size,
+        }
+        if not cm.fits:
+            return facts
         prefill = cm.prefill_work(self.tokens)
         decode = cm.decode_work(self.batch, self.batch * self.context)
         points = []
@@ -74,14 +76,7 @@ class Roofline(Lab):
         decode_s = cm.step_time(*decode)
         needed = self.batch * self.context
         return {
-            "units": "decimal (1 GB = 1e9 B)",
-            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": g.peak_flops,
-                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": g.link_bandwidth},
-            "params_count": m.params,
-            "weight_bytes": m.weight_bytes,
-            "kv_bytes_per_token": m.kv_bytes_per_token,
-            "kv_bytes_per_block": m.kv_bytes_per_token * self.block_size,
-            "kv_capacity_tokens": cm.kv_capacity_tokens,
+            **facts,
             "kv_capacity_blocks": cm.kv_capacity_blocks(self.block_size),
             "prefill_s": cm.step_time(*prefill),
             "decode_step_s": decode_s,

@@ -5,7 +5,7 @@ from typing import Any
 
 import param
 
-from kvweb.lab import ParamError, Progress, no_progress
+from kvweb.lab import ParamError, Progress
 from kvweb.labs.engine import ServingLab
 from kvweb.metrics import summarize
 
@@ -40,7 +40,7 @@ class SweepLab(ServingLab):
         return [{"rate": self.rate * f, "block_size": b, "preemption": p}
                 for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
 
-    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+    def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()
         rows = []
         for i, point in enumerate(points):
@@ -49,4 +49,4 @@ class SweepLab(ServingLab):
             m = summarize(run, setup.slo)
             rows.append({**point, **{k: m[k] for k in KEYS}})
             progress((i + 1) / len(points), f"{i + 1}/{len(points)} runs")
-        return {"sweep": self.sweep, "rows": rows, "scenario": self.scenario_info()}
+        return {"sweep": self.sweep, "rows": rows}
