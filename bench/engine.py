@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb, also in Pyodide
 
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.engine_setup import MEMORIES, Setup
+from kvweb.serving.engine_setup import MEMORIES, Setup
 from kvweb.lab import make
 
 

@@ -14,10 +14,10 @@ import time
 import timeit
 from collections.abc import Callable
 
-from kvweb.constrained import choices, decode
-from kvweb.dfa import compile_dfa
-from kvweb.jump_forward import compress
-from kvweb.model import MiniModel
+from kvweb.constrained.decoding import choices, decode
+from kvweb.constrained.dfa import compile_dfa
+from kvweb.constrained.jump_forward import compress
+from kvweb.kv.model import MiniModel
 
 FIELDS = [f"field_{name}" for name in (
     "customer", "account", "country", "city", "street", "postcode", "phone", "email", "birthdate",

@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.model import ModelConfig, causal_attention
-from kvweb.paged_store import PagedStore, paged_attention
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.kv.model import ModelConfig, causal_attention
+from kvweb.kv.paged_store import PagedStore, paged_attention
 
 BLOCK_SIZES = (1, 16, 64)
 

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from kvweb.cache_schedule import RadixServer
-from kvweb.cache_workload import Request, multi_turn
+from kvweb.prefix.cache_schedule import RadixServer
+from kvweb.prefix.cache_workload import Request, multi_turn
 
 
 class TokenNode:

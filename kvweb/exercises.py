@@ -13,7 +13,7 @@ from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import Lab, Progress, jsonable, make, no_progress
-from kvweb.model import VOCAB
+from kvweb.kv.model import VOCAB
 from kvweb.reproduce import ms, pct, times
 
 RESERVED_LEN = 2048  # what a reservation-based server sets aside per request (OPT's max length)

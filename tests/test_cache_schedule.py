@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.cache_schedule import (
+from kvweb.prefix.cache_schedule import (
     POLICIES, RadixServer, capacity_grid, hit_rate, optimal, prefill_seconds, simulate, summary,
 )
-from kvweb.cache_workload import Request, few_shot, multi_turn
+from kvweb.prefix.cache_workload import Request, few_shot, multi_turn
 from kvweb.gpu import GPUS, MODELS, CostModel
 
 QUEUE = 32

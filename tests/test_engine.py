@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.allocator import ALLOCATORS
-from kvweb.engine import Engine, EngineConfig
+from kvweb.serving.allocator import ALLOCATORS
+from kvweb.serving.engine import Engine, EngineConfig
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.paged_memory import PagedMemory
-from kvweb.reserved_memory import ReservedMemory
-from kvweb.workload import Request
+from kvweb.serving.paged_memory import PagedMemory
+from kvweb.serving.reserved_memory import ReservedMemory
+from kvweb.serving.workload import Request
 
 COST = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
 KV = COST.model.kv_bytes_per_token

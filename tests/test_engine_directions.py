@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvweb.engine_setup import Setup
-from kvweb.metrics import summarize
+from kvweb.serving.engine_setup import Setup
+from kvweb.serving.metrics import summarize
 
 
 def throughput(scenario: str, memory: str, rate: float, n: int = 300, **knobs) -> dict:

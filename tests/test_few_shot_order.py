@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kvweb.labs  # noqa: F401
-from kvweb.cache_workload import few_shot
+from kvweb.prefix.cache_workload import few_shot
 from kvweb.lab import LABS, make
 
 

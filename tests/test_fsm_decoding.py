@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb import constrained
+from kvweb.constrained import decoding
 from kvweb.cli import main
-from kvweb.constrained import decode
-from kvweb.dfa import compile_dfa
-from kvweb.jump_forward import CompressedFSM, JumpEdge, compress
+from kvweb.constrained.decoding import decode
+from kvweb.constrained.dfa import compile_dfa
+from kvweb.constrained.jump_forward import CompressedFSM, JumpEdge, compress
 from kvweb.lab import ParamError, from_query, make
 from kvweb.labs.fsm import PRESETS, Fsm
-from kvweb.model import MiniModel
+from kvweb.kv.model import MiniModel
 from test_regex import compiled, patterns
 
 MODEL = MiniModel()
@@ -116,7 +116,7 @@ class CountingRng:
 def test_forced_steps_draw_no_random_number(monkeypatch: pytest.MonkeyPatch, compressed: bool) -> None:
     rngs: list[CountingRng] = []
     real = np.random.default_rng
-    monkeypatch.setattr(constrained.np.random, "default_rng",
+    monkeypatch.setattr(decoding.np.random, "default_rng",
                         lambda seed: rngs.append(CountingRng(real(seed))) or rngs[-1])
     out = decode(MODEL, fsm_of(FORM), 200, 1, compressed=compressed)
     choices = [s for s in out.steps if len(s.allowed) + s.end_allowed > 1]

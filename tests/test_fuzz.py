@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import kvweb.labs  # noqa: F401
 from kvweb.cli import main
 from kvweb.lab import LABS, MAX_MESSAGES, MAX_VALUE, ParamError, from_query, make, param_names, parse, shown, to_number
-from kvweb.model import sample
-from kvweb.workload import MAX_JSON_DEPTH, parse_trace
+from kvweb.kv.model import sample
+from kvweb.serving.workload import MAX_JSON_DEPTH, parse_trace
 
 DEEP_JSON = "[" * 3000 + "]" * 3000
 WIDE_CSV = ",".join(["1"] * 3000)

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.batching import Engine, Request
-from kvweb.block_pool import BlockPool, OutOfBlocks
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.generate import generate_alone
-from kvweb.model import MiniModel, causal_attention
-from kvweb.paged_store import PagedStore, Tracer, paged_attention, thin
-from kvweb.prompts import make_prompt
+from kvweb.kv.batching import Engine, Request
+from kvweb.kv.block_pool import BlockPool, OutOfBlocks
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.kv.generate import generate_alone
+from kvweb.kv.model import MiniModel, causal_attention
+from kvweb.kv.paged_store import PagedStore, Tracer, paged_attention, thin
+from kvweb.kv.prompts import make_prompt
 
 MODEL = MiniModel()
 

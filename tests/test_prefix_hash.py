@@ -5,9 +5,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.cache_schedule import RadixServer
-from kvweb.cache_workload import Request
-from kvweb.prefix_hash import PrefixHashCache
+from kvweb.prefix.cache_schedule import RadixServer
+from kvweb.prefix.cache_workload import Request
+from kvweb.prefix.prefix_hash import PrefixHashCache
 
 
 def req(rid: int, prompt: list[int], output: list[int] = (9,)) -> Request:

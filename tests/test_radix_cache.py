@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.radix_cache import RadixCache, TreeNode, TokenPool
+from kvweb.prefix.radix_cache import RadixCache, TreeNode, TokenPool
 
 seqs = st.lists(st.integers(0, 2), min_size=0, max_size=12)
 ops = st.lists(

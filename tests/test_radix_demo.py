@@ -8,8 +8,8 @@ import pytest
 
 from kvweb.cli import main
 from kvweb.labs.radix_demo import RadixDemo
-from kvweb.model import MiniModel, encode
-from kvweb.radix_demo import run_demo
+from kvweb.kv.model import MiniModel, encode
+from kvweb.prefix.radix_demo import run_demo
 
 SYSTEM = "You are a helpful assistant. Answer briefly. "  # 45 tokens
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kvweb.dfa import DFA, compile_dfa
-from kvweb.model import VOCAB
-from kvweb.regex_parser import FULL, Chars, PatternError, chars_of, class_label, parse
+from kvweb.constrained.dfa import DFA, compile_dfa
+from kvweb.kv.model import VOCAB
+from kvweb.constrained.regex_parser import FULL, Chars, PatternError, chars_of, class_label, parse
 
 # -- a generator of patterns in the supported subset ------------------------------------
 

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.beam_search import beam_search, beam_search_naive
+from kvweb.kv.beam_search import beam_search, beam_search_naive
 from kvweb.cli import main
 from kvweb.labs.beam_search import BeamSearch
 from kvweb.labs.parallel_sampling import ParallelSampling
-from kvweb.model import MiniModel
-from kvweb.paged_store import PagedStore
-from kvweb.prompts import make_prompt
+from kvweb.kv.model import MiniModel
+from kvweb.kv.paged_store import PagedStore
+from kvweb.kv.prompts import make_prompt
 
 
 def test_parallel_sampling_block_count_by_hand() -> None:

@@ -19,7 +19,7 @@ from app.i18n import tr
 from app.text import plain
 from app.view import LabView, columns
 from kvweb.lab import Lab
-from kvweb.model import VOCAB
+from kvweb.kv.model import VOCAB
 
 EDGE = "#9a9a9a"
 JUMP = "#e6550d"

@@ -5,11 +5,11 @@ from typing import Any
 
 import param
 
-from kvweb.beam_search import Beam, beam_search, beam_search_naive
+from kvweb.kv.beam_search import Beam, beam_search, beam_search_naive
 from kvweb.lab import Lab, ParamError, Progress, no_progress
-from kvweb.model import MiniModel, ModelConfig, decode
-from kvweb.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer
-from kvweb.prompts import make_prompt
+from kvweb.kv.model import MiniModel, ModelConfig, decode
+from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer
+from kvweb.kv.prompts import make_prompt
 
 SWEEP_WIDTHS = (2, 4, 8)
 

@@ -5,12 +5,12 @@ from typing import Any
 
 import param
 
-from kvweb.batching import Engine, Request
-from kvweb.generate import generate_alone
+from kvweb.kv.batching import Engine, Request
+from kvweb.kv.generate import generate_alone
 from kvweb.lab import Lab, ParamError, Progress, no_progress
-from kvweb.model import MiniModel, decode
-from kvweb.paged_store import PagedStore, Tracer, thin
-from kvweb.prompts import make_prompt
+from kvweb.kv.model import MiniModel, decode
+from kvweb.kv.paged_store import PagedStore, Tracer, thin
+from kvweb.kv.prompts import make_prompt
 
 
 class BlockTables(Lab):

@@ -8,8 +8,8 @@ from typing import Any
 
 import param
 
-from kvweb.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
-from kvweb.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
+from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
+from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together

@@ -5,7 +5,7 @@ from typing import Any
 
 import param
 
-from kvweb.cache_schedule import POLICIES, capacity_grid, sweep
+from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, sweep
 from kvweb.labs.cache_schedule import QueueLab
 from kvweb.lab import Progress, no_progress
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import param
 
-from kvweb.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
+from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.metrics import SLO, summarize
-from kvweb.workload import SHAPES, Request, parse_trace
+from kvweb.serving.metrics import SLO, summarize
+from kvweb.serving.workload import SHAPES, Request, parse_trace
 
 PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "
          "the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar latency (request "

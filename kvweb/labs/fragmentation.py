@@ -5,11 +5,11 @@ from typing import Any
 
 import param
 
-from kvweb.allocator import ALLOCATORS
-from kvweb.engine_setup import SCENARIOS
-from kvweb.fragmentation import arena_experiment, internal_waste
+from kvweb.serving.allocator import ALLOCATORS
+from kvweb.serving.engine_setup import SCENARIOS
+from kvweb.serving.fragmentation import arena_experiment, internal_waste
 from kvweb.lab import Lab, ParamError, Progress, no_progress
-from kvweb.workload import poisson_workload
+from kvweb.serving.workload import poisson_workload
 
 MEAN_SIZES = (512, 2048, 4096)
 MAX_LIVE = 1000  # requests in the arena at once that an animation frame may have to draw

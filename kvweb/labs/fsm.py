@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import param
 
-from kvweb.constrained import PROMPT, Decoding, decode
-from kvweb.dfa import DFA, compile_dfa
-from kvweb.generate import generate_alone
-from kvweb.jump_forward import CompressedFSM, compress, forced_states
+from kvweb.constrained.decoding import PROMPT, Decoding, decode
+from kvweb.constrained.dfa import DFA, compile_dfa
+from kvweb.kv.generate import generate_alone
+from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
-from kvweb.model import VOCAB, MiniModel, decode as detokenize, encode
-from kvweb.regex_parser import PatternError, char_set, class_label
+from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
+from kvweb.constrained.regex_parser import PatternError, char_set, class_label
 
 PRESETS = {
     "form": r"name is [a-z]{3,8}, age is [0-9]{1,2}, city is [a-z]{3,8}\.",

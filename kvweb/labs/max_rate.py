@@ -6,12 +6,12 @@ from typing import Any
 
 import param
 
-from kvweb.engine_setup import MEMORIES
+from kvweb.serving.engine_setup import MEMORIES
 from kvweb.lab import ParamError, Progress
 from kvweb.labs.engine import PAPER, ServingLab
-from kvweb.max_rate import max_rate
-from kvweb.metrics import summarize
-from kvweb.workload import Request
+from kvweb.serving.max_rate import max_rate
+from kvweb.serving.metrics import summarize
+from kvweb.serving.workload import Request
 
 
 class MaxRateLab(ServingLab):

@@ -5,13 +5,13 @@ from typing import Any
 
 import param
 
-from kvweb.batching import Engine, Request
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.generate import generate_alone
+from kvweb.kv.batching import Engine, Request
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.kv.generate import generate_alone
 from kvweb.lab import Lab, Progress, no_progress
-from kvweb.model import MiniModel, decode
-from kvweb.paged_store import PagedStore, Tracer
-from kvweb.prompts import make_prompt
+from kvweb.kv.model import MiniModel, decode
+from kvweb.kv.paged_store import PagedStore, Tracer
+from kvweb.kv.prompts import make_prompt
 
 BLOCK_SIZES = (1, 4, 16)
 

@@ -5,12 +5,12 @@ from typing import Any
 
 import param
 
-from kvweb.generate import generate_alone
+from kvweb.kv.generate import generate_alone
 from kvweb.lab import Lab, ParamError, Progress, no_progress
-from kvweb.model import MiniModel, decode
-from kvweb.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, thin
-from kvweb.parallel_sampling import parallel_sample
-from kvweb.prompts import make_prompt
+from kvweb.kv.model import MiniModel, decode
+from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, thin
+from kvweb.kv.parallel_sampling import parallel_sample
+from kvweb.kv.prompts import make_prompt
 
 
 class ParallelSampling(Lab):

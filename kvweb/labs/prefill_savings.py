@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import param
 
-from kvweb.cache_schedule import RadixServer, hit_rate, prefill_seconds, simulate
+from kvweb.prefix.cache_schedule import RadixServer, hit_rate, prefill_seconds, simulate
 from kvweb.gpu import GPUS, MODELS
 from kvweb.lab import Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab

@@ -5,10 +5,10 @@ from typing import Any
 
 import param
 
-from kvweb.cache_schedule import PrefixCache, RadixServer, Served, hit_rate, simulate, summary
+from kvweb.prefix.cache_schedule import PrefixCache, RadixServer, Served, hit_rate, simulate, summary
 from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab
-from kvweb.prefix_hash import PrefixHashCache
+from kvweb.prefix.prefix_hash import PrefixHashCache
 
 BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 

@@ -7,8 +7,8 @@ from typing import Any
 import param
 
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
-from kvweb.model import MiniModel, decode, encode
-from kvweb.radix_demo import run_demo
+from kvweb.kv.model import MiniModel, decode, encode
+from kvweb.prefix.radix_demo import run_demo
 
 
 class RadixDemo(Lab):

@@ -7,7 +7,7 @@ import param
 
 from kvweb.lab import ParamError, Progress
 from kvweb.labs.engine import ServingLab
-from kvweb.metrics import summarize
+from kvweb.serving.metrics import summarize
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 WATERMARKS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)

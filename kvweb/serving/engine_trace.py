@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kvweb.engine import MemoryManager
+    from kvweb.serving.engine import MemoryManager
 
 
 class EvenSamples:

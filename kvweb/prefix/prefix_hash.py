@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from kvweb.cache_workload import Request
+from kvweb.prefix.cache_workload import Request
 
 
 class PrefixHashCache:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvweb.dfa import DFA
-from kvweb.model import VOCAB
+from kvweb.constrained.dfa import DFA
+from kvweb.kv.model import VOCAB
 
 
 @dataclass(frozen=True)

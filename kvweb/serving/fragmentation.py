@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.allocator import ALLOCATORS
+from kvweb.serving.allocator import ALLOCATORS
 from kvweb.lab import Progress, no_progress
-from kvweb.reserved_memory import POLICIES, reservation
-from kvweb.workload import Request
+from kvweb.serving.reserved_memory import POLICIES, reservation
+from kvweb.serving.workload import Request
 
 
 def internal_waste(requests: list[Request], max_len: int, block_size: int) -> list[dict[str, Any]]:

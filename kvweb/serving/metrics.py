@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kvweb.engine import Run, Sequence
+    from kvweb.serving.engine import Run, Sequence
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Readable prompts of any length for the labs: slices of a fixed text, one per variant."""
 from __future__ import annotations
 
-from kvweb.model import encode
+from kvweb.kv.model import encode
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs. "

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.jump_forward import CompressedFSM
-from kvweb.model import VOCAB, MiniModel, encode, sample
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.constrained.jump_forward import CompressedFSM
+from kvweb.kv.model import VOCAB, MiniModel, encode, sample
 
 PROMPT = "Answer: "
 END = len(VOCAB)  # index of the end-of-text choice, after the 95 characters

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvweb.allocator import Buddy, FirstFit
-from kvweb.engine_trace import ranges_to_cells
+from kvweb.serving.allocator import Buddy, FirstFit
+from kvweb.serving.engine_trace import ranges_to_cells
 
 if TYPE_CHECKING:
-    from kvweb.engine import Sequence
+    from kvweb.serving.engine import Sequence
 
 POLICIES = ("max", "pow2", "oracle")
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.generate import generate_alone
-from kvweb.model import MiniModel, causal_attention, sample
-from kvweb.radix_cache import RadixCache
+from kvweb.kv.generate import generate_alone
+from kvweb.kv.model import MiniModel, causal_attention, sample
+from kvweb.prefix.radix_cache import RadixCache
 
 
 class RadixStore:

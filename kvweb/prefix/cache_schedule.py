@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from kvweb.cache_workload import Request, dfs_order
+from kvweb.prefix.cache_workload import Request, dfs_order
 from kvweb.gpu import CostModel
-from kvweb.radix_cache import RadixCache
+from kvweb.prefix.radix_cache import RadixCache
 
 POLICIES = ("fcfs", "lspf", "dfs", "aging")
 

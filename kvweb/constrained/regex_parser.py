@@ -17,7 +17,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from kvweb.model import CHAR_ID, VOCAB
+from kvweb.kv.model import CHAR_ID, VOCAB
 
 FULL = (1 << len(VOCAB)) - 1
 

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kvweb.engine_trace import TraceRecorder
+from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import CostModel
 from kvweb.lab import Progress, no_progress
-from kvweb.metrics import SLO
-from kvweb.workload import Request
+from kvweb.serving.metrics import SLO
+from kvweb.serving.workload import Request
 
 
 class MemoryManager(Protocol):

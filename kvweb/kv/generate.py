@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.model import MiniModel, sample, seeded
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.kv.model import MiniModel, sample, seeded
 
 
 def generate_alone(model: MiniModel, prompt: Sequence[int], max_new: int, seed: int | None,

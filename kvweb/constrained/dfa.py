@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvweb.model import VOCAB
-from kvweb.nfa import MAX_NFA_STATES, NFA, build_nfa
-from kvweb.regex_parser import FULL, PatternError, parse
+from kvweb.kv.model import VOCAB
+from kvweb.constrained.nfa import MAX_NFA_STATES, NFA, build_nfa
+from kvweb.constrained.regex_parser import FULL, PatternError, parse
 
 MAX_DFA_STATES = 4_000
 

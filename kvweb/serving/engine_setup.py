@@ -10,15 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvweb.allocator import ALLOCATORS
-from kvweb.engine import Engine, EngineConfig, MemoryManager, Run
-from kvweb.engine_trace import TraceRecorder
+from kvweb.serving.allocator import ALLOCATORS
+from kvweb.serving.engine import Engine, EngineConfig, MemoryManager, Run
+from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.lab import Progress, no_progress
-from kvweb.metrics import SLO
-from kvweb.paged_memory import PagedMemory
-from kvweb.reserved_memory import ReservedMemory
-from kvweb.workload import Request, poisson_workload
+from kvweb.serving.metrics import SLO
+from kvweb.serving.paged_memory import PagedMemory
+from kvweb.serving.reserved_memory import ReservedMemory
+from kvweb.serving.workload import Request, poisson_workload
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvweb.regex_parser import Alt, Chars, Concat, Node, PatternError, Repeat
+from kvweb.constrained.regex_parser import Alt, Chars, Concat, Node, PatternError, Repeat
 
 MAX_NFA_STATES = 20_000
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvweb.model import causal_attention
+from kvweb.kv.model import causal_attention
 
 
 class ContiguousStore:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kvweb.engine_trace import blocks_to_cells
+from kvweb.serving.engine_trace import blocks_to_cells
 
 if TYPE_CHECKING:
-    from kvweb.engine import Sequence
+    from kvweb.serving.engine import Sequence
 
 
 class PagedMemory:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.block_pool import BlockPool, OutOfBlocks
-from kvweb.model import MiniModel, causal_attention
+from kvweb.kv.block_pool import BlockPool, OutOfBlocks
+from kvweb.kv.model import MiniModel, causal_attention
 
 
 def paged_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, block_table: Sequence[int],

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvweb.contiguous_store import ContiguousStore
-from kvweb.model import MiniModel
-from kvweb.paged_store import PagedStore, StepHook
+from kvweb.kv.contiguous_store import ContiguousStore
+from kvweb.kv.model import MiniModel
+from kvweb.kv.paged_store import PagedStore, StepHook
 
 
 @dataclass

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvweb.model import KVStore, MiniModel, sample, seeded
-from kvweb.paged_store import StepHook
+from kvweb.kv.model import KVStore, MiniModel, sample, seeded
+from kvweb.kv.paged_store import StepHook
 
 
 class BatchStore(KVStore, Protocol):

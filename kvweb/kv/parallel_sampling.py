@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence as Seq
 
-from kvweb.batching import Engine, Sequence, batch_note, forward
-from kvweb.model import MiniModel, seeded
-from kvweb.paged_store import PagedStore, StepHook
+from kvweb.kv.batching import Engine, Sequence, batch_note, forward
+from kvweb.kv.model import MiniModel, seeded
+from kvweb.kv.paged_store import PagedStore, StepHook
 
 
 def parallel_sample(model: MiniModel, store: PagedStore, prompt: Seq[int], max_new: int, n: int,
