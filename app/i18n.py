@@ -1,22 +1,32 @@
 """English and Simplified Chinese for the app's labels, explanations and messages.
 
-The English text is the key: `tr(text)` returns its Chinese form when the session's
-language is `zh` (and the English when a translation is missing, so nothing disappears).
-Messages built by the library (ParamError lines) are translated by pattern in
-`tr_message`. The language is per session (per Bokeh document), set from `lang=` in the URL
-or the language control.
+The English text is the key (gettext's msgid): `tr(text)` returns the session language's
+form, read with the standard library's `gettext` from the catalog app/locale/LANG/LC_MESSAGES/
+kvweb.mo, compiled from kvweb.po by scripts/compile-catalogs.sh (the set-up runs it). A
+missing translation shows the English, so nothing disappears. Messages built by the library
+(ParamError lines) are translated by pattern in `tr_message`: each pattern's English template
+is a msgid of its own (context "message"). The language is per session (per Bokeh document),
+set from `lang=` in the URL or the language control.
+
+Adding a language: copy app/locale/zh to app/locale/LANG, translate the msgstr lines, add
+one line to LANGS.
 """
 from __future__ import annotations
 
+import gettext
 import re
 import unicodedata
+from pathlib import Path
 from weakref import WeakKeyDictionary
 
 import panel as pn
 
-from app.zh import ZH
-
 LANGS = {"en": "English", "zh": "中文"}
+LOCALES = Path(__file__).resolve().parent / "locale"
+_CATALOGS: dict[str, gettext.NullTranslations] = {
+    code: gettext.NullTranslations() if code == "en" else gettext.translation("kvweb", LOCALES, [code])
+    for code in LANGS
+}
 _by_doc: WeakKeyDictionary = WeakKeyDictionary()
 _no_doc = {"lang": "en"}
 
@@ -34,8 +44,20 @@ def current() -> str:
     return _no_doc["lang"] if doc is None else _by_doc.get(doc, "en")
 
 
-def tr(text: str) -> str:
-    return ZH.get(text, text) if current() == "zh" else text
+def translate(text: str, lang: str, context: str | None = None) -> str:
+    """`text` in `lang`; `context` tells apart equal English words (gettext's msgctxt)."""
+    catalog = _CATALOGS[lang]
+    return catalog.pgettext(context, text) if context else catalog.gettext(text)
+
+
+def tr(text: str, context: str | None = None) -> str:
+    """`text` in the session's language."""
+    return translate(text, current(), context)
+
+
+def known(text: str) -> bool:
+    """Whether the session's language has its own form of `text` (English always has)."""
+    return current() == "en" or tr(text) != text
 
 
 def columns(text: str) -> int:
@@ -43,55 +65,57 @@ def columns(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-# (English pattern, Chinese template); groups are carried over, and translated with `tr`
-# where they are phrases of ours rather than user text.
+# (English pattern, its template); the template is a msgid (context "message"), and the
+# groups are carried over, translated with `_phrase` where they are phrases of ours.
 _MESSAGES = [
-    (r"^(.*); using the defaults for (.*)$", "{0}；改用以下参数的默认值：{1}"),
-    (r"^(\d+) unknown parameters? for lab (\S+) ignored: (.*); allowed: (.*)$", "实验 {1} 没有这 {0} 个参数，已忽略：{2}；可用参数：{3}"),
-    (r"^\.\.\. and (\d+) more problems$", "……另有 {0} 个问题"),
-    (r"^this URL could not be opened \((\w+)\); showing the tour$", "无法打开此 URL（{0}）；显示导览"),
+    (r"^(.*); using the defaults for (.*)$", "{0}; using the defaults for {1}"),
+    (r"^(\d+) unknown parameters? for lab (\S+) ignored: (.*); allowed: (.*)$",
+     "{0} unknown parameters for lab {1} ignored: {2}; allowed: {3}"),
+    (r"^\.\.\. and (\d+) more problems$", "... and {0} more problems"),
+    (r"^this URL could not be opened \((\w+)\); showing the tour$", "this URL could not be opened ({0}); showing the tour"),
     (r"^(\S+): (.*) is not allowed; expected (.*?)(; using the default|; ignored)?$",
-     "{0}：{1} 不允许；应为 {2}{3}"),
+     "{0}: {1} is not allowed; expected {2}{3}"),
     (r"^unknown parameter '(.*)' for lab (\S+); allowed: (.*?)(; using the default|; ignored)?$",
-     "实验 {1} 没有参数 '{0}'；可用参数：{2}{3}"),
-    (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "没有实验 '{0}'；可用实验：{1}{2}"),
-    (r"^the URL query is (\d+) characters long; at most (\d+) are read$", "URL 查询有 {0} 个字符；至多读取 {1} 个"),
+     "unknown parameter '{0}' for lab {1}; allowed: {2}{3}"),
+    (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "unknown lab '{0}'; allowed: {1}{2}"),
+    (r"^the URL query is (\d+) characters long; at most (\d+) are read$",
+     "the URL query is {0} characters long; at most {1} are read"),
     (r"^(\S+) does not fit on one (\S+): its weights take (\S+) GB and (\S+) GB is usable \((\S+) of (\S+) GB\), "
      r"so nothing is priced as if it ran; ignore_weights=true prices it as a what-if$",
-     "{0} 放不进一块 {1}：权重占 {2} GB，可用的只有 {3} GB（{5} GB 的 {4}），所以不按能运行来计价；"
-     "ignore_weights=true 可按假设情形 (what-if) 计价"),
+     "{0} does not fit on one {1}: its weights take {2} GB and {3} GB is usable ({4} of {5} GB), "
+     "so nothing is priced as if it ran; ignore_weights=true prices it as a what-if"),
     (r"^what-if: the weights of (\S+) \((\S+) GB\) are left out of (\S+)'s (\S+) GB; for real it (fits|does not fit)$",
-     "假设情形 (what-if)：{0} 的权重（{1} GB）不计入 {2} 可用的 {3} GB；实际上它{4}"),
+     "what-if: the weights of {0} ({1} GB) are left out of {2}'s {3} GB; for real it {4}"),
 ]
 _PHRASES = [
-    (r"^an integer from (\S+) to (\S+)$", "{0} 到 {1} 之间的整数"),
-    (r"^a number from (\S+) to (\S+)$", "{0} 到 {1} 之间的数"),
-    (r"^one of (.*)$", "以下之一：{0}"),
-    (r"^true or false$", "true 或 false"),
-    (r"^text of at most (\d+) characters$", "至多 {0} 个字符的文本"),
-    (r"^a whole number; using 0$", "整数；改用 0"),
-    (r"^; using the default$", "；改用默认值"),
-    (r"^; ignored$", "；已忽略"),
-    (r"^; showing (\S+)$", "；显示 {0}"),
-    (r"^fits$", "放得下"),
-    (r"^does not fit$", "放不下"),
+    (r"^an integer from (\S+) to (\S+)$", "an integer from {0} to {1}"),
+    (r"^a number from (\S+) to (\S+)$", "a number from {0} to {1}"),
+    (r"^one of (.*)$", "one of {0}"),
+    (r"^true or false$", "true or false"),
+    (r"^text of at most (\d+) characters$", "text of at most {0} characters"),
+    (r"^a whole number; using 0$", "a whole number; using 0"),
+    (r"^; using the default$", "; using the default"),
+    (r"^; ignored$", "; ignored"),
+    (r"^; showing (\S+)$", "; showing {0}"),
+    (r"^fits$", "fits"),
+    (r"^does not fit$", "does not fit"),
 ]
 
 
 # Qualifiers in front of a figure's label ("A: paged / oracle throughput", "n = 4: saving"):
-# technical names stay, the words around them are translated.
+# technical names stay, the words around them are translated (context "qualifier").
 _QUALIFIERS = [
-    (r"^(A|B)$", "场景 {0}"),
-    (r"^mean size (\d+)$", "平均大小 {0}"),
-    (r"^width (\d+)$", "宽度 {0}"),
-    (r"^rate (\S+)/s, block (\d+)$", "速率 {0}/s，块大小 {1}"),
-    (r"^block (\d+)$", "块大小 {0}"),
+    (r"^(A|B)$", "scenario {0}"),
+    (r"^mean size (\d+)$", "mean size {0}"),
+    (r"^width (\d+)$", "width {0}"),
+    (r"^rate (\S+)/s, block (\d+)$", "rate {0}/s, block {1}"),
+    (r"^block (\d+)$", "block {0}"),
 ]
 
 
 def tr_figure(text: str) -> str:
     """A report or exercise label: whole if known, else `qualifier: phrase` translated in parts."""
-    if current() != "zh" or text in ZH:
+    if known(text):
         return tr(text)
     head, sep, rest = text.partition(": ")
     if not sep:
@@ -99,26 +123,26 @@ def tr_figure(text: str) -> str:
     for pattern, template in _QUALIFIERS:
         m = re.match(pattern, head)
         if m:
-            head = template.format(*m.groups())
+            head = tr(template, "qualifier").format(*m.groups())
             break
-    return f"{head}：{tr(rest)}"
+    return tr("{0}: {1}", "qualifier").format(head, tr(rest))
 
 
 def _phrase(text: str) -> str:
     for pattern, template in _PHRASES:
         m = re.match(pattern, text)
         if m:
-            return template.format(*m.groups())
+            return tr(template, "message").format(*m.groups())
     return text
 
 
 def tr_message(line: str) -> str:
     """Translate one library message line; user text inside it is kept as it was."""
-    if current() != "zh":
+    if current() == "en":
         return line
     for pattern, template in _MESSAGES:
         m = re.match(pattern, line)
         if m:
-            return template.format(*(_phrase(g) if g else "" for g in m.groups()))
+            return tr(template, "message").format(*(_phrase(g) if g else "" for g in m.groups()))
     phrase = _phrase(line)
     return phrase if phrase != line else tr(line)

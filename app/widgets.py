@@ -11,8 +11,7 @@ from typing import Any
 import panel as pn
 import param
 
-from app.i18n import current, tr, tr_message
-from app.zh import PARAMS
+from app.i18n import tr, tr_message
 from kvweb.lab import Lab, Text, allowed, param_names
 
 SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
@@ -29,7 +28,8 @@ def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
 
 def param_label(name: str) -> str:
     """The parameter's name (its CLI flag and URL key), with a Chinese label beside it in zh."""
-    return f"{name} · {PARAMS[name]}" if current() == "zh" and name in PARAMS else name
+    label = tr(name, "param")
+    return f"{name} · {label}" if label != name else name
 
 
 def _kind(p: param.Parameter) -> tuple[type[pn.widgets.Widget], dict[str, Any]]:

@@ -8,7 +8,7 @@ from conftest import INJECTED, plain_text, set_param, wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 from app.shell import MAX_QUERY
-from app.zh import ZH
+from app.i18n import translate
 from kvweb.lab import MAX_MESSAGES, from_query
 
 CASES = {  # URL query, {parameter: value its widget shows}, words the message holds besides from_query's
@@ -87,7 +87,7 @@ def test_sessions_stay_apart(browser, served_app):
             page.goto(f"{served_app}?{query}", wait_until="commit")  # all three load at once
         for page in pages:
             wait_ready(page)
-        zh_header = ZH["kvweb: the KV cache of LLM serving, computed for real"]
+        zh_header = translate("kvweb: the KV cache of LLM serving, computed for real", "zh")
         assert "num_blocks: 1 blocks" in plain_text(tables, "kv-message").inner_text()
         assert not plain_text(roofline, "kv-message").is_visible() and not plain_text(fragments, "kv-message").is_visible()
         set_param(roofline, "tokens", "4096")  # three changes in flight together

@@ -171,10 +171,12 @@ def build_kvweb_wheel(out: Path) -> Path:
 
 
 def build_app_wheel(out: Path) -> Path:
-    """A wheel of the `app` package (app/**/*.py) so `import app.views...` works in Pyodide."""
+    """A wheel of the `app` package (app/**/*.py and the compiled catalogs app/locale/**/*.mo) so
+    `import app.views...` works in Pyodide."""
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     dist = f"kvweb_app-{version}.dist-info"
-    members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in sorted((ROOT / "app").rglob("*.py"))]
+    files = [*sorted((ROOT / "app").rglob("*.py")), *sorted((ROOT / "app" / "locale").rglob("*.mo"))]
+    members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in files]
     members += [
         (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: kvweb-app\nVersion: {version}\n".encode()),
         (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),

@@ -16,15 +16,25 @@ import kvweb.labs  # noqa: E402, F401
 from app import i18n  # noqa: E402
 from app.i18n import tr, tr_figure, tr_message  # noqa: E402
 from app.pages.tour import INTRO, STEPS  # noqa: E402
-from app.zh import ZH  # noqa: E402
 from kvweb.exercises import EXERCISES  # noqa: E402
 from kvweb.lab import LABS, param_names  # noqa: E402
 from kvweb.reproduce import INTRO as REPORT_INTRO, reproduce  # noqa: E402
 
 APP = ROOT / "app"
+PO = APP / "locale" / "zh" / "LC_MESSAGES" / "kvweb.po"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Names that read the same in both languages (technical identifiers and units).
 TECHNICAL = re.compile(r"^([a-z0-9_\-]+|[A-Z0-9\-]+|KV/token \(KiB\)|KiB|GB)$")
+
+
+def read_catalog() -> list:
+    from babel.messages.pofile import read_po
+    with PO.open("rb") as f:
+        return [m for m in read_po(f) if m.id]
+
+
+CATALOG = read_catalog()
+ZH = {m.id: m.string for m in CATALOG if not m.context}  # the plain entries, English -> Chinese
 
 
 @pytest.fixture(autouse=True)
@@ -57,12 +67,16 @@ def literal_tr_calls():
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("tr", "tr_figure")
                     and node.args and isinstance(node.args[0], ast.Constant)):
-                yield f"{path.name}:{node.lineno}", node.args[0].value
+                context = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+                yield f"{path.name}:{node.lineno}", node.args[0].value, context
 
 
-@pytest.mark.parametrize("where, text", list(literal_tr_calls()))
-def test_every_app_label_has_chinese(where, text):
-    assert translated(text), f"{where}: {text!r}"
+@pytest.mark.parametrize("where, text, context", list(literal_tr_calls()))
+def test_every_app_label_has_chinese(where, text, context):
+    if context:  # a template of ours, e.g. "{0}: {1}" -> "{0}：{1}"
+        assert tr(text, context) != text, f"{where}: {text!r} ({context})"
+    else:
+        assert translated(text), f"{where}: {text!r}"
 
 
 def test_tour_and_exercises_have_chinese():
@@ -89,6 +103,13 @@ def test_every_section_title_and_paper_quote_is_in_the_table():
 
     for e in EXPERIMENTS:
         assert e.title in ZH and e.paper in ZH and (not e.differs or e.differs in ZH), e.key
+
+
+def test_the_app_reads_every_entry_of_the_catalog():
+    """The compiled catalog the app reads (.mo) holds what the .po says: nothing stale."""
+    assert len(CATALOG) > 700
+    stale = [m.id for m in CATALOG if tr(m.id, m.context) != m.string]
+    assert stale == []
 
 
 def test_technical_terms_keep_their_english_name():
@@ -130,3 +151,9 @@ def test_every_parameter_has_a_chinese_label_beside_its_name():
             assert label.startswith(f"{name} · ") and CJK.search(label), f"{cls.lab_name}.{name}"
     i18n.use("en")
     assert param_label("block_size") == "block_size"
+
+
+def test_every_message_template_and_qualifier_has_chinese():
+    templates = [(t, "message") for _, t in (*i18n._MESSAGES, *i18n._PHRASES)]
+    templates += [(t, "qualifier") for _, t in i18n._QUALIFIERS]
+    assert [t for t, context in templates if not CJK.search(tr(t, context))] == []
