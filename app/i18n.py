@@ -84,6 +84,12 @@ _MESSAGES = [
      r"so nothing is priced as if it ran; ignore_weights=true prices it as a what-if$",
      "{0} does not fit on one {1}: its weights take {2} GB and {3} GB is usable ({4} of {5} GB), "
      "so nothing is priced as if it ran; ignore_weights=true prices it as a what-if"),
+    (r"^(\S+) does not fit on (\d+) x (\S+): its weights take (\S+) GB per GPU and (\S+) GB is usable \((\S+) of "
+     r"(\S+) GB\), so nothing is priced as if it ran; ignore_weights=true prices it as a what-if$",
+     "{0} does not fit on {1} x {2}: its weights take {3} GB per GPU and {4} GB is usable ({5} of {6} GB), "
+     "so nothing is priced as if it ran; ignore_weights=true prices it as a what-if"),
+    (r"^(\S+) cannot be split over (\d+) GPUs: its (\d+) query heads are not a multiple of (\d+), so nothing is priced$",
+     "{0} cannot be split over {1} GPUs: its {2} query heads are not a multiple of {3}, so nothing is priced"),
     (r"^what-if: the weights of (\S+) \((\S+) GB\) are left out of (\S+)'s (\S+) GB; for real it (fits|does not fit)$",
      "what-if: the weights of {0} ({1} GB) are left out of {2}'s {3} GB; for real it {4}"),
 ]

@@ -3,7 +3,10 @@
 Under `panel serve` a run goes to a worker thread, so the server keeps answering; a
 periodic callback shows the lab's progress and the cancel button stops it at the lab's
 next progress report. In the browser (Pyodide) the app already runs in a web worker, so
-the page stays responsive and the run is simply called.
+the page stays responsive and the run is simply called; its own progress reports then draw
+the bar (each change reaches the page at once, while the run goes on). There is no cancel
+there: a click reaches Python only once the run has ended, since the worker's Python cannot
+read a message while it computes (docs/site.md says why).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from kvweb.lab import Cancelled, Lab, ParamError, jsonable
 Finish = Callable[[dict[str, Any] | None, str | None], None]
 IN_BROWSER = sys.platform == "emscripten"
 SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
+REDRAW_S = 0.1  # in the browser, the bar is redrawn at most this often (each redraw is a message)
 CANCELLED = "cancelled"  # the error `finish` gets when the user stopped the run
 
 
@@ -43,6 +47,7 @@ class Runner:
         self._generation = 0
         self._fraction = 0.0
         self._started = 0.0
+        self._drawn = 0.0  # when the browser's bar was last redrawn
         self._ticker: Any = None
         self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
 
@@ -50,12 +55,14 @@ class Runner:
         """Run `lab`; `finish(result, error)` is called under the document lock when it ends."""
         self._generation += 1
         generation = self._generation
+        self._fraction, self._started, self._drawn = 0.0, time.monotonic(), 0.0
         if self._executor is None:
-            finish(*self._call(lab, generation))
+            outcome = self._call(lab, generation)
+            self._hide()
+            finish(*outcome)
             return
         self._finish = finish
         doc = pn.state.curdoc
-        self._fraction, self._started = 0.0, time.monotonic()
         if self._ticker is None:
             self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
         future = self._executor.submit(self._call, lab, generation)
@@ -66,6 +73,9 @@ class Runner:
             if generation != self._generation:
                 raise Cancelled
             self._fraction = fraction
+            if self._executor is None and time.monotonic() - self._drawn >= REDRAW_S:
+                self._drawn = time.monotonic()
+                self._tick()
 
         try:
             return jsonable(lab.run(progress)), None
@@ -96,5 +106,6 @@ class Runner:
 
     def _tick(self) -> None:
         if time.monotonic() - self._started > SHOW_AFTER_S:
-            self.bar.visible = self.cancel.visible = True
+            self.bar.visible = True
+            self.cancel.visible = self._executor is not None
             self.bar.value = int(self._fraction * 1000)

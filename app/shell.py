@@ -1,8 +1,11 @@
 """The app shell: pages and lab navigation, schema-made widgets, URL state, messages, downloads.
 
 The URL always holds the current lab and every parameter (plus `step` for animated
-views), or the page shown (`page=tour|exercises|report`); opening it restores them. With
-neither, the guided tour opens. Text from the URL is only ever shown through
+views, and `tour` for a lab the guided tour opened), or the page shown
+(`page=tour|exercises|report`, with the page's own keys); opening it restores them. With
+neither, the guided tour opens. A lab or page change adds a browser history entry; any other
+change (a widget, a step, the language) replaces the current one, and Back or Forward opens
+the entry's URL. Text from the URL is only ever shown through
 `app.text.plain` (textContent): nothing from a URL is rendered as HTML.
 """
 from __future__ import annotations
@@ -18,14 +21,15 @@ import panel as pn
 
 import app.views  # noqa: F401  (registers every view)
 import kvweb.labs  # noqa: F401  (registers every lab)
-from app import i18n
+from app import i18n, style
 from app.i18n import tr, tr_message
 from app.pages import Page, pages
+from app.pages.tour import STEPS
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
-from app.url import install
+from app.url import History, install
 from app.view import VIEWS, LabView
-from app.widgets import as_text, widgets_for
+from app.widgets import as_text, link_button, widgets_for
 from kvweb.lab import (ADVANCED, DEFAULT_LAB, LABS, PAPER_GPU, Lab, ParamError, flatten, from_query, jsonable, make,
                        shown, to_number, to_query)
 
@@ -40,6 +44,7 @@ FOLDS = ((ADVANCED, "details"), (PAPER_GPU, "assumptions"))  # parameter precede
 
 class Shell:
     def __init__(self) -> None:
+        style.install()  # phones, wrapping, CJK fonts, viewport (app/style.py)
         self.lab: Lab | None = None
         self.result: dict[str, Any] = {}
         self.widgets: dict[str, pn.widgets.Widget] = {}
@@ -48,6 +53,10 @@ class Shell:
         self.page: str | None = None  # the page shown; None while a lab is shown
         self.pages: dict[str, Page] = {}
         self._search = None
+        self._entry: str | None = None  # the lab or page of the browser's current history entry
+        self.history = History()
+        self.tour_step: int | None = None  # the tour step that opened the lab shown
+        self.tour_bar = pn.Row(css_classes=["kv-tour-bar"], visible=False)
         self.nav = pn.widgets.RadioButtonGroup(css_classes=["kv-nav"], button_type="light")
         self.nav.param.watch(self._on_nav, "value")
         self.lab_select = pn.widgets.Select(width=280, css_classes=["kv-lab-select"])
@@ -79,10 +88,11 @@ class Shell:
         self.header = pn.pane.Markdown()
         # The lab area and the page area both stay in the document and are shown in turn:
         # detaching the sidebar's models and attaching them again confuses the front end.
-        self.lab_area = pn.Row(sidebar, self.main, sizing_mode="stretch_width", visible=False)
+        self.lab_area = pn.Column(self.tour_bar, pn.Row(sidebar, self.main, sizing_mode="stretch_width"),
+                                  sizing_mode="stretch_width", visible=False)
         self.page_area = pn.Column(sizing_mode="stretch_width", visible=False)
         self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message),
-                                self.page_area, self.lab_area, sizing_mode="stretch_width")
+                                self.page_area, self.lab_area, self.history.layout, sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
             install()  # before Panel makes a Location that parses the query itself
             pn.state.onload(self._on_load)
@@ -91,9 +101,13 @@ class Shell:
 
     def _on_load(self) -> None:
         """The browser's URL is known only once the page has loaded (in a worker, too)."""
-        location = pn.state.location
-        location.param.watch(lambda event: self.open_query(event.new), "search")
-        self.open_query(location.search)
+        self.history.on_pop(self._on_pop)
+        self.open_query(pn.state.location.search)
+
+    def _on_pop(self, search: str) -> None:
+        """Back or Forward: the browser already shows the entry; the app follows its URL."""
+        self._entry = None  # the next URL written replaces the entry, whatever it shows
+        self.open_query(search)
 
     # -- URL ----------------------------------------------------------------
     def open_query(self, search: str) -> None:
@@ -127,14 +141,25 @@ class Shell:
                 messages.append(f"page: {shown(page)} is not allowed; expected one of {', '.join(pages())}; "
                                 "using the default")
                 page = None
-            self.show_page(page or "tour", messages)
+            self.show_page(page or "tour", messages, query)
             return
         lab, problems = from_query(query)
+        self.tour_step = self._tour_step(query.get("tour"), problems)
         step = to_number(query.get("step", "0"), integer=True)
         if step is None or not 0 <= step <= MAX_STEP:
             problems.append(f"step: {shown(query['step'])} is not allowed; expected a whole number; using 0")
             step = 0
-        self.show(lab, messages + problems, step)
+        self.show(lab, messages + problems, step if "step" in query else None)
+
+    @staticmethod
+    def _tour_step(text: str | None, problems: list[str]) -> int | None:
+        if text is None:
+            return None
+        step = to_number(text, integer=True)
+        if step is None or not 1 <= step <= len(STEPS):
+            problems.append(f"tour: {shown(text)} is not allowed; expected an integer from 1 to {len(STEPS)}; ignored")
+            return None
+        return step
 
     def navigate(self, query: dict[str, str]) -> None:
         """Open a URL query (a lab with parameters, or a page) as if it had been typed."""
@@ -144,21 +169,33 @@ class Shell:
         under_lock(lambda: self.open_query(search))
 
     def _write_url(self) -> None:
+        """Show the state's URL: a new history entry for a new lab or page, else in place."""
         if pn.state.location is None or (self.lab is None and self.page is None):
             return
-        query = {"page": self.page} if self.page else to_query(self.lab)
+        if self.page:
+            query = {"page": self.page, **self.pages[self.page].query()}
+        else:
+            query = to_query(self.lab)
+            if self.tour_step is not None:
+                query["tour"] = str(self.tour_step)
         if i18n.current() != "en":
             query["lang"] = i18n.current()
         if not self.page and self.view is not None and self.view.animated:
             query["step"] = str(self.view.player.value)
         self._search = "?" + urlencode(query)
-        pn.state.location.search = self._search
+        entry = self.page or f"{self.lab.lab_name} {self.tour_step}"
+        self.history.show(self._search, push=self._entry is not None and entry != self._entry)
+        self._entry = entry
 
     # -- pages ---------------------------------------------------------------
-    def show_page(self, name: str, messages: list[str]) -> None:
+    def show_page(self, name: str, messages: list[str], query: dict[str, str] | None = None) -> None:
+        """Show a page; with a URL query, in the state it holds (else as the page was left)."""
         self.page = name
         if name not in self.pages:
             self.pages[name] = pages()[name](self.navigate)
+            self.pages[name].remember = self._write_url
+        if query is not None:
+            messages = messages + self.pages[name].restore(query)
         self._set_nav(name)
         self.page_area.objects = [self.pages[name].layout()]
         self.lab_area.visible, self.page_area.visible = False, True
@@ -180,13 +217,15 @@ class Shell:
             self.navigate({"page": event.new})
 
     # -- lab and parameters -----------------------------------------------
-    def show(self, lab: Lab, messages: list[str], step: int = 0) -> None:
+    def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
+        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
         self.lab = lab
         self.page = None
         if self.lab_select.value != lab.lab_name:
             self.lab_select.param.update(value=lab.lab_name)
         self._set_nav(LABS_NAV)
         self.lab_area.visible, self.page_area.visible = True, False
+        self._show_tour_bar()
         self.summary.object = tr(lab.summary)
         self.widgets = widgets_for(lab)
         for widget in self.widgets.values():
@@ -209,6 +248,21 @@ class Shell:
             self.view_layout = self.view.layout()
             self.main.objects = [self.fit_pane, self.view_layout]
         self.run(messages, step)
+
+    def _show_tour_bar(self) -> None:
+        """From a lab the tour opened: back to the tour, and on to its next step."""
+        step = self.tour_step
+        self.tour_bar.visible = step is not None
+        if step is None:
+            self.tour_bar.objects = []
+            return
+        buttons = [link_button(f"← {tr('Guided tour')}", "kv-tour-back", lambda: self.navigate({"page": "tour"}))]
+        if step < len(STEPS):
+            following = STEPS[step]
+            buttons.append(link_button(f"{tr('Next step')}: {step + 1}. {tr(following.title)} →", "kv-tour-next",
+                                       lambda: self.navigate({**following.links[0][1], "tour": str(step + 1)})))
+        self.tour_bar.objects = [pn.pane.Markdown(f"**{tr('Guided tour')} {step}/{len(STEPS)}:** "
+                                                  f"{tr(STEPS[step - 1].title)}"), *buttons]
 
     def _set_lang(self, lang: str) -> None:
         """Labels are made in the session's language: a switch rebuilds them and the views."""
@@ -236,6 +290,7 @@ class Shell:
         # Only a person's choice counts: setting the options (first load, language switch)
         # also moves the value, and must not open a lab behind a page.
         if self.page is None and self.lab is not None and event.new != self.lab.lab_name:
+            self.tour_step = None
             self.show(LABS[event.new](), [])
 
     def _on_widget(self, event: Any) -> None:
@@ -248,17 +303,27 @@ class Shell:
             lab = make(type(self.lab), texts)
         except ParamError as err:
             self._say([str(err)])
+            pn.state.execute(self._revert_widgets)
             return
+        if lab.values() == self.lab.values():
+            return  # a widget went back to the lab's value
         self.lab = lab
-        self.run([])
+        self.run([], self.view.player.value if self.view is not None else 0)  # kept where the trace is long enough
+
+    async def _revert_widgets(self) -> None:
+        """Refused input: every box shows the lab's value again. Run as a task, after the
+        change event: a value set while Panel handles that widget's change is not sent back."""
+        for name, widget in self.widgets.items():
+            widget.value = getattr(self.lab, name)
 
     # -- running ------------------------------------------------------------
-    def run(self, messages: list[str], step: int = 0) -> None:
+    def run(self, messages: list[str], step: int | None = 0) -> None:
         assert self.lab is not None
         self.status.text = f"{tr('running')} {self.lab.lab_name}"
         self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
 
-    def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str], step: int) -> None:
+    def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str],
+                     step: int | None) -> None:
         if error == CANCELLED:
             self._say([*messages, tr("run cancelled")])
             self.status.text = tr("ready")
@@ -272,7 +337,7 @@ class Shell:
             self.view_layout.visible = fits
         if self.view is not None and self.result and fits:
             self.view.update(self.lab, self.result)
-            step = min(step, self.view.player.end)
+            step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
             if self.view.player.value == step:
                 self.view.show_step(step)  # same position, new result: draw it
             else:

@@ -15,6 +15,6 @@ def plain(text: str = "", css_class: str = "", color: str = "inherit", mono: boo
     return Div(
         text=text, render_as_text=True, css_classes=[css_class] if css_class else [],
         sizing_mode="stretch_width",
-        styles={"white-space": "pre-wrap", "color": color,
+        styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere", "color": color,
                 "font-family": "monospace" if mono else "inherit", "margin": "2px 0"},
     )

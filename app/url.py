@@ -1,4 +1,5 @@
-"""The browser's address as raw text, for kvweb's own parser (`kvweb.lab.from_query`).
+"""The browser's address: read as raw text for kvweb's own parser (`kvweb.lab.from_query`),
+written into the browser's history by `History`.
 
 Panel's Location parses the query itself whenever `search` changes (`panel.util.parse_query`
 calls int() on anything `str.isdigit()` accepts, so '①' or 5000 digits raise) and, under
@@ -8,7 +9,7 @@ text, and `install` puts one in place before Panel makes its own.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -43,3 +44,44 @@ def install(fields: Mapping[str, Any] | None = None) -> None:
     with edit_readonly(location):
         location.param.update({k: v for k, v in fields.items() if k in location.param and k != "name"})
     pn.state._locations[doc] = location
+
+
+class History:
+    """The browser's history, which Panel's Location leaves alone (it pushes an entry for
+    every change, and never hears Back or Forward).
+
+    `show(search, push)` puts a query in the address bar, as a new entry (a lab or page
+    change) or in place of the current one (a widget, a step, a language); `on_pop(callback)`
+    calls back with the query Back or Forward reached. Two hidden text boxes carry these
+    between Python and the browser (a Bokeh CustomJS on the first does the browser's part), so
+    the static site needs nothing Panel's Pyodide build lacks (ReactiveHTML needs nh3).
+    """
+
+    def __init__(self) -> None:
+        self.entry = pn.widgets.TextInput(css_classes=["kv-history"])  # "push ?query" or "replace ?query"
+        self.popped = pn.widgets.TextInput()  # "N ?query": the Nth Back or Forward, and where it went
+        self.entry.jscallback(args={"popped": self.popped}, value=_SHOW)
+        self.layout = pn.Row(self.entry, self.popped, visible=False)
+
+    def show(self, search: str, push: bool) -> None:
+        self.entry.value = f"{'push' if push else 'replace'} {search}"
+
+    def on_pop(self, callback: Callable[[str], None]) -> None:
+        self.popped.param.watch(lambda event: callback(event.new.partition(" ")[2]), "value")
+
+
+# The browser's part. The popstate listener is added with the first entry written after the
+# page loaded: only entries this page pushed can bring Back or Forward into it. (The first
+# URL, written before a static page renders, is put in the address bar by static/handler.js.)
+_SHOW = """
+const [mode, search] = cb_obj.value.split(" ")
+if (!window.kvwebPopstate) {
+  window.kvwebPops = 0
+  window.kvwebPopstate = () => { window.kvwebPops += 1; popped.value = `${window.kvwebPops} ${window.location.search}` }
+  window.addEventListener("popstate", window.kvwebPopstate)
+}
+if (!search || search === window.location.search) return
+const url = window.location.pathname + search + window.location.hash
+if (mode === "push") window.history.pushState(null, "", url)
+else window.history.replaceState(null, "", url)
+"""

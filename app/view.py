@@ -1,16 +1,19 @@
 """The view contract: how a lab's result becomes Bokeh figures.
 
 A view builds its figures and ColumnDataSources once, then `update` replaces their data
-from a new result. Animated views get a player (play / pause / step / scrubber) and
-implement `show_step`; the shell keeps the player's position in the URL (`step=`).
-Views never compute: everything they draw is in the lab's result.
+from a new result. Animated views get a `StepPlayer` and implement `show_step`; the shell
+keeps the player's position in the URL (`step=`). Views never compute: everything they draw
+is in the lab's result.
 """
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 import panel as pn
+import param
+from panel.reactive import ReactiveHTML
 
+from app.i18n import tr
 from kvweb.lab import Lab
 
 VIEWS: dict[str, type[LabView]] = {}
@@ -19,6 +22,106 @@ VIEWS: dict[str, type[LabView]] = {}
 def columns(*names: str) -> dict[str, list]:
     """Empty ColumnDataSource data with these columns."""
     return {n: [] for n in names}
+
+
+def player_labels() -> dict[str, str]:
+    """The player's words in the session's language: each button's label and tooltip, and the
+    readout's template ({k}: the step shown, the one `step=` in the URL holds; {n}: the last)."""
+    return {
+        "first": tr("|< first"), "first_tip": tr("go to the first step"),
+        "previous": tr("< back"), "previous_tip": tr("one step back (left arrow)"),
+        "play": tr("play >"), "play_tip": tr("play the steps in order (space)"),
+        "pause": tr("pause ||"), "pause_tip": tr("stop playing (space)"),
+        "next": tr("next >"), "next_tip": tr("one step forward (right arrow)"),
+        "last": tr("last >|"), "last_tip": tr("go to the last step"),
+        "scrub_tip": tr("drag to any step"), "readout": tr("step {k} of {n}"),
+    }
+
+
+class StepPlayer(ReactiveHTML):
+    """Play / pause / step / scrub through a trace, in the browser (no round trip per frame).
+
+    Labelled buttons with tooltips, a "step k of N" readout of `value` (the number the URL's
+    `step=` holds), and the keys left / right (one step) and space (play / pause) anywhere on
+    the page except in a text box or on a slider. Playing stops at the last step.
+    """
+
+    # No string parameter may reach the browser: Panel cleans each with nh3, a compiled
+    # package the static site (Pyodide) cannot carry. `name` is the only one; keep it home.
+    name = param.String(default="step", precedence=-1)
+    value = param.Integer(default=0, doc="the step shown")
+    start = param.Integer(default=0)
+    end = param.Integer(default=0, doc="the last step")
+    interval = param.Integer(default=600, doc="milliseconds per step while playing")
+    playing = param.Boolean(default=False)
+    labels = param.Dict(default={}, doc="player_labels() of the session")
+
+    _template = """
+<div id="bar" style="display: flex; flex-wrap: wrap; align-items: center; gap: 4px; font: 13px sans-serif">
+  <button id="first" class="first" onclick="${script('first')}"></button>
+  <button id="previous" class="previous" onclick="${script('previous')}"></button>
+  <button id="play" class="play" onclick="${script('play')}"></button>
+  <button id="pause" class="pause" onclick="${script('pause')}"></button>
+  <button id="next" class="next" onclick="${script('next')}"></button>
+  <button id="last" class="last" onclick="${script('last')}"></button>
+  <input id="scrub" class="scrubber" type="range" style="flex: 1 1 120px; min-width: 100px" oninput="${script('scrub')}"></input>
+  <span id="readout" class="kv-step-readout" aria-live="polite" style="white-space: nowrap; font-weight: bold"></span>
+</div>"""
+    _scripts = {
+        "render": """
+            const L = data.labels
+            for (const [id, el] of [["first", first], ["previous", previous], ["play", play], ["pause", pause],
+                                    ["next", next], ["last", last]]) {
+              el.textContent = L[id]
+              el.title = L[id + "_tip"]
+              el.setAttribute("aria-label", L[id + "_tip"])
+            }
+            scrub.title = L.scrub_tip
+            state.go = (v) => { data.value = Math.max(data.start, Math.min(data.end, v)) }
+            state.key = (e) => {
+              if (!view.el.isConnected || view.el.getClientRects().length === 0) return
+              if (e.ctrlKey || e.metaKey || e.altKey) return
+              const t = e.composedPath()[0]
+              const tag = t && t.tagName ? t.tagName : ""
+              if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(tag)
+                        || (t.getAttribute && t.getAttribute("role") === "slider"))) return
+              if (e.key === "ArrowLeft") { data.playing = false; state.go(data.value - 1) }
+              else if (e.key === "ArrowRight") { data.playing = false; state.go(data.value + 1) }
+              else if (e.key === " " && tag !== "BUTTON") { if (data.playing) self.pause(); else self.play() }
+              else return
+              e.preventDefault()
+            }
+            document.addEventListener("keydown", state.key)
+            self.show()
+        """,
+        "show": """
+            scrub.min = data.start
+            scrub.max = data.end
+            scrub.value = data.value
+            readout.textContent = data.labels.readout.replace("{k}", data.value).replace("{n}", data.end)
+            play.setAttribute("aria-pressed", String(data.playing))
+            play.style.fontWeight = data.playing ? "bold" : ""
+        """,
+        "value": "self.show()",
+        "end": "self.show()",
+        "start": "self.show()",
+        "playing": """
+            clearInterval(state.timer)
+            if (data.playing) state.timer = setInterval(() => {
+              if (data.value >= data.end) data.playing = false
+              else data.value = data.value + 1
+            }, data.interval)
+            self.show()
+        """,
+        "first": "data.playing = false; state.go(data.start); first.blur()",
+        "previous": "data.playing = false; state.go(data.value - 1); previous.blur()",
+        "next": "data.playing = false; state.go(data.value + 1); next.blur()",
+        "last": "data.playing = false; state.go(data.end); last.blur()",
+        "play": "if (data.value >= data.end) data.value = data.start; data.playing = true; play.blur()",
+        "pause": "data.playing = false; pause.blur()",
+        "scrub": "data.playing = false; state.go(parseInt(scrub.value))",
+        "remove": 'clearInterval(state.timer); document.removeEventListener("keydown", state.key)',
+    }
 
 
 class LabView:
@@ -31,11 +134,8 @@ class LabView:
             VIEWS[name] = cls
 
     def __init__(self) -> None:
-        self.player = pn.widgets.Player(
-            name="step", start=0, end=0, value=0, interval=600, loop_policy="once",
-            show_loop_controls=False, width=420, visible=self.animated,
-            css_classes=["kv-player"],
-        )
+        self.player = StepPlayer(labels=player_labels(), visible=self.animated, css_classes=["kv-player"],
+                                 sizing_mode="stretch_width", min_height=36, margin=(5, 10))
         self.player.param.watch(lambda event: self.show_step(event.new), "value")
 
     def layout(self) -> pn.viewable.Viewable:

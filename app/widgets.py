@@ -1,7 +1,9 @@
 """Widgets made from a lab's parameter schema: the app's face of the one schema.
 
 Widget values go back through `kvweb.lab.make` as text, so the app validates exactly
-like the CLI and the URL do.
+like the CLI and the URL do. Number boxes carry no bounds of their own: a value typed out of
+range reaches the lab's validation, whose message the shell shows (the browser would
+otherwise clamp it, or keep showing it while ignoring it).
 """
 from __future__ import annotations
 
@@ -40,10 +42,10 @@ def _kind(p: param.Parameter) -> tuple[type[pn.widgets.Widget], dict[str, Any]]:
         return pn.widgets.Checkbox, {}
     if isinstance(p, param.Integer):
         lo, hi = p.bounds
-        return (pn.widgets.IntSlider if hi - lo <= SLIDER_SPAN else pn.widgets.IntInput), {"start": lo, "end": hi}
+        return (pn.widgets.IntSlider, {"start": lo, "end": hi}) if hi - lo <= SLIDER_SPAN else (pn.widgets.IntInput, {})
     if isinstance(p, param.Number):
         lo, hi = p.bounds
-        return pn.widgets.FloatInput, {"start": lo, "end": hi, "step": (hi - lo) / 100}
+        return pn.widgets.FloatInput, {"step": (hi - lo) / 100}
     if isinstance(p, Text):
         return pn.widgets.TextInput, {"max_length": p.max_length}
     raise TypeError(f"no widget for parameter {p.name} of type {type(p).__name__}")

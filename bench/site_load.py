@@ -1,13 +1,25 @@
-"""Cold load of the static site (build/site/) to interactive, in headless Chromium.
+"""The static site's speed goals (issue 12), measured in one run in headless Chromium.
 
-Each run starts a new Chromium with a fresh profile (empty HTTP and code caches), serves
-build/site on 127.0.0.1, opens it, and waits until Python in the worker has drawn the app
-(`body[data-kvweb-ready]`, the time in ms since navigation started). On the roofline lab
-it then changes the GPU and times the round trip through the worker to a redrawn figure.
-Bytes are counted by the server. Figures are recorded in docs/site.md.
+Each cold load starts a new Chromium with a fresh profile (empty HTTP and code caches) and
+serves build/site on 127.0.0.1 (bytes counted by the server). One run measures:
 
-    .venv/bin/python bench/site_load.py [--runs 5] [--query '?lab=roofline'] [--json]
-    .venv/bin/python bench/site_load.py --query ''      # the landing page
+- first paint: from navigation to the start page's tour text and buttons being visible (the
+  text the page carries before Python starts, or the live tour once Python has drawn it);
+- cold load to interactive: until Python in the worker has drawn the app
+  (`body[data-kvweb-ready]`, ms since navigation);
+- every widget change of every lab at its defaults: each lab is opened at its defaults, and
+  each of its visible widgets is changed once (a select to its next option, a whole number or
+  slider one step, a decimal 10 % up, a checkbox toggled; text boxes are left alone), timed from the change to
+  the worker being idle again with nothing queued (every patch of the redraw sent) and the
+  next animation frame drawn; then the widget is set back (not timed);
+- the report page: from navigation to `ready` with its charts drawn (a fresh browser).
+
+Goals: first paint 1.5 s, interactive 3 s, each widget change 1 s, report 8 s. Figures are
+recorded in docs/site.md.
+
+    .venv/bin/python bench/site_load.py                 # everything, printed as a table
+    .venv/bin/python bench/site_load.py --labs engine   # widget changes of some labs only
+    .venv/bin/python bench/site_load.py --runs 3 --skip-report --json
 """
 from __future__ import annotations
 
@@ -18,23 +30,37 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+import param
+from playwright.sync_api import Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "e2e"))
+import kvweb.labs  # noqa: E402,F401  (registers every lab)
 from conftest import CHROMIUM, CHROMIUM_ARGS, plain_text  # noqa: E402
+from kvweb.lab import LABS, Text, param_names  # noqa: E402
 from site_server import SiteServer  # noqa: E402
 
+GOALS_S = {"first paint": 1.5, "interactive": 3.0, "widget change": 1.0, "report": 8.0}
+TOUR_VISIBLE = """() => [...document.querySelectorAll('#kv-early-tour, .kv-tour')]
+    .some(el => el.offsetParent !== null && el.textContent.trim().length > 0)
+    || [...document.querySelectorAll('*')].some(el => el.shadowRoot && el.shadowRoot.querySelector('.kv-tour'))"""
+# The worker has answered every change (handler.js: busy until "idle", queue of later ones).
+SETTLED = "() => window.kvwebWorker && !window.kvwebWorker.busy && window.kvwebWorker.queue.length === 0"
 
-def one_run(pw, server: SiteServer, query: str) -> dict:  # noqa: ANN001
+
+@contextmanager
+def fresh_page(pw, server: SiteServer):  # noqa: ANN001
+    """A new Chromium with an empty profile; requests beyond the server are refused and fail the run."""
     server.reset()
     external: list[str] = []
     with tempfile.TemporaryDirectory() as profile:
         context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                                        viewport={"width": 1400, "height": 1000})
+                                                        viewport={"width": 1440, "height": 900})
 
         def route(r):  # noqa: ANN001
             if r.request.url.startswith(server.url):
@@ -44,54 +70,156 @@ def one_run(pw, server: SiteServer, query: str) -> dict:  # noqa: ANN001
                 r.abort()
 
         context.route("**/*", route)
-        page = context.new_page()
-        page.goto(server.url + query, wait_until="commit")
-        page.wait_for_function("() => document.body && (document.body.dataset.kvwebReady || document.body.dataset.kvwebError)",
-                               timeout=120_000, polling=50)
-        if page.evaluate("() => document.body.dataset.kvwebError"):
-            raise SystemExit("the site failed to start: " + page.inner_text("#kv-loading"))
-        ready_ms = int(page.evaluate("() => document.body.dataset.kvwebReady"))
-        timings = page.evaluate("() => window.kvwebTimings")
-        load_bytes = sum(server.fetched.values())
-        round_trip_ms = None
-        if page.locator(".kv-param-gpu select").count():  # the roofline lab is shown
-            started = time.perf_counter()
-            page.locator(".kv-param-gpu select").select_option("A100-80GB")
-            plain_text(page, "kv-roofline-numbers").filter(has_text="5.591e+04").wait_for(timeout=60_000)
-            round_trip_ms = round((time.perf_counter() - started) * 1000)
-        context.close()
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
     if external:
         raise SystemExit(f"requests beyond 127.0.0.1: {external}")
-    return {"ready_ms": ready_ms, "bytes": load_bytes, "files": len(server.fetched),
-            "round_trip_ms": round_trip_ms, "worker_phases": timings}
+
+
+def wait_live(page: Page) -> int:
+    page.wait_for_function("() => document.body && (document.body.dataset.kvwebReady || document.body.dataset.kvwebError)",
+                           timeout=120_000, polling=20)
+    if page.evaluate("() => document.body.dataset.kvwebError"):
+        raise SystemExit("the site failed to start: " + page.inner_text("#kv-loading"))
+    return int(page.evaluate("() => document.body.dataset.kvwebReady"))
+
+
+def cold_load(pw, server: SiteServer) -> dict:  # noqa: ANN001
+    """First paint of the start page and cold load to interactive, in one fresh browser."""
+    with fresh_page(pw, server) as page:
+        page.goto(server.url, wait_until="commit")
+        page.wait_for_function(TOUR_VISIBLE, timeout=120_000, polling=20)
+        first_paint_ms = round(page.evaluate("() => performance.now()"))
+        ready_ms = wait_live(page)
+        timings = page.evaluate("() => window.kvwebTimings")
+    return {"first_paint_ms": first_paint_ms, "ready_ms": ready_ms, "bytes": sum(server.fetched.values()),
+            "files": len(server.fetched), "worker_phases": timings}
+
+
+def changed(p: param.Parameter, value: object) -> object | None:
+    """A small change a learner would make to `value` (None: not changed by the benchmark)."""
+    if isinstance(p, Text):
+        return None
+    if isinstance(p, param.Selector):
+        objects = list(p.objects)
+        return objects[(objects.index(value) + 1) % len(objects)] if len(objects) > 1 else None
+    if isinstance(p, param.Boolean):
+        return not value
+    lo, hi = p.bounds
+    if isinstance(p, param.Integer):
+        return value + 1 if value + 1 <= hi else value - 1
+    new = round(value * 1.1, 6) if value else round(lo + (hi - lo) / 100, 6)  # 10 % more, or a first step up
+    return new if new <= hi else round(value * 0.9, 6)
+
+
+def set_widget(page: Page, lab: str, name: str, p: param.Parameter, value: object) -> None:
+    box = page.locator(f".kv-param-{name}").first
+    if isinstance(p, param.Selector):
+        box.locator("select").select_option(str(value))
+    elif isinstance(p, param.Boolean):
+        box.locator("input").click()
+    elif box.locator(".noUi-handle").count():  # a slider moves one step per key, as a person moves it
+        handle = box.locator(".noUi-handle").first
+        now = float(handle.get_attribute("aria-valuenow"))
+        handle.focus()
+        handle.press("ArrowRight" if value > now else "ArrowLeft")
+    else:
+        field = box.locator("input").first
+        field.fill(str(value))
+        field.press("Enter")
+
+
+def settle(page: Page) -> None:
+    page.wait_for_function(SETTLED, timeout=120_000, polling=10)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def widget_changes(page: Page, server: SiteServer, labs: list[str]) -> list[dict]:
+    """Each visible widget of each lab, changed once from the lab's defaults (one page, warm)."""
+    rows = []
+    for lab_name in labs:
+        page.goto(f"{server.url}?lab={lab_name}")
+        wait_live(page)
+        settle(page)
+        lab = LABS[lab_name]()
+        for name in param_names(type(lab)):
+            p, value = lab.param[name], getattr(lab, name)
+            new = changed(p, value)
+            box = page.locator(f".kv-param-{name}").first
+            if new is None or not box.count() or not box.is_visible():
+                continue
+            started = time.perf_counter()
+            set_widget(page, lab_name, name, p, new)
+            page.wait_for_timeout(30)  # the change reaches the worker (busy) before idle is awaited
+            settle(page)
+            ms = round((time.perf_counter() - started) * 1000)
+            rows.append({"lab": lab_name, "widget": name, "to": new, "ms": ms})
+            print(f"  {lab_name:18} {name:16} -> {str(new)[:14]:14} {ms:6d} ms", flush=True)
+            set_widget(page, lab_name, name, p, value)
+            page.wait_for_timeout(30)
+            settle(page)
+    return rows
+
+
+def report_page(pw, server: SiteServer) -> int:  # noqa: ANN001
+    with fresh_page(pw, server) as page:
+        page.goto(f"{server.url}?page=report", wait_until="commit")
+        plain_text(page, "kv-report-status").filter(has_text="ready").wait_for(timeout=300_000)
+        page.locator(".kv-report svg").first.wait_for(timeout=60_000)
+        return round(page.evaluate("() => performance.now()"))
+
+
+def table(rows: list[tuple[str, str, str, str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join([lines[0], "-+-".join("-" * w for w in widths), *lines[1:]])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--query", default="?lab=roofline")
-    parser.add_argument("--json", action="store_true", help="print every run as JSON")
+    parser.add_argument("--runs", type=int, default=3, help="cold loads (first paint, interactive)")
+    parser.add_argument("--labs", nargs="*", default=sorted(LABS), help="labs whose widget changes are timed")
+    parser.add_argument("--skip-report", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print every measurement as JSON")
     args = parser.parse_args()
     site = ROOT / "build" / "site"
     if not (site / "index.html").exists():
         raise SystemExit("build/site is missing: run scripts/build-site.sh first")
-    runs = []
     with SiteServer(site) as server, sync_playwright() as pw:
+        loads = []
         for i in range(args.runs):
-            runs.append(one_run(pw, server, args.query))
-            r = runs[-1]
-            phases = "  ".join(f"{msg} @{ms}" for msg, ms in r["worker_phases"])
-            print(f"run {i + 1}: interactive {r['ready_ms'] / 1000:.2f} s, {r['bytes'] / 1e6:.1f} MB in {r['files']} files, "
-                  f"GPU change {r['round_trip_ms']} ms | worker ms: {phases}", flush=True)
-    ready = statistics.median(r["ready_ms"] for r in runs) / 1000
-    trips = [r["round_trip_ms"] for r in runs if r["round_trip_ms"] is not None]
-    trip = f"{statistics.median(trips):.0f} ms" if trips else "not measured (no roofline lab on this page)"
-    print(f"median of {len(runs)}: cold load to interactive {ready:.2f} s "
-          f"(min {min(r['ready_ms'] for r in runs) / 1000:.2f}, max {max(r['ready_ms'] for r in runs) / 1000:.2f}), "
-          f"{statistics.median(r['bytes'] for r in runs) / 1e6:.1f} MB fetched, widget round trip {trip}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            loads.append(cold_load(pw, server))
+            r = loads[-1]
+            print(f"cold load {i + 1}: first paint {r['first_paint_ms']} ms, interactive {r['ready_ms']} ms, "
+                  f"{r['bytes'] / 1e6:.1f} MB in {r['files']} files", flush=True)
+        with fresh_page(pw, server) as page:
+            changes = widget_changes(page, server, args.labs)
+        report_ms = None if args.skip_report else report_page(pw, server)
+    first = statistics.median(r["first_paint_ms"] for r in loads) / 1000
+    ready = statistics.median(r["ready_ms"] for r in loads) / 1000
+    slowest = max(changes, key=lambda c: c["ms"]) if changes else None
+    over = [c for c in changes if c["ms"] > GOALS_S["widget change"] * 1000]
+    rows = [("goal", "target", "measured", "met"),
+            ("first paint of the start page", "1.5 s", f"{first:.2f} s (median of {len(loads)})",
+             "yes" if first <= GOALS_S["first paint"] else "no"),
+            ("cold load to interactive", "3 s", f"{ready:.2f} s (median of {len(loads)})",
+             "yes" if ready <= GOALS_S["interactive"] else "no")]
+    if slowest:
+        rows.append(("every widget change redrawn", "1 s",
+                     f"{len(changes)} changes, median {statistics.median(c['ms'] for c in changes)} ms, slowest "
+                     f"{slowest['ms']} ms ({slowest['lab']} {slowest['widget']})", f"{len(changes) - len(over)}/{len(changes)}"))
+    if report_ms is not None:
+        rows.append(("report page fully drawn", "8 s", f"{report_ms / 1000:.1f} s",
+                     "yes" if report_ms <= GOALS_S["report"] * 1000 else "no"))
+    print()
+    print(table(rows))
+    for c in over:
+        print(f"  over 1 s: {c['lab']} {c['widget']} -> {c['to']}: {c['ms']} ms")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
-        print(json.dumps(runs, indent=1))
+        print(json.dumps({"loads": loads, "changes": changes, "report_ms": report_ms}, indent=1))
 
 
 if __name__ == "__main__":

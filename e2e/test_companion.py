@@ -35,7 +35,7 @@ def test_start_page_is_the_tour_and_every_step_opens_its_lab(page, served_app, g
             assert button.inner_text().strip() == label
             button.click()
             canonical = to_query(from_query(expected)[0])  # e.g. rate=10 is written back as 10.0
-            wait_query(page, **{k: canonical[k] for k in expected})
+            wait_query(page, **{k: canonical.get(k, v) for k, v in expected.items()}, tour=str(i + 1))
             wait_ready(page)
             assert page.locator(".kv-lab-select select").input_value() == LABS[expected["lab"]].title
             assert "page" not in query(page)
@@ -94,6 +94,8 @@ def test_report_page_renders_with_charts_and_paper_figures(page, served_app):
 
 def test_exercise_answer_recomputes_and_its_share_url_opens_the_lab(page, served_app):
     page.goto(f"{served_app}?page=exercises")
+    for key in ("parallel-blocks", "swap-recompute"):  # answers show once asked for
+        page.locator(f".kv-ex-reveal-{key} button").click()
     answer = plain_text(page, "kv-ex-answer-parallel-blocks")
     answer.filter(has_text="10 / 10").wait_for(timeout=60_000)  # measured / by block arithmetic
     card = page.locator(".kv-ex-swap-recompute")

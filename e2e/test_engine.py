@@ -1,5 +1,6 @@
 """The served app end to end on the engine lab: the memory maps animate, and choosing
 another memory manager redraws the chart."""
+import json
 from urllib.parse import parse_qs
 
 from conftest import plain_text, wait_ready
@@ -21,30 +22,76 @@ def test_memory_maps_animate(page, served_app, guard):
     wait_ready(page)
     assert query(page)["step"] == "10"
     step_text = plain_text(page, "kv-engine-step")
-    assert "frame 11/" in step_text.inner_text()
+    at_10 = step_text.inner_text()
+    assert at_10.startswith("t = ")
     before = cells(page, "left")
     assert len(before["color"]) == 748  # 11969 tokens / 16 = 748 blocks, one cell each
     page.locator(".kv-player button.next").click()
-    step_text.filter(has_text="frame 12/").wait_for()
     page.wait_for_function("() => location.search.includes('step=11')")
+    step_text.filter(has_not_text=at_10.splitlines()[0]).wait_for()
     page.locator(".kv-player button.play").click()
     page.wait_for_function("() => !location.search.includes('step=11') && /step=\\d+/.test(location.search)")
-    page.locator(".kv-player button.pause").click()
-    assert cells(page, "left") != before
+    # both runs share one clock, so a step may change only the other map: wait for this one
+    page.wait_for_function("(before) => JSON.stringify(Array.from(Bokeh.documents[0]"
+                           ".get_model_by_name('engine-left-cells').data.color)) !== before",
+                           arg=json.dumps(before["color"], separators=(",", ":")))
     assert guard.errors == []
+
+
+def test_the_engine_opens_on_a_preemption(page, served_app, guard):
+    """The default run (scenario A, 1000 requests) opens where paged memory preempts: the map's
+    sources hold the victims' cells, outlined as freed, and the event marks count them."""
+    page.goto(f"{served_app}?lab=engine")
+    wait_ready(page)
+    step = int(query(page)["step"])
+    assert step > 0
+    marks = page.evaluate(CELLS, "engine-left-marks")
+    assert "#d62728" in list(marks["color"])  # cells a preemption freed since the frame before
+    freed = [s for s in page.evaluate(CELLS, "engine-left-cells")["state"] if s]
+    assert len(freed) == list(marks["color"]).count("#d62728")
+    assert "preempted" in plain_text(page, "kv-engine-step").inner_text().splitlines()[1]
+    events = page.evaluate(CELLS, "engine-events-0")
+    assert sum(n for n, k in zip(events["count"], events["kind"]) if k.startswith("preempted")) == \
+        int(figure_rows(page)["preemptions"][0])  # every preemption is marked
+    assert guard.errors == []
+
+
+def figure_rows(page) -> dict:
+    data = page.evaluate(CELLS, "engine-figures")
+    return {label: [data["run0"][i], data["run1"][i]] for i, label in enumerate(data["figure"])}
+
+
+def test_the_chinese_figures_table_lines_up(page, served_app):
+    """A table of cells: every value of a column starts at the same x, whatever the width of
+    the Chinese labels beside it."""
+    page.goto(f"{served_app}?lab=engine&requests=80&rate=5&lang=zh")
+    wait_ready(page)
+    lefts = page.evaluate("""() => {
+        const out = {};
+        const walk = (root) => root.querySelectorAll('*').forEach((el) => {
+            if (el.shadowRoot) walk(el.shadowRoot);
+            const m = /\\bl(\\d)\\b/.exec(el.className || '');
+            if (el.classList && el.classList.contains('slick-cell') && m)
+                (out[m[1]] = out[m[1]] || []).push(Math.round(el.getBoundingClientRect().left));
+        });
+        walk(document);
+        return out;
+    }""")
+    assert sorted(lefts) == ["0", "1", "2"]
+    assert all(len(xs) == 13 and len(set(xs)) == 1 for xs in lefts.values())
+    assert lefts["0"][0] < lefts["1"][0] < lefts["2"][0]
 
 
 def test_another_memory_manager_changes_the_chart(page, served_app):
     page.goto(f"{served_app}?lab=engine&requests=80&rate=5&compare=none&step=20")
     wait_ready(page)
-    summary = plain_text(page, "kv-engine-summary")
-    assert "paged" in summary.inner_text()
+    assert figure_rows(page)["finished / rejected"][0] == "80 / 0"
     paged = cells(page, "left")
     assert paged["hatch"].count("/") < len(paged["hatch"]) // 20  # paged: blocks hold KV once taken
     page.locator(".kv-param-memory select").select_option("max")
     page.wait_for_function("() => location.search.includes('memory=max')")
     wait_ready(page)
-    summary.filter(has_text="max").wait_for()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('engine-left-cells').data.hatch.includes('/')")
     reserved = cells(page, "left")
     assert reserved != paged
     held = [h for c, h in zip(reserved["color"], reserved["hatch"]) if c != "#ffffff"]

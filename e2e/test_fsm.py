@@ -17,8 +17,33 @@ def states_drawn(page) -> int:
     return page.evaluate("() => Bokeh.documents[0].get_model_by_name('fsm-states').data.x.length")
 
 
+def outputs_drawn(page) -> list[str]:
+    """The constrained outputs in the results table's source."""
+    return page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('fsm-outputs').data.output)")
+
+
 def query(page):
     return {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
+
+
+def test_opens_on_a_jump_edge_and_the_graph_fits(page, served_app):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{served_app}?lab=fsm&samples=1")
+    wait_ready(page)
+    assert query(page)["step"] == "0"
+    assert plain_text(page, "kv-fsm-step").inner_text().startswith("step 1/22: state 0 -> 8; jump edge: 'name is '")
+    walked = page.evaluate("() => Bokeh.documents[0].get_model_by_name('fsm-active').data.x0.length")
+    assert walked == 8  # the jump edge's chain, drawn lit: n a m e ␣ i s ␣
+    fits = page.evaluate("""() => {
+        const doc = Bokeh.documents[0], s = doc.get_model_by_name('fsm-states').data;
+        const plot = [...doc.all_models].find(m => m.renderers && m.renderers.some(
+            r => r.data_source && r.data_source.name === 'fsm-states'));
+        const xs = Array.from(s.x), ys = Array.from(s.y);
+        return xs.every(x => x > plot.x_range.start && x < plot.x_range.end)
+            && ys.every(y => y > plot.y_range.start && y < plot.y_range.end);
+    }""")
+    assert fits  # every state inside the figure's ranges: nothing clipped
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_typing_a_pattern_redraws_the_graph(page, served_app):
@@ -33,8 +58,8 @@ def test_typing_a_pattern_redraws_the_graph(page, served_app):
     # start, after y, after ye, after n, accepted: 5 states, two chains ("es", "o")
     assert states_drawn(page) == 5 and "2 jump edges" in summary.inner_text()
     page.wait_for_function("() => location.search.includes('pattern=%28yes%7Cno%29')")
-    outputs = plain_text(page, "kv-fsm-outputs").inner_text()
-    assert "  yes" in outputs or "  no" in outputs
+    outputs = outputs_drawn(page)
+    assert outputs in (["yes"], ["no"])
 
 
 def test_bad_pattern_names_the_position_and_keeps_the_graph(page, served_app):
@@ -54,7 +79,7 @@ def test_hostile_pattern_text_executes_nothing(page, served_app, guard):
     wait_ready(page)
     shown = plain_text(page, "kv-fsm-pattern")
     assert hostile in shown.inner_text()
-    assert "<img src=x onerror=alert1>" in plain_text(page, "kv-fsm-outputs").inner_text()
+    assert "<img src=x onerror=alert1>" in " ".join(page.locator(".kv-fsm-outputs .slick-cell").all_inner_texts())
     assert query(page)["pattern"] == hostile
     type_pattern(page, "<script>alert(2)</script>")
     shown.filter(has_text="<script>alert(2)</script>").wait_for()

@@ -19,24 +19,33 @@ def query(page):
     return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
 
 
-def test_the_tree_animates_request_by_request(page, served_app):
+def test_the_tree_opens_on_a_split_and_shows_the_eviction(page, served_app):
+    page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{served_app}?lab=radix-demo")
     wait_ready(page)
+    # no step in the URL: the lab opens on request 1 matching, where the system prompt's edge splits
+    page.wait_for_function("() => location.search.includes('step=2')")
     step = plain_text(page, "kv-radix-step")
-    assert step.inner_text().startswith("request 0 (a new question) - running")
-    assert model_data(page, "radix-nodes")["size"] == []  # nothing cached before the first request
+    assert step.inner_text().startswith("request 1 (a new question) - running")
+    assert sorted(model_data(page, "radix-nodes")["size"]) == [0, 34, 47]  # root, system + "Wh", the rest
+    edges = model_data(page, "radix-edges")
+    assert model_data(page, "radix-splits")["id"] == [edges["id"][edges["hit"].index(47)]]  # the split node
+    assert [h for h in edges["hit"] if h] == [47]  # read from the cache, locked
+    assert model_data(page, "radix-suffix")["text"] == ["y cache the KV?"]  # being computed
     assert "identical to from-scratch runs: True" in plain_text(page, "kv-radix-summary").inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     page.locator(".kv-player button.play").click()
-    step.filter(has_text="request 1 (a new question) - done").wait_for(timeout=30_000)
-    # after request 1: [system + "Wh"] split into the first conversation and the second question
-    assert sorted(model_data(page, "radix-nodes")["size"]) == [30, 34, 47]
+    step.filter(has_text="request 4 (a new question) - running").wait_for(timeout=30_000)
+    ghosts = model_data(page, "radix-ghosts")  # request 1's leaf, evicted for request 4's slots
+    assert ghosts["size"] == [30] and ghosts["text"][0].startswith("y␣cache␣the␣KV?")
     step.filter(has_text="request 4 (a new question) - done").wait_for(timeout=30_000)
     page.wait_for_function("() => location.search.includes('step=9')")
+    assert model_data(page, "radix-ghosts")["size"] == []  # a ghost stays for its step only
     nodes = model_data(page, "radix-nodes")
-    # the second question's leaf evicted; the splits made at matches stay (7 edges, 164 tokens)
-    assert sorted(nodes["size"]) == [2, 8, 20, 26, 30, 33, 45]
-    path = model_data(page, "radix-path")
-    assert sum(r - l for r, l in zip(path["right"], path["left"])) == 60 + 16 - 1  # the whole request
+    # the splits made at matches stay (7 edges, 164 tokens, and the root)
+    assert sorted(nodes["size"]) == [0, 2, 8, 20, 26, 30, 33, 45]
+    assert sum(model_data(page, "radix-edges")["path"]) == 60 + 16 - 1  # the whole request
+    assert model_data(page, "radix-log")["evicted"] == [0, 0, 0, 0, 30]
 
 
 def test_a_shared_url_restores_the_step(page, served_app):
@@ -64,5 +73,7 @@ def test_hostile_questions_stay_text(page, served_app, guard):
     page.goto(f"{served_app}?lab=radix-demo&questions={quote(hostile)}&step=1")
     wait_ready(page)
     assert "<img src=x onerror=alert(1)>" in plain_text(page, "kv-radix-texts").inner_text()
+    cells = page.locator(".kv-radix-log .slick-cell").all_inner_texts()
+    assert "<script>alert(2)</script>" in " ".join(cells)  # a table cell, as text
     assert page.evaluate(INJECTED) == []
     assert guard.dialogs == []

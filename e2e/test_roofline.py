@@ -58,7 +58,7 @@ def test_a_model_that_does_not_fit_says_so_and_draws_nothing(page, served_app):
 
 def test_every_lab_that_prices_work_folds_the_same_assumptions(page, served_app):
     names = ["mem_util", "compute_eff", "memory_eff", "step_overhead_ms", "block_overhead_us", "host_link_gb_s",
-             "swap_copies", "ignore_weights"]
+             "swap_copies", "interconnect_gb_s", "allreduce_latency_us", "ignore_weights"]
     for lab in ("roofline", "recovery", "engine", "max-rate", "sweep", "prefill-savings"):
         page.goto(f"{served_app}?lab={lab}&requests=20")
         page.locator(".kv-fold-assumptions").first.wait_for()
@@ -70,3 +70,25 @@ def test_every_lab_that_prices_work_folds_the_same_assumptions(page, served_app)
     page.goto(f"{served_app}?lab=cache-schedule")
     page.locator(".kv-fold-details").first.wait_for()
     assert page.locator(".kv-fold-assumptions").count() == 0
+
+
+def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
+    page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=llama-3.1-70b&batch=64")
+    wait_ready(page)
+    assert "does not fit on one H100-SXM" in plain_text(page, "kv-fit-note").inner_text()
+    page.locator(".kv-param-tp select").select_option("4")
+    page.wait_for_function("() => location.search.includes('tp=4')")
+    wait_ready(page)
+    # (72 GB - 70.55 GB x 2 B / 4) // 81,920 B of 16-bit KV per token on each GPU = 448,288 tokens
+    plain_text(page, "kv-roofline-numbers").filter(has_text="4.483e+05").wait_for()
+    page.locator(".kv-param-weight_precision select").select_option("fp8")
+    page.locator(".kv-param-kv_precision select").select_option("fp8")
+    page.wait_for_function("() => location.search.includes('kv_precision=fp8')")
+    wait_ready(page)
+    # FP8 weights and KV: (72 GB - 17.64 GB) // 40,960 B = 1,327,194 tokens; the all-reduce share shown
+    text = plain_text(page, "kv-roofline-numbers").filter(has_text="1.327e+06")
+    text.wait_for()
+    assert "of which all-reduce (ms)" in text.inner_text() and "19.5" in text.inner_text()
+    page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
+    wait_ready(page)
+    assert "无法分到 8 块 GPU 上" in plain_text(page, "kv-fit-note").inner_text()

@@ -3,7 +3,7 @@ end: it loads from its own files only, passes the served app's roofline checks (
 change, share URL) unchanged, and every lab draws in it (hostile URLs: test_hostile.py)."""
 import test_roofline as served
 from conftest import wait_ready
-from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
+from site_fixtures import SITE, SiteServer, static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import LABS
@@ -13,8 +13,12 @@ def test_loads_from_its_own_files_with_a_progress_screen(page, static_site, site
     page.goto(static_site)
     progress = page.locator("#kv-loading progress")
     assert progress.count() == 1  # the loading state, shown while Pyodide starts
+    # the start page: the tour's text and links are readable before Python is ready
+    early = page.locator("#kv-early-tour")
+    assert early.locator("h3").first.inner_text() == "1. Memory is the bottleneck"
+    assert early.locator("a").first.get_attribute("href").startswith("?lab=roofline")
     wait_live(page)
-    assert page.locator("#kv-loading").count() == 0
+    assert page.locator("#kv-loading").count() == 0 and early.count() == 0
     fetched = site_server.fetched
     for path in ("/pyodide/pyodide.asm.wasm", "/pyodide/python_stdlib.zip", "/pyodide/pyodide-lock.json"):
         assert path in fetched, f"{path} was not fetched from the site"
@@ -42,3 +46,13 @@ def test_every_lab_draws_in_the_site(page, static_site):
         page.wait_for_function("name => new URLSearchParams(location.search).get('lab') === name", arg=name)
         wait_ready(page)
         assert errors == [], f"lab {name}: {errors}"
+
+
+def test_works_from_a_sub_path(page):
+    """Hosted at https://host/kvweb/ (GitHub Pages' project sites): every file is fetched below
+    the sub-path (nothing from the server root, which has none of them) and a lab runs there."""
+    with SiteServer(SITE, prefix="/kvweb/") as server:
+        served.test_loads_and_a_widget_change_updates_figure_and_url(page, server.url)
+        assert server.failed == [], f"files asked for outside the sub-path or missing: {server.failed}"
+        assert "/kvweb/pyodide/pyodide.asm.wasm" in server.fetched
+        assert all(path.startswith("/kvweb/") for path in server.fetched)

@@ -2,8 +2,9 @@
 
 An `Exercise` is data: a question, the lab and parameters it starts from (the app makes a
 share URL of them with `kvweb.lab.to_query`), which of those parameters the reader may
-change, an explanation, and `solve`, which runs the lab (and variants of it) and returns an
-`Answer`: named numbers (for tests) and (label, value) lines (for people).
+change, an explanation, `solve`, which runs the lab (and variants of it) and returns an
+`Answer`: named numbers (for tests) and (label, value) lines (for people), and a `Check`:
+what the reader answers first, and how close counts as right.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import Lab, Progress, jsonable, make, no_progress
+from kvweb.lab import Lab, Progress, jsonable, make, no_progress, shown, to_number
 from kvweb.kv.model import VOCAB
 from kvweb.reproduce import ms, pct, times
 
@@ -26,6 +27,39 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    expected: str  # the library's answer, as the reader would type it
+    tolerance: float  # how far off still counts as right (0: exactly)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The reader's first answer: a number within `tolerance` (absolute, in the prompt's unit)
+    of the library's, or one of `choices`."""
+
+    prompt: str
+    expected: Callable[[Answer], float | str] = field(repr=False)
+    tolerance: float = 0.0
+    choices: tuple[str, ...] = ()
+
+    def judge(self, expected: float | str, given: str) -> Verdict:
+        """Compare the reader's text with the library's answer; ValueError (a plain message
+        naming what is allowed) if the text is no answer at all."""
+        text = given.strip()
+        if self.choices:
+            if text not in self.choices:
+                raise ValueError(f"answer: {shown(text)} is not allowed; expected one of {', '.join(self.choices)}")
+            return Verdict(text == expected, str(expected), 0.0)
+        number = to_number(text.replace(",", "").removesuffix("%").strip())
+        if number is None:
+            raise ValueError(f"answer: {shown(text)} is not allowed; expected a number")
+        value = float(expected)
+        text = f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"
+        return Verdict(abs(number - value) <= self.tolerance + 1e-9 * abs(value), text, self.tolerance)
+
+
+@dataclass(frozen=True)
 class Exercise:
     key: str
     title: str
@@ -35,6 +69,7 @@ class Exercise:
     inputs: tuple[str, ...]  # the parameters the reader may change
     explanation: str
     solve: Callable[[Lab, Progress], Answer] = field(repr=False)
+    check: Check
 
     def make_lab(self, changes: Mapping[str, str] | None = None) -> Lab:
         """The exercise's lab with the reader's changes (validated like a URL or the CLI)."""
@@ -191,7 +226,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "head_dim x bytes. Capacity is (usable HBM - weights) / bytes per token. Paging wastes at most the "
         "unfilled rows of each request's last block (B - 1 tokens); a reservation wastes everything it set "
         "aside but never wrote, up to the whole reservation for a request that stops at once.",
-        block_arithmetic),
+        block_arithmetic,
+        Check("How many KV blocks fit beside the weights?", lambda a: a.values["blocks"], tolerance=1)),
     Exercise(
         "parallel-blocks", "Parallel sampling: the exact block count",
         "n answers share one prompt. Count the blocks in use when every answer is complete, with sharing "
@@ -203,7 +239,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "ceil((Lp+Lo - floor(Lp/B)B) / B) blocks of its own: total floor(Lp/B) + n x that, against "
         "n ceil((Lp+Lo)/B) without sharing. The estimate counts all Lp prompt tokens as shared, and ignores "
         "that every sequence's last block is rounded up.",
-        parallel_blocks),
+        parallel_blocks,
+        Check("How many blocks are in use with sharing once every answer is complete?",
+              lambda a: a.values["blocks_shared"])),
     Exercise(
         "watermark", "Admission watermark sweep",
         "Sweep the admission watermark from 0 to 20 % in the memory-tight scenario: what happens to "
@@ -213,7 +251,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "Admitting a request only while a fraction of blocks stays free leaves room for the running "
         "requests to grow, so fewer of them are preempted (and recomputed or swapped). Too high a "
         "watermark keeps memory idle: the batch shrinks and throughput falls. A few percent is the sweet spot.",
-        watermark_sweep),
+        watermark_sweep,
+        Check("Which watermark (in %) serves the most tokens per second?",
+              lambda a: round(100 * a.values["best_watermark"], 6))),
     Exercise(
         "swap-recompute", "Swap vs recompute for 8B and 70B models",
         "A preempted request holds `tokens` tokens of KV (2048 to start with). Is it cheaper to swap it out and back over the host "
@@ -226,7 +266,10 @@ EXERCISES: tuple[Exercise, ...] = (
         "relatively cheaper; both grow linearly with the tokens. The 70B's 141 GB of weights fit no single "
         "GPU here, so its answer is a what-if that leaves the weights out of memory (ignore_weights). With "
         "swap_copies per-layer-kv (vLLM V0: one copy per layer for K and for V) small blocks make swapping slow.",
-        swap_or_recompute),
+        swap_or_recompute,
+        Check("For Llama-3-70B, which is cheaper: swap or recompute?",
+              lambda a: "swap" if a.values["llama-3-70b"]["swap_s"] < a.values["llama-3-70b"]["recompute_s"]
+              else "recompute", choices=("swap", "recompute"))),
     Exercise(
         "radix-too-small", "A radix cache smaller than a request",
         "The pool holds fewer tokens than the longest request (prompt + output). What hit rate does the "
@@ -236,7 +279,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "The cache and the running request share one pool. A request longer than the pool cannot keep its "
         "own tokens cached, so it leaves nothing behind for the next one: the hit rate is 0 whatever the "
         "order. Depth-first order is optimal only once the cache holds at least the longest request.",
-        radix_too_small),
+        radix_too_small,
+        Check("What hit rate (in %) does the radix cache reach at this capacity?",
+              lambda a: 100 * a.values["hit_rate"], tolerance=1)),
     Exercise(
         "hash-vs-radix", "Chained block hashes vs a radix tree",
         "vLLM's automatic prefix caching hashes whole blocks, each hash chained with the previous one; "
@@ -248,7 +293,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "a common prefix are found: a 100-token system prompt gives 6 blocks of 16 (96 tokens), the 500-token "
         "task prefix 31 blocks (496 tokens). The radix tree reuses all 100 and 500. The gap grows with the "
         "block size; a radix tree with pages of the same size loses the same tail.",
-        hash_vs_radix),
+        hash_vs_radix,
+        Check("What hit rate (in %) do chained block hashes reach?", lambda a: 100 * a.values["hash_hit_rate"],
+              tolerance=1)),
     Exercise(
         "shared-pool", "One shared memory pool",
         "SGLang keeps cached prefixes and running requests in one pool, with no fixed cache partition. "
@@ -260,7 +307,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "The price: when running requests need memory, cached prefixes are evicted exactly when the server "
         "is busiest; a prefix in use is locked and cannot be evicted, so a new request may wait for memory; "
         "and every allocation goes through the cache's eviction.",
-        shared_pool),
+        shared_pool,
+        Check("What hit rate (in %) does the one shared pool reach?", lambda a: 100 * a.values["shared_hit_rate"],
+              tolerance=1)),
     Exercise(
         "template-fsm", "Ambiguity in a template FSM",
         "Why can a template that generates the field [a-z]{1,8} and then appends the fixed text 'and' "
@@ -273,7 +322,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "tracks every reading at once: a DFA state is a set of NFA states, and in the states counted here a "
         "letter (the field goes on) and a digit (the literal is done) are both legal. 'and' becomes a forced "
         "jump only after 8 letters, when the field cannot grow.",
-        template_ambiguity),
+        template_ambiguity,
+        Check("In how many DFA states are a letter and a digit both legal?", lambda a: a.values["ambiguous_states"])),
     Exercise(
         "aging", "An aging scheduler and its trade-off",
         "Longest-shared-prefix-first maximises cache hits but can starve a request. Aging serves by "
@@ -284,7 +334,9 @@ EXERCISES: tuple[Exercise, ...] = (
         "serves whoever shares the longest prefix, so a request of a task that is not cached can wait a long "
         "time. Aging adds alpha for every step waited: alpha = 0 is LSPF, a large alpha is FCFS. It bounds the "
         "longest wait at the price of some hits.",
-        aging_tradeoff),
+        aging_tradeoff,
+        Check("Which policy has the shortest longest wait?",
+              lambda a: min(a.values, key=lambda p: a.values[p]["max_wait"]), choices=("fcfs", "lspf", "aging"))),
 )
 
 BY_KEY = {e.key: e for e in EXERCISES}

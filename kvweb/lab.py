@@ -266,7 +266,7 @@ def _settle(cls: type[Lab], values: Mapping[str, Any]) -> tuple[Lab, str | None]
 DEFAULT_LAB = "roofline"
 
 # Query keys that belong to the app shell, not to a lab's schema.
-URL_EXTRAS = ("step", "lang", "page")
+URL_EXTRAS = ("step", "lang", "page", "tour")
 
 
 def to_query(instance: Lab) -> dict[str, str]:

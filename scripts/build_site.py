@@ -301,10 +301,34 @@ def convert(site: Path, packages: list[str]) -> None:
     head = html.index("<head>") + len("<head>")
     html = html[:head] + "\n" + (STATIC / "early.html").read_text() + html[head:]
     body = html.index(">", html.rindex("<body")) + 1  # the last one: inlined bokehjs mentions "<body>" too
-    html = html[:body] + (STATIC / "loading.html").read_text() + html[body:]
+    html = html[:body] + (STATIC / "loading.html").read_text().replace("@TOUR@", early_tour()) + html[body:]
     (site / "index.html").write_text(html)
     for external in re.findall(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?((?:https?:)?//[^"' >]+)""", html):
         raise BuildError(f"index.html still references {external}")
+
+
+def early_tour() -> str:
+    """The guided tour as plain HTML in each language, shown on the start page while Python starts
+    (static/loading.html picks the language): its text, and each button as a link to its share URL."""
+    from html import escape
+    from urllib.parse import urlencode
+
+    from app.i18n import LANGS, translate
+    from app.pages.tour import INTRO, STEPS
+
+    parts = []
+    for lang in LANGS:
+        def t(text: str, lang: str = lang) -> str:
+            return escape(translate(text, lang))
+
+        extra = {} if lang == "en" else {"lang": lang}
+        steps = "".join(
+            f"<h3>{i + 1}. {t(step.title)}</h3><p>{t(step.text)}</p><p>"
+            + "".join(f'<a href="?{escape(urlencode({**query, "tour": str(i + 1), **extra}))}">{t(label)}</a>'
+                      for label, query in step.links) + "</p>"
+            for i, step in enumerate(STEPS))
+        parts.append(f'<div data-lang="{lang}" hidden><h2>{t("Guided tour")}</h2><p>{t(INTRO)}</p>{steps}</div>')
+    return "".join(parts)
 
 
 def main() -> None:

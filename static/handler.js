@@ -29,18 +29,22 @@ function send_change(jsdoc, event) {
   pyodideWorker.postMessage({ type: "patch", patch: patch });
 }
 
-// The URL the app wrote while it started (Python's `location` root). Put it in the address
-// bar before Bokeh's Location view copies the address bar into the model, so that the
-// worker is not told an older URL and made to run the lab a second time.
+// The URL the app wrote while it started (app/url.py History: "replace ?query"), put in the
+// address bar before the app is shown: it was written before the page could hear it.
 function adoptAppUrl(docs_json) {
-  for (const doc of Object.values(docs_json)) {
-    for (const root of doc.roots) {
-      const attributes = root.attributes ?? {};
-      const search = attributes.name === "location" ? attributes.search : null;
-      if (typeof search === "string" && search !== window.location.search) {
-        window.history.replaceState(null, "", window.location.pathname + search + window.location.hash);
-      }
+  const walk = (node) => {
+    if (node == null || typeof node !== "object") return null;
+    const attributes = node.attributes;
+    if (attributes && (attributes.css_classes ?? []).includes("kv-history")) return attributes.value;
+    for (const child of Object.values(node)) {
+      const found = walk(child);
+      if (found != null) return found;
     }
+    return null;
+  };
+  const search = (walk(docs_json) ?? "").split(" ")[1];
+  if (search && search !== window.location.search) {
+    window.history.replaceState(null, "", window.location.pathname + search + window.location.hash);
   }
 }
 
@@ -69,6 +73,7 @@ async function render(msg) {
   pyodideWorker.postMessage({ type: "rendered" });
   pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });
   document.getElementById("kv-loading")?.remove();
+  document.getElementById("kv-early-tour")?.remove();
   document.body.dataset.kvwebReady = String(Math.round(performance.now()));  // ms since navigation
 }
 

@@ -141,3 +141,37 @@ def test_share_url_restores_the_exercise_lab(ex):
     lab = ex.make_lab()
     restored, messages = from_query(to_query(lab))
     assert messages == [] and type(restored) is type(lab) and restored.values() == lab.values()
+
+
+def test_every_exercise_checks_its_own_answer_as_right():
+    for e in EXERCISES:
+        expected = e.check.expected(e.answer())
+        typed = expected if e.check.choices else f"{expected:.6f}"
+        assert e.check.judge(expected, typed).correct, e.key
+        if e.check.choices:
+            assert expected in e.check.choices
+            assert not any(e.check.judge(expected, c).correct for c in e.check.choices if c != expected)
+
+
+def test_checks_against_hand_computed_answers():
+    # parallel-blocks: 20 // 8 = 2 shared + 4 x ceil((32 - 16) / 8) = 10 blocks, exactly
+    check = BY_KEY["parallel-blocks"].check
+    expected = check.expected(BY_KEY["parallel-blocks"].answer())
+    assert expected == 10
+    assert check.judge(expected, " 10 ").correct and not check.judge(expected, "16").correct
+    assert check.judge(expected, "11").expected == "10" and check.judge(expected, "11").tolerance == 0
+    # block-arithmetic: 11 969 // 16 = 748 blocks, right within 1
+    check = BY_KEY["block-arithmetic"].check
+    assert [check.judge(748, t).correct for t in ("747", "749", "746", "750", "748.0", "1,000")] == \
+           [True, True, False, False, True, False]
+    # a hit rate typed with a percent sign, within 1 point
+    check = BY_KEY["hash-vs-radix"].check
+    assert check.judge(88.7264, "88%").correct and not check.judge(88.7264, "87.7").correct
+
+
+@pytest.mark.parametrize("typed", ["", "abc", "nan", "inf", "1e999", "12x", "<b>1</b>"])
+def test_a_typed_answer_that_is_no_number_is_refused_with_a_plain_message(typed):
+    with pytest.raises(ValueError, match=r"^answer: .* is not allowed; expected a number$"):
+        BY_KEY["template-fsm"].check.judge(5, typed)
+    with pytest.raises(ValueError, match=r"expected one of fcfs, lspf, aging$"):
+        BY_KEY["aging"].check.judge("fcfs", typed)

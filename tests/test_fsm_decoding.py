@@ -15,6 +15,7 @@ from kvweb.cli import main
 from kvweb.constrained.decoding import decode
 from kvweb.constrained.dfa import compile_dfa
 from kvweb.constrained.jump_forward import CompressedFSM, JumpEdge, compress
+from kvweb.constrained.layout import back_edges, band_positions
 from kvweb.lab import ParamError, from_query, make
 from kvweb.labs.fsm import PRESETS, Fsm
 from kvweb.kv.model import MiniModel
@@ -199,3 +200,36 @@ def test_cli_runs_a_custom_pattern() -> None:
 def test_hostile_url_falls_back_to_defaults() -> None:
     lab, messages = from_query({"lab": "fsm", "pattern": "<script>alert(1)</script>("})
     assert lab.pattern == Fsm.param["pattern"].default and messages
+
+
+@pytest.mark.parametrize("pattern", [*PRESETS.values(), "a(bc)*d", "(x|yz)+[0-9]?", "q*"])
+def test_layered_layout_puts_states_after_their_predecessors(pattern: str) -> None:
+    g = Fsm(preset="custom", pattern=pattern, samples=1).run()["graph"]
+    layer = {s["id"]: s["layer"] for s in g["states"]}
+    pairs = [(e["source"], e["target"]) for e in g["edges"]]
+    back = back_edges(len(layer), pairs)
+    for s, t in pairs:  # every edge that does not close a cycle points right
+        assert layer[t] > layer[s] or (s, t) in back
+    for s, t in back:  # and every back edge does close one: t reaches s
+        seen, todo = {t}, [t]
+        while todo:
+            u = todo.pop()
+            todo += [b for a, b in pairs if a == u and b not in seen and not seen.add(b)]
+        assert s in seen
+    for s in g["states"]:  # longest path: one layer after its furthest predecessor
+        preds = [layer[a] for a, b in pairs if b == s["id"] and (a, b) not in back]
+        assert s["layer"] == (max(preds) + 1 if preds else 0)
+    places = {(s["layer"], s["slot"]) for s in g["states"]}
+    assert len(places) == len(g["states"])  # no two states share a place
+    xy = band_positions([s["layer"] for s in g["states"]], [s["slot"] for s in g["states"]], 16)
+    assert len(set(xy)) == len(xy) and all(0 <= x < 16 for x, _ in xy)
+
+
+def test_default_layout_wraps_the_chain_and_opens_on_a_jump() -> None:
+    r = Fsm(samples=1).run()
+    layer = {s["id"]: s["layer"] for s in r["graph"]["states"]}
+    # "name is [a-z]{3,8}, ": the ',' state (13) comes after the 8th letter's state (20), not
+    # at breadth-first depth 12 beside the 4th; 47 states on 47 layers, three bands of 16
+    assert layer[20] == 16 and layer[13] == 17 and max(layer.values()) == 46
+    step = r["trace"][r["opening_step"]]
+    assert r["opening_step"] == 0 and step["jump"] and step["chars"] == "name is "

@@ -35,7 +35,7 @@ def test_parse_names_parameter_and_allowed_values():
         parse(R, "tokens", "0")
     with pytest.raises(ParamError, match="gpu: 'TPU' is not allowed; expected one of A100-40GB"):
         parse(R, "gpu", "TPU")
-    with pytest.raises(ParamError, match="unknown parameter 'nope' for lab roofline; allowed: gpu, model"):
+    with pytest.raises(ParamError, match="unknown parameter 'nope' for lab roofline; allowed: tp, weight_precision, kv_precision, gpu, model"):
         parse(R, "nope", "1")
     for bad in ("nan", "inf", "1e400", "", "0x10"):
         with pytest.raises(ParamError):

@@ -9,23 +9,28 @@ from kvweb.labs.paper_gpu import PaperGPULab
 
 PRICED = ("roofline", "engine", "max-rate", "sweep", "recovery", "prefill-savings")
 ASSUMPTIONS = ["mem_util", "compute_eff", "memory_eff", "step_overhead_ms", "block_overhead_us",
-               "host_link_gb_s", "swap_copies", "ignore_weights"]
+               "host_link_gb_s", "swap_copies", "interconnect_gb_s", "allreduce_latency_us", "ignore_weights"]
+CHOICES = ["tp", "weight_precision", "kv_precision"]  # shown beside each priced lab's own parameters
 
 
 def test_every_priced_lab_has_the_same_assumptions_and_no_other_lab_has_them():
+    assert {name for name, cls in LABS.items() if issubclass(cls, PaperGPULab)} >= set(PRICED)
     for name, cls in LABS.items():
         folded = [n for n in param_names(cls) if cls.param[n].precedence == PAPER_GPU]
-        if name in PRICED:
-            assert issubclass(cls, PaperGPULab) and folded == ASSUMPTIONS, name
+        if issubclass(cls, PaperGPULab):
+            assert folded == ASSUMPTIONS and set(CHOICES) <= set(param_names(cls)), name
+            assert all(cls.param[n].precedence is None for n in CHOICES), name  # shown, not folded
             assert cls().assumptions() == PaperGPULab().assumptions(), name
         else:
-            assert folded == [], name
+            assert folded == [] and not set(CHOICES) & set(param_names(cls)), name
 
 
 def test_the_defaults_are_the_lectures_and_the_cost_models():
     lab = PaperGPULab()
     assert (lab.compute_eff, lab.step_overhead_ms, lab.memory_eff, lab.mem_util) == (0.7, 0.5, 0.8, 0.9)
     assert (lab.block_overhead_us, lab.host_link_gb_s, lab.swap_copies, lab.ignore_weights) == (10.0, 0.0, "per-block", False)
+    assert (lab.tp, lab.weight_precision, lab.kv_precision, lab.interconnect_gb_s, lab.allreduce_latency_us) == \
+        (1, "16-bit", "16-bit", 0.0, 10.0)
     assert lab.cost_model("H100-SXM", MODELS["llama-3-8b"]) == CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"])
 
 

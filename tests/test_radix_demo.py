@@ -104,3 +104,48 @@ def test_labs_run_from_the_command_line() -> None:
     assert r["time_saved_lspf"] < r["hit_rate_lspf"]
     code, out, _ = cli("run", "radix-demo", "--json")
     assert code == 0 and json.loads(out)["result"]["identical"] is True
+
+
+def _steps(r: dict) -> list[dict]:
+    return [t for x in r["requests"] for t in (x["running_tree"], x["tree"])]
+
+
+@pytest.mark.parametrize("pool, questions, max_new", [
+    (180, "What is a radix tree?|Why cache the KV?|How does LRU work?|What is a page?", 16),
+    (90, "Hi.|Hello there.|Hey you.|What now?|Why so?|Hi again.", 8),  # evictions in four steps
+])
+def test_trace_ghosts_are_the_evicted_nodes_and_leave_the_next_tree(pool: int, questions: str, max_new: int) -> None:
+    r = RadixDemo(pool=pool, questions=questions, max_new=max_new).run()
+    steps = _steps(r)
+    evicted = 0
+    for i, tree in enumerate(steps):
+        ghosts = [n for n in tree["nodes"] if n["ghost"]]
+        ids = [n["id"] for n in ghosts]
+        assert len(ids) == len(set(ids))  # each evicted node drawn once
+        assert not ghosts or i % 2 == 0  # evictions happen only while a request takes slots
+        evicted += sum(n["size"] for n in ghosts)
+        live = {n["id"] for n in tree["nodes"] if not n["ghost"]}
+        assert not live & set(ids)
+        if i + 1 < len(steps):
+            assert not {n["id"] for n in steps[i + 1]["nodes"]} & set(ids)  # gone from the next tree
+        if i > 0:  # every node that left the tree since the last step is a ghost now
+            before = {n["id"] for n in steps[i - 1]["nodes"] if not n["ghost"]}
+            split = {n["id"] for n in tree["nodes"] if n["split"]}
+            assert before - live == set(ids) and not split & before
+    assert evicted == r["evicted"] > 0  # the tokens the ghosts hold are the tokens evicted
+
+
+def test_default_run_splits_at_match_and_opens_on_the_split() -> None:
+    r = RadixDemo().run()
+    steps = _steps(r)
+    split_at = [i for i, t in enumerate(steps) if any(n["split"] for n in t["nodes"])]
+    # request 1 ("Why cache the KV?") splits system + "What is a radix tree?..." after "Wh" while it
+    # matches; requests 3 and 4 split the system prompt's edge and "at is a radix..." the same way
+    assert split_at == [2, 6, 8] and r["opening_step"] == 2
+    upper = next(n for n in steps[2]["nodes"] if n["split"])
+    assert upper["size"] == len(SYSTEM) + 2 and upper["text"] == SYSTEM + "Wh"
+    assert upper["lock"] == 1 and r["requests"][1]["match_node"] == upper["id"]
+    assert r["requests"][1]["suffix"] == "y cache the KV?"
+    # the last request evicts request 1's leaf: 30 tokens, the answer included
+    ghost = [n for n in steps[8]["nodes"] if n["ghost"]]
+    assert [(n["size"], n["text"][:15]) for n in ghost] == [(30, "y cache the KV?")]

@@ -106,3 +106,63 @@ def test_bad_input_exits_2_with_one_line(argv: list[str], names: str) -> None:
 def test_labs_run_from_the_cli_as_json(lab: str) -> None:
     code, out, _ = cli(lab, "--json")
     assert code == 0 and json.loads(out)["result"]["identical"] is True
+
+
+def test_parallel_sampling_blocks_hold_the_shared_prompt_and_the_copies() -> None:
+    # Lp = 20, B = 8: the prompt's blocks hold "The quic", "k brown ", "fox " (4 rows). After the
+    # forks all four answers point at those three blocks; at the first decode three answers copy
+    # "fox " (copy-on-write) and each block then holds "fox " plus that answer's first character.
+    r = ParallelSampling(prompt_len=20, output_len=12, n=4, block_size=8, seed=0).run()
+    first, second = r["steps"][0], r["steps"][1]
+    shared = {b["block"]: b["text"] for b in first["blocks"]}
+    assert [shared[b] for b in first["sequences"][0]["block_table"]] == ["The quic", "k brown ", "fox "]
+    assert all(b["ref_count"] == 4 for b in first["blocks"])
+    copies = [e for e in second["events"] if e["kind"] == "copy"]
+    text_of = {b["block"]: b["text"] for b in second["blocks"]}
+    assert len(copies) == 3 and all(text_of[e["to"]][:4] == "fox " for e in copies)
+    for step in r["steps"]:
+        text_of = {b["block"]: b["text"] for b in step["blocks"]}
+        for s, answer in zip(step["sequences"], r["answers"]):
+            assert "".join(text_of[b] for b in s["block_table"]) == (r["prompt"] + answer)[:s["tokens"]]
+
+
+@settings(max_examples=10, deadline=None)
+@given(width=st.integers(1, 5), steps=st.integers(1, 6), prompt_len=st.integers(1, 12), block_size=st.integers(1, 6))
+def test_beam_lineage_reaches_the_final_beams(width: int, steps: int, prompt_len: int, block_size: int) -> None:
+    # Walking each final node's parents back to the root spells that beam's text; every node
+    # holds the blocks whose characters are the prompt plus its path; a freed node has no child.
+    r = BeamSearch(width=width, steps=steps, prompt_len=prompt_len, block_size=block_size).run()
+    nodes = r["lineage"]
+    at = {(n["step"], n["rank"]): n for n in nodes}
+
+    def path(n: dict) -> str:
+        """The characters from the root down to n; the walk must end at the root."""
+        if n["parent_rank"] is None:
+            assert n["kind"] == "root"
+            return ""
+        return path(at[(n["step"] - 1, n["parent_rank"])]) + n["text"]
+
+    finals = [n for n in nodes if n["fate"] == "final"]
+    assert [n["rank"] for n in finals] == list(range(len(r["beams"])))
+    assert [path(n) for n in finals] == [b["text"] for b in r["beams"]]
+    for step in r["steps"]:
+        text_of = {b["block"]: b["text"] for b in step["blocks"]}
+        for n in (n for n in nodes if n["step"] == step["step"]):
+            assert "".join(text_of[b] for b in n["blocks"]) == r["prompt"] + path(n)
+    children = {(n["step"] - 1, n["parent_rank"]) for n in nodes if n["parent_rank"] is not None}
+    for n in nodes:
+        assert ((n["step"], n["rank"]) in children) == (n["fate"] == "extended")
+        assert n["kind"] != "fork" or any(m["step"] == n["step"] and m["kind"] == "survive"
+                                          and m["parent_rank"] == n["parent_rank"] for m in nodes)
+
+
+def test_each_sharing_lab_opens_on_its_mechanism() -> None:
+    # parallel sampling opens on the copy-on-write beside the shared full prompt blocks; beam
+    # search on a step where a beam is freed while the others share the prompt's blocks
+    r = ParallelSampling().run()
+    opening = r["steps"][r["opening_step"]]
+    assert any(e["kind"] == "copy" for e in opening["events"]) and max(b["ref_count"] for b in opening["blocks"]) > 1
+    r = BeamSearch().run()
+    opening = r["steps"][r["opening_step"]]
+    assert opening["dropped"] and max(b["ref_count"] for b in opening["blocks"]) > 1
+    assert all(e["kind"] != "free" for s in r["steps"][:r["opening_step"]] for e in s["events"])

@@ -1,11 +1,15 @@
-"""The lecture's exercises: question, prefilled inputs, the answer the library computes,
-an explanation and a share URL that opens the exercise's lab with its parameters.
+"""The lecture's exercises: question, prefilled inputs, the reader's own answer checked
+against the one the library computes (within the exercise's stated tolerance), then the
+library's answer and its explanation, and share URLs: of the exercise (with or without its
+answer shown) and of its lab with the same parameters.
 
 Inputs are the lab's own widgets, validated like the URL and the CLI. Answers are computed
-off the event loop; changing an input recomputes that exercise only.
+off the event loop; changing an input recomputes that exercise only. The URL keeps the
+exercise last worked on (`exercise=KEY`) and whether its answer is shown (`answer=shown`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,8 +20,8 @@ from app.pages import Page
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
 from app.widgets import as_text, link_button, widget_for
-from kvweb.exercises import EXERCISES, Exercise
-from kvweb.lab import Lab, ParamError, Progress, to_query
+from kvweb.exercises import BY_KEY, EXERCISES, Exercise, Verdict
+from kvweb.lab import Lab, ParamError, Progress, shown, to_query
 
 
 class AnswerJob:
@@ -31,7 +35,7 @@ class AnswerJob:
         for i, (key, (exercise, lab)) in enumerate(self.todo.items()):
             progress(i / len(self.todo), key)
             answer = exercise.solve(lab, progress)
-            answers[key] = {"lines": answer.lines}
+            answers[key] = {"lines": answer.lines, "expected": exercise.check.expected(answer)}
         return answers
 
 
@@ -42,20 +46,41 @@ class ExerciseCard:
         self.widgets = {name: widget_for(self.lab, name) for name in exercise.inputs}
         for widget in self.widgets.values():
             widget.param.watch(lambda event: page.changed(self), "value")
+        self.page = page
+        self.expected: float | str | None = None  # the library's answer to the check, once computed
+        self.revealed = False
+        check = exercise.check
+        self.given = (pn.widgets.RadioButtonGroup(options=list(check.choices), value=None)
+                      if check.choices else pn.widgets.TextInput(placeholder=tr("a number"), width=160))
+        self.given.css_classes = [f"kv-ex-given-{exercise.key}"]
+        self.verdict = plain(css_class=f"kv-ex-verdict-{exercise.key}")
         self.answer = plain(tr("computing..."), css_class=f"kv-ex-answer-{exercise.key}", mono=True)
         self.message = plain(css_class=f"kv-ex-message-{exercise.key}", color="#a40000")
         self.message.visible = False
         self.share = plain(css_class=f"kv-ex-share-{exercise.key}", mono=True)
+        self.link = plain(css_class=f"kv-ex-link-{exercise.key}", mono=True)
+        self.link.styles = {**self.link.styles, "word-break": "break-all", "font-size": "85%"}
         self.share.styles = {**self.share.styles, "word-break": "break-all", "font-size": "85%"}
         open_lab = link_button(tr("Open in the lab"), f"kv-ex-open-{exercise.key}",
                                lambda: page.navigate(to_query(self.lab)))
+        self.solution = pn.Column(
+            pn.pane.Markdown(f"**{tr('Answer')}** ({tr('computed by the library')}):"),
+            pn.pane.Bokeh(self.answer),
+            pn.pane.Markdown(f"**{tr('Why')}:** {tr(exercise.explanation)}", sizing_mode="stretch_width"),
+            visible=False, sizing_mode="stretch_width", css_classes=[f"kv-ex-solution-{exercise.key}"],
+        )
         self.card = pn.Card(
             pn.pane.Markdown(f"**{tr('Question')}:** {tr(exercise.question)}", sizing_mode="stretch_width"),
             pn.Row(*self.widgets.values(), sizing_mode="stretch_width", css_classes=[f"kv-ex-inputs-{exercise.key}"]),
             pn.pane.Bokeh(self.message),
-            pn.pane.Markdown(f"**{tr('Answer')}** ({tr('computed by the library')}):"),
-            pn.pane.Bokeh(self.answer),
-            pn.pane.Markdown(f"**{tr('Why')}:** {tr(exercise.explanation)}", sizing_mode="stretch_width"),
+            pn.pane.Markdown(f"**{tr('Your answer')}:** {tr(check.prompt)} ({self.tolerance_text(check.tolerance)})",
+                             sizing_mode="stretch_width"),
+            pn.Row(self.given, link_button(tr("Check"), f"kv-ex-check-{exercise.key}", self.check),
+                   link_button(tr("Show answer"), f"kv-ex-reveal-{exercise.key}", lambda: self.reveal(True))),
+            pn.pane.Bokeh(self.verdict),
+            self.solution,
+            pn.pane.Markdown(f"**{tr('Share this exercise')}:**"),
+            pn.pane.Bokeh(self.link, sizing_mode="stretch_width"),
             pn.Row(pn.pane.Markdown(f"**{tr('Share URL')}:**"), open_lab),
             pn.pane.Bokeh(self.share, sizing_mode="stretch_width"),
             title=tr(exercise.title), sizing_mode="stretch_width", css_classes=[f"kv-ex-{exercise.key}"],
@@ -74,12 +99,45 @@ class ExerciseCard:
         self.show_share()
         return True
 
+    @staticmethod
+    def tolerance_text(tolerance: float) -> str:
+        return f"{tr('right within')} ± {tolerance:g}" if tolerance else tr("exactly")
+
     def show_share(self) -> None:
         loc = pn.state.location
         base = f"{loc.protocol}//{loc.hostname}{':' + loc.port if loc.port else ''}{loc.pathname}" if loc and loc.hostname else ""
         self.share.text = f"{base}?{urlencode(to_query(self.lab))}"
+        exercise = f"{base}?{urlencode({'page': 'exercises', 'exercise': self.exercise.key})}"
+        self.link.text = f"{exercise}\n{exercise}&answer=shown  ({tr('with the answer')})"
 
-    def show(self, lines: list[tuple[str, str]]) -> None:
+    def check(self) -> None:
+        """Judge the reader's answer against the library's, then show the library's."""
+        given = self.given.value if self.exercise.check.choices else (self.given.value_input or self.given.value)
+        if self.expected is None:
+            self.verdict.text = tr("the library is still computing the answer; check again in a moment")
+            return
+        try:
+            verdict = self.exercise.check.judge(self.expected, given or "")
+        except ValueError as err:
+            self.verdict.text = tr_message(str(err))
+            self.verdict.styles = {**self.verdict.styles, "color": "#a40000"}
+            return
+        self.say(verdict)
+        self.reveal(True)
+
+    def say(self, verdict: Verdict) -> None:
+        head = tr("Right") if verdict.correct else tr("Not quite")
+        self.verdict.text = (f"{head}: {tr('the library computes')} {verdict.expected} "
+                             f"({self.tolerance_text(verdict.tolerance)})")
+        self.verdict.styles = {**self.verdict.styles, "color": "#1a7f37" if verdict.correct else "#a40000"}
+
+    def reveal(self, shown_: bool) -> None:
+        self.revealed = self.solution.visible = shown_
+        self.page.focus = self.exercise.key
+        self.page.remember()
+
+    def show(self, lines: list[tuple[str, str]], expected: float | str) -> None:
+        self.expected = expected
         labels = [tr_figure(label) for label, _ in lines]
         width = max(map(columns, labels))
         self.answer.text = "\n".join(f"{label}{' ' * (width - columns(label))}  {tr(value)}"
@@ -93,8 +151,12 @@ class ExercisesPage(Page):
 
     def __init__(self, navigate) -> None:  # noqa: ANN001
         super().__init__(navigate)
+        self.focus: str | None = None  # the exercise last worked on (kept in the URL)
         self.cards = {e.key: ExerciseCard(e, self) for e in EXERCISES}
         self.stale = set(self.cards)
+        if pn.state.location is not None:  # the browser tells its host after the page is built
+            pn.state.location.param.watch(lambda event: [c.show_share() for c in self.cards.values()],
+                                          ["hostname", "port", "pathname"])
         self.runner = Runner()
         self._layout = pn.Column(
             pn.pane.Markdown(f"## {tr('Exercises')}\n\n{tr(INTRO)}", sizing_mode="stretch_width"),
@@ -106,8 +168,32 @@ class ExercisesPage(Page):
         return self._layout
 
     def shown(self) -> None:
+        for card in self.cards.values():
+            card.show_share()  # the host may have become known since the page was built
         if self.stale:
             self.compute()
+
+    def restore(self, query: Mapping[str, str]) -> list[str]:
+        """`exercise=KEY` opens that exercise alone (the others folded); `answer=shown` shows its answer."""
+        key, answer = query.get("exercise"), query.get("answer")
+        messages = []
+        if key is not None and key not in BY_KEY:
+            messages.append(f"exercise: {shown(key)} is not allowed; expected one of {', '.join(BY_KEY)}; ignored")
+            key = None
+        if answer not in (None, "shown"):
+            messages.append(f"answer: {shown(answer)} is not allowed; expected one of shown; ignored")
+        self.focus = key
+        for card in self.cards.values():
+            card.card.collapsed = key is not None and card.exercise.key != key
+        if key is not None:
+            card = self.cards[key]
+            card.revealed = card.solution.visible = answer == "shown"
+        return messages
+
+    def query(self) -> dict[str, str]:
+        if self.focus is None:
+            return {}
+        return {"exercise": self.focus, **({"answer": "shown"} if self.cards[self.focus].revealed else {})}
 
     def changed(self, card: ExerciseCard) -> None:
         under_lock(lambda: self._recompute(card))
@@ -116,6 +202,8 @@ class ExercisesPage(Page):
         if card.read_inputs():
             self.stale.add(card.exercise.key)
             card.answer.text = tr("computing...")
+            card.expected = None
+            card.verdict.text = ""
             self.compute()
 
     def compute(self) -> None:
@@ -124,7 +212,7 @@ class ExercisesPage(Page):
 
     def _done(self, answers: dict[str, Any] | None, error: str | None) -> None:
         for key, answer in (answers or {}).items():
-            self.cards[key].show(answer["lines"])
+            self.cards[key].show(answer["lines"], answer["expected"])
             self.stale.discard(key)
         if error and error != CANCELLED:
             for key in self.stale:

@@ -1,7 +1,7 @@
 """The guided tour: the lecture's story, each step opening the lab that shows it.
 
 Memory is the bottleneck -> paging -> sharing -> preemption -> prefix reuse -> constrained
-decoding. Every button opens a lab with its parameters exactly as a share URL would.
+decoding -> today's engines. Every button opens a lab with its parameters exactly as a share URL would.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Step:
     links: tuple[tuple[str, dict[str, str]], ...]  # (button label, URL query)
 
 
-INTRO = ("A walk through the lecture in six steps. Each step opens a lab with its parameters set; "
+INTRO = ("A walk through the lecture in seven steps. Each step opens a lab with its parameters set; "
          "change them, press play, and come back here for the next step.")
 
 STEPS: tuple[Step, ...] = (
@@ -49,21 +49,30 @@ STEPS: tuple[Step, ...] = (
          "back later by recomputing its KV or by swapping it to host memory and back. An admission watermark "
          "keeps some blocks free and cuts preemptions.",
          (("Open the engine overloaded, no watermark, swap",
-           {"lab": "engine", "scenario": "A", "rate": "10", "watermark": "0", "preemption": "swap", "compare": "none"}),
+           {"lab": "engine", "scenario": "A", "rate": "10", "watermark": "0", "preemption": "swap", "compare": "none",
+            "step": "2"}),
           ("Open swap vs recompute for Llama-3-70B (what-if: its weights do not fit one GPU)",
            {"lab": "recovery", "model": "llama-3-70b", "gpu": "H100-SXM", "ignore_weights": "true"}))),
     Step("Prefix reuse",
          "SGLang keeps finished requests' KV in a radix tree: a new request reuses the longest cached prefix "
          "and prefills only the rest, with identical output. Serving the waiting request with the longest "
          "shared prefix first (LSPF) keeps the hit rate near the optimum.",
-         (("Open the radix cache on the mini model", {"lab": "radix-demo"}),
+         (("Open the radix cache on the mini model", {"lab": "radix-demo", "step": "2"}),
           ("Open cache-aware scheduling: FCFS vs LSPF", {"lab": "cache-schedule", "workload": "few-shot", "policy": "lspf"}))),
     Step("Constrained decoding",
          "A regular expression compiled to a DFA masks the characters the model may write, so every output "
          "matches. Where only one character is legal, a compressed FSM appends the whole chain in one forward "
          "(jump-forward).",
-         (("Open the compressed FSM on a form", {"lab": "fsm", "preset": "form"}),
-          ("Open the ambiguous pattern [a-z]{1,8}and[0-9]", {"lab": "fsm", "preset": "ambiguous"}))),
+         (("Open the compressed FSM on a form", {"lab": "fsm", "preset": "form", "step": "0"}),
+          ("Open the ambiguous pattern [a-z]{1,8}and[0-9]", {"lab": "fsm", "preset": "ambiguous", "step": "8"}))),
+    Step("Today's engines",
+         "vLLM V1 and SGLang keep paged blocks and the radix tree but schedule differently: one token budget per "
+         "step lets a long prompt be prefilled in chunks between decode steps, and a finished request's KV stays "
+         "in memory, reusable, until the memory is needed, found again by chained block hashes (vLLM) or the radix "
+         "tree (SGLang). In multi-turn chat most of each prompt is then already cached; in ShareGPT-like traffic "
+         "nothing is shared and the three engines serve alike.",
+         (("Open today's schedulers on multi-turn chat", {"lab": "schedulers", "workload": "multi-turn"}),
+          ("Open them on ShareGPT-like traffic (nothing shared)", {"lab": "schedulers", "workload": "sharegpt"}))),
 )
 
 
@@ -75,7 +84,7 @@ class TourPage(Page):
         super().__init__(navigate)
         parts: list = [pn.pane.Markdown(f"## {tr('Guided tour')}\n\n{tr(INTRO)}", sizing_mode="stretch_width")]
         for i, step in enumerate(STEPS):
-            buttons = [link_button(tr(label), f"kv-tour-{i}-{j}", lambda query=query: self.navigate(dict(query)))
+            buttons = [link_button(tr(label), f"kv-tour-{i}-{j}", lambda query=query, i=i: self.navigate({**query, "tour": str(i + 1)}))
                        for j, (label, query) in enumerate(step.links)]
             parts.append(pn.pane.Markdown(f"### {i + 1}. {tr(step.title)}\n\n{tr(step.text)}", sizing_mode="stretch_width"))
             parts.append(pn.Row(*buttons))

@@ -1,17 +1,20 @@
 """View of the `block-tables` lab: block tables growing step by step.
 
-`BlockMap` draws one step of a PagedStore trace: on the left each sequence's block table
-(logical blocks in a row), an arrow from every logical block to its physical block, and on
-the right the grid of physical blocks, coloured by owner, filled to their fill level, with
-the reference count when a block is shared. The sharing view reuses it.
+`BlockMap` draws one step of a PagedStore trace, as the vLLM paper draws it: on the left each
+sequence's block table (logical blocks in a row), an arrow from every logical block to its
+physical block, and on the right the grid of physical blocks, coloured by owner, filled to
+their fill level, with the reference count when a block is shared. Every cell shows the
+characters it holds (the mini model's tokens are characters; a space is drawn as a dot), so
+read along a table they spell the request. The sharing view reuses it.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import panel as pn
-from bokeh.models import Arrow, ColumnDataSource, HoverTool, LabelSet, NormalHead, Range1d
+from bokeh.models import Arrow, ColumnDataSource, CustomJS, HoverTool, LabelSet, NormalHead, Range1d
 from bokeh.palettes import Category10_10
+from bokeh.core.properties import value
 from bokeh.plotting import figure
 
 from app.i18n import tr
@@ -32,6 +35,12 @@ def block_color(block: dict[str, Any]) -> str:
     return SHARED if block["ref_count"] > 1 else owner_color(block["owners"][0])
 
 
+def shown_chars(text: str) -> str:
+    """A block's characters as a cell shows them: spaces as dots (each row visible), at most 8."""
+    text = text.replace(" ", "\u00b7").replace("\n", "\u21b5")
+    return text if len(text) <= 8 else text[:7] + "\u2026"
+
+
 def grid_columns(num_blocks: int) -> int:
     return 8 if num_blocks <= 64 else 16 if num_blocks <= 256 else 32
 
@@ -43,11 +52,13 @@ def _cell(data: dict[str, list], x: float, y: float, level: float, **values: Any
     data["top"].append(y)
     data["bottom"].append(y - 1 + GAP)
     data["fill_top"].append(y - (1 - GAP) * (1 - level))
+    data["cx"].append(x + (1 - GAP) / 2)
+    data["cy"].append(y - (1 - GAP) * 0.62)
     for key, value in values.items():
         data[key].append(value)
 
 
-CELL = ("left", "right", "top", "bottom", "fill_top", "color", "label")
+CELL = ("left", "right", "top", "bottom", "fill_top", "cx", "cy", "color", "label", "text", "chars")
 
 
 class BlockMap:
@@ -55,7 +66,7 @@ class BlockMap:
     `{name}-logical`, `{name}-physical`, `{name}-arrows`, `{name}-marks` (for tests)."""
 
     def __init__(self, name: str, title: str) -> None:
-        self.logical = ColumnDataSource(columns(*CELL, "seq", "index", "block"), name=f"{name}-logical")
+        self.logical = ColumnDataSource(columns(*CELL, "seq", "index", "block", "rows"), name=f"{name}-logical")
         self.physical = ColumnDataSource(columns(*CELL, "block", "owners", "ref_count", "fill"),
                                          name=f"{name}-physical")
         self.arrows = ColumnDataSource(columns("x0", "y0", "x1", "y1", "color"), name=f"{name}-arrows")
@@ -70,8 +81,8 @@ class BlockMap:
                              fill_color="color", fill_alpha=alpha, line_color="color")
             self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=source,
                              fill_color="color", fill_alpha=0.75, line_color=None)
-        cells = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.physical,
-                                 fill_alpha=0, line_alpha=0)
+        cells, entries = (self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=source,
+                                           fill_alpha=0, line_alpha=0) for source in (self.physical, self.logical))
         self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.marks,
                          fill_alpha=0, line_color="#111111", line_width=3)
         self.figure.add_layout(LabelSet(x="left", y="bottom", text="tag", source=self.marks, x_offset=3, y_offset=3,
@@ -79,14 +90,29 @@ class BlockMap:
         self.figure.add_layout(Arrow(end=NormalHead(size=7, line_color="color", fill_color="color"),
                                      x_start="x0", y_start="y0", x_end="x1", y_end="y1", source=self.arrows,
                                      line_color="color", line_alpha=0.6))
+        chars = []
         for source in (self.logical, self.physical):
-            self.figure.add_layout(LabelSet(x="left", y="top", text="label", source=source, x_offset=3, y_offset=-14,
-                                            text_font_size="10px"))
+            self.figure.add_layout(LabelSet(x="left", y="top", text="label", source=source, x_offset=2, y_offset=-11,
+                                            text_font_size="9px", text_color="#444444"))
+            chars.append(LabelSet(x="cx", y="cy", text="chars", source=source, text_align="center",
+                                  text_baseline="middle", text_font=value("monospace"), text_font_size="11px",
+                                  text_font_style="bold", text_color="#111111"))
+            self.figure.add_layout(chars[-1])
+        # characters sized to the cells on screen: 8 fit a cell, or none (hover still says)
+        fit = CustomJS(args={"labels": chars, "plot": self.figure, "x": self.figure.x_range}, code="""
+            const cell = plot.inner_width / Math.max(1, x.end - x.start)
+            const size = Math.min(11, Math.floor(cell * 0.85 / 8 / 0.6))
+            for (const l of labels) { l.visible = size >= 6; l.text_font_size = size + "px" }""")
+        self.figure.js_on_change("inner_width", fit)
+        self.figure.x_range.js_on_change("end", fit)
         self.figure.add_layout(LabelSet(x="x", y="y", text="text", source=self.heads, text_font_size="11px",
                                         text_font_style="bold"))
         self.figure.add_tools(HoverTool(renderers=[cells], tooltips=[
-            (tr("block"), "@block"), (tr("owners"), "@owners"), (tr("reference count"), "@ref_count"),
-            (tr("filled rows"), "@fill")]))
+            (tr("physical block"), "@block"), (tr("holds"), "'@text'"), (tr("filled rows"), "@fill"),
+            (tr("held by the tables of seq"), "@owners"), (tr("reference count"), "@ref_count")]))
+        self.figure.add_tools(HoverTool(renderers=[entries], tooltips=[
+            (tr("seq"), "@seq"), (tr("logical block"), "@index"), (tr("points to physical block"), "@block"),
+            (tr("holds"), "'@text'"), (tr("filled rows"), "@rows")]))
         self.num_blocks, self.block_size, self.width = 1, 1, 1
 
     def reset(self, steps: list[dict[str, Any]], num_blocks: int, block_size: int) -> None:
@@ -110,10 +136,11 @@ class BlockMap:
         for b in range(self.num_blocks):
             info = held.get(b, {"owners": [], "ref_count": 0, "fill": 0})
             count = info["ref_count"]
+            text = info.get("text", "")
             _cell(physical, *where[b], info["fill"] / bs, block=b, owners=", ".join(map(str, info["owners"])) or "-",
                   ref_count=count, fill=info["fill"], color=block_color(info) if count else "#dddddd",
-                  label=f"{b}" + (f"  x{count}" if count > 1 else ""))
-        logical = columns(*CELL, "seq", "index", "block")
+                  label=f"{b}" + (f"  x{count}" if count > 1 else ""), text=text, chars=shown_chars(text))
+        logical = columns(*CELL, "seq", "index", "block", "rows")
         arrows = columns("x0", "y0", "x1", "y1", "color")
         labels = {"x": [], "y": [], "text": []}
         for row, seq in enumerate(step["sequences"]):
@@ -121,10 +148,12 @@ class BlockMap:
             labels["x"].append(-2.2)
             labels["y"].append(y - 0.6)
             labels["text"].append(f"{tr('seq')} {seq['seq']}")
-            for i, block in enumerate(table):
+            texts = seq.get("texts", [""] * len(table))
+            for i, (block, text) in enumerate(zip(table, texts)):
                 rows = seq["last_block_fill"] if i == len(table) - 1 else bs
                 color = block_color(held[block])
-                _cell(logical, i, y, rows / bs, seq=seq["seq"], index=i, block=block, color=color, label=f"{block}")
+                _cell(logical, i, y, rows / bs, seq=seq["seq"], index=i, block=block, rows=rows, color=color,
+                      label=f"{block}", text=text, chars=shown_chars(text))
                 px, py = where[block]
                 for key, value in zip(arrows, (i + 0.5, y - 1 + GAP, px, py - 0.45, color)):
                     arrows[key].append(value)
@@ -136,6 +165,12 @@ class BlockMap:
             for key, value in zip(box, (x - 0.05, x + 1 - GAP + 0.05, y + 0.05, y - 1 + GAP - 0.05, tag)):
                 box[key].append(value)
         self.marks.data = box
+
+
+def map_key() -> str:
+    """How to read a block map (the figure's title stays short enough for a phone)."""
+    return tr("each cell shows the characters its block holds (a dot is a space); fill: rows written; "
+              "grey xN: shared by N block tables; outlined: taken or copied this step; hover a cell for more")
 
 
 def describe_events(events: list[dict[str, Any]]) -> list[str]:
@@ -195,7 +230,7 @@ class BlockTablesView(BlockTraceView):
     labs = ("block-tables",)
 
     def __init__(self) -> None:
-        super().__init__("paged", tr("block tables -> physical blocks (fill: rows written; outlined: taken this step)"))
+        super().__init__("paged", tr("block tables -> physical blocks"))
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.summary, self.player, self.step_text, self.map.figure, self.texts,
@@ -205,9 +240,9 @@ class BlockTablesView(BlockTraceView):
         self.steps = result["steps"]
         self.map.reset(self.steps, result["num_blocks"], result["block_size"])
         self.summary.text = (
-            f"{tr('identical to generating each request alone')}: {result['identical']}; "
+            f"{tr('identical to generating each request alone')}: {tr(str(result['identical']))}; "
             f"{tr('block size')} {result['block_size']}, {result['num_blocks']} {tr('physical blocks')}, "
-            f"{tr('at most')} {result['peak_used_blocks']} {tr('in use')}"
+            f"{tr('at most')} {result['peak_used_blocks']} {tr('in use')}\n{map_key()}"
         )
         self.texts.text = "\n".join(f"{tr('seq')} {r['seq']}: {r['prompt']} | {r['answer']}" for r in result["requests"])
         self.set_steps(len(self.steps))

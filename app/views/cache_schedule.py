@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, LabelSet, Legend, LegendItem, Span
+from bokeh.models import (ColumnDataSource, FixedTicker, HoverTool, LabelSet, Legend, LegendItem, LogTicker,
+                          NumeralTickFormatter, Span)
 from bokeh.plotting import figure
 
 from app.i18n import tr
@@ -20,10 +21,17 @@ COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs": "#55a868", "aging": "#817
 NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs": "DFS (in the queue)", "aging": "aging",
          "optimal": "optimal (offline DFS)", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
          "hash": "chained block hashes"}
+# Curves that may coincide stay told apart: a wide pale line under a dashed one under a dotted
+# one, and a different marker on each point of a sweep.
+STYLE = {"fcfs": ("solid", 2.0, "circle"), "lspf": ("dashed", 2.5, "triangle"), "dfs": ("dotted", 3.0, "square"),
+         "aging": ("dashdot", 2.0, "diamond"), "optimal": ("dashed", 1.5, "x"),
+         "radix": ("solid", 7.0, "circle"), "radix_paged": ("dashed", 3.5, "triangle"),
+         "hash": ("dotted", 2.0, "square")}
 
 
 def _figure(title: str, x_label: str, y_label: str, **kwargs: Any) -> Any:
-    return figure(title=title, height=300, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save",
+    return figure(title=title, height=340, min_width=300, sizing_mode="stretch_width",
+                  tools="pan,wheel_zoom,reset,save",
                   x_axis_label=x_label, y_axis_label=y_label, **kwargs)
 
 
@@ -45,17 +53,26 @@ def _show_bars(fig: Any, src: ColumnDataSource, bars: list[tuple[str, float, str
 
 class CurveSet:
     """One line per run on a figure, kept in ColumnDataSources created once; runs missing
-    from a result leave the legend."""
+    from a result leave the legend, which sits below the plot and hides a run on a click."""
 
-    def __init__(self, fig: Any, keys: tuple[str, ...], name: str, location: str = "bottom_right") -> None:
+    def __init__(self, fig: Any, keys: tuple[str, ...], name: str, markers: bool = False) -> None:
         self.sources, self.items = {}, {}
+        drawn = []
         for key in keys:
             src = ColumnDataSource({"x": [], "y": []}, name=f"{name}-{key}")
-            line = fig.line("x", "y", source=src, color=COLORS[key], line_width=2,
-                            line_dash="dashed" if key == "optimal" else "solid")
+            dash, width, marker = STYLE[key]
+            glyphs = [fig.line("x", "y", source=src, color=COLORS[key], line_width=width, line_dash=dash,
+                               line_alpha=0.45 if width > 5 else 1.0, name=tr(NAMES[key]))]
+            if markers:
+                glyphs.append(fig.scatter("x", "y", source=src, color=COLORS[key], marker=marker, size=9,
+                                          fill_alpha=0.5, name=tr(NAMES[key])))
+            drawn += glyphs
             self.sources[key] = src
-            self.items[key] = LegendItem(label=tr(NAMES[key]), renderers=[line])
-        fig.add_layout(Legend(items=list(self.items.values()), location=location, click_policy="hide"))
+            self.items[key] = LegendItem(label=tr(NAMES[key]), renderers=glyphs)
+        fig.add_layout(Legend(items=list(self.items.values()), click_policy="hide", orientation="horizontal",
+                              label_text_font_size="11px", ncols=3 if len(keys) > 3 else 2), "below")
+        fig.add_tools(HoverTool(renderers=drawn, tooltips=[("", "$name"), (fig.xaxis[0].axis_label, "@x{0,0}"),
+                                                           (fig.yaxis[0].axis_label, "@y{0.000}")]))
 
     def show(self, curves: dict[str, tuple[list, list]]) -> None:
         for key, src in self.sources.items():
@@ -65,16 +82,20 @@ class CurveSet:
 
 
 class SweepChart:
-    """Final hit rates against a swept quantity (log x), a dotted line marking one value."""
+    """Final hit rates against a swept quantity (log x, a labelled tick at every swept value),
+    each point marked, a dotted line marking one value."""
 
     def __init__(self, title: str, x_label: str, keys: tuple[str, ...], name: str) -> None:
         self.fig = _figure(title, x_label, tr("hit rate"), x_axis_type="log", y_range=(0, 1))
-        self.curves = CurveSet(self.fig, keys, name, "bottom_right")
+        self.fig.xaxis.ticker = FixedTicker(ticks=[])
+        self.fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
+        self.curves = CurveSet(self.fig, keys, name, markers=True)
         self.marker = Span(location=1, dimension="height", line_dash="dotted", line_color="#999999")
         self.fig.add_layout(self.marker)
 
     def show(self, xs: list[int], rates: dict[str, list[float]], marker: float) -> None:
         self.curves.show({k: (xs, v) for k, v in rates.items()})
+        self.fig.xaxis.ticker.ticks = list(xs)
         self.marker.location = marker
 
 
@@ -91,7 +112,7 @@ class CacheScheduleView(LabView):
         self.hit.add_layout(self.optimal)
         self.wait = _figure(tr("steps each request waited in the queue (in service order)"),
                             tr("requests served"), tr("steps waited"))
-        self.wait_curves = CurveSet(self.wait, keys, "cache-wait", "top_left")
+        self.wait_curves = CurveSet(self.wait, keys, "cache-wait")
         self.queue_line = Span(location=0, dimension="width", line_dash="dotted", line_color="#999999")
         self.wait.add_layout(self.queue_line)
         self.bar_plot, self.bars = _bars(tr("hit rate"), "cache-hit-bars", y_range=(0, 1.1))
@@ -114,7 +135,7 @@ class CacheScheduleView(LabView):
                  f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
                  f"({tr('dotted line: FCFS never waits longer than queue - 1')})"]
         for key, r in runs.items():
-            lines.append(f"{tr(NAMES[key]):>6}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
+            lines.append(f"{tr(NAMES[key])}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
                          f"{r['max_wait']}, {tr('mean wait')} {r['mean_wait']:.1f}")
         lines.append(f"{tr('optimal (offline DFS)')}: {result['optimal_hit_rate']:.1%}")
         self.summary.text = "\n".join(lines)
@@ -180,6 +201,8 @@ class PrefillSavingsView(LabView):
         self.curve = ColumnDataSource({"x": [], "y": []})
         self.fig = _figure(tr("one prompt of the longest length: prefill time against its uncached suffix"),
                            tr("uncached tokens (the rest is cached)"), tr("seconds"), x_axis_type="log")
+        self.fig.xaxis.ticker = LogTicker(mantissas=[1, 2, 5])
+        self.fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
         self.fig.line("x", "y", source=self.curve, line_width=2, color=COLORS["lspf"])
         self.floor = Span(location=0, dimension="width", line_dash="dashed", line_color="#999999")
         self.fig.add_layout(self.floor)

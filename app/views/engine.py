@@ -1,79 +1,131 @@
 """View of the `engine` lab: two memory maps side by side, animated over simulated time,
-with memory, batch and queue curves below and preemption / swap events marked.
+with memory, batch and queue curves below and every preemption, swap and recompute marked.
 
 A map cell is a block (or a few blocks, or a slice of a reserved arena) of KV memory:
 coloured by the request holding it, hatched where it is held but holds no KV yet
 (reserved-but-unused), filled solid up to the share that holds written KV, white when free
-(a white cell between held ones is a hole).
+(a white cell between held ones is a hole). Cells a preemption freed since the frame before
+are outlined red, cells preempted work came back to green; under a map that swaps, a strip
+of host memory holds the requests swapped out at that moment.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, Range1d, Span
+from bokeh.models import (ColumnDataSource, DataTable, FixedTicker, HoverTool, Label, Legend, LegendItem, Range1d,
+                          Span, TableColumn)
+from bokeh.core.properties import value
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, columns
 from kvweb.lab import Lab
+from kvweb.serving.engine_trace import EVENT_KINDS
 
 FREE = "#ffffff"
 GAP = 0.12
 RUN_COLORS = ("#1f77b4", "#ff7f0e")  # the lab's `memory`, then `compare`
+FREED, RETURNED = "#d62728", "#2ca02c"
 EVENT_MARKERS = {"preempt": "x", "swap_out": "inverted_triangle", "swap_in": "triangle", "recompute": "circle"}
+EVENT_NAMES = {"preempt": "preempted (recompute later)", "swap_out": "swapped out", "swap_in": "swapped in",
+               "recompute": "recomputed"}
+EVENT_LANES = {"preempt": "preempt", "swap_out": "swap out", "swap_in": "swap in", "recompute": "recompute"}  # short:
+# the events figure's axis labels set the left edge of every figure in the column
+CELL = ("left", "right", "top", "bottom")
 
 
 def owner_color(owner: int) -> str:
     return FREE if owner < 0 else Category20_20[owner % len(Category20_20)]
 
 
+def cell_box(i: int, cols: int) -> tuple[float, float, float, float]:
+    """(left, right, top, bottom) of cell i in a grid `cols` cells wide."""
+    x, y = i % cols, -(i // cols)
+    return x, x + 1 - GAP, y, y - 1 + GAP
+
+
 class MemoryMap:
-    """One run's KV memory as a grid of cells; `draw` shows one frame of its trace."""
+    """One run's KV memory as a grid of cells (and its host swap space as a strip below);
+    `draw` shows one frame of its trace."""
 
     def __init__(self, name: str) -> None:
-        self.cells = ColumnDataSource({k: [] for k in ("left", "right", "top", "bottom", "fill_top", "color",
-                                                      "hatch", "owner", "written")}, name=f"engine-{name}-cells")
-        self.figure = figure(height=380, sizing_mode="stretch_width", tools="hover,save", toolbar_location="above",
-                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0),
-                             tooltips=[(tr("request"), "@owner"), (tr("written KV"), "@written %")])
+        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "color", "hatch", "owner", "written", "state"),
+                                      name=f"engine-{name}-cells")
+        self.marks = ColumnDataSource(columns(*CELL, "color"), name=f"engine-{name}-marks")
+        self.host = ColumnDataSource(columns(*CELL, "color", "owner", "tokens"), name=f"engine-{name}-host")
+        self.figure = figure(height=380, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
-        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
-                         fill_color="color", fill_alpha=0.22, hatch_pattern="hatch", hatch_color="color",
-                         hatch_alpha=0.6, hatch_scale=6, line_color="#bbbbbb", line_width=0.5)
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
+                                fill_color="color", fill_alpha=0.22, hatch_pattern="hatch", hatch_color="color",
+                                hatch_alpha=0.6, hatch_scale=6, line_color="#bbbbbb", line_width=0.5)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
                          fill_color="color", line_color=None)
+        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.marks,
+                         fill_color=None, line_color="color", line_width=2.5)
+        host = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.host,
+                                fill_color="color", line_color="#444444", line_width=0.5)
+        self.figure.add_tools(
+            HoverTool(renderers=[held], tooltips=[(tr("request"), "@owner"), (tr("written KV"), "@written %"),
+                                                  ("", "@state")]),
+            HoverTool(renderers=[host], tooltips=[(tr("swapped out on the host"), "@owner"),
+                                                  (tr("KV tokens"), "@tokens")]))
+        self.host_label = Label(x=0, y=0, text="", text_font_size="11px", text_color="#444444")
+        self.figure.add_layout(self.host_label)
         self.columns = 1
+        self.rows = 1
+        self.host_tokens = 0
 
-    def reset(self, title: str, cells: int) -> None:
-        """Fix the grid for a run: square-ish, at most 40 cells a row."""
+    def reset(self, title: str, cells: int, host_tokens: int) -> None:
+        """Fix the grid for a run: square-ish, at most 40 cells a row, and a host strip when it swaps."""
         self.columns = min(40, max(8, int(cells ** 0.5 + 0.999)))
-        rows = -(-cells // self.columns)
+        self.rows = -(-cells // self.columns)
+        self.host_tokens = host_tokens
         self.figure.title.text = title
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
-        self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
+        bottom = -self.rows - (2.6 if host_tokens else 0)
+        self.figure.y_range.start, self.figure.y_range.end = bottom - 0.2, 0.2
+        self.host_label.x, self.host_label.y = 0, -self.rows - 0.85
+        self.host_label.text = (f"{tr('host memory (swap space)')}: {host_tokens} {tr('tokens')}"
+                                if host_tokens else "")
 
     def draw(self, frame: dict[str, Any]) -> None:
-        owners, written = frame["owner"], frame["written"]
-        cols = self.columns
-        xs = [i % cols for i in range(len(owners))]
-        ys = [-(i // cols) for i in range(len(owners))]
+        owners, written, cols = frame["owner"], frame["written"], self.columns
+        boxes = [cell_box(i, cols) for i in range(len(owners))]
+        freed = set(frame["freed"])
         self.cells.data = {
-            "left": xs, "right": [x + 1 - GAP for x in xs], "top": ys, "bottom": [y - 1 + GAP for y in ys],
-            "fill_top": [y - 1 + GAP + (1 - GAP) * w / 100 for y, w in zip(ys, written)],
+            **{k: [b[j] for b in boxes] for j, k in enumerate(CELL)},
+            "fill_top": [b[3] + (1 - GAP) * w / 100 for b, w in zip(boxes, written)],
             "color": [owner_color(o) for o in owners],
             "hatch": ["/" if o >= 0 and w < 100 else " " for o, w in zip(owners, written)],
-            "owner": [o if o >= 0 else "free" for o in owners], "written": written,
+            "owner": [o if o >= 0 else tr("free") for o in owners], "written": written,
+            "state": [tr("freed by a preemption since the last frame") if i in freed else "" for i in range(len(owners))],
         }
+        marked = [(i, FREED) for i in frame["freed"]] + [(i, RETURNED) for i in frame["returned"]]
+        mark_boxes = [cell_box(i, cols) for i, _ in marked]
+        self.marks.data = {**{k: [b[j] for b in mark_boxes] for j, k in enumerate(CELL)},
+                           "color": [c for _, c in marked]}
+        self.draw_host(frame["host"] if self.host_tokens else [])
+
+    def draw_host(self, host: list[list[int]]) -> None:
+        """Swapped-out requests packed left to right, as wide as the share of host memory they take."""
+        scale, left = self.columns / max(self.host_tokens, 1), 0.0
+        top = -self.rows - 1.05
+        data: dict[str, list] = columns(*self.host.data)
+        for owner, tokens in host:
+            for key, value in zip(data, (left, left + tokens * scale, top, top - 1.3, owner_color(owner), owner, tokens)):
+                data[key].append(value)
+            left += tokens * scale
+        self.host.data = data
 
 
-def figures_text(runs: list[dict[str, Any]]) -> str:
-    """The runs' figures as a plain two-column table."""
+def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
+    """The runs' figures as table columns: a label, then one column per run."""
     rows = [
-        ("", lambda r: r["memory"]),
         (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:.1f}"),
         (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
         (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
@@ -88,7 +140,20 @@ def figures_text(runs: list[dict[str, Any]]) -> str:
         (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
         (tr("finished / rejected"), lambda r: f"{r['finished']} / {r['rejected']}"),
     ]
-    return "\n".join(f"{label:<30}" + "".join(f"{get(r):>16}" for r in runs) for label, get in rows)
+    return {"figure": [label for label, _ in rows],
+            **{f"run{i}": [get(r) for _, get in rows] for i, r in enumerate(runs)}}
+
+
+def legend_below(fig: figure, items: list[LegendItem] | None = None) -> None:
+    """A legend outside the plot area, under it (one item a row, so a phone has room), so it
+    never covers data; a click hides its line. Without `items`, the figure's own legend
+    (made by `legend_field`/`legend_label`) moves there."""
+    if items is None:
+        inside = fig.legend[0]
+        fig.center.remove(inside)
+        items = inside.items
+    fig.add_layout(Legend(items=items, orientation="vertical", click_policy="hide", label_text_font_size="11px",
+                          margin=0, padding=2, border_line_alpha=0), "below")
 
 
 class EngineView(LabView):
@@ -99,75 +164,126 @@ class EngineView(LabView):
         super().__init__()
         self.player.interval = 250
         self.maps = [MemoryMap("left"), MemoryMap("right")]
-        self.summary = plain(css_class="kv-engine-summary", mono=True)
-        self.step_text = plain(css_class="kv-engine-step", mono=True)
+        self.header = plain(css_class="kv-engine-header")
+        self.table_data = ColumnDataSource(columns("figure", "run0", "run1"), name="engine-figures")
+        self.table_columns = [TableColumn(field="figure", title="", width=230),
+                              TableColumn(field="run0", title="", width=120),
+                              TableColumn(field="run1", title="", width=120)]
+        self.table = pn.pane.Bokeh(DataTable(source=self.table_data, columns=self.table_columns, index_position=None,
+                                             height=360, sizing_mode="stretch_width", sortable=False,
+                                             reorderable=False, css_classes=["kv-engine-table"]),
+                                   sizing_mode="stretch_width", max_width=640)
+        self.paper = plain(css_class="kv-engine-paper")
+        self.step_text = plain(css_class="kv-engine-step")
         self.legend = plain(tr("cells: colour = request; solid = written KV; hatched = held but not written "
-                               "(reserved-but-unused); white = free (between held cells: a hole)"))
-        curves = {k: [] for k in ("t", "occupied", "used", "batch", "queue")}
-        self.curves = [ColumnDataSource(dict(curves), name=f"engine-curves-{i}") for i in range(2)]
-        self.events = [ColumnDataSource({"t": [], "y": [], "marker": [], "kind": []}, name=f"engine-events-{i}")
+                               "(reserved-but-unused); white = free (between held cells: a hole)") + "\n"
+                            + tr("outlined red: freed by a preemption since the last frame; outlined green: "
+                                 "preempted work back on the GPU; strip below: requests swapped out to host memory"))
+        self.curves = [ColumnDataSource(columns("t", "occupied", "used", "batch", "queue"), name=f"engine-curves-{i}")
                        for i in range(2)]
-        self.memory = figure(title=tr("KV memory: occupied (solid) and holding KV (dashed), % of capacity"),
-                             height=220, sizing_mode="stretch_width", tools="xpan,xwheel_zoom,reset,save",
-                             x_axis_label=tr("simulated time (s)"))
-        self.batch = figure(title=tr("batch (solid) and queue (dashed); marks: preempt x, swap out v, swap in ^, recompute o"),
-                            height=220, sizing_mode="stretch_width", tools="xpan,xwheel_zoom,reset,save",
-                            x_range=self.memory.x_range, x_axis_label=tr("simulated time (s)"))
+        self.events = [ColumnDataSource(columns("t", "lane", "size", "marker", "kind", "count", "t0", "t1", "run"),
+                                        name=f"engine-events-{i}") for i in range(2)]
+        tools = "xpan,xwheel_zoom,reset,save"
+        self.memory = figure(title=tr("KV memory, % of capacity"), height=260, sizing_mode="stretch_width",
+                             tools=tools, x_axis_label=tr("simulated time (s)"))
+        self.batch = figure(title=tr("batch and queue (requests)"), height=260, sizing_mode="stretch_width",
+                            tools=tools, x_range=self.memory.x_range, x_axis_label=tr("simulated time (s)"))
+        self.marks = figure(title=tr("engine events per time bin (bigger = more)"), height=230,
+                            sizing_mode="stretch_width", tools=tools, x_range=self.memory.x_range,
+                            y_range=Range1d(-0.6, len(EVENT_KINDS) - 0.4), x_axis_label=tr("simulated time (s)"))
+        self.marks.yaxis.ticker = FixedTicker(ticks=list(range(len(EVENT_KINDS))))
+        self.marks.yaxis.major_label_overrides = {i: tr(EVENT_LANES[k]) for i, k in enumerate(EVENT_KINDS)}
+        self.marks.add_tools(HoverTool(tooltips=[("", "@run"), (tr("event"), "@kind"), (tr("count"), "@count"),
+                                                 (tr("from (s)"), "@t0{0.0}"), (tr("to (s)"), "@t1{0.0}")]))
         self.lines = []
+        self.legend_items: list[list[LegendItem]] = [[], [], []]
         for i, color in enumerate(RUN_COLORS):
             src = self.curves[i]
-            self.lines += [
-                self.memory.line("t", "occupied", source=src, color=color, line_width=2),
-                self.memory.line("t", "used", source=src, color=color, line_dash="dashed", line_width=2),
-                self.batch.line("t", "batch", source=src, color=color, line_width=2),
-                self.batch.line("t", "queue", source=src, color=color, line_dash="dashed", line_width=2),
-            ]
-            self.batch.scatter("t", "y", source=self.events[i], marker="marker", color=color, size=8)
-        self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(2)]
-        self.memory.add_layout(self.now[0])
-        self.batch.add_layout(self.now[1])
+            occupied = self.memory.line("t", "occupied", source=src, color=color, line_width=2)
+            used = self.memory.line("t", "used", source=src, color=color, line_dash="dashed", line_width=2)
+            batch = self.batch.line("t", "batch", source=src, color=color, line_width=2)
+            queue = self.batch.line("t", "queue", source=src, color=color, line_dash="dashed", line_width=2)
+            dots = self.marks.scatter("t", "lane", source=self.events[i], marker="marker", size="size", color=color,
+                                      line_width=2, fill_alpha=0.3)
+            self.lines.append((occupied, used, batch, queue, dots))
+            self.legend_items[0] += [LegendItem(label="", renderers=[occupied]), LegendItem(label="", renderers=[used])]
+            self.legend_items[1] += [LegendItem(label="", renderers=[batch]), LegendItem(label="", renderers=[queue])]
+            self.legend_items[2].append(LegendItem(label="", renderers=[dots]))
+        for fig, items in zip((self.memory, self.batch, self.marks), self.legend_items):
+            legend_below(fig, items)
+        self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
+        for fig, span in zip((self.memory, self.batch, self.marks), self.now):
+            fig.add_layout(span)
         self.memory.y_range.start = self.batch.y_range.start = 0
         self.frames: list[list[dict[str, Any]]] = []
-        self.timeline: dict[str, list] = {"t": [], "frames": []}
+        self.names: list[str] = []
+        self.timeline: dict[str, Any] = {"t": [], "frames": []}
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.player, self.step_text, self.legend,
+        return pn.Column(self.header, self.table, self.paper, self.player, self.step_text, self.legend,
                          pn.Row(self.maps[0].figure, self.maps[1].figure, sizing_mode="stretch_width"),
-                         self.memory, self.batch, sizing_mode="stretch_width")
+                         self.memory, self.batch, self.marks, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         runs = [result] + ([result["compare"]] if result["compare"] else [])
-        capacity = result["scenario"]["kv_capacity_tokens"]
+        scenario = result["scenario"]
+        capacity = scenario["kv_capacity_tokens"]
         self.frames = [r["trace"]["frames"] for r in runs]
+        self.names = [r["memory"] for r in runs]
         self.timeline = result["timeline"]
+        swaps = getattr(lab, "preemption", "") == "swap"
         for i, (m, source, events) in enumerate(zip(self.maps, self.curves, self.events)):
             m.figure.visible = i < len(runs)
             if i >= len(runs):
-                source.data = {k: [] for k in source.data}
-                events.data = {k: [] for k in events.data}
+                source.data = columns(*source.data)
+                events.data = columns(*events.data)
                 continue
             run, trace = runs[i], runs[i]["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
-            m.reset(f"{run['memory']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells)
+            m.reset(f"{run['memory']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells,
+                    scenario["host_tokens"] if swaps and run["memory"] == "paged" else 0)
             c = trace["curves"]
             source.data = {"t": c["t"], "occupied": [100 * x / capacity for x in c["occupied"]],
                            "used": [100 * x / capacity for x in c["used"]], "batch": c["batch"],
                            "queue": [w + p for w, p in zip(c["waiting"], c["preempted"])]}
-            ev = trace["events"]
-            events.data = {"t": [e["t"] for e in ev], "y": [0] * len(ev),
-                           "marker": [EVENT_MARKERS[e["kind"]] for e in ev], "kind": [e["kind"] for e in ev]}
-        for j, line in enumerate(self.lines):
-            line.visible = j // 4 < len(runs)
-        scenario = result["scenario"]
-        dropped = sum(r["trace"]["events_dropped"] for r in runs)
-        self.summary.text = (
-            f"{tr('scenario')} {scenario['name']}: {scenario['about']}; {scenario['kv_capacity_tokens']} "
-            f"{tr('tokens of KV')} ({scenario['units']})\n"
-            f"{figures_text(runs)}\n"
-            + (f"({dropped} {tr('later events not marked')})\n" if dropped else "")
-            + tr(result["paper"])
-        )
+            events.data = self.event_marks(trace["event_bins"], run["memory"], i)
+        labels = [(tr("occupied"), tr("holding KV")), (tr("batch"), tr("queue (waiting + preempted)"))]
+        for i, drawn in enumerate(self.lines):
+            for r in drawn:
+                r.visible = i < len(runs)
+        for items, pair in zip(self.legend_items[:2], labels):
+            for j, item in enumerate(items):
+                item.visible = j // 2 < len(runs)
+                item.label = value(f"{self.run_name(j // 2)}: {pair[j % 2]}")
+        for j, item in enumerate(self.legend_items[2]):
+            item.visible = j < len(runs)
+            item.label = value(self.run_name(j))
+        for col, name in zip(self.table_columns[1:], self.names + [""]):
+            col.title = name
+        table = figures_table(runs)
+        self.table_data.data = {"run1": [""] * len(table["figure"]), **table}
+        self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
+                            f"{tr('tokens of KV')} ({tr(scenario['units'])})")
+        self.paper.text = tr(result["paper"])
         self.set_steps(len(self.timeline["t"]))
+
+    def run_name(self, i: int) -> str:
+        """The legend's name of run i: the lab's memory manager, then the comparison (so marked)."""
+        if i >= len(self.names):
+            return ""
+        return f"{self.names[i]} ({tr('compare')})" if i else self.names[i]
+
+    @staticmethod
+    def event_marks(bins: dict[str, list], name: str, run: int) -> dict[str, list]:
+        """One marker per (time bin, kind) with events, in the kind's lane, sized by the count."""
+        lanes = {k: i for i, k in enumerate(EVENT_KINDS)}
+        offset = -0.15 if run == 0 else 0.15
+        return {"t": [(a + b) / 2 for a, b in zip(bins["t0"], bins["t1"])],
+                "lane": [lanes[k] + offset for k in bins["kind"]],
+                "size": [min(26, 7 + 3 * n ** 0.5) for n in bins["count"]],
+                "marker": [EVENT_MARKERS[k] for k in bins["kind"]],
+                "kind": [tr(EVENT_NAMES[k]) for k in bins["kind"]], "count": bins["count"],
+                "t0": bins["t0"], "t1": bins["t1"], "run": [name] * len(bins["kind"])}
 
     def show_step(self, index: int) -> None:
         times = self.timeline["t"]
@@ -175,8 +291,16 @@ class EngineView(LabView):
             return
         index = min(index, len(times) - 1)
         t = times[index]
-        for m, frames, shown in zip(self.maps, self.frames, self.timeline["frames"]):
-            m.draw(frames[shown[index]])
+        shown = [frames[at[index]] for frames, at in zip(self.frames, self.timeline["frames"])]
+        for m, frame in zip(self.maps, shown):
+            m.draw(frame)
         for span in self.now:
             span.location = t
-        self.step_text.text = f"t = {t:.1f} s  ({tr('frame')} {index + 1}/{len(times)})"
+        lines = [f"t = {t:.1f} s"]
+        for name, frame in zip(self.names, shown):
+            happened = ", ".join(f"{n} {tr(EVENT_NAMES[k])}" for k, n in frame["happened"].items())
+            host = frame["host"]
+            lines.append(f"{name}: {tr('since the last frame')}: {happened or tr('no preemption')}"
+                         + (f"; {tr('on the host')}: {len(host)} {tr('requests')}, {sum(n for _, n in host)} "
+                            f"{tr('tokens')}" if host else ""))
+        self.step_text.text = "\n".join(lines)

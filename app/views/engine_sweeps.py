@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, FactorRange
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LegendItem
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 from bokeh.transform import dodge
@@ -13,20 +13,26 @@ from bokeh.transform import dodge
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView
+from app.views.engine import legend_below
 from kvweb.lab import Lab
 
-SERIES = ("xs", "ys", "label", "color")
+SERIES = ("xs", "ys", "label", "color", "dash")
+DASHES = ("solid", "dashed", "dotted", "dashdot")
+MARKERS = ("circle", "square", "triangle", "diamond", "inverted_triangle", "hex")
 
 
 def series_figure(title: str, y_label: str) -> tuple[figure, ColumnDataSource, ColumnDataSource]:
-    """A categorical-x figure with one line per series and a dot per point."""
+    """A categorical-x figure with one line per series and a dot per point; series that
+    coincide stay apart by dash and marker, the legend sits under the plot."""
     lines = ColumnDataSource({k: [] for k in SERIES})
-    dots = ColumnDataSource({"x": [], "y": [], "label": [], "color": []})
+    dots = ColumnDataSource({"x": [], "y": [], "label": [], "color": [], "marker": []})
     fig = figure(title=title, x_range=FactorRange(), height=300, sizing_mode="stretch_width",
-                 tools="save,hover", y_axis_label=y_label, tooltips=[("", "@label"), ("", "@y")])
-    fig.multi_line("xs", "ys", source=lines, color="color", line_width=2)
-    fig.scatter("x", "y", source=dots, color="color", size=8, legend_field="label")
-    fig.legend.location = "top_left"
+                 tools="save", y_axis_label=y_label)
+    fig.multi_line("xs", "ys", source=lines, color="color", line_width=2, line_dash="dash")
+    points = fig.scatter("x", "y", source=dots, color="color", marker="marker", size=9, fill_alpha=0.4,
+                         legend_field="label")
+    fig.add_tools(HoverTool(renderers=[points], tooltips=[("", "@label"), ("x", "@x"), (y_label, "@y{0,0.[000]}")]))
+    legend_below(fig)
     fig.y_range.start = 0
     return fig, lines, dots
 
@@ -34,12 +40,15 @@ def series_figure(title: str, y_label: str) -> tuple[figure, ColumnDataSource, C
 def show_series(fig: figure, lines: ColumnDataSource, dots: ColumnDataSource,
                 series: list[tuple[str, list[str], list[float]]]) -> None:
     colors = [Category10_10[i % 10] for i in range(len(series))]
+    markers = [MARKERS[i % len(MARKERS)] for i in range(len(series))]
     fig.x_range.factors = list(dict.fromkeys(x for _, xs, _ in series for x in xs))
     lines.data = {"xs": [xs for _, xs, _ in series], "ys": [ys for _, _, ys in series],
-                  "label": [label for label, _, _ in series], "color": colors}
+                  "label": [label for label, _, _ in series], "color": colors,
+                  "dash": [DASHES[i % len(DASHES)] for i in range(len(series))]}
     dots.data = {"x": [x for _, xs, _ in series for x in xs], "y": [y for _, _, ys in series for y in ys],
                  "label": [label for label, xs, _ in series for _ in xs],
-                 "color": [c for (_, xs, _), c in zip(series, colors) for _ in xs]}
+                 "color": [c for (_, xs, _), c in zip(series, colors) for _ in xs],
+                 "marker": [m for (_, xs, _), m in zip(series, markers) for _ in xs]}
 
 
 class SweepView(LabView):
@@ -88,14 +97,17 @@ class RecoveryView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.by_block = series_figure(tr("bringing back one request: swap (out + in) vs recompute"), tr("seconds"))
-        self.by_block[0].legend.location = "top_right"
         self.by_gpu = ColumnDataSource({"gpu": [], "swap": [], "recompute": []}, name="recovery-by-gpu")
         self.gpus = figure(title=tr("per GPU, blocks of 16: swap (left) vs recompute (right)"), x_range=FactorRange(),
                            height=300, sizing_mode="stretch_width", tools="save", y_axis_label=tr("seconds"))
-        self.gpus.vbar(x=dodge("gpu", -0.17, range=self.gpus.x_range), top="swap", width=0.3,
-                       source=self.by_gpu, color=Category10_10[0])
-        self.gpus.vbar(x=dodge("gpu", 0.17, range=self.gpus.x_range), top="recompute", width=0.3,
-                       source=self.by_gpu, color=Category10_10[1])
+        swap = self.gpus.vbar(x=dodge("gpu", -0.17, range=self.gpus.x_range), top="swap", width=0.3,
+                              source=self.by_gpu, color=Category10_10[0])
+        recompute = self.gpus.vbar(x=dodge("gpu", 0.17, range=self.gpus.x_range), top="recompute", width=0.3,
+                                   source=self.by_gpu, color=Category10_10[1])
+        self.gpus.add_tools(HoverTool(tooltips=[("GPU", "@gpu"), (tr("swap"), "@swap{0.000000} s"),
+                                                (tr("recompute"), "@recompute{0.000000} s")]))
+        legend_below(self.gpus, [LegendItem(label=tr("swap"), renderers=[swap]),
+                                 LegendItem(label=tr("recompute"), renderers=[recompute])])
         self.gpus.y_range.start = 0
         self.table = plain(css_class="kv-recovery-table", mono=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, FactorRange, Range1d
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LegendItem, Range1d
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 from bokeh.transform import dodge
@@ -13,6 +13,7 @@ from bokeh.transform import dodge
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView
+from app.views.engine import legend_below
 from kvweb.lab import Lab
 
 ROWS = 8  # the arena is drawn wrapped over this many rows
@@ -50,15 +51,20 @@ class FragmentationView(LabView):
         self.by_size = ColumnDataSource({"size": [], "failures": [], "enough": []}, name="fragmentation-by-size")
         self.sizes = figure(title=tr("failed allocations by mean request size: all (left), with enough free tokens (right)"),
                             x_range=FactorRange(), height=300, sizing_mode="stretch_width", tools="save")
-        self.sizes.vbar(x=dodge("size", -0.17, range=self.sizes.x_range), top="failures", width=0.3,
-                        source=self.by_size, color="#d62728")
-        self.sizes.vbar(x=dodge("size", 0.17, range=self.sizes.x_range), top="enough", width=0.3,
-                        source=self.by_size, color="#ff9896")
+        failures = self.sizes.vbar(x=dodge("size", -0.17, range=self.sizes.x_range), top="failures", width=0.3,
+                                   source=self.by_size, color="#d62728")
+        enough = self.sizes.vbar(x=dodge("size", 0.17, range=self.sizes.x_range), top="enough", width=0.3,
+                                 source=self.by_size, color="#ff9896")
+        self.sizes.add_tools(HoverTool(tooltips=[(tr("mean size"), "@size"), (tr("failures"), "@failures"),
+                                                 (tr("with enough free"), "@enough")]))
+        legend_below(self.sizes, [LegendItem(label=tr("failures"), renderers=[failures]),
+                                  LegendItem(label=tr("with enough free"), renderers=[enough])])
         self.sizes.y_range.start = 0
         self.waste = ColumnDataSource({"scheme": [], "percent": []}, name="fragmentation-waste")
         self.internal = figure(title=tr("internal waste at request end (% of what was held)"), x_range=FactorRange(),
                                height=300, sizing_mode="stretch_width", tools="save")
         self.internal.vbar(x="scheme", top="percent", width=0.6, source=self.waste, color="#9467bd")
+        self.internal.add_tools(HoverTool(tooltips=[("", "@scheme"), (tr("internal waste"), "@percent{0.0} %")]))
         self.internal.y_range.start = 0
         self.summary = plain(css_class="kv-fragmentation-summary", mono=True)
         self.step_text = plain(css_class="kv-fragmentation-step", mono=True)

@@ -6,19 +6,19 @@ The pattern and the outputs are user-controlled text: they appear only through
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, LabelSet, Range1d
+from bokeh.models import ColumnDataSource, DataTable, HoverTool, LabelSet, Range1d, TableColumn
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, columns
 from kvweb.lab import Lab
+from kvweb.constrained.layout import band_positions
 from kvweb.kv.model import VOCAB
 
 EDGE = "#9a9a9a"
@@ -30,27 +30,38 @@ ALLOWED = "#74c476"
 MASKED = "#eeeeee"
 GRID_COLUMNS = 16       # the vocabulary (+ end) drawn as a 16 x 6 grid
 TEXT_COLUMNS = 48       # output characters per line
-VISIBLE_DEPTHS = 36     # wider graphs scroll with the current state
-
-
-def state_positions(states: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
-    """Breadth-first depth across, states of one depth stacked and centred."""
-    by_depth: dict[int, list[int]] = defaultdict(list)
-    for s in states:
-        by_depth[s["depth"]].append(s["id"])
-    return {sid: (float(d), i - (len(ids) - 1) / 2) for d, ids in by_depth.items() for i, sid in enumerate(ids)}
+PER_BAND = 16           # layers per band: longer DFAs wrap like lines of text
+UNIT_PX = 46            # pixels per unit of height (one state of a layer)
+LABEL_H = 0.34          # an edge label's height, in those units
+CHAR_W = 0.085          # one label character's width, in layers (at about 80 px per layer)
 
 
 def edge_curve(p: tuple[float, float], q: tuple[float, float]) -> tuple[float, float, float, float]:
-    """Bezier control points: straight to the next column, arched otherwise, a loop on itself."""
+    """Bezier control points: straight to the next layer, arched above over skipped layers,
+    below when going back, an S from one band down to the next, a loop on a state itself."""
     (x0, y0), (x1, y1) = p, q
     if p == q:
         return x0 - 0.45, y0 + 0.9, x0 + 0.45, y0 + 0.9
+    if y1 < y0 - 1.2 and x1 < x0:  # wrapped into a later band
+        return x0 + 1.5, y0, x1 - 1.5, y1
     if x1 == x0 + 1:
         return x0 + (x1 - x0) / 3, y0 + (y1 - y0) / 3, x0 + 2 * (x1 - x0) / 3, y0 + 2 * (y1 - y0) / 3
-    lift = 0.5 + 0.12 * abs(x1 - x0)
-    top = max(y0, y1) + lift
-    return x0 + (x1 - x0) / 3, top, x0 + 2 * (x1 - x0) / 3, top
+    lift = 0.45 + 0.22 * abs(x1 - x0)
+    level = max(y0, y1) + lift if x1 > x0 else min(y0, y1) - lift
+    return x0 + (x1 - x0) / 3, level, x0 + 2 * (x1 - x0) / 3, level
+
+
+def spread_labels(xs: list[float], ys: list[float], labels: list[str]) -> list[float]:
+    """Label heights nudged upwards until no two labels' boxes overlap (greedy, in order)."""
+    placed: list[tuple[float, float, float]] = []
+    out = []
+    for x, y, label in zip(xs, ys, labels):
+        half = max(1, len(label)) * CHAR_W / 2
+        while any(abs(x - px) < half + ph and abs(y - py) < LABEL_H for px, py, ph in placed):
+            y += LABEL_H
+        placed.append((x, y, half))
+        out.append(y)
+    return out
 
 
 def _bezier(t: float, a: float, b: float, c: float, d: float) -> float:
@@ -68,34 +79,38 @@ class FsmView(LabView):
         self.jumped_at: list[bool] = []
         self.positions: dict[int, tuple[float, float]] = {}
         self.chains: dict[int, list[int]] = {}
-        self.max_depth = 0
 
         edge_cols = ("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", "color", "width")
         self.edges = ColumnDataSource(columns(*edge_cols, "source", "target"), name="fsm-edges")
-        self.active = ColumnDataSource(columns(*edge_cols))
+        self.active = ColumnDataSource(columns(*edge_cols), name="fsm-active")
         self.arrows = ColumnDataSource(columns("x", "y", "angle", "color"))
-        self.edge_labels = ColumnDataSource(columns("x", "y", "label", "color"))
-        self.states = ColumnDataSource(columns("x", "y", "id", "fill", "line", "ring"), name="fsm-states")
+        self.edge_labels = ColumnDataSource(columns("x", "y", "label", "color", "what"), name="fsm-labels")
+        self.states = ColumnDataSource(columns("x", "y", "id", "fill", "line", "ring", "what"), name="fsm-states")
         self.current = ColumnDataSource(columns("x", "y"))
 
         self.graph = figure(
-            title=tr("DFA (orange: jump chains, thick ring: accepting, red: this step)"), height=380,
+            title=tr("DFA, layered left to right and wrapped into bands (orange: jump chains, thick ring: "
+                     "accepting, red: this step)"), height=380,
             sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save", toolbar_location="above",
-            x_axis_label=tr("breadth-first depth from the start state"), x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
+            x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
         )
-        self.graph.yaxis.visible = False
-        self.graph.ygrid.visible = False
+        self.graph.axis.visible = False
+        self.graph.grid.visible = False
         self.graph.bezier("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", source=self.edges,
                           line_color="color", line_width="width")
         self.graph.bezier("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", source=self.active,
                           line_color=ACTIVE, line_width=5, line_alpha=0.8)
         self.graph.scatter("x", "y", source=self.arrows, marker="triangle", size=9, angle="angle",
                            color="color")
-        self.graph.add_layout(LabelSet(x="x", y="y", text="label", source=self.edge_labels, text_font_size="10px",
-                                       text_color="color", text_align="center", y_offset=3))
+        self.graph.add_layout(LabelSet(x="x", y="y", text="label", source=self.edge_labels, text_font_size="11px",
+                                       text_color="color", text_align="center", text_baseline="middle",
+                                       background_fill_color="#ffffff", background_fill_alpha=0.8))
+        spots = self.graph.scatter("x", "y", source=self.edge_labels, size=14, alpha=0)
+        self.graph.add_tools(HoverTool(renderers=[spots], tooltips=[(tr("edge"), "@what")]))
         self.graph.scatter("x", "y", source=self.current, size=28, fill_color=None, line_color=ACTIVE, line_width=4)
-        self.graph.scatter("x", "y", source=self.states, size=18, fill_color="fill", line_color="line",
-                           line_width="ring")
+        dots = self.graph.scatter("x", "y", source=self.states, size=18, fill_color="fill", line_color="line",
+                                  line_width="ring")
+        self.graph.add_tools(HoverTool(renderers=[dots], tooltips=[(tr("state"), "@what")]))
         self.graph.text("x", "y", text="id", source=self.states, text_align="center", text_baseline="middle",
                         text_font_size="9px")
 
@@ -137,13 +152,22 @@ class FsmView(LabView):
         self.step_text = plain(css_class="kv-fsm-step", mono=True)
         self.pattern_text = plain(css_class="kv-fsm-pattern", mono=True)
         self.summary = plain(css_class="kv-fsm-summary", mono=True)
-        self.outputs = plain(css_class="kv-fsm-outputs", mono=True)
+        self.outputs = ColumnDataSource(columns("seed", "output", "plain", "compressed", "free"), name="fsm-outputs")
+        self.table = DataTable(
+            source=self.outputs, index_position=None, sizing_mode="stretch_width", height=150,
+            css_classes=["kv-fsm-outputs"],
+            columns=[TableColumn(field="seed", title=tr("seed"), width=50),
+                     TableColumn(field="output", title=tr("constrained output"), width=330),
+                     TableColumn(field="plain", title=tr("forwards plain"), width=90),
+                     TableColumn(field="compressed", title=tr("compressed"), width=90),
+                     TableColumn(field="free", title=tr("unconstrained output (same seed, no mask)"), width=330)])
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
             self.pattern_text, self.summary, self.player, self.graph,
             pn.Row(self.mask_plot, self.count_plot, sizing_mode="stretch_width"),
-            self.step_text, self.text_plot, self.outputs, sizing_mode="stretch_width",
+            self.step_text, self.text_plot, pn.pane.Bokeh(self.table, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
         )
 
     # -- a new result ---------------------------------------------------------------------
@@ -152,9 +176,10 @@ class FsmView(LabView):
         self.trace = result["trace"]
         self.output = result["outputs"][0]
         self.jumped_at = [s["jump"] for s in self.trace for _ in s["chars"]]
-        self.positions = state_positions(graph["states"])
+        states = graph["states"]
+        xy = band_positions([s["layer"] for s in states], [s["slot"] for s in states], PER_BAND)
+        self.positions = {s["id"]: p for s, p in zip(states, xy)}
         self.chains = {c["head"]: [*c["states"], c["end"]] for c in graph["chains"]}
-        self.max_depth = max(s["depth"] for s in graph["states"])
         self._draw_graph(graph)
         self.count_plot.x_range.end = max(1, result["per_sample"][0]["forwards_plain"]) * 1.25
         self.pattern_text.text = f"{tr('pattern in use')}: {result['pattern']}"
@@ -166,12 +191,14 @@ class FsmView(LabView):
             f"{tr('compressed')} {result['forwards_compressed']}, "
             f"{tr('saved')} {result['forwards_plain'] - result['forwards_compressed']} = "
             f"{tr('characters through jump edges')} {result['jump_chars']}; "
-            f"{tr('identical')}: {result['identical']}, {tr('all match')}: {result['all_match']}"
+            f"{tr('identical')}: {tr(str(result['identical']))}, {tr('all match')}: {tr(str(result['all_match']))}"
         )
-        self.outputs.text = "\n".join(
-            [tr("constrained outputs") + ":", *(f"  {t}" for t in result["outputs"]),
-             tr("unconstrained outputs (same seeds, no mask)") + ":",
-             *(f"  {t}" for t in result["unconstrained_outputs"])])
+        per = result["per_sample"]
+        self.outputs.data = {"seed": [p["seed"] for p in per], "output": result["outputs"],
+                             "plain": [p["forwards_plain"] for p in per],
+                             "compressed": [p["forwards_compressed"] for p in per],
+                             "free": result["unconstrained_outputs"]}
+        self.table.height = 40 + 26 * min(len(per), 8)
         rows = -(-max(len(self.output), 1) // TEXT_COLUMNS)
         self.text_plot.y_range.start = -rows + 0.4
         self.text_plot.height = 70 + 28 * rows
@@ -193,7 +220,7 @@ class FsmView(LabView):
         rows = self._edge_rows(pairs, colors, [3.0 if e["jump"] else 1.2 for e in edges])
         self.edges.data = {**rows, "source": [s for s, _ in pairs], "target": [t for _, t in pairs]}
         arrows = columns("x", "y", "angle", "color")
-        labels = columns("x", "y", "label", "color")
+        labels = columns("x", "y", "label", "color", "what")
         for i, e in enumerate(edges):
             ctrl = [rows[k][i] for k in ("x0", "cx0", "cx1", "x1")], [rows[k][i] for k in ("y0", "cy0", "cy1", "y1")]
             (ax, bx), (ay, by) = ((_bezier(0.8, *c), _bezier(0.86, *c)) for c in ctrl)
@@ -202,9 +229,12 @@ class FsmView(LabView):
             arrows["angle"].append(float(np.arctan2(by - ay, bx - ax)) - np.pi / 2)
             arrows["color"].append(colors[i])
             labels["x"].append(_bezier(0.5, *ctrl[0]))
-            labels["y"].append(_bezier(0.5, *ctrl[1]))
-            labels["label"].append(e["label"])
+            labels["y"].append(_bezier(0.5, *ctrl[1]) + LABEL_H * 0.7)  # above its edge
+            labels["label"].append(e["label"].replace(" ", "␣"))
             labels["color"].append(JUMP if e["jump"] else "#444444")
+            labels["what"].append(f"{e['source']} -> {e['target']}: {e['label']} ({e['chars']} {tr('characters')})"
+                                  + (f", {tr('jump edge')}" if e["jump"] else ""))
+        labels["y"] = spread_labels(labels["x"], labels["y"], labels["label"])
         self.arrows.data = arrows
         self.edge_labels.data = labels
         ids = [s["id"] for s in graph["states"]]
@@ -214,18 +244,14 @@ class FsmView(LabView):
             "fill": [FORCED if s["forced"] else STATE for s in graph["states"]],
             "line": ["#222222" if s["accepting"] else "#6b6b6b" for s in graph["states"]],
             "ring": [4.0 if s["accepting"] else 1.0 for s in graph["states"]],
+            "what": [f"{s['id']} ({tr('layer')} {s['layer']})" + (f", {tr('accepting')}" if s["accepting"] else "")
+                     + (f", {tr('forced: one legal character')}" if s["forced"] else "") for s in graph["states"]],
         }
-        top = max((abs(p[1]) for p in self.positions.values()), default=0)
-        self.graph.y_range.start, self.graph.y_range.end = -top - 1, top + 2
-        self._frame(0)
-
-    def _frame(self, depth: int) -> None:
-        """Keep the x range around `depth` when the graph is wider than the figure shows."""
-        if self.max_depth < VISIBLE_DEPTHS:
-            self.graph.x_range.start, self.graph.x_range.end = -0.7, self.max_depth + 0.7
-        else:
-            start = min(max(depth - VISIBLE_DEPTHS // 3, 0), self.max_depth - VISIBLE_DEPTHS + 1)
-            self.graph.x_range.start, self.graph.x_range.end = start - 0.7, start + VISIBLE_DEPTHS - 0.3
+        xs = [p[0] for p in self.positions.values()]
+        ys = [p[1] for p in self.positions.values()] + labels["y"]
+        self.graph.x_range.start, self.graph.x_range.end = -0.8, max(xs) + 0.8
+        self.graph.y_range.start, self.graph.y_range.end = min(ys) - 0.8, max(ys) + 1.0
+        self.graph.height = int(UNIT_PX * (max(ys) - min(ys) + 1.8)) + 60
 
     # -- one step of the trace ------------------------------------------------------------
     def show_step(self, index: int) -> None:
@@ -237,7 +263,6 @@ class FsmView(LabView):
         self.active.data = self._edge_rows(walked, [ACTIVE] * len(walked), [5.0] * len(walked))
         x, y = self.positions[step["state"]]
         self.current.data = {"x": [x], "y": [y]}
-        self._frame(int(x))
         self._show_mask(step)
         self._show_text(step)
         fp, fc = step["forwards_plain"], step["forwards_compressed"]

@@ -5,17 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, LabelSet, Span
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LabelSet, Range1d, Span
 from bokeh.palettes import Category10_4
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView
+from app.views.engine import legend_below
 from kvweb.lab import Lab
 
 MANAGERS = ("max", "pow2", "oracle", "paged")
 COLORS = dict(zip(MANAGERS, Category10_4))
+MARKERS = dict(zip(MANAGERS, ("square", "triangle", "diamond", "circle")))  # trials at one rate stay apart
 
 
 class MaxRateView(LabView):
@@ -28,19 +30,24 @@ class MaxRateView(LabView):
         self.trials = ColumnDataSource({k: [] for k in ("rate", "attainment", "memory", "color", "marker")},
                                        name="max-rate-trials")
         self.rates = figure(title=tr("highest arrival rate within the SLO (requests/s)"), x_range=list(MANAGERS),
-                            height=320, sizing_mode="stretch_width", tools="save", y_axis_label=tr("requests/s"))
+                            height=320, sizing_mode="stretch_width", tools="save", y_axis_label=tr("requests/s"),
+                            y_range=Range1d(0, 1))
         self.rates.vbar(x="memory", top="rate", width=0.6, color="color", source=self.bars)
+        self.rates.add_tools(HoverTool(tooltips=[("", "@memory"), (tr("requests/s"), "@rate{0.000}")]))
         self.rates.add_layout(LabelSet(x="memory", y="rate", text="label", source=self.bars, text_align="center",
                                        y_offset=4, text_font_size="11px"))
-        self.rates.y_range.start = 0
         self.search = figure(title=tr("every trial of the search (x: the run gave up early, below target)"),
                              height=320, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save,hover",
                              x_axis_label=tr("arrival rate (requests/s)"), y_axis_label=tr("SLO attainment"),
-                             x_axis_type="log", tooltips=[("", "@memory"), (tr("rate"), "@rate"),
-                                                          (tr("attainment"), "@attainment")])
+                             x_axis_type="log", tooltips=[("", "@memory"), (tr("rate"), "@rate{0.000}"),
+                                                          (tr("attainment"), "@attainment{0.0%}")])
+        # labels at 1, 2, 3 and 5 of every decade: a search spans one or two decades, where a plain
+        # log ticker labels only one or two points
+        self.search.xaxis.ticker = FixedTicker(ticks=[m * 10.0 ** e for e in range(-3, 4) for m in (1, 2, 3, 5)],
+                                               minor_ticks=[m * 10.0 ** e for e in range(-3, 4) for m in range(1, 10)])
         self.search.scatter("rate", "attainment", source=self.trials, color="color", marker="marker", size=10,
-                            legend_field="memory")
-        self.search.legend.location = "bottom_left"
+                            fill_alpha=0.4, legend_field="memory")
+        legend_below(self.search)
         self.target = Span(location=0.9, dimension="width", line_dash="dashed", line_color="#444444")
         self.search.add_layout(self.target)
         self.summary = plain(css_class="kv-max-rate-summary", mono=True)
@@ -53,12 +60,14 @@ class MaxRateView(LabView):
         rates = result["max_rate"]
         self.bars.data = {**self.bars.data, "rate": [rates[m] for m in MANAGERS],
                           "label": [f"{rates[m]:.3g}" for m in MANAGERS]}
+        self.rates.y_range.end = 1.15 * max(max(rates.values()), 1e-9)  # room for the labels above the bars
         trials = [(row["memory"], t) for row in result["managers"] for t in row["trials"]]
+        trials.sort(key=lambda mt: mt[1]["slo_attainment"] is None)  # the legend draws each manager's first row
         self.trials.data = {
             "rate": [t["rate"] for _, t in trials],
             "attainment": [t["slo_attainment"] if t["slo_attainment"] is not None else 0.0 for _, t in trials],
             "memory": [m for m, _ in trials], "color": [COLORS[m] for m, _ in trials],
-            "marker": ["circle" if t["slo_attainment"] is not None else "x" for _, t in trials],
+            "marker": [MARKERS[m] if t["slo_attainment"] is not None else "x" for m, t in trials],
         }
         self.target.location = result["target"]
         ratios = ", ".join(f"{tr('paged')} / {m} = {r:.2f}x" for m, r in result["paged_over"].items() if r is not None)

@@ -1,13 +1,16 @@
-"""View of the `radix-demo` lab: the radix tree as an icicle, request by request.
+"""View of the `radix-demo` lab: the radix tree as a node-link drawing, request by request.
 
-Two steps per request: while it runs (its cached prefix locked, its new slots taken from the
-shared pool, leaves evicted if the pool was short) and after it (prompt + output inserted,
-a node split where it parted from the tree, the lock released). x is the token position,
-so a node's width is its number of tokens; colour is the lock or how recently it was used;
-the request's path is outlined, the part it read from the cache shaded green.
+Two steps per request: while it runs (its cached prefix matched, split where the match ends
+inside an edge, and locked; its new slots taken from the shared pool, least recently used
+leaves evicted if the pool was short) and after it (prompt + output inserted, a node split
+where it parted from the tree, the lock released). The root is on the left; each edge is
+labelled with its tokens (cut short; hover for all of them). Edges on the request's path
+are green where it read the cache and yellow where it computed; the suffix it is computing
+hangs dashed from the matched node; locked nodes are red, split nodes ringed in purple,
+and the nodes evicted in this step stay as faded dashed ghosts.
 
-Prompts and outputs are user-controlled text: shown only through `app.text.plain` and
-canvas glyphs, never as HTML.
+Prompts and outputs are user-controlled text: shown only through `app.text.plain`, canvas
+glyphs, escaped tooltips and DataTable cells, never as HTML.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, HoverTool, Range1d
+from bokeh.models import ColumnDataSource, DataTable, HoverTool, LabelSet, Legend, LegendItem, Range1d, TableColumn
 from bokeh.palettes import Blues9
 from bokeh.plotting import figure
 
@@ -26,10 +29,30 @@ from kvweb.lab import Lab
 
 LOCKED = "#e6550d"
 HIT = "#2ca02c"
-COMPUTED = "#ffbf00"
+COMPUTED = "#e6ab02"
+SPLIT = "#7b3294"
+GHOST = "#9e9e9e"
+EDGE = "#b0b0b0"
 RECENCY = list(reversed(Blues9))[2:8]  # light (least recently used) to dark
 POOL_PARTS = (("evictable", "cached, evictable", "#6baed6"), ("protected", "cached, locked", LOCKED),
               ("running", "running request", COMPUTED), ("free", "free", "#eeeeee"))
+LABEL_CHARS = 18  # an edge label shows this many characters, the rest on hover
+NODE_COLS = ("x", "y", "id", "size", "lock", "last_access", "fill", "line", "ring", "text", "what")
+EDGE_COLS = ("xs", "ys", "color", "width", "lx", "ly", "label")
+
+
+def shown_text(text: str) -> str:
+    """Spaces made visible, as on the mini model's character tokens."""
+    return text.replace(" ", "␣")
+
+
+def cut(text: str) -> str:
+    return shown_text(text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…")
+
+
+def elbow(x0: float, y0: float, x1: float, y1: float) -> tuple[list[float], list[float]]:
+    """Parent to child: down (or up) beside the parent, then across to the child."""
+    return [x0, x0 + 0.06, x0 + 0.06, x1], [y0, y0, y1, y1]
 
 
 class RadixTreeView(LabView):
@@ -39,65 +62,97 @@ class RadixTreeView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[dict[str, Any]] = []
-        self.nodes = ColumnDataSource(columns("left", "right", "top", "bottom", "fill", "id", "size", "lock",
-                                               "last_access"), name="radix-nodes")
-        self.path = ColumnDataSource(columns("left", "right", "top", "bottom", "fill"), name="radix-path")
-        self.chars = ColumnDataSource(columns("x", "y", "char"))
+        self.nodes = ColumnDataSource(columns(*NODE_COLS), name="radix-nodes")
+        self.edges = ColumnDataSource(columns(*EDGE_COLS, "id", "path", "hit"), name="radix-edges")
+        self.ghosts = ColumnDataSource(columns(*NODE_COLS), name="radix-ghosts")
+        self.ghost_edges = ColumnDataSource(columns(*EDGE_COLS))
+        self.splits = ColumnDataSource(columns("x", "y", "id"), name="radix-splits")
+        self.suffix = ColumnDataSource(columns(*EDGE_COLS, "text"), name="radix-suffix")
         self.tree = figure(
-            title=tr("radix tree (width: tokens; red: locked; blue: darker = used more recently; "
-                     "strip: this request's path, green = read from the cache, yellow = computed)"),
-            height=330, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save", toolbar_location="above",
-            x_axis_label=tr("token position"), x_range=Range1d(0, 1), y_range=Range1d(-1, 0),
+            title=tr("radix tree: each edge holds a run of tokens (root on the left)"),
+            height=360, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save", toolbar_location="above",
+            x_range=Range1d(-0.3, 1), y_range=Range1d(-1, 0),
         )
-        self.tree.yaxis.visible = False
-        self.tree.ygrid.visible = False
-        boxes = self.tree.quad(left="left", right="right", top="top", bottom="bottom", source=self.nodes,
-                               fill_color="fill", line_color="#ffffff", line_width=2)
-        self.tree.quad(left="left", right="right", top="top", bottom="bottom", source=self.path,
-                       fill_color="fill", line_color="#222222", line_width=1)
-        self.tree.text("x", "y", text="char", source=self.chars, text_align="center", text_baseline="middle",
-                       text_font_size="9px", text_font=value("monospace"))
-        self.tree.add_tools(HoverTool(renderers=[boxes], tooltips=[
-            (tr("node"), "@id"), (tr("tokens"), "@size"), (tr("lock"), "@lock"), (tr("last access"), "@last_access")]))
+        self.tree.axis.visible = False
+        self.tree.grid.visible = False
+        self.tree.multi_line("xs", "ys", source=self.edges, line_color="color", line_width="width")
+        self.tree.multi_line("xs", "ys", source=self.ghost_edges, line_color=GHOST, line_width=2,
+                                           line_dash="dashed", line_alpha=0.6)
+        self.tree.multi_line("xs", "ys", source=self.suffix, line_color=COMPUTED, line_width=4,
+                                      line_dash="dashed")
+        for src, color, alpha in ((self.edges, "#222222", 1.0), (self.ghost_edges, GHOST, 1.0),
+                                  (self.suffix, "#8a6d00", 1.0)):
+            self.tree.add_layout(LabelSet(x="lx", y="ly", text="label", source=src, text_font_size="12px",
+                                          text_font=value("monospace"), text_color=color, text_alpha=alpha,
+                                          y_offset=3, text_baseline="bottom"))
+        self.tree.scatter("x", "y", source=self.splits, size=24, fill_color=None, line_color=SPLIT,
+                                   line_width=3)
+        ghosts = self.tree.scatter("x", "y", source=self.ghosts, size=15, fill_color="#ffffff", line_color=GHOST,
+                                   line_dash="dashed", line_width=2, marker="circle_x")
+        dots = self.tree.scatter("x", "y", source=self.nodes, size=15, fill_color="fill", line_color="line",
+                                 line_width="ring")
+        self.tree.add_tools(HoverTool(renderers=[dots, ghosts], tooltips=[("", "@what"), (tr("tokens"), "@text")]))
+        key = ColumnDataSource({"x": [float("nan")], "y": [float("nan")]})  # glyphs that only draw legend keys
+        self.tree.add_layout(Legend(items=[
+            LegendItem(label=tr(label), renderers=[glyph]) for label, glyph in (
+                ("read from the cache", self.tree.line("x", "y", source=key, line_color=HIT, line_width=5)),
+                ("computed by this request", self.tree.line("x", "y", source=key, line_color=COMPUTED, line_width=5)),
+                ("locked", self.tree.scatter("x", "y", source=key, size=13, fill_color=LOCKED, line_color=None)),
+                ("split node", self.tree.scatter("x", "y", source=key, size=13, fill_color=None, line_color=SPLIT,
+                                                  line_width=3)),
+                ("evicted in this step", self.tree.scatter("x", "y", source=key, size=13, fill_color="#ffffff",
+                                                           line_color=GHOST, line_width=2, marker="circle_x")))
+        ], orientation="horizontal", ncols=3, click_policy="none", label_text_font_size="12px"), "below")
 
         self.pool = ColumnDataSource({"what": [tr(label) for _, label, _ in POOL_PARTS], "left": [0] * 4,
                                       "right": [0] * 4, "color": [c for _, _, c in POOL_PARTS]}, name="radix-pool")
-        self.pool_plot = figure(title=tr("one pool of slots for the cache and the running request"), height=140,
+        self.pool_plot = figure(title=tr("one pool of slots for the cache and the running request"), height=150,
                                 sizing_mode="stretch_width", tools="", toolbar_location=None, y_range=["pool"],
                                 x_range=Range1d(0, 1), x_axis_label=tr("slots"))
-        self.pool_plot.hbar(y=value("pool"), left="left", right="right", height=0.8, color="color",
-                            legend_field="what", source=self.pool)
-        self.pool_plot.add_layout(self.pool_plot.legend[0], "right")
+        bars = self.pool_plot.hbar(y=value("pool"), left="left", right="right", height=0.8, color="color",
+                                   legend_field="what", source=self.pool)
+        self.pool_plot.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@what"), (tr("slots"), "@left - @right")]))
+        self.pool_plot.legend[0].orientation = "horizontal"
+        self.pool_plot.legend[0].ncols = 2
+        self.pool_plot.add_layout(self.pool_plot.legend[0], "below")
         self.pool_plot.yaxis.visible = False
 
-        self.bars = ColumnDataSource(columns("name", "cached", "prefilled", "alpha"), name="radix-requests")
-        self.bar_plot = figure(title=tr("prompt tokens per request: from the cache vs prefilled"), height=220,
-                               width=420, tools="", toolbar_location=None, x_range=[""])
-        self.bar_plot.vbar_stack(["cached", "prefilled"], x="name", width=0.7, color=[HIT, "#bbbbbb"],
-                                 fill_alpha="alpha", source=self.bars,
-                                 legend_label=[tr("from the cache"), tr("prefilled")])
-        self.bar_plot.legend.location = "top_left"
-        self.bar_plot.y_range.start = 0
+        self.log = ColumnDataSource(columns("request", "kind", "cached", "prefilled", "evicted", "identical",
+                                            "prompt", "output"), name="radix-log")
+        self.table = DataTable(source=self.log, index_position=None, sizing_mode="stretch_width", height=190,
+                               columns=[TableColumn(field="request", title=tr("request"), width=45),
+                                        TableColumn(field="kind", title=tr("kind"), width=130),
+                                        TableColumn(field="cached", title=tr("from the cache"), width=70),
+                                        TableColumn(field="prefilled", title=tr("prefilled"), width=55),
+                                        TableColumn(field="evicted", title=tr("evicted"), width=50),
+                                        TableColumn(field="identical", title=tr("identical"), width=55),
+                                        TableColumn(field="prompt", title=tr("prompt"), width=440),
+                                        TableColumn(field="output", title=tr("output"), width=160)],
+                               css_classes=["kv-radix-log"])
 
-        self.summary = plain(css_class="kv-radix-summary", mono=True)
-        self.step_text = plain(css_class="kv-radix-step", mono=True)
-        self.texts = plain(css_class="kv-radix-texts", mono=True)
+        self.summary = plain(css_class="kv-radix-summary")
+        self.step_text = plain(css_class="kv-radix-step")
+        self.texts = plain(css_class="kv-radix-texts")
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
-            self.summary, self.player, self.step_text, self.tree, self.pool_plot,
-            pn.Row(self.bar_plot, self.texts, sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            self.summary, self.player, self.step_text, self.tree, self.pool_plot, self.texts,
+            pn.pane.Bokeh(self.table, sizing_mode="stretch_width"), sizing_mode="stretch_width",
         )
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         self.requests = result["requests"]
-        names = [f"r{r['index']}" + (f" ({tr('turn 2')})" if r["follow_up"] else "") for r in self.requests]
-        self.bar_plot.x_range.factors = names
-        self.bars.data = {"name": names, "cached": [r["cached_tokens"] for r in self.requests],
-                          "prefilled": [r["prefilled_tokens"] for r in self.requests],
-                          "alpha": [0.35] * len(self.requests)}
+        kinds = {True: tr("a later turn of request 0"), False: tr("a new question")}
+        self.log.data = {
+            "request": [r["index"] for r in self.requests], "kind": [kinds[r["follow_up"]] for r in self.requests],
+            "cached": [r["cached_tokens"] for r in self.requests],
+            "prefilled": [r["prefilled_tokens"] for r in self.requests],
+            "evicted": [r["evicted"] for r in self.requests],
+            "identical": [tr(str(r["identical"])) for r in self.requests],
+            "prompt": [r["prompt"] for r in self.requests], "output": [r["output"] for r in self.requests],
+        }
         trees = [t for r in self.requests for t in (r["running_tree"], r["tree"])]
-        self.tree.x_range.end = max(n["start"] + n["size"] for t in trees for n in t["nodes"]) + 1
+        self.tree.x_range.end = max(n["depth"] for t in trees for n in t["nodes"]) + 1.1
         self.pool_plot.x_range.start, self.pool_plot.x_range.end = 0, trees[0]["pool_size"]
         self.summary.text = (
             f"{tr('identical to from-scratch runs')}: {result['identical']}; "
@@ -113,48 +168,77 @@ class RadixTreeView(LabView):
         index = min(index, 2 * len(self.requests) - 1)
         req, running = self.requests[index // 2], index % 2 == 0
         tree = req["running_tree"] if running else req["tree"]
-        self._draw_tree(tree)
+        self._draw_tree(tree, req if running else None)
         used, cached = tree["pool_used"], tree["cached"]
         sizes = [tree["evictable"], tree["protected"], used - cached, tree["pool_size"] - used]
         edges = [sum(sizes[:i]) for i in range(5)]
         self.pool.data = {**self.pool.data, "left": edges[:4], "right": edges[1:]}
-        alpha = [1.0 if i == index // 2 else 0.35 for i in range(len(self.requests))]
-        self.bars.data = {**self.bars.data, "alpha": alpha}
+        self.log.selected.indices = [index // 2]
         kind = tr("a later turn of request 0") if req["follow_up"] else tr("a new question")
+        split = sum(n["split"] for n in tree["nodes"])
+        ghosts = sum(n["ghost"] for n in tree["nodes"])
         if running:
             what = (f"{tr('running')}: {req['cached_tokens']} {tr('prompt tokens matched and locked')}, "
                     f"{req['prefilled_tokens']} {tr('prefilled')}; {tr('evicted to make room')}: {req['evicted']}")
         else:
             what = (f"{tr('done')}: {tr('prompt + output inserted, lock released')}; "
-                    f"{tr('output identical to a from-scratch run')}: {req['identical']}")
-        self.step_text.text = f"{tr('request')} {req['index']} ({kind}) - {what}"
+                    f"{tr('output identical to a from-scratch run')}: {tr(str(req['identical']))}")
+        notes = ([f"{tr('split nodes')}: {split}"] if split else []) + (
+            [f"{tr('evicted nodes')}: {ghosts}"] if ghosts else [])
+        self.step_text.text = f"{tr('request')} {req['index']} ({kind}) - {what}" + (
+            f" [{'; '.join(notes)}]" if notes else "")
         self.texts.text = (f"{tr('prompt')}: {req['prompt']}\n{tr('output')}: {req['output']}\n"
                            f"{tr('from scratch')}: {req['reference']}")
 
-    def _draw_tree(self, tree: dict[str, Any]) -> None:
-        nodes = [n for n in tree["nodes"] if n["size"]]
-        stamps = sorted({n["last_access"] for n in nodes})
+    def _draw_tree(self, tree: dict[str, Any], running: dict[str, Any] | None) -> None:
+        """Place nodes (x: edges from the root, y: the middle of their leaf rows) and fill
+        the sources; `running`: the request whose uncached suffix is being computed."""
+        nodes = tree["nodes"]
+        at = {n["id"]: (float(n["depth"]), -(n["row"] + n["rows"] / 2)) for n in nodes}
+        stamps = sorted({n["last_access"] for n in nodes if not n["ghost"]})
         shade = {s: RECENCY[i * len(RECENCY) // max(1, len(stamps))] for i, s in enumerate(stamps)}
-        self.nodes.data = {
-            "left": [n["start"] for n in nodes], "right": [n["start"] + n["size"] for n in nodes],
-            "top": [-n["row"] for n in nodes], "bottom": [-(n["row"] + n["rows"]) for n in nodes],
-            "fill": [LOCKED if n["lock"] else shade[n["last_access"]] for n in nodes],
-            "id": [n["id"] for n in nodes], "size": [n["size"] for n in nodes],
-            "lock": [n["lock"] for n in nodes], "last_access": [n["last_access"] for n in nodes],
-        }
-        path = columns("left", "right", "top", "bottom", "fill")
+        real, gone = columns(*NODE_COLS), columns(*NODE_COLS)
+        edges, ghost_edges = columns(*EDGE_COLS, "id", "path", "hit"), columns(*EDGE_COLS)
+        splits = columns("x", "y", "id")
         for n in nodes:
-            for lo, hi, color in ((0, n["hit"], HIT), (n["hit"], n["path"], COMPUTED)):
-                if hi > lo:
-                    bottom = -n["row"] - n["rows"] + 0.08  # a strip along the node's bottom edge
-                    for key, v in zip(path, (n["start"] + lo, n["start"] + hi, bottom + 0.22, bottom, color)):
-                        path[key].append(v)
-        self.path.data = path
-        chars = columns("x", "y", "char")
-        for n in nodes:
-            for i, c in enumerate(n["text"]):
-                chars["x"].append(n["start"] + i + 0.5)
-                chars["y"].append(-n["row"] - 0.5)
-                chars["char"].append("␣" if c == " " else c)
-        self.chars.data = chars
-        self.tree.y_range.start, self.tree.y_range.end = -max(1, tree["leaves"]) - 0.1, 0.1
+            x, y = at[n["id"]]
+            if n["parent"] is None:  # the root: a node, no edge
+                for key, v in zip(NODE_COLS, (x, y, n["id"], 0, 0, n["last_access"], "#ffffff", "#444444", 2.0,
+                                              "", tr("root"))):
+                    real[key].append(v)
+                continue
+            px, py = at[n["parent"]]
+            xs, ys = elbow(px, py, x, y)
+            where = tr("evicted") if n["ghost"] else tr("locked") if n["lock"] else tr("unlocked")
+            what = f"{tr('node')} {n['id']}: {n['size']} {tr('tokens')}, {where}" + (
+                f", {tr('split node')}" if n["split"] else "")
+            node_row = (x, y, n["id"], n["size"], n["lock"], n["last_access"],
+                        LOCKED if n["lock"] else shade.get(n["last_access"], GHOST),
+                        "#7f2704" if n["lock"] else "#ffffff", 2.0 if n["lock"] else 1.0,
+                        shown_text(n["text"]), what)
+            color = HIT if n["hit"] else COMPUTED if n["path"] else EDGE
+            edge_row = (xs, ys, color, 5.0 if n["path"] else 2.0, px + 0.1, y, cut(n["text"]))
+            if n["ghost"]:
+                for key, v in zip(NODE_COLS, node_row):
+                    gone[key].append(v)
+                for key, v in zip(EDGE_COLS, edge_row):
+                    ghost_edges[key].append(v)
+                continue
+            for key, v in zip(NODE_COLS, node_row):
+                real[key].append(v)
+            for key, v in zip((*EDGE_COLS, "id", "path", "hit"), (*edge_row, n["id"], n["path"], n["hit"])):
+                edges[key].append(v)
+            if n["split"]:
+                for key, v in zip(splits, (x, y, n["id"])):
+                    splits[key].append(v)
+        suffix = columns(*EDGE_COLS, "text")
+        if running is not None:
+            x, y = at[running["match_node"]]
+            xs, ys = elbow(x, y, x + 0.9, y - 0.4)  # below the node's own edges
+            for key, v in zip((*EDGE_COLS, "text"), (xs, ys, COMPUTED, 4.0, x + 0.1, y - 0.4,
+                                                    cut(running["suffix"]) + " …", running["suffix"])):
+                suffix[key].append(v)
+        self.nodes.data, self.ghosts.data = real, gone
+        self.edges.data, self.ghost_edges.data = edges, ghost_edges
+        self.splits.data, self.suffix.data = splits, suffix
+        self.tree.y_range.start, self.tree.y_range.end = -max(1, tree["leaves"]) - 0.2, 0.3

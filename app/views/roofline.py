@@ -1,4 +1,5 @@
-"""View of the `roofline` lab: the roofline with prefill and decode on it, swap vs recompute."""
+"""View of the `roofline` lab: one GPU's roofline with prefill and decode on it, the step times
+split into roofline and all-reduce (tensor parallelism), swap vs recompute, and the figures."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,12 +17,18 @@ from kvweb.lab import Lab
 INTENSITIES = np.logspace(-1, 4, 120)
 
 FIGURES = [  # (result key, label, unit divisor, unit)
-    ("kv_bytes_per_token", "KV per token", 1024, "KiB"),
-    ("weight_bytes", "weights", 1e9, "GB"),
+    ("tp", "tensor parallelism", 1, "GPUs"),
+    ("kv_bytes_per_token", "KV per token, all GPUs", 1024, "KiB"),
+    ("kv_bytes_per_token_per_gpu", "KV per token, one GPU", 1024, "KiB"),
+    ("weight_bytes", "weights, all GPUs", 1e9, "GB"),
+    ("weight_bytes_per_gpu", "weights, one GPU", 1e9, "GB"),
+    ("kv_bytes_free_per_gpu", "memory left for KV, one GPU", 1e9, "GB"),
     ("kv_capacity_tokens", "KV capacity", 1, "tokens"),
     ("kv_capacity_blocks", "KV capacity", 1, "blocks"),
     ("prefill_s", "prefill of N tokens", 1e-3, "ms"),
+    ("prefill_allreduce_s", "of which all-reduce", 1e-3, "ms"),
     ("decode_step_s", "one decode step", 1e-3, "ms"),
+    ("decode_allreduce_s", "of which all-reduce", 1e-3, "ms"),
     ("decode_tokens_per_s", "decode throughput", 1, "tokens/s"),
     ("swap_roundtrip_s", "swap out + in of N tokens", 1e-3, "ms"),
     ("recompute_s", "recompute N tokens", 1e-3, "ms"),
@@ -48,6 +55,18 @@ class RooflineView(LabView):
         self.roofline.add_layout(LabelSet(x="x", y="y", text="name", source=self.points, x_offset=8, y_offset=-18))
         self.roofline.legend.location = "bottom_right"
 
+        self.steps = ColumnDataSource({"step": [tr("prefill"), tr("decode")],
+                                       "roofline": [0.0, 0.0], "allreduce": [0.0, 0.0]})
+        self.step_times = figure(
+            title=tr("Step time: roofline + all-reduce (tp GPUs)"), x_range=self.steps.data["step"], height=300,
+            sizing_mode="stretch_width", y_axis_label=tr("ms"), tools="save",
+        )
+        self.step_times.vbar_stack(["roofline", "allreduce"], x="step", width=0.6, source=self.steps,
+                                   color=["#4c72b0", "#c44e52"], legend_label=[tr("roofline + overhead"), tr("all-reduce")])
+        self.step_times.y_range.start = 0
+        legend = self.step_times.legend[0]
+        self.step_times.add_layout(legend, "below")  # outside the bars, also on a phone
+
         self.costs = figure(
             title=tr("Bringing back N tokens"), x_range=self.bars.data["how"], height=300,
             sizing_mode="stretch_width", y_axis_label=tr("seconds"), tools="save",
@@ -57,7 +76,7 @@ class RooflineView(LabView):
         self.table = plain(css_class="kv-roofline-numbers", mono=True)
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.roofline, pn.Row(self.costs, self.table, sizing_mode="stretch_width"),
+        return pn.Column(self.roofline, pn.Row(self.step_times, self.costs, sizing_mode="stretch_width"), self.table,
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -69,6 +88,11 @@ class RooflineView(LabView):
             "name": [f"{tr(p['name'])} ({tr(p['bound'] + '-bound')})" for p in points], "color": ["#dd8452", "#4c72b0"],
         }
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
+        allreduce = [result["prefill_allreduce_s"], result["decode_allreduce_s"]]
+        total = [result["prefill_s"], result["decode_step_s"]]
+        self.steps.patch({"roofline": [(slice(0, 2), [(t - a) * 1e3 for t, a in zip(total, allreduce)])],
+                          "allreduce": [(slice(0, 2), [a * 1e3 for a in allreduce])]})
+
         rows = [(f"{tr(label)} ({tr(unit)})", result[key] / div) for key, label, div, unit in FIGURES]
         width = max(columns(label) for label, _ in rows)
         lines = [f"{label}{' ' * (width - columns(label))}{value:>14,.4g}" for label, value in rows]

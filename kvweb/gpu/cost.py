@@ -1,10 +1,31 @@
-"""The paper GPU's cost model: a roofline for LLM serving (SPEC section 1).
+"""The paper GPU's cost model: a roofline for LLM serving (SPEC section 1), over `tp` GPUs.
 
 Decimal units throughout (1 GB = 1e9 bytes). A step costs
 max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency))
-plus a fixed per-step overhead, so a short prefill can never be cheaper than one
-read of the weights. The defaults are the lecture's paper GPU: compute efficiency 0.7,
-0.5 ms per step, and an OPT-13B-like model whose LM head is not tied to the embedding.
++ its all-reduces + a fixed per-step overhead, so a short prefill can never be cheaper than one
+read of the weights. The defaults are the lecture's paper GPU: one GPU, 16-bit weights and KV,
+compute efficiency 0.7, 0.5 ms per step, and an OPT-13B-like model whose LM head is not tied to
+the embedding.
+
+Tensor parallelism (Megatron-style, as vLLM runs it): every weight matrix, the embedding and the
+LM head are split evenly over the `tp` GPUs, and so are the query heads (`tp` must divide them,
+as vLLM requires). KV heads are split too; when there are fewer than `tp` of them each GPU keeps
+ceil(kv_heads / tp) of them (replicas: 4 KV heads on 8 GPUs are each held twice). Every GPU
+holds its share of every token's KV, so the group holds as many tokens as one GPU has room for.
+Each layer ends its attention and its MLP with an all-reduce of the tokens' 16-bit activations
+(tokens x d_model x 2 B): a ring all-reduce sends 2 (tp - 1) / tp of those bytes from each GPU
+over one direction of its NVLink, plus a fixed latency per all-reduce; the all-reduces do not
+overlap the layer's work, so their time adds to the roofline's.
+
+Precision: weights 16-bit, FP8, INT8 or INT4 (2, 1, 1, 0.5 bytes per parameter; INT4 group
+scales left out) and KV 16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
+FP8 tensor cores where it has them (H100, H200: W8A8); otherwise, and for INT8 and INT4, the
+weights are dequantized and multiplied at 16 bits (weight-only quantization: fewer bytes, the
+16-bit peak). One peak prices all of a step's FLOPs, attention included.
+
+A mixture of experts holds every expert's weights in memory; a token's FLOPs and a step's weight
+reads count only the active experts (optimistic for big batches, whose tokens route to more
+experts between them: docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -12,17 +33,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kvweb.gpu.specs import GPUSpec, LLMSpec
+from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec
 
 
 # How a swap copies a block over the host link: once (the lecture), or once per layer for K
 # and once for V (vLLM V0's CacheEngine._swap: 2 x layers small copies per block).
 SWAP_COPIES = ("per-block", "per-layer-kv")
+TP_SIZES = (1, 2, 4, 8)
+WEIGHT_PRECISIONS = {"16-bit": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # bytes per parameter
+KV_PRECISIONS = {"16-bit": 2, "fp8": 1}  # bytes per K or V element
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """The assumptions every cost depends on, each with a stated default (the lecture's)."""
+    """The assumptions every cost depends on, each with a stated default (the lecture's).
+
+    Work and capacity are per GPU of the tensor-parallel group: all `tp` GPUs do the same
+    share of every step at the same time."""
 
     gpu: GPUSpec
     model: LLMSpec
@@ -34,79 +61,179 @@ class CostModel:
     link_bandwidth: float | None = None  # host link, B/s; None: the GPU's own
     swap_copies: str = "per-block"  # one of SWAP_COPIES
     ignore_weights: bool = False  # what-if: the weights take no memory (a model too big still runs)
+    tp: int = 1  # tensor-parallel GPUs, one of TP_SIZES
+    weight_precision: str = "16-bit"  # one of WEIGHT_PRECISIONS
+    kv_precision: str = "16-bit"  # one of KV_PRECISIONS
+    interconnect_bandwidth: float | None = None  # GPU to GPU, one direction, B/s; None: the GPU's NVLink
+    allreduce_latency_s: float = 10e-6  # fixed cost of each all-reduce
 
     def __post_init__(self) -> None:
-        if self.swap_copies not in SWAP_COPIES:
-            raise ValueError(f"swap_copies must be one of {', '.join(SWAP_COPIES)}")
+        for name, allowed in (("swap_copies", SWAP_COPIES), ("tp", TP_SIZES),
+                              ("weight_precision", WEIGHT_PRECISIONS), ("kv_precision", KV_PRECISIONS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}")
+
+    # -- bytes -------------------------------------------------------------
+    @property
+    def weight_bytes(self) -> float:  # an int but for int4
+        """All the weights, every expert, at the weight precision (the whole group's)."""
+        return self.model.params * WEIGHT_PRECISIONS[self.weight_precision]
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.weight_bytes / self.tp
+
+    @property
+    def step_weight_bytes(self) -> float:
+        """Weight bytes one GPU reads in a step: its share of the active weights."""
+        return self.model.active_params * WEIGHT_PRECISIONS[self.weight_precision] / self.tp
+
+    @property
+    def kv_heads_per_gpu(self) -> int:
+        """ceil(kv_heads / tp): split when there are at least tp of them, else replicated."""
+        return -(-self.model.kv_heads // self.tp)
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> int:
+        """2 (K and V) x layers x KV heads on one GPU x head_dim x bytes per element."""
+        m = self.model
+        return 2 * m.layers * self.kv_heads_per_gpu * m.head_dim * KV_PRECISIONS[self.kv_precision]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """A token's KV over the whole group (replicated heads counted on every GPU holding them)."""
+        return self.kv_bytes_per_token_per_gpu * self.tp
 
     @property
     def usable_bytes(self) -> float:
+        """Per GPU."""
         return self.mem_util * self.gpu.hbm_bytes
 
     @property
+    def kv_bytes_free_per_gpu(self) -> float:
+        return max(0.0, self.usable_bytes - (0 if self.ignore_weights else self.weight_bytes_per_gpu))
+
+    @property
+    def splits(self) -> bool:
+        """Whether the query heads divide evenly over the tp GPUs (vLLM refuses otherwise)."""
+        return self.model.heads % self.tp == 0
+
+    @property
     def kv_capacity_tokens(self) -> int:
-        """Tokens of KV that fit beside the weights (0 when the weights alone do not fit)."""
-        free = self.usable_bytes - (0 if self.ignore_weights else self.model.weight_bytes)
-        return max(0, int(free // self.model.kv_bytes_per_token))
+        """Tokens of KV that fit beside the weights (0 when the weights alone do not fit or the
+        model cannot be split): each GPU holds its share of each of them."""
+        if not self.splits:
+            return 0
+        return int(self.kv_bytes_free_per_gpu // self.kv_bytes_per_token_per_gpu)
 
     @property
     def fits(self) -> bool:
         """Whether this model can run here at all: its weights and at least one token of KV."""
         return self.kv_capacity_tokens > 0
 
+    @property
+    def where(self) -> str:
+        return f"one {self.gpu.name}" if self.tp == 1 else f"{self.tp} x {self.gpu.name}"
+
     def fit(self) -> dict[str, object]:
         """Whether the configuration can run, with one plain sentence when it cannot (or when it
         is a what-if); every lab that prices work reports this beside its figures."""
-        m, g = self.model, self.gpu
-        weights, usable = f"{m.weight_bytes / 1e9:.1f} GB", f"{self.usable_bytes / 1e9:.1f} GB"
+        m, g, tp = self.model, self.gpu, self.tp
+        weights, usable = f"{self.weight_bytes_per_gpu / 1e9:.1f} GB", f"{self.usable_bytes / 1e9:.1f} GB"
+        share = "" if tp == 1 else " per GPU"
         note = None
-        if not self.fits:
-            note = (f"{m.name} does not fit on one {g.name}: its weights take {weights} and {usable} is usable "
-                    f"({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
+        if not self.splits:
+            note = (f"{m.name} cannot be split over {tp} GPUs: its {m.heads} query heads are not a multiple "
+                    f"of {tp}, so nothing is priced")
+        elif not self.fits:
+            note = (f"{m.name} does not fit on {self.where}: its weights take {weights}{share} and {usable} is "
+                    f"usable ({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
                     "ignore_weights=true prices it as a what-if")
         elif self.ignore_weights:
             real = "fits" if replace(self, ignore_weights=False).fits else "does not fit"
             note = (f"what-if: the weights of {m.name} ({weights}) are left out of {g.name}'s {usable}; "
                     f"for real it {real}")
-        return {"fits": self.fits, "fit_note": note, "weight_bytes": m.weight_bytes,
-                "usable_bytes": self.usable_bytes, "kv_capacity_tokens": self.kv_capacity_tokens}
+        return {"fits": self.fits, "fit_note": note, "tp": tp, "weight_bytes": self.weight_bytes,
+                "weight_bytes_per_gpu": self.weight_bytes_per_gpu, "usable_bytes": self.usable_bytes,
+                "kv_capacity_tokens": self.kv_capacity_tokens,
+                "kv_bytes_free_per_gpu": self.kv_bytes_free_per_gpu,
+                "kv_bytes_free_total": self.kv_bytes_free_per_gpu * tp}
 
     def kv_capacity_blocks(self, block_size: int) -> int:
         return self.kv_capacity_tokens // block_size
 
+    # -- time --------------------------------------------------------------
+    @property
+    def peak_flops(self) -> float:
+        """FP8 weights on FP8 tensor cores, every other case at the 16-bit peak."""
+        fp8 = self.gpu.fp8_flops if self.weight_precision == "fp8" else None
+        return fp8 or self.gpu.peak_flops
+
+    @property
+    def interconnect(self) -> float:
+        return self.gpu.nvlink_bandwidth if self.interconnect_bandwidth is None else self.interconnect_bandwidth
+
+    @property
+    def allreduces_per_step(self) -> int:
+        """Two per layer (after attention, after the MLP); none on one GPU."""
+        return 0 if self.tp == 1 else 2 * self.model.layers
+
+    def allreduce_bytes_time(self, tokens: float) -> float:
+        """Seconds the ring all-reduces of a step of `tokens` tokens spend moving bytes: each of
+        them sends 2 (tp - 1) / tp x tokens x d_model x 2 B from every GPU."""
+        ring = 2 * (self.tp - 1) / self.tp * tokens * self.model.d_model * BYTES_16
+        return self.allreduces_per_step * ring / self.interconnect
+
+    def allreduce_time(self, tokens: float) -> float:
+        """A step's all-reduces: bytes over the interconnect plus a latency each."""
+        return self.allreduce_bytes_time(tokens) + self.allreduces_per_step * self.allreduce_latency_s
+
     def step_time(self, flops: float, bytes_moved: float) -> float:
-        compute = flops / (self.gpu.peak_flops * self.compute_eff)
+        """The roofline of one GPU's work, plus the all-reduces' latencies and the step overhead
+        (their bytes' time is carried in the work: see `_with_allreduce`)."""
+        compute = flops / (self.peak_flops * self.compute_eff)
         memory = bytes_moved / (self.gpu.hbm_bandwidth * self.memory_eff)
-        return max(compute, memory) + self.step_overhead_s
+        return max(compute, memory) + self.allreduces_per_step * self.allreduce_latency_s + self.step_overhead_s
 
     # -- work counts -------------------------------------------------------
     def _attention_flops(self, query_context_pairs: float) -> float:
-        """QK^T and AV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair."""
+        """QK^T and AV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, one GPU's heads."""
         m = self.model
-        return 4.0 * m.layers * m.heads * m.head_dim * query_context_pairs
+        return 4.0 * m.layers * (m.heads / self.tp) * m.head_dim * query_context_pairs
 
     def _linear_flops(self, tokens: float, logits: float) -> float:
         m = self.model
-        return 2.0 * m.layers * m.layer_params * tokens + 2.0 * m.d_model * m.vocab * logits
+        return (2.0 * m.layers * m.active_layer_params * tokens + 2.0 * m.d_model * m.vocab * logits) / self.tp
 
-    def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
-        """(FLOPs, bytes) to prefill n tokens after `cached` tokens already in the cache.
+    def _with_allreduce(self, flops: float, bytes_moved: float, tokens: float) -> tuple[float, float]:
+        """Work with the all-reduces' byte time t added to both sides as its equivalent
+        (t x attainable FLOP/s, t x attainable B/s): max(C + t, M + t) = max(C, M) + t, and it
+        stays exact for any sum of works, which is how a simulator prices a whole batch."""
+        t = self.allreduce_bytes_time(tokens)
+        return (flops + t * self.peak_flops * self.compute_eff,
+                bytes_moved + t * self.gpu.hbm_bandwidth * self.memory_eff)
 
-        Causal attention: token i attends to cached + i keys. Logits only for the last token.
-        """
+    def prefill_counts(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
+        """One GPU's (FLOPs, HBM bytes) to prefill n tokens after `cached` tokens already in the
+        cache. Causal attention: token i attends to cached + i keys. Logits only for the last token."""
         n, c = n_tokens, cached
         pairs = n * c + n * (n + 1) / 2
         flops = self._linear_flops(n, 1) + self._attention_flops(pairs)
-        kv = self.model.kv_bytes_per_token
-        bytes_moved = self.model.weight_bytes + (n + c) * kv
-        return flops, bytes_moved
+        return flops, self.step_weight_bytes + (n + c) * self.kv_bytes_per_token_per_gpu
+
+    def decode_counts(self, batch: int, total_context: int) -> tuple[float, float]:
+        """One GPU's (FLOPs, HBM bytes) of one decode step for `batch` sequences holding
+        `total_context` tokens between them: weights read once, every sequence's KV read once."""
+        flops = self._linear_flops(batch, batch) + self._attention_flops(total_context)
+        return flops, self.step_weight_bytes + total_context * self.kv_bytes_per_token_per_gpu
+
+    def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
+        """`prefill_counts` with the all-reduces' bytes time in it (equal to it on one GPU)."""
+        return self._with_allreduce(*self.prefill_counts(n_tokens, cached), n_tokens)
 
     def decode_work(self, batch: int, total_context: int) -> tuple[float, float]:
-        """(FLOPs, bytes) of one decode step for `batch` sequences holding `total_context`
-        tokens between them: weights read once, every sequence's KV read once."""
-        flops = self._linear_flops(batch, batch) + self._attention_flops(total_context)
-        bytes_moved = self.model.weight_bytes + total_context * self.model.kv_bytes_per_token
-        return flops, bytes_moved
+        """`decode_counts` with the all-reduces' bytes time in it (equal to it on one GPU)."""
+        return self._with_allreduce(*self.decode_counts(batch, total_context), batch)
 
     # -- public costs ------------------------------------------------------
     def prefill_cost(self, n_tokens: int, cached: int = 0) -> float:
@@ -124,9 +251,10 @@ class CostModel:
         return 1 if self.swap_copies == "per-block" else 2 * self.model.layers
 
     def swap_cost(self, n_tokens: int, block_size: int) -> float:
-        """One direction over the host link: bytes / link + an overhead per copy."""
+        """One direction over the host link: bytes / link + an overhead per copy. Every GPU of
+        the group moves its own share over its own link at the same time."""
         copies = math.ceil(n_tokens / block_size) * self.copies_per_block
-        return n_tokens * self.model.kv_bytes_per_token / self.link + copies * self.block_overhead_s
+        return n_tokens * self.kv_bytes_per_token_per_gpu / self.link + copies * self.block_overhead_s
 
     def swap_roundtrip_cost(self, n_tokens: int, block_size: int) -> float:
         return 2 * self.swap_cost(n_tokens, block_size)
@@ -139,12 +267,12 @@ class CostModel:
         return flops / bytes_moved
 
     def attainable_flops(self, intensity: float) -> float:
-        return min(self.gpu.peak_flops * self.compute_eff, intensity * self.gpu.hbm_bandwidth * self.memory_eff)
+        return min(self.peak_flops * self.compute_eff, intensity * self.gpu.hbm_bandwidth * self.memory_eff)
 
     @property
     def ridge_intensity(self) -> float:
         """FLOPs per byte where the roofline turns from memory- to compute-bound."""
-        return self.gpu.peak_flops * self.compute_eff / (self.gpu.hbm_bandwidth * self.memory_eff)
+        return self.peak_flops * self.compute_eff / (self.gpu.hbm_bandwidth * self.memory_eff)
 
 
 def prefill_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, **assumptions: float) -> float:

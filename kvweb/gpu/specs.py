@@ -1,11 +1,20 @@
 """The paper GPU's hardware and model specs (SPEC section 1): public figures, decimal units.
 
-A GPU is its HBM size, dense peak FLOP/s, HBM bandwidth and host link; a model is its
-shape, from which parameter count, weight bytes and KV bytes per token follow.
+A GPU is its HBM size, dense peak FLOP/s (16-bit, and FP8 where it has FP8 tensor cores), HBM
+bandwidth, host link and NVLink; a model is its shape, from which parameter count, weight bytes
+and KV bytes per token follow (at 16 bits; `CostModel` applies the chosen precision).
+
+GPU figures are NVIDIA's datasheets: dense (not 2:4-sparse) tensor-core peaks; NVLink per GPU is
+one direction of the total (A100 NVLink 3: 12 links, 600 GB/s in both directions together, so
+300 GB/s each way; H100 and H200 NVLink 4: 18 links, 900 GB/s together, 450 GB/s each way,
+nvidia.com/en-us/data-center/nvlink). One direction because a ring all-reduce sends and
+receives at once, on the two directions of a link: the bytes a GPU sends go one way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+BYTES_16 = 2  # bytes per element of a 16-bit (bf16/fp16) weight, activation or KV entry
 
 
 @dataclass(frozen=True)
@@ -15,51 +24,81 @@ class GPUSpec:
     peak_flops: float  # dense bf16 FLOP/s
     hbm_bandwidth: float  # B/s
     link_bandwidth: float  # host link (PCIe class), B/s
+    nvlink_bandwidth: float  # GPU-to-GPU, per GPU, one direction, B/s
+    fp8_flops: float | None = None  # dense FP8 FLOP/s; None: no FP8 tensor cores
 
 
 @dataclass(frozen=True)
 class LLMSpec:
+    """A decoder-only transformer. A mixture of experts has `experts` SwiGLU MLPs per layer
+    (and a router, d_model x experts) of which `active_experts` run for each token."""
+
     name: str
     layers: int
     d_model: int
     heads: int
     kv_heads: int
     head_dim: int
-    d_ff: int  # SwiGLU: three d_model x d_ff matrices
+    d_ff: int  # SwiGLU: three d_model x d_ff matrices (per expert)
     vocab: int
-    bytes_per_element: int = 2
     tied_embeddings: bool = False
+    experts: int = 1
+    active_experts: int = 1
+
+    def _layer(self, experts: int) -> int:
+        attention = self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        router = self.d_model * self.experts if self.experts > 1 else 0
+        return attention + router + experts * 3 * self.d_model * self.d_ff
 
     @property
     def layer_params(self) -> int:
-        attention = self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
-        return attention + 3 * self.d_model * self.d_ff
+        """Parameters of one layer, every expert counted (what memory holds)."""
+        return self._layer(self.experts)
+
+    @property
+    def active_layer_params(self) -> int:
+        """Parameters of one layer that one token runs through (dense: all of them)."""
+        return self._layer(self.active_experts)
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
 
     @property
     def params(self) -> int:
-        embeddings = self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
-        return self.layers * self.layer_params + embeddings
+        return self.layers * self.layer_params + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters a token uses: the FLOPs per token are twice this, and a step reads them."""
+        return self.layers * self.active_layer_params + self.embedding_params
 
     @property
     def weight_bytes(self) -> int:
-        return self.params * self.bytes_per_element
+        """At 16 bits."""
+        return self.params * BYTES_16
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """2 (K and V) x layers x kv_heads x head_dim x bytes."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_element
+        """2 (K and V) x layers x kv_heads x head_dim x 2 bytes (16-bit KV, one GPU)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * BYTES_16
 
 
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
-        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9),
-        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9),
-        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9),
-        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9),
+        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9, 300e9),
+        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9, 300e9),
+        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9, 450e9, fp8_flops=1979e12),
+        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9, 450e9, fp8_flops=1979e12),
     )
 }
 
+# Real models from their Hugging Face config.json (num_hidden_layers, hidden_size,
+# num_attention_heads, num_key_value_heads, head_dim = hidden_size / heads, intermediate_size,
+# vocab_size, tie_word_embeddings; Mixtral: num_local_experts 8, num_experts_per_tok 2).
+# Layer norms are left out everywhere, as are Qwen2.5's q/k/v biases ((heads + 2 kv_heads) x
+# head_dim per layer: 129 thousand parameters in Qwen2.5-7B, 0.002%).
 MODELS: dict[str, LLMSpec] = {
     m.name: m
     for m in (
@@ -69,5 +108,13 @@ MODELS: dict[str, LLMSpec] = {
         LLMSpec("opt-13b", 40, 5120, 40, 40, 128, 13653, 50272, tied_embeddings=True),
         LLMSpec("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
         LLMSpec("llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256),
+        # Llama 3.1 keeps Llama 3's shapes (it changes RoPE scaling and the context to 128K)
+        LLMSpec("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256),  # meta-llama/Llama-3.1-8B
+        LLMSpec("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256),  # meta-llama/Llama-3.1-70B
+        LLMSpec("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, 128256),  # meta-llama/Llama-3.1-405B
+        LLMSpec("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064),  # Qwen/Qwen2.5-7B
+        LLMSpec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064),  # Qwen/Qwen2.5-72B
+        LLMSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000,  # mistralai/Mixtral-8x7B-v0.1
+                experts=8, active_experts=2),
     )
 }

@@ -42,6 +42,7 @@ class Sequence:
     max_new: int
     rng: np.random.Generator | None
     pending: list[int]  # tokens the next iteration feeds: the prompt, then the last sample
+    prompt: list[int] = field(default_factory=list)
     output: list[int] = field(default_factory=list)
 
     @property
@@ -63,10 +64,11 @@ def forward(model: MiniModel, store: KVStore, batch: Seq[Sequence]) -> np.ndarra
 
 
 def batch_note(step: int, batch: Seq[Sequence], fed: Seq[int], **extra: Any) -> dict[str, Any]:
-    """What a trace step says about the engine: who fed how many tokens, who sampled what."""
+    """What a trace step says about the engine: who fed how many tokens, who sampled what, and
+    each sequence's tokens so far (a Tracer turns them into the characters each block holds)."""
     return {"step": step, "batch": [
         {"seq": s.seq_id, "fed": n, "sampled": s.output[-1] if s.pending else None}
-        for s, n in zip(batch, fed)], **extra}
+        for s, n in zip(batch, fed)], "tokens": {s.seq_id: s.prompt + s.output for s in batch}, **extra}
 
 
 class Engine:
@@ -87,7 +89,8 @@ class Engine:
         while self.waiting and self.waiting[0][1].arrival <= self.iteration:
             seq_id, req = self.waiting.pop(0)
             self.store.add(seq_id)
-            self.running.append(Sequence(seq_id, req.max_new, seeded(req.seed), list(req.prompt)))
+            self.running.append(Sequence(seq_id, req.max_new, seeded(req.seed), list(req.prompt),
+                                         list(req.prompt)))
         if self.running:
             self._iterate()
         self.iteration += 1

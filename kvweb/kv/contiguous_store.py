@@ -21,6 +21,11 @@ class ContiguousStore:
     def free(self, seq: int) -> None:
         del self._len[seq], self._k[seq], self._v[seq]
 
+    @property
+    def rows(self) -> int:
+        """K/V rows held over all sequences (one per token): what this store's memory grows with."""
+        return sum(self._len.values())
+
     def length(self, seq: int) -> int:
         return self._len[seq]
 

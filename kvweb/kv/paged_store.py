@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kvweb.kv.block_pool import BlockPool, OutOfBlocks
-from kvweb.kv.model import MiniModel, causal_attention
+from kvweb.kv.model import MiniModel, causal_attention, decode
 
 
 def paged_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, block_table: Sequence[int],
@@ -133,18 +133,28 @@ class PagedStore:
         self._len[seq] += n
 
     # --- the trace ----------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, tokens: dict[int, Sequence[int]] | None = None) -> dict[str, Any]:
         """Plain-data state: each sequence's token count, block table and last-block fill,
-        each used block's owners, reference count and filled rows, and the free list."""
-        sequences, owners, fill = [], {}, {}
+        each used block's owners, reference count and filled rows, and the free list.
+        Given each sequence's tokens (the store holds only K and V), every block and every
+        table entry also says which characters it holds (`text`, `texts`)."""
+        sequences, owners, fill, text = [], {}, {}, {}
+        bs = self.block_size
         for seq, table in self.tables.items():
             length = self._len[seq]
-            sequences.append({"seq": seq, "tokens": length, "block_table": list(table),
-                              "last_block_fill": length - (len(table) - 1) * self.block_size if table else 0})
+            entry = {"seq": seq, "tokens": length, "block_table": list(table),
+                     "last_block_fill": length - (len(table) - 1) * bs if table else 0}
+            if tokens is not None:
+                held = list(tokens[seq])[:length]
+                entry["texts"] = [decode(held[i * bs:(i + 1) * bs]) for i in range(len(table))]
+                for block, chars in zip(table, entry["texts"]):
+                    text[block] = max(text.get(block, ""), chars, key=len)
+            sequences.append(entry)
             for i, block in enumerate(table):
                 owners.setdefault(block, []).append(seq)
-                fill[block] = max(fill.get(block, 0), min(self.block_size, length - i * self.block_size))
-        blocks = [{"block": b, "owners": owners.get(b, []), "ref_count": self.pool.ref_count[b], "fill": fill.get(b, 0)}
+                fill[block] = max(fill.get(block, 0), min(bs, length - i * bs))
+        blocks = [{"block": b, "owners": owners.get(b, []), "ref_count": self.pool.ref_count[b], "fill": fill.get(b, 0),
+                   **({"text": text[b]} if b in text else {})}
                   for b in range(self.pool.num_blocks) if self.pool.ref_count[b]]
         return {"sequences": sequences, "blocks": blocks, "used_blocks": self.pool.num_used,
                 "unshared_blocks": self.unshared_blocks(), "free_blocks": self.pool.num_free,
@@ -196,7 +206,8 @@ StepHook = Callable[[dict[str, Any]], None]  # an engine's report of one step (p
 
 class Tracer:
     """Records one step of a run: the engine's note about the step, the store's snapshot and
-    the store's events since the previous step. Pass it as an engine's `on_step`."""
+    the store's events since the previous step. Pass it as an engine's `on_step`. A note's
+    `tokens` ({seq: its tokens so far}) go into the snapshot, as the characters each block holds."""
 
     def __init__(self, store: PagedStore) -> None:
         self.store = store
@@ -206,12 +217,19 @@ class Tracer:
     def __call__(self, note: dict[str, Any]) -> None:
         events = self.store.events[self._seen:]
         self._seen = len(self.store.events)
-        self.steps.append({**note, **self.store.snapshot(), "events": events})
+        rest = {k: v for k, v in note.items() if k != "tokens"}
+        self.steps.append({**rest, **self.store.snapshot(note.get("tokens")), "events": events})
 
 
 # Work caps for traces sent to a browser: blocks in a traced pool, steps kept in a trace.
 MAX_TRACE_BLOCKS = 512
 MAX_TRACE_STEPS = 65
+
+
+def first_step_with(steps: list[dict[str, Any]], kind: str, after: int = 0) -> int:
+    """Index of the first step from `after` on whose events include a `kind` event (a copy, an
+    allocation...), else 0: the frame a lab opens on, where its mechanism is already visible."""
+    return next((i for i, step in enumerate(steps) if i >= after and any(e["kind"] == kind for e in step["events"])), 0)
 
 
 def thin(steps: list[dict[str, Any]], most: int = MAX_TRACE_STEPS) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ def parallel_sample(model: MiniModel, store: PagedStore, prompt: Seq[int], max_n
     """n answers of `max_new` tokens to `prompt` (sequence ids 0 .. n-1, 0 the parent)."""
     if n < 1 or max_new < 1:
         raise ValueError("parallel sampling needs n >= 1 answers of max_new >= 1 tokens")
-    family = [Sequence(i, max_new, seeded(seed + i), []) for i in range(n)]
+    family = [Sequence(i, max_new, seeded(seed + i), [], list(prompt)) for i in range(n)]
     parent = family[0]
     parent.pending = list(prompt)
     store.add(parent.seq_id)

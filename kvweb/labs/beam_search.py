@@ -5,10 +5,10 @@ from typing import Any
 
 import param
 
-from kvweb.kv.beam_search import Beam, beam_search, beam_search_naive
+from kvweb.kv.beam_search import Beam, beam_search, beam_search_naive, lineage
 from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.kv.model import MiniModel, ModelConfig, decode
-from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer
+from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, first_step_with
 from kvweb.kv.prompts import make_prompt
 
 SWEEP_WIDTHS = (2, 4, 8)
@@ -64,6 +64,8 @@ class BeamSearch(Lab):
                        for s in steps],
             "sweep": sweep,
             "steps": steps,
+            "lineage": lineage(steps),
+            "opening_step": first_step_with(steps, "free") or first_step_with(steps, "fork"),  # a beam freed
         }
 
     def _search(self, model: MiniModel, prompt: list[int], width: int) -> tuple[list[Beam], list[dict[str, Any]]]:

@@ -9,7 +9,7 @@ from kvweb.kv.batching import Engine, Request
 from kvweb.kv.generate import generate_alone
 from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.kv.model import MiniModel, decode
-from kvweb.kv.paged_store import PagedStore, Tracer, thin
+from kvweb.kv.paged_store import PagedStore, Tracer, first_step_with, thin
 from kvweb.kv.prompts import make_prompt
 
 
@@ -19,7 +19,9 @@ class BlockTables(Lab):
     summary = (
         "Two requests prefill and decode together on a paged KV cache. Each has a block table "
         "mapping its logical blocks to physical ones; a block is taken from the free list only "
-        "when the last one is full, so at most one block per request is partly empty."
+        "when the last one is full, so at most one block per request is partly empty. Each block "
+        "shows the characters it holds; blocks are handed out in shuffled order, so a request's "
+        "text lies scattered over the pool and only its table puts it back in order."
     )
 
     prompt_a = param.Integer(20, bounds=(1, 256), doc="prompt length of request 0 (tokens)")
@@ -27,7 +29,8 @@ class BlockTables(Lab):
     decode_steps = param.Integer(12, bounds=(1, 128), doc="decode steps (answer tokens) of each request")
     block_size = param.Integer(8, bounds=(1, 64), doc="tokens per KV block")
     num_blocks = param.Integer(12, bounds=(1, 256), doc="physical blocks in the pool")
-    shuffle = param.Boolean(False, doc="hand out free blocks in a seeded random order instead of 0, 1, 2, ...")
+    shuffle = param.Boolean(True, doc="hand out free blocks in a seeded random order (off: 0, 1, 2, ...), so that "
+                            "a table's blocks lie anywhere in the pool")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="sampling seed (request i samples with seed + i)")
 
     def blocks_needed(self) -> int:
@@ -56,5 +59,6 @@ class BlockTables(Lab):
                          for i, (r, a) in enumerate(zip(requests, answers))],
             "peak_used_blocks": max(s["used_blocks"] for s in tracer.steps),
             "identical": answers == alone,
-            "steps": thin(tracer.steps),
+            "steps": (steps := thin(tracer.steps)),
+            "opening_step": first_step_with(steps, "allocate", after=1),  # a decode step that takes a block
         }

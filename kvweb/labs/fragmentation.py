@@ -52,6 +52,17 @@ class FragmentationLab(Lab):
         by_size = [{k: v for k, v in r.items() if k != "frames"} for r in sorted(runs, key=lambda r: r["mean_size"])]
         a = SCENARIOS["A"]
         requests = poisson_workload(a.lengths, self.requests, 1.0, a.max_len, self.seed)
-        return {**runs[0], "by_mean_size": by_size,
+        frames = runs[0]["frames"]
+        return {**runs[0], "by_mean_size": by_size, "opening_step": opening_step(frames),
                 "internal": {"workload": f"scenario A ({a.lengths}-like), max length {a.max_len}",
                              "rows": internal_waste(requests, a.max_len, self.block_size)}}
+
+
+def opening_step(frames: list[dict[str, Any]]) -> int:
+    """The frame the lab opens on: the first failure although enough tokens were free (the
+    arena cut into holes), else the first failure, else the fullest arena."""
+    for hit in (lambda f: f["failed"] and f["free"] >= f["size"], lambda f: f["failed"]):
+        found = [i for i, f in enumerate(frames) if hit(f)]
+        if found:
+            return found[0]
+    return min(range(len(frames)), key=lambda i: frames[i]["free"], default=0)

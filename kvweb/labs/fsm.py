@@ -13,6 +13,7 @@ from kvweb.constrained.decoding import PROMPT, Decoding, decode
 from kvweb.constrained.dfa import DFA, compile_dfa
 from kvweb.kv.generate import generate_alone
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
+from kvweb.constrained.layout import layers, order
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
 from kvweb.constrained.regex_parser import PatternError, char_set, class_label
@@ -103,7 +104,8 @@ class Fsm(Lab):
             ],
             "unconstrained_outputs": free,
             "unconstrained_match": sum(bool(checker.fullmatch(t)) for t in free),
-            "trace": trace(plain[0], jumped[0]),
+            "trace": (steps := trace(plain[0], jumped[0])),
+            "opening_step": next((i for i, s in enumerate(steps) if s["jump"]), 0),  # a jump edge taken
             "graph": graph(fsm),
         }
 
@@ -135,7 +137,8 @@ def depths(dfa: DFA) -> list[int]:
 
 
 def graph(fsm: CompressedFSM) -> dict[str, Any]:
-    """The DFA as plain data: states, edges labelled with character classes, jump chains."""
+    """The DFA as plain data: states (with their layer and place in it, for a layered
+    drawing), edges labelled with character classes, jump chains."""
     dfa = fsm.dfa
     forced = forced_states(dfa)
     edges = []
@@ -145,9 +148,12 @@ def graph(fsm: CompressedFSM) -> dict[str, Any]:
             chars = "".join(c for c, target in zip(VOCAB, row.tolist()) if target == t)
             edges.append({"source": s, "target": t, "label": class_label(char_set(chars)),
                           "chars": len(chars), "jump": bool(forced[s])})
+    pairs = [(e["source"], e["target"]) for e in edges]
+    layer = layers(dfa.states, pairs)
+    slot = order(layer, pairs)
     return {
-        "states": [{"id": s, "depth": d, "accepting": bool(dfa.accepting[s]), "forced": bool(forced[s])}
-                   for s, d in enumerate(depths(dfa))],
+        "states": [{"id": s, "depth": d, "layer": layer[s], "slot": slot[s], "accepting": bool(dfa.accepting[s]),
+                    "forced": bool(forced[s])} for s, d in enumerate(depths(dfa))],
         "edges": edges,
         "chains": [{"head": j.head, "end": j.end, "text": j.text, "states": list(j.states)}
                    for j in fsm.jumps.values()],

@@ -22,7 +22,9 @@ class PagedEquivalence(Lab):
     summary = (
         "Requests arriving at different iterations are batched continuously, once on a "
         "contiguous cache and once on a paged cache per block size, with blocks handed out in "
-        "order and shuffled. Every run must produce exactly the tokens each request gets alone."
+        "order and shuffled. Every run must produce exactly the tokens each request gets alone. "
+        "Memory is compared in K/V rows: the contiguous cache holds one per token, a paged one "
+        "whole blocks (at most one partly empty block per request)."
     )
 
     requests = param.Integer(4, bounds=(1, 8), doc="number of requests")
@@ -37,9 +39,10 @@ class PagedEquivalence(Lab):
         requests = [Request(make_prompt(self.prompt_len + 3 * i, i), self.output_len, self.seed + i,
                             arrival=i * self.arrival_gap) for i in range(self.requests)]
         alone = [generate_alone(model, r.prompt, r.max_new, r.seed) for r in requests]
+        contiguous, rows = ContiguousStore(model.config.layers), []
+        answers = Engine(model, contiguous, on_step=lambda note: rows.append(contiguous.rows)).run(requests)
         runs: list[dict[str, Any]] = [{"store": "contiguous", "block_size": None, "shuffle": False,
-                                       "identical": Engine(model, ContiguousStore(model.config.layers)).run(requests) == alone,
-                                       "peak_used_blocks": None}]
+                                       "identical": answers == alone, "peak_used_blocks": None, "peak_rows": max(rows)}]
         configs = [(b, s) for b in sorted({*BLOCK_SIZES, self.block_size}) for s in (False, True)]
         for done, (block_size, shuffle) in enumerate(configs):
             progress(done / len(configs), f"block size {block_size}{', shuffled' if shuffle else ''}")
@@ -49,7 +52,8 @@ class PagedEquivalence(Lab):
             answers = Engine(model, store, on_step=tracer).run(requests)
             runs.append({"store": "paged", "block_size": block_size, "shuffle": shuffle,
                          "identical": answers == alone,
-                         "peak_used_blocks": max(s["used_blocks"] for s in tracer.steps)})
+                         "peak_used_blocks": (peak := max(s["used_blocks"] for s in tracer.steps)),
+                         "peak_rows": peak * block_size})
         return {
             "identical": all(r["identical"] for r in runs),
             "requests": [{"seq": i, "arrival": r.arrival, "prompt": decode(r.prompt), "answer": decode(a)}

@@ -8,7 +8,7 @@ import param
 from kvweb.kv.generate import generate_alone
 from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.kv.model import MiniModel, decode
-from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, thin
+from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, first_step_with, thin
 from kvweb.kv.parallel_sampling import parallel_sample
 from kvweb.kv.prompts import make_prompt
 
@@ -66,5 +66,6 @@ class ParallelSampling(Lab):
             "identical": answers == alone,
             "prompt": decode(prompt),
             "answers": [decode(a) for a in answers],
-            "steps": thin(tracer.steps),
+            "steps": (steps := thin(tracer.steps)),
+            "opening_step": first_step_with(steps, "copy"),  # copy-on-write beside the shared prompt blocks
         }

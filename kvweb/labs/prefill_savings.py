@@ -47,6 +47,6 @@ class PrefillSavings(CapacityLab, PaperGPULab):
             "prompt_len": longest,
             "uncached": suffix,
             "prefill_s": [cost.prefill_cost(n, longest - n) for n in suffix],
-            "floor_s": cost.step_time(0, cost.model.weight_bytes),  # one read of the weights + step overhead
+            "floor_s": cost.step_time(*cost.decode_work(0, 0)),  # one read of the weights + step overhead
         }
         return result

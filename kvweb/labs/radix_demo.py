@@ -82,10 +82,12 @@ class RadixDemo(Lab):
             requests.append({
                 "index": i, "follow_up": i in follow, "prompt": decode(r.prompt),
                 "output": decode(r.output), "reference": decode(r.reference),
+                "suffix": decode(r.prompt[r.cached_tokens:]), "match_node": r.match_node,
                 "cached_tokens": r.cached_tokens, "prefilled_tokens": r.prefilled_tokens,
                 "identical": r.output == r.reference, "evicted": r.evicted,
                 "running_tree": r.running_tree, "tree": r.tree,
             })
+        steps = [t for r in requests for t in (r["running_tree"], r["tree"])]
         prompt_tokens = sum(len(r.prompt) for r in done)
         cached = sum(r.cached_tokens for r in done)
         return {
@@ -95,4 +97,7 @@ class RadixDemo(Lab):
             "hit_rate": cached / prompt_tokens,
             "evicted": sum(r.evicted for r in done),
             "requests": requests,
+            # two steps per request (running, done): open on the first that changes the tree's shape
+            "opening_step": next((i for i, t in enumerate(steps)
+                                  if any(n["split"] or n["ghost"] for n in t["nodes"])), 0),
         }

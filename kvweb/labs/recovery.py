@@ -43,7 +43,7 @@ class RecoveryLab(PaperGPULab):
         by_gpu = [{"gpu": g, "rows": rows, "fits": bool(rows)} for g in GPUS for rows in [self.rows(g)]]
         result = {
             **cm.fit(),
-            "kv_bytes": self.tokens * cm.model.kv_bytes_per_token,
+            "kv_bytes": self.tokens * cm.kv_bytes_per_token,
             "link_bandwidth": cm.link,
             "copies_per_block": cm.copies_per_block,
             "by_gpu": by_gpu,

@@ -1,4 +1,5 @@
-"""Lab `roofline`: the paper GPU. KV capacity and the cost of prefill, decode, swap and recompute."""
+"""Lab `roofline`: the paper GPU. KV capacity and the cost of prefill, decode, swap and recompute,
+on `tp` GPUs at the chosen weight and KV precision."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,13 +16,17 @@ class Roofline(PaperGPULab):
     title = "Paper GPU (roofline)"
     summary = (
         "How many tokens of KV cache fit beside the weights, and what prefill, a decode "
-        "step, swapping and recomputing cost on a roofline model. Decimal units: 1 GB = 1e9 B."
+        "step, swapping and recomputing cost on a roofline model, on tp tensor-parallel GPUs "
+        "(each holds its share of the weights and of every token's KV, and the layers' "
+        "all-reduces add to every step) at the chosen weight and KV precision. Decimal units: "
+        "1 GB = 1e9 B; bytes and FLOPs are one GPU's."
     )
 
-    gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 FLOP/s, bandwidth, host link)")
+    gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 and FP8 FLOP/s, bandwidth, host link, NVLink)")
     model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like",
                            doc="model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the "
-                               "real one (head tied to the embedding, 12.8e9); 'custom' uses the custom_* sizes")
+                               "real one (head tied to the embedding, 12.8e9); llama-3.1, qwen2.5 and mixtral-8x7b "
+                               "(8 experts, 2 active) from their Hugging Face configs; 'custom' uses the custom_* sizes")
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
@@ -33,7 +38,6 @@ class Roofline(PaperGPULab):
     custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension", precedence=ADVANCED)
     custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size", precedence=ADVANCED)
     custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary", precedence=ADVANCED)
-    custom_bytes = param.Integer(2, bounds=(1, 4), doc="custom model: bytes per element (weights and KV)", precedence=ADVANCED)
 
     def check(self) -> None:
         if self.model == "custom" and self.custom_heads % self.custom_kv_heads:
@@ -46,25 +50,29 @@ class Roofline(PaperGPULab):
             return MODELS[self.model]
         return LLMSpec(
             "custom", self.custom_layers, self.custom_d_model, self.custom_heads, self.custom_kv_heads,
-            self.custom_head_dim, self.custom_d_ff, self.custom_vocab, self.custom_bytes,
+            self.custom_head_dim, self.custom_d_ff, self.custom_vocab,
         )
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         cm = self.cost_model(self.gpu, self.llm())
         m, g = cm.model, cm.gpu
         facts = {
-            "units": "decimal (1 GB = 1e9 B)",
-            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": g.peak_flops,
-                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": cm.link},
+            "units": "decimal (1 GB = 1e9 B); bytes and FLOPs of one GPU unless named total",
+            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": cm.peak_flops,
+                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": cm.link,
+                    "interconnect_bandwidth": cm.interconnect},
             **cm.fit(),
             "params_count": m.params,
-            "kv_bytes_per_token": m.kv_bytes_per_token,
-            "kv_bytes_per_block": m.kv_bytes_per_token * self.block_size,
+            "active_params_count": m.active_params,
+            "kv_heads_per_gpu": cm.kv_heads_per_gpu,
+            "kv_bytes_per_token": cm.kv_bytes_per_token,
+            "kv_bytes_per_token_per_gpu": cm.kv_bytes_per_token_per_gpu,
+            "kv_bytes_per_block": cm.kv_bytes_per_token * self.block_size,
         }
         if not cm.fits:
             return facts
-        prefill = cm.prefill_work(self.tokens)
-        decode = cm.decode_work(self.batch, self.batch * self.context)
+        prefill = cm.prefill_counts(self.tokens)
+        decode = cm.decode_counts(self.batch, self.batch * self.context)
         points = []
         for name, (flops, nbytes) in (("prefill", prefill), ("decode", decode)):
             ai = cm.intensity(flops, nbytes)
@@ -73,13 +81,15 @@ class Roofline(PaperGPULab):
                 "attainable_flops_s": cm.attainable_flops(ai),
                 "bound": "compute" if ai >= cm.ridge_intensity else "memory",
             })
-        decode_s = cm.step_time(*decode)
+        decode_s = cm.decode_step_cost(self.batch, self.batch * self.context)
         needed = self.batch * self.context
         return {
             **facts,
             "kv_capacity_blocks": cm.kv_capacity_blocks(self.block_size),
-            "prefill_s": cm.step_time(*prefill),
+            "prefill_s": cm.prefill_cost(self.tokens),
+            "prefill_allreduce_s": cm.allreduce_time(self.tokens),
             "decode_step_s": decode_s,
+            "decode_allreduce_s": cm.allreduce_time(self.batch),
             "decode_tokens_per_s": self.batch / decode_s,
             "decode_batch_fits": needed <= cm.kv_capacity_tokens,
             "swap_out_s": cm.swap_cost(self.tokens, self.block_size),
@@ -87,7 +97,7 @@ class Roofline(PaperGPULab):
             "recompute_s": cm.recompute_cost(self.tokens),
             "roofline": {
                 "ridge_intensity": cm.ridge_intensity,
-                "peak_flops_s": g.peak_flops * cm.compute_eff,
+                "peak_flops_s": cm.peak_flops * cm.compute_eff,
                 "bandwidth_b_s": g.hbm_bandwidth * cm.memory_eff,
                 "points": points,
             },

@@ -26,6 +26,9 @@ class SweepLab(ServingLab):
     sweep = param.Selector(objects=["block_size", "watermark", "preemption"], default="block_size",
                            doc="what varies; everything else stays as set")
     requests = param.Integer(500, bounds=(1, 5000), doc="requests per run (a trace brings its own)")
+    # At 2 requests/s scenario A is underloaded and every block size serves the same tokens/s;
+    # at 4 the memory is the limit, so block size and watermark change throughput and preemptions.
+    rate = param.Number(4.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
 
     def check(self) -> None:
         super().check()

@@ -18,6 +18,10 @@ evicts cache only as far as it must. There is no fixed cache partition.
 
 Edges are never empty. As in SGLang, nodes are not merged back after a split: a node may
 keep a single child, and its edge stays a unit of eviction.
+
+A cache made with `record=True` keeps what changed the tree's shape since the last
+`changes()` call (the nodes evicted, the nodes a split created), so a step-by-step trace
+can draw evicted nodes as ghosts and mark splits; the record never alters the cache.
 """
 from __future__ import annotations
 
@@ -102,6 +106,14 @@ class TreeNode:
 
 
 @dataclass(frozen=True)
+class Changes:
+    """What changed the tree's shape between two `changes()` calls."""
+
+    evicted: list[tuple[int, TreeNode]]  # (former parent id, node), in eviction order
+    split: list[int]  # ids of the upper nodes splits created
+
+
+@dataclass(frozen=True)
 class Match:
     """The longest cached prefix: its length, its slots, and the node to lock to keep it.
 
@@ -115,7 +127,7 @@ class Match:
 
 
 class RadixCache:
-    def __init__(self, size: int, page_size: int = 1) -> None:
+    def __init__(self, size: int, page_size: int = 1, record: bool = False) -> None:
         self.pool = TokenPool(size, page_size)
         self.page_size = page_size
         self._ids = itertools.count()
@@ -125,6 +137,15 @@ class RadixCache:
         self.evictable_size = 0  # cached tokens in unlocked nodes
         self.protected_size = 0  # cached tokens in locked nodes
         self._leaves: set[TreeNode] = set()  # unlocked leaves: the eviction candidates
+        self._record = record
+        self._evicted: list[tuple[int, TreeNode]] = []
+        self._split_ids: list[int] = []
+
+    def changes(self) -> Changes:
+        """Nodes evicted and split since the last call (empty unless made with record=True)."""
+        done = Changes(self._evicted, self._split_ids)
+        self._evicted, self._split_ids = [], []
+        return done
 
     @property
     def cached_size(self) -> int:
@@ -220,6 +241,8 @@ class RadixCache:
         upper.children[self._child_key(child.key, k)] = child
         parent.children[self._child_key(child.key, 0)] = upper
         child.key, child.value, child.parent = child.key[k:], child.value[k:], upper
+        if self._record:
+            self._split_ids.append(upper.id)
         return upper
 
     def _tidy(self, node: TreeNode) -> TreeNode | None:
@@ -278,6 +301,8 @@ class RadixCache:
             assert parent is not None
             del parent.children[self._child_key(leaf.key, 0)]
             leaf.parent = None
+            if self._record:
+                self._evicted.append((parent.id, leaf))
             candidate = self._tidy(parent)
             if candidate is not None:
                 heapq.heappush(heap, (candidate.last_access, candidate))
@@ -292,38 +317,46 @@ class RadixCache:
         return self.pool.alloc(n_tokens)
 
     # -- drawing ----------------------------------------------------------
-    def describe(self, tokens: Tokens = (), hit: int = 0, max_run: int = 48) -> dict[str, Any]:
-        """A plain description of the tree for drawing, as an icicle: each node spans
-        token positions [start, start + size) and rows [row, row + rows) (its leaves).
+    def describe(self, tokens: Tokens = (), hit: int = 0, max_run: int = 48,
+                 changes: Changes | None = None) -> dict[str, Any]:
+        """A plain description of the tree for drawing: each node spans token positions
+        [start, start + size) and leaf rows [row, row + rows); `depth` counts edges from the root.
 
         With `tokens`, each node says how many of its tokens lie on that request's path
         (`path`) and how many of those the request read from the cache (`hit`, the first
-        `hit` tokens of the path). Edge runs are cut to `max_run` tokens.
+        `hit` tokens of the path). With `changes`, nodes a split created say `split`, and the
+        nodes evicted come back as `ghost` entries under their former parent. Edge runs are
+        cut to `max_run` tokens.
         """
         run = np.asarray(tokens, dtype=np.int64)
+        split = set(changes.split) if changes else set()
+        ghosts: dict[int, list[TreeNode]] = {}
+        for parent_id, node in changes.evicted if changes else ():
+            ghosts.setdefault(parent_id, []).append(node)
         nodes: list[dict[str, Any]] = []
         row = 0
 
-        def visit(node: TreeNode, start: int, on_path: bool) -> None:
+        def visit(node: TreeNode, start: int, depth: int, on_path: bool, ghost: bool, parent: int | None) -> None:
             nonlocal row
             path = _prefix_len(node.key, run[start:]) if on_path else 0
             entry = {
-                "id": node.id, "parent": None if node.parent is None else node.parent.id,
-                "start": start, "size": len(node.key), "row": row, "rows": 0,
-                "lock": 0 if node is self.root else node.lock_ref, "last_access": node.last_access,
-                "end": node.end, "tokens": node.key[:max_run].tolist(),
-                "path": path, "hit": max(0, min(path, hit - start)),
+                "id": node.id, "parent": parent, "start": start, "size": len(node.key), "row": row, "rows": 0,
+                "depth": depth, "lock": 0 if node is self.root or ghost else node.lock_ref,
+                "last_access": node.last_access, "end": node.end, "tokens": node.key[:max_run].tolist(),
+                "path": path, "hit": max(0, min(path, hit - start)), "split": node.id in split, "ghost": ghost,
             }
             nodes.append(entry)
             first = row
             below = on_path and path == len(node.key)
-            for key in sorted(node.children):
-                visit(node.children[key], start + len(node.key), below)
-            if not node.children:
+            kids = [(node.children[key], False) for key in sorted(node.children)]
+            kids += [(g, True) for g in sorted(ghosts.get(node.id, ()), key=lambda g: int(g.key[0]))]
+            for child, gone in kids:
+                visit(child, start + len(node.key), depth + 1, below and not gone, gone, node.id)
+            if not kids:
                 row += 1
             entry["rows"] = row - first
 
-        visit(self.root, 0, len(run) > 0)
+        visit(self.root, 0, 0, len(run) > 0, False, None)
         return {
             "nodes": nodes, "leaves": row, "clock": self.clock, "page_size": self.page_size,
             "pool_size": self.pool.size, "pool_used": self.pool.used, "cached": self.cached_size,

@@ -64,8 +64,10 @@ class DemoRequest:
     output: list[int]
     reference: list[int]  # generate_alone's tokens for the same prompt and seed
     evicted: int  # cached tokens evicted to make room for this request
-    running_tree: dict[str, Any]  # the tree while it runs: prefix locked, its new slots taken
-    tree: dict[str, Any]  # the tree after it was inserted and unlocked, its path marked
+    match_node: int  # id of the node the matched prefix ends at (the root when nothing matched)
+    running_tree: dict[str, Any]  # the tree while it runs: prefix locked (the match's split marked),
+    # its new slots taken (the leaves evicted for them drawn as ghosts)
+    tree: dict[str, Any]  # the tree after it was inserted (the insert's split marked) and unlocked
 
 
 def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, pool_size: int,
@@ -77,7 +79,7 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
     then `question` (a later turn of the same conversation); `prompts[i]` is then unused.
     Request i samples with seed `seed + i`.
     """
-    cache = RadixCache(pool_size, page_size)
+    cache = RadixCache(pool_size, page_size, record=True)
     store = RadixStore(model, pool_size)
     done: list[DemoRequest] = []
     for i, given in enumerate(prompts):
@@ -94,7 +96,7 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         if fresh is None:
             raise ValueError(f"request {i} needs {kv_len} slots; the pool has {pool_size}")
         evicted = before - cache.cached_size
-        running = cache.describe(prompt, match.length, max_run=pool_size)
+        running = cache.describe(prompt, match.length, pool_size, cache.changes())
         store.open(i, np.concatenate([match.slots, fresh]), match.length)
         rng = None if temperature == 0 else np.random.default_rng(seed + i)
         logits = model.forward_batch(store, [i], [prompt[match.length:]])[0]
@@ -108,6 +110,7 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         cache.insert(full[:kv_len], store.close(i))
         cache.unlock(match.node)
         reference = generate_alone(model, prompt, max_new, None if temperature == 0 else seed + i, temperature)
+        after = cache.describe(full[:kv_len], match.length, pool_size, cache.changes())
         done.append(DemoRequest(prompt, match.length, len(prompt) - match.length, output, reference,
-                                evicted, running, cache.describe(full[:kv_len], match.length, max_run=pool_size)))
+                                evicted, match.node.id, running, after))
     return done

@@ -12,7 +12,8 @@ Each step (one iteration of the model):
    sequence, plus any swap traffic over the host link;
 4. sequences with their full output leave and free their memory.
 
-Nothing here walks the batch token by token: a running sequence's length is a function of the
+Requests arrive through serving/arrivals.py: a later chat turn when the answer it follows has
+finished. Nothing here walks the batch token by token: a running sequence's length is a function of the
 step (kept as a base step and base length), finishing steps are known when a sequence starts,
 and the memory manager finds who needs a block this step by phase (see paged_memory).
 """
@@ -23,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import CostModel
 from kvweb.lab import Progress, no_progress
+from kvweb.serving.arrivals import Arrivals, why_refused
+from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import SLO
+from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
 
 
@@ -45,6 +48,7 @@ class MemoryManager(Protocol):
     def grow(self, step: int) -> None: ...
     def free(self, seq: Sequence) -> None: ...
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]: ...
+    def held_cells(self, seq: Sequence, max_cells: int) -> list[int]: ...  # seq's cells in memory_map
 
 
 class Sequence:
@@ -84,6 +88,15 @@ class Sequence:
         """Output tokens generated after `step` (while running)."""
         return self.gen0 + step - self.step0
 
+    def leave(self, t: float, slo: SLO) -> bool:
+        """It finished at time t; whether that made it miss the SLO (its mean time per output token)."""
+        self.finish_t = t
+        self.spans[-1][1] = t
+        if self.missed or self.req.output < 2:
+            return False
+        self.missed = (t - self.first_token_t) / (self.req.output - 1) > slo.tpot_s
+        return self.missed
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -113,6 +126,9 @@ class Run:
     generated: int
     stopped_early: bool
     trace: dict[str, Any] = field(default_factory=dict)
+    # (seconds since the batch last decoded, requests that waited that long for their next token),
+    # one or more per decoding step: metrics.summarize's inter-token latency
+    itl: list[tuple[float, int]] = field(default_factory=list)
 
 
 Observer = Callable[["Engine", int], None]
@@ -134,13 +150,9 @@ class Engine:
         host = cost.kv_capacity_tokens if config.host_tokens is None else config.host_tokens
         self.host_blocks = host // config.block_size
         self.host_free = self.host_blocks
-        # A decode step's (FLOPs, bytes) are affine in (batch, context): read the
-        # coefficients off the cost model once instead of calling it per step.
-        f0, b0 = cost.decode_work(0, 0)
-        f1, b1 = cost.decode_work(1, 0)
-        f2, b2 = cost.decode_work(0, 1)
-        self._decode = (f0, f1 - f0, f2 - f0, b0, b1 - b0, b2 - b0)
-        self._weights = b0
+        self._decode = decode_coefficients(cost)
+        self._weights = self._decode[3]
+        self.arrivals = Arrivals([])
         self.running: dict[int, Sequence] = {}  # insertion order = arrival order
         self.waiting: deque[Sequence] = deque()  # arrived, never admitted
         self.preempted: deque[Sequence] = deque()  # by arrival; comes back before anything new
@@ -163,16 +175,13 @@ class Engine:
 
     # -- arrival -------------------------------------------------------------
     def _submit(self, req: Request) -> None:
-        seq = Sequence(req)
-        if req.prompt + req.output > self.config.max_len:
-            why = f"prompt + output = {req.prompt + req.output} tokens exceeds the model's maximum length {self.config.max_len}"
-        else:
-            why = self.memory.never_fits(seq.final_kv)
+        why = why_refused(req, self.config.max_len, self.memory.never_fits)
         if why:
-            self.rejected.append((req, why))
-            self.misses += 1
+            gone = self.arrivals.refused(req, why)
+            self.rejected += gone
+            self.misses += len(gone)
         else:
-            self.waiting.append(seq)
+            self.waiting.append(Sequence(req))
 
     # -- admission -----------------------------------------------------------
     def _start(self, seq: Sequence, step: int, tokens: int) -> None:
@@ -208,7 +217,7 @@ class Engine:
                 seq.on_host = False
                 self.host_free += -(-(tokens - 1) // bs)
                 swap_s += cost.swap_cost(tokens - 1, bs)
-                self.swapped_bytes += (tokens - 1) * cost.model.kv_bytes_per_token
+                self.swapped_bytes += (tokens - 1) * cost.kv_bytes_per_token
                 decoders += 1
                 context += tokens
                 self._event("swap_in", seq)
@@ -241,7 +250,6 @@ class Engine:
             _, seq = self.running.popitem()
             kv, gen = seq.kv(step - 1), seq.generated(step - 1)
             self.finish_at[seq.step0 + seq.req.output - seq.gen0].remove(seq)
-            mm.free(seq)
             self.kv_tokens -= kv
             seq.gen0 = gen
             seq.spans[-1][1] = self.now
@@ -250,19 +258,23 @@ class Engine:
                 self.host_free -= blocks
                 seq.on_host = True
                 swap_s += cost.swap_cost(kv, bs)
-                self.swapped_bytes += kv * cost.model.kv_bytes_per_token
+                self.swapped_bytes += kv * cost.kv_bytes_per_token
                 self._event("swap_out", seq)
             else:
                 self.recomputed_tokens += kv
                 self._event("preempt", seq)
+            mm.free(seq)  # after the event, which draws the cells it frees
             self.preempted.appendleft(seq)
             self.preemptions += 1
             self.blocked = False
         return swap_s
 
     def _event(self, kind: str, seq: Sequence) -> None:
+        """Record a preemption, swap or recompute with the KV it drops or moves (the
+        prompt + generated - 1 tokens a sequence holds between steps) and its cells."""
         if self.trace is not None:
-            self.trace.event(self.now, kind, seq.id)
+            self.trace.event(self.now, kind, seq.id, seq.req.prompt + seq.gen0 - 1,
+                             self.memory.held_cells(seq, self.trace.max_cells))
 
     # -- leaving -------------------------------------------------------------
     def _finish(self, seq: Sequence, step: int) -> None:
@@ -270,13 +282,9 @@ class Engine:
         self.blocked = False
         self.kv_tokens -= seq.kv(step)
         self.memory.free(seq)
-        seq.finish_t = self.now
-        seq.spans[-1][1] = self.now
+        self.misses += seq.leave(self.now, self.slo)
         self.finished.append(seq)
-        if not seq.missed and seq.req.output > 1:
-            if (seq.finish_t - seq.first_token_t) / (seq.req.output - 1) > self.slo.tpot_s:
-                seq.missed = True
-                self.misses += 1
+        self.arrivals.finished(seq.id, self.now)
 
     # -- the loop ------------------------------------------------------------
     def run(self, requests: list[Request], progress: Progress = no_progress,
@@ -287,9 +295,9 @@ class Engine:
         mm, cost = self.memory, self.cost
         f0, fb, fc, b0, bb, bc = self._decode
         total = len(requests)
-        arrivals = [r.arrival for r in requests] + [float("inf")]
-        ai = 0
+        self.arrivals = arrivals = Arrivals(requests)
         steps = batch_sum = generated = 0
+        itl: list[tuple[float, int]] = []
         occupied_s = used_s = 0.0
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
@@ -297,12 +305,11 @@ class Engine:
         running, finish_at, waiting, preempted = self.running, self.finish_at, self.waiting, self.preempted
         while True:
             if not (running or waiting or preempted):
-                if ai == total:
+                if arrivals.next_t == float("inf"):
                     break
-                self.now = max(self.now, arrivals[ai])
-            while arrivals[ai] <= self.now:
-                self._submit(requests[ai])
-                ai += 1
+                self.now = max(self.now, arrivals.next_t)
+            while arrivals.next_t <= self.now:
+                self._submit(arrivals.pop())
             if not (running or waiting or preempted):
                 continue  # everything that arrived was rejected
             if self.misses > give_up:
@@ -311,7 +318,7 @@ class Engine:
             self.step = step = self.step + 1
             swap_s = self._preempt(step) if mm.shortfall(step) > 0 else 0.0
             mm.grow(step)
-            batch = len(running)
+            batch = decoding = len(running)
             grown = batch  # KV tokens added by this step
             context = self.kv_tokens + batch
             flops = f0 + fb * batch + fc * context
@@ -327,6 +334,8 @@ class Engine:
             if not batch:
                 raise RuntimeError(f"engine stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
             dt = cost.step_time(flops, nbytes) + swap_s
+            if decoding:
+                itl.append((dt, decoding))
             self.now += dt
             self.kv_tokens += grown
             steps += 1
@@ -355,5 +364,5 @@ class Engine:
             sim_time=self.now, steps=steps, batch_sum=batch_sum, occupied_s=occupied_s,
             used_s=used_s, capacity=mm.capacity, preemptions=self.preemptions,
             recomputed_tokens=self.recomputed_tokens, swapped_bytes=self.swapped_bytes,
-            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {}, itl=itl,
         )

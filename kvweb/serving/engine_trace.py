@@ -6,6 +6,7 @@ doubles: samples stay evenly spread and the trace stays small enough for a brows
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,20 +16,45 @@ if TYPE_CHECKING:
 
 
 class EvenSamples:
-    """At most `limit` rows, taken every `interval` seconds, thinned by halves when full."""
+    """At most `limit` rows, taken every `interval` seconds, thinned by halves when full.
 
-    def __init__(self, interval: float, limit: int) -> None:
+    Rows that tell what happened since the row before (not just a state) give `merge`: then
+    thinning keeps the later row of each pair and folds the earlier one into it, so nothing
+    that happened is lost.
+    """
+
+    def __init__(self, interval: float, limit: int, merge: Callable[[Any, Any], None] | None = None) -> None:
         self.interval = interval
         self.limit = limit
+        self.merge = merge
         self.next_t = 0.0
         self.rows: list[Any] = []
 
     def add(self, t: float, row: Any) -> None:
         self.rows.append(row)
         if len(self.rows) >= self.limit:
-            self.rows = self.rows[::2]
+            if self.merge is None:
+                self.rows = self.rows[::2]
+            else:
+                for earlier, later in zip(self.rows[::2], self.rows[1::2]):
+                    self.merge(earlier, later)
+                self.rows = self.rows[1::2] + self.rows[len(self.rows) & ~1:]
             self.interval *= 2
         self.next_t = t + self.interval
+
+
+def merge_frames(earlier: dict[str, Any], later: dict[str, Any]) -> None:
+    """Fold what happened before `earlier` was taken into `later` (its state stands)."""
+    for key in ("freed", "returned"):
+        later[key] = sorted(set(earlier[key]) | set(later[key]))
+    happened = later["happened"]
+    for kind, n in earlier["happened"].items():
+        happened[kind] = happened.get(kind, 0) + n
+
+
+def cell_group(n_units: int, max_cells: int) -> int:
+    """Units (blocks or tokens) per cell when n_units are drawn in at most max_cells cells."""
+    return max(1, -(-n_units // max_cells))
 
 
 def blocks_to_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max_cells: int) -> tuple[int, list[int], list[int]]:
@@ -38,7 +64,7 @@ def blocks_to_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max
     Returns the tokens per cell, each cell's owner (the largest request id in it, -1 when
     free) and the percentage of the cell holding written KV.
     """
-    per_cell = -(-len(owner) // max_cells)
+    per_cell = cell_group(len(owner), max_cells)
     cells = -(-len(owner) // per_cell)
     pad = cells * per_cell - len(owner)
     owner = np.concatenate([owner, np.full(pad, -1, dtype=owner.dtype)]).reshape(cells, per_cell)
@@ -57,7 +83,7 @@ def ranges_to_cells(capacity: int, ranges: list[tuple[int, int, int, int]], max_
     ranges' end points, not on every token, so a 400-thousand-token arena costs no more than
     a small one.
     """
-    per_cell = -(-capacity // max_cells)
+    per_cell = cell_group(capacity, max_cells)
     cells = -(-capacity // per_cell)
     bounds = np.minimum(np.arange(cells + 1) * per_cell, capacity)
     if not ranges:
@@ -78,44 +104,82 @@ def ranges_to_cells(capacity: int, ranges: list[tuple[int, int, int, int]], max_
     return per_cell, owner.tolist(), percent.tolist()
 
 
+EVENT_KINDS = ("preempt", "swap_out", "swap_in", "recompute")
+EVENT_BINS = 200  # time bins of the event counts the time series draw
+
+
 class TraceRecorder:
-    """Collects the curves (queue, batch, memory), memory-map frames and events of one run."""
+    """Collects the curves (queue, batch, memory), memory-map frames and events of one run.
+
+    Every event is kept (as columns, so thousands stay small); the time series get them as
+    counts per time bin, and each frame says which cells preemption freed and where
+    preempted work came back since the frame before, and which requests sit swapped out on
+    the host.
+    """
 
     CURVES = ("t", "waiting", "preempted", "batch", "occupied", "used")
 
     def __init__(self, interval: float, max_points: int = 400, max_frames: int = 80,
-                 max_cells: int = 1024, max_events: int = 300) -> None:
+                 max_cells: int = 1024, extra_curves: tuple[str, ...] = ()) -> None:
+        self.names = self.CURVES + extra_curves  # extra curves: values the caller passes to `sample`
         self.curves = EvenSamples(interval, max_points)
-        self.frames = EvenSamples(interval * 4, max_frames)
+        self.frames = EvenSamples(interval * 4, max_frames, merge_frames)
         self.max_cells = max_cells
-        self.max_events = max_events
-        self.events: list[dict[str, Any]] = []
-        self.events_seen = 0
+        self.events: dict[str, list] = {"t": [], "kind": [], "id": [], "tokens": []}
         self.cell_tokens = 0
+        self.freed: set[int] = set()  # cells freed by preemption since the last frame
+        self.returned: set[int] = set()  # cells preempted work came back to since the last frame
+        self.host: dict[int, int] = {}  # swapped-out request id -> KV tokens on the host
+        self.since = 0  # events before the last frame
 
     @property
     def next_t(self) -> float:
         return min(self.curves.next_t, self.frames.next_t)
 
-    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: MemoryManager) -> None:
+    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: MemoryManager,
+               *extra: float) -> None:
         occupied = memory.occupied
         if t >= self.curves.next_t:
-            self.curves.add(t, (t, waiting, preempted, batch, occupied, used))
+            self.curves.add(t, (t, waiting, preempted, batch, occupied, used, *extra))
         if t >= self.frames.next_t:
             self.cell_tokens, owner, written = memory.memory_map(step, self.max_cells)
-            self.frames.add(t, {"t": t, "owner": owner, "written": written})
+            kinds = self.events["kind"][self.since:]
+            self.frames.add(t, {"t": t, "owner": owner, "written": written, "freed": sorted(self.freed),
+                                "returned": sorted(self.returned), "host": [[i, n] for i, n in self.host.items()],
+                                "happened": {k: kinds.count(k) for k in EVENT_KINDS if k in kinds}})
+            self.freed, self.returned, self.since = set(), set(), len(self.events["t"])
 
-    def event(self, t: float, kind: str, seq_id: int) -> None:
-        self.events_seen += 1
-        if len(self.events) < self.max_events:
-            self.events.append({"t": t, "kind": kind, "id": seq_id})
+    def event(self, t: float, kind: str, seq_id: int, tokens: int = 0, cells: tuple[int, ...] | list[int] = ()) -> None:
+        """`tokens`: the KV the event moves or drops; `cells`: the memory-map cells the request
+        holds as it is preempted (freed) or comes back (returned)."""
+        for name, value in zip(("t", "kind", "id", "tokens"), (t, kind, seq_id, tokens)):
+            self.events[name].append(value)
+        (self.freed if kind in ("preempt", "swap_out") else self.returned).update(cells)
+        if kind == "swap_out":
+            self.host[seq_id] = tokens
+        elif kind == "swap_in":
+            self.host.pop(seq_id, None)
+
+    def event_bins(self, end: float, bins: int = EVENT_BINS) -> dict[str, list]:
+        """The events as counts per (time bin, kind), only where some happened: a marker per
+        row draws every event however many there are."""
+        times, kinds = np.array(self.events["t"]), np.array(self.events["kind"])
+        edges = np.linspace(0.0, max(end, times.max(initial=0.0)) or 1.0, bins + 1)
+        rows: dict[str, list] = {"t0": [], "t1": [], "kind": [], "count": []}
+        for kind in EVENT_KINDS:
+            counts, _ = np.histogram(times[kinds == kind], edges)
+            for i in np.flatnonzero(counts):
+                for name, value in zip(rows, (float(edges[i]), float(edges[i + 1]), kind, int(counts[i]))):
+                    rows[name].append(value)
+        return rows
 
     def result(self) -> dict[str, Any]:
-        columns = list(zip(*self.curves.rows)) if self.curves.rows else [()] * len(self.CURVES)
+        columns = list(zip(*self.curves.rows)) if self.curves.rows else [()] * len(self.names)
+        curves = {name: list(col) for name, col in zip(self.names, columns)}
         return {
-            "curves": {name: list(col) for name, col in zip(self.CURVES, columns)},
+            "curves": curves,
             "cell_tokens": self.cell_tokens,
             "frames": self.frames.rows,
             "events": self.events,
-            "events_dropped": self.events_seen - len(self.events),
+            "event_bins": self.event_bins(curves["t"][-1] if curves["t"] else 0.0),
         }

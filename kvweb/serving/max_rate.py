@@ -32,3 +32,23 @@ def max_rate(meets: Callable[[float], bool], start: float = 1.0, rel_tol: float 
         else:
             bad = mid
     return good
+
+
+def search(serve: Callable[[float, int], dict], target: float, requests: int, rel_tol: float,
+           tried: Callable[[float], None] = lambda rate: None) -> tuple[float, list[dict]]:
+    """`max_rate` for serving runs: `serve(rate, give_up_after)` returns metrics.summarize's
+    figures; a rate meets the target when the run kept SLO attainment >= target (a run stops
+    early once more than (1 - target) x requests have missed). Returns the rate and every trial."""
+    allowed_misses = int((1 - target) * requests)
+    trials: list[dict] = []
+
+    def meets(rate: float) -> bool:
+        m = serve(rate, allowed_misses)
+        ok = not m["stopped_early"] and m["slo_attainment"] >= target
+        trials.append({"rate": rate, "met": ok,
+                       "slo_attainment": None if m["stopped_early"] else m["slo_attainment"],
+                       "throughput_tok_s": None if m["stopped_early"] else m["throughput_tok_s"]})
+        tried(rate)
+        return ok
+
+    return max_rate(meets, start=1.0, rel_tol=rel_tol), trials

@@ -1,5 +1,9 @@
 """What a serving run achieved (SPEC 3): throughput, latency distributions, SLO attainment,
-batch size, memory occupied vs actually holding KV, and the cost of preemption."""
+batch size, memory occupied vs actually holding KV, and the cost of preemption.
+
+Inter-token latency (`itl_s`) is seen from the decoding batch: for each step that decodes, the
+time since the batch last decoded (since its first token for a request that joined since),
+once per request decoding in it; a preempted request's wait is not in it (it is in its TPOT)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,6 +44,21 @@ def distribution(values: list[float], bins: int = 20) -> dict[str, Any]:
             "p99": float(p99), "max": float(a.max()), "edges": edges.tolist(), "counts": counts.tolist()}
 
 
+def weighted_distribution(pairs: list[tuple[float, int]], bins: int = 20) -> dict[str, Any]:
+    """`distribution` of values that each occur `weight` times, given as (value, weight) pairs."""
+    both = np.asarray(pairs, dtype=float).reshape(-1, 2)
+    both = both[both[:, 1] > 0]
+    if not len(both):
+        return distribution([], bins)
+    order = np.argsort(both[:, 0], kind="stable")
+    values, weights = both[order, 0], both[order, 1]
+    below = np.cumsum(weights)
+    p50, p90, p99 = (float(values[np.searchsorted(below, q * below[-1])]) for q in (0.5, 0.9, 0.99))
+    counts, edges = np.histogram(values, bins=bins, weights=weights)
+    return {"count": int(below[-1]), "mean": float(np.dot(values, weights) / below[-1]), "p50": p50, "p90": p90,
+            "p99": p99, "max": float(values[-1]), "edges": edges.tolist(), "counts": counts.astype(int).tolist()}
+
+
 def summarize(run: Run, slo: SLO) -> dict[str, Any]:
     """The run's figures as plain JSON types. SLO attainment counts rejected requests as misses;
     memory fractions are time-weighted over the run and relative to the GPU's KV capacity."""
@@ -55,6 +74,7 @@ def summarize(run: Run, slo: SLO) -> dict[str, Any]:
         "slo_attainment": met / submitted if submitted else 0.0,
         "ttft_s": distribution(ttfts),
         "tpot_s": distribution(tpots),
+        "itl_s": weighted_distribution(run.itl),
         "mean_batch": run.batch_sum / run.steps if run.steps else 0.0,
         "occupied_frac": run.occupied_s / span if span else 0.0,
         "used_frac": run.used_s / span if span else 0.0,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kvweb.serving.engine_trace import blocks_to_cells
+from kvweb.serving.engine_trace import blocks_to_cells, cell_group
 
 if TYPE_CHECKING:
     from kvweb.serving.engine import Sequence
@@ -91,3 +91,8 @@ class PagedMemory:
             last = np.array([s.blocks[-1] for s in seqs])
             written[last] = np.array([s.kv(step) for s in seqs]) - (counts - 1) * self.block_size
         return blocks_to_cells(self.block_size, owner, written, max_cells)
+
+    def held_cells(self, seq: Sequence, max_cells: int) -> list[int]:
+        """The memory-map cells holding seq's blocks (for drawing a preemption where it frees)."""
+        per_cell = cell_group(self.n_blocks, max_cells)
+        return sorted({b // per_cell for b in seq.blocks})

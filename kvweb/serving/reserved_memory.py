@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvweb.serving.allocator import Buddy, FirstFit
-from kvweb.serving.engine_trace import ranges_to_cells
+from kvweb.serving.engine_trace import cell_group, ranges_to_cells
 
 if TYPE_CHECKING:
     from kvweb.serving.engine import Sequence
@@ -76,3 +76,11 @@ class ReservedMemory:
         spans = dict(self.allocator.ranges())
         ranges = [(s.start, spans[s.start], s.kv(step), s.id) for s in self.holders.values()]
         return ranges_to_cells(self.capacity, ranges, max_cells)
+
+    def held_cells(self, seq: Sequence, max_cells: int) -> list[int]:
+        """The memory-map cells seq's reserved range reaches into."""
+        if seq.id not in self.holders:
+            return []
+        per_cell = cell_group(self.capacity, max_cells)
+        end = seq.start + dict(self.allocator.ranges())[seq.start]
+        return list(range(seq.start // per_cell, -(-end // per_cell)))

@@ -11,7 +11,7 @@ import io
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,12 +21,18 @@ from kvweb.lab import ParamError, shown, to_number
 
 @dataclass(frozen=True)
 class Request:
-    """One submitted request. Ids follow arrival order (ties keep submission order)."""
+    """One submitted request. Ids follow arrival order (ties keep submission order), except a
+    later chat turn's: it arrives `delay` seconds after the turn `after` finished (its `arrival`
+    is set then; see serving/arrivals.py). `tokens` (prompt then output ids) are given only
+    where content matters, for prefix caching; without them a request shares no prefix."""
 
     id: int
     arrival: float  # seconds
     prompt: int  # prompt tokens
     output: int  # tokens to generate
+    tokens: np.ndarray | None = field(default=None, compare=False, repr=False)
+    after: int | None = None
+    delay: float = 0.0  # seconds
 
 
 @dataclass(frozen=True)

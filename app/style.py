@@ -1,0 +1,66 @@
+"""The app's CSS: phones and narrow windows, long text that wraps, fonts that cover Chinese.
+
+Panel draws every component in its own shadow root, so page-wide CSS does not reach inside;
+`pn.config.raw_css` is added to each component's root instead. Importing this module (the
+shell does, before it builds anything) installs the rules and, once the document is in a
+browser, the viewport declaration `panel serve`'s page template lacks (the static site's
+page has it from the start: static/early.html).
+"""
+from __future__ import annotations
+
+import sys
+
+import panel as pn
+from bokeh.models import CustomJS
+
+# Below this width the controls stack above the figures (and every row wraps).
+NARROW_PX = 800
+# Latin fonts first, then the CJK fonts of common systems (Noto/Source Han on Linux and
+# Android, PingFang on Apple, Microsoft YaHei on Windows), so Chinese never shows as boxes.
+SANS = ('system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, "Noto Sans CJK SC", "Noto Sans SC", '
+        '"Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif')
+MONO = ('ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, "Noto Sans Mono CJK SC", "Noto Sans CJK SC", '
+        '"PingFang SC", "Microsoft YaHei", monospace')
+
+CSS = f"""
+:host {{
+  --bokeh-base-font: {SANS};
+  --bokeh-mono-font: {MONO};
+  --bs-font-sans-serif: {SANS};
+  --bs-font-monospace: {MONO};
+  max-width: 100%;
+  overflow-wrap: break-word;
+}}
+pre, code {{ white-space: pre-wrap; overflow-wrap: break-word; }}
+img, svg, table {{ max-width: 100%; }}
+@media (max-width: {NARROW_PX}px) {{
+  /* Panel gives a stretching row or column the sum of its children's widths as min-width */
+  :host(.bk-Row), :host(.bk-panel-models-layout-Column), :host(.bk-panel-models-layout-Card) {{
+    min-width: 0 !important;
+  }}
+  :host(.bk-Row) {{ flex-wrap: wrap; }}
+  :host(.bk-Row) > * {{ max-width: 100%; }}
+  :host(.bk-Row) > .bk-panel-models-layout-Column {{ flex: 1 1 100%; }}  /* controls above figures */
+  /* a figure still drawn wider than the phone scrolls inside its column, not the page */
+  :host(.bk-panel-models-layout-Column) {{ overflow-x: auto; }}
+}}
+"""
+
+VIEWPORT = CustomJS(code="""
+if (!document.querySelector('meta[name="viewport"]')) {
+  const meta = document.createElement("meta");
+  meta.name = "viewport";
+  meta.content = "width=device-width, initial-scale=1";
+  document.head.appendChild(meta);
+}
+""")
+
+
+def install() -> None:
+    """The CSS for every component made from now on, and the viewport for this document."""
+    if CSS not in pn.config.raw_css:
+        pn.config.raw_css = [*pn.config.raw_css, CSS]
+    # Only under `panel serve`: in the static site the page has it already, and a document_ready
+    # callback there changes when Python hears of the page (the app then reopens the URL).
+    if pn.state.curdoc is not None and sys.platform != "emscripten":
+        pn.state.curdoc.js_on_event("document_ready", VIEWPORT)

@@ -1,0 +1,211 @@
+"""View of the `schedulers` lab: one memory map per mode (papers' engine, vLLM V1, SGLang),
+animated over simulated time, the figures of the three side by side in a table, and the prefix
+hit rate, batch and memory over time.
+
+A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a running request
+holds it, purple while running requests read it from the prefix cache (blocks a request hit or
+shares with another; radix-tree nodes locked by running requests), green when it holds the KV of
+a finished or preempted request that nobody holds but a later request can still reuse, white
+when free.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, DataTable, HoverTool, Legend, LegendItem, Range1d, Span, TableColumn
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView, columns
+from app.views.engine import cell_box, legend_below
+from kvweb.lab import Lab
+
+MODES = ("paper", "vllm-v1", "sglang")
+MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
+CACHED, FREE, SHARED = -2, -1, -3  # memory-map owners besides request ids (serving/continuous_batching.py)
+STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
+          ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
+STATE_COLOR = dict(STATES)
+CELL = ("left", "right", "top", "bottom")
+
+
+def state_of(owner: int) -> str:
+    if owner >= 0:
+        return "running"
+    return {SHARED: "running, from the prefix cache", CACHED: "cached, reusable"}.get(owner, "free")
+
+
+def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
+    """The modes' figures as table columns: a label, then one column per mode."""
+    def ms(d: dict[str, Any], key: str) -> str:
+        return f"{1e3 * (d[key] or 0):.0f}"
+
+    rows = [
+        (tr("throughput (tokens/s)"), lambda m: f"{m['throughput_tok_s']:.1f}"),
+        (tr("SLO attainment"), lambda m: f"{100 * m['slo_attainment']:.1f} %"),
+        (tr("TTFT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["ttft_s"], k) for k in ("p50", "p90", "p99"))),
+        (tr("TPOT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["tpot_s"], k) for k in ("p50", "p90", "p99"))),
+        (tr("inter-token latency p99 / max (ms)"), lambda m: f"{ms(m['itl_s'], 'p99')} / {ms(m['itl_s'], 'max')}"),
+        (tr("prefix hit rate (prompt tokens)"), lambda m: f"{100 * m['prefix_hit_rate']:.1f} %"),
+        (tr("memory held by running requests (time avg)"), lambda m: f"{100 * m['occupied_frac']:.1f} %"),
+        (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
+        (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
+        (tr("mean batch"), lambda m: f"{m['mean_batch']:.1f}"),
+        (tr("preemptions"), lambda m: str(m["preemptions"])),
+        (tr("recomputed tokens"), lambda m: str(m["recomputed_tokens"])),
+        (tr("of them found cached again"), lambda m: str(m["resumed_hit_tokens"])),
+        (tr("max rate within the SLO (requests/s)"), lambda m: f"{m['max_rate']:.3g}" if "max_rate" in m else "-"),
+        (tr("simulated time (s)"), lambda m: f"{m['sim_time_s']:.1f}"),
+        (tr("finished / rejected"), lambda m: f"{m['finished']} / {m['rejected']}"),
+    ]
+    return {"figure": [label for label, _ in rows], **{m["mode"]: [get(m) for _, get in rows] for m in modes}}
+
+
+class StateMap:
+    """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
+
+    def __init__(self, mode: str) -> None:
+        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "color", "state", "owner", "written"),
+                                      name=f"schedulers-{mode}-cells")
+        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
+        self.figure.axis.visible = False
+        self.figure.grid.visible = False
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
+                                fill_color="color", fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
+        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
+                         fill_color="color", line_color=None)
+        self.figure.add_tools(HoverTool(renderers=[held], tooltips=[("", "@state"), (tr("request"), "@owner"),
+                                                                    (tr("KV"), "@written %")]))
+        self.columns = 1
+
+    def reset(self, title: str, cells: int) -> None:
+        self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
+        rows = -(-cells // self.columns)
+        self.figure.title.text = title
+        self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
+        self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
+
+    def draw(self, frame: dict[str, Any]) -> None:
+        owners, written = frame["owner"], frame["written"]
+        boxes = [cell_box(i, self.columns) for i in range(len(owners))]
+        states = [state_of(o) for o in owners]
+        self.cells.data = {
+            **{k: [b[j] for b in boxes] for j, k in enumerate(CELL)},
+            "fill_top": [b[3] + (1 - 0.12) * w / 100 for b, w in zip(boxes, written)],
+            "color": [STATE_COLOR[s] for s in states], "state": [tr(s) for s in states],
+            "owner": [o if o >= 0 else "-" for o in owners], "written": written,
+        }
+
+    def clear(self) -> None:
+        self.cells.data = columns(*self.cells.data)
+
+
+class SchedulersView(LabView):
+    labs = ("schedulers",)
+    animated = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.player.interval = 250
+        self.header = plain(css_class="kv-schedulers-header")
+        self.table_data = ColumnDataSource(columns("figure", *MODES), name="schedulers-figures")
+        self.table = pn.pane.Bokeh(
+            DataTable(source=self.table_data, index_position=None, height=420, sizing_mode="stretch_width",
+                      sortable=False, reorderable=False, css_classes=["kv-schedulers-table"],
+                      columns=[TableColumn(field="figure", title="", width=260),
+                               *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
+            sizing_mode="stretch_width", max_width=780)
+        self.paper = plain(css_class="kv-schedulers-paper")
+        self.step_text = plain(css_class="kv-schedulers-step")
+        self.maps = {m: StateMap(m) for m in MODES}
+        # The maps' key: a strip of its own above them, so no map loses room to it.
+        self.key = figure(height=64, sizing_mode="stretch_width", toolbar_location=None, tools="",
+                          x_range=Range1d(0, 1), y_range=Range1d(0, 1), outline_line_color=None)
+        self.key.axis.visible = False
+        self.key.grid.visible = False
+        swatches = ColumnDataSource(dict(zip(CELL, ([2], [3], [2], [3]))))  # off the strip: only the legend shows it
+        self.key.add_layout(Legend(items=[
+            LegendItem(label=tr(name), renderers=[self.key.quad(*CELL, source=swatches, fill_color=color,
+                                                                line_color="#888888")])
+            for name, color in STATES], orientation="horizontal", ncols=2, location="center", border_line_alpha=0,
+            label_text_font_size="12px", background_fill_alpha=0))
+        self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
+                                           name=f"schedulers-curves-{m}") for m in MODES}
+        tools = "xpan,xwheel_zoom,reset,save"
+        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=230,
+                           sizing_mode="stretch_width", tools=tools, x_axis_label=tr("simulated time (s)"))
+        self.batch = figure(title=tr("batch (requests per step)"), height=230, sizing_mode="stretch_width",
+                            tools=tools, x_range=self.hits.x_range, x_axis_label=tr("simulated time (s)"))
+        self.memory = figure(title=tr("KV memory, % of capacity: held by running requests (solid), cached and "
+                                      "reusable (dashed)"), height=230, sizing_mode="stretch_width", tools=tools,
+                             x_range=self.hits.x_range, x_axis_label=tr("simulated time (s)"))
+        items: dict[str, list[LegendItem]] = {"hits": [], "batch": [], "memory": []}
+        for m in MODES:
+            src, color = self.curves[m], MODE_COLORS[m]
+            items["hits"].append(LegendItem(label=m, renderers=[
+                self.hits.line("t", "hit_rate", source=src, color=color, line_width=2)]))
+            items["batch"].append(LegendItem(label=m, renderers=[
+                self.batch.line("t", "batch", source=src, color=color, line_width=2)]))
+            items["memory"].append(LegendItem(label=m, renderers=[
+                self.memory.line("t", "held", source=src, color=color, line_width=2),
+                self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
+        for fig, key in ((self.hits, "hits"), (self.batch, "batch"), (self.memory, "memory")):
+            legend_below(fig, items[key])
+            fig.y_range.start = 0
+        self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
+        for fig, span in zip((self.hits, self.batch, self.memory), self.now):
+            fig.add_layout(span)
+        self.frames: list[list[dict[str, Any]]] = []
+        self.timeline: dict[str, Any] = {"t": [], "frames": []}
+
+    def layout(self) -> pn.viewable.Viewable:
+        maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
+        return pn.Column(self.header, self.table, self.paper, self.player, self.step_text, self.key, maps,
+                         self.hits, self.batch, self.memory, sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        scenario, modes = result["scenario"], result["modes"]
+        capacity = scenario["kv_capacity_tokens"]
+        self.frames = [m["trace"]["frames"] for m in modes]
+        self.timeline = result["timeline"]
+        for m in modes:
+            trace, view = m["trace"], self.maps[m["mode"]]
+            cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
+            unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
+            view.reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells)
+            view.clear()
+            c = trace["curves"]
+            self.curves[m["mode"]].data = {
+                "t": c["t"], "batch": c["batch"], "held": [100 * x / capacity for x in c["occupied"]],
+                "hit_rate": [100 * x for x in c.get("hit_rate", [0.0] * len(c["t"]))],
+                "cached": [100 * x / capacity for x in c.get("cached", [0] * len(c["t"]))],
+            }
+        self.table_data.data = figures_table(modes)
+        settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
+                    f"{result['chunk_size']}, {tr('block size')} {result['block_size']}")
+        self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
+                            f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
+                            f"{tr('requests')}; {settings}")
+        self.paper.text = tr(result["paper"])
+        self.set_steps(len(self.timeline["t"]))
+
+    def show_step(self, index: int) -> None:
+        times = self.timeline["t"]
+        if not times:
+            return
+        index = min(index, len(times) - 1)
+        t = times[index]
+        lines = [f"t = {t:.1f} s"]
+        for mode, frames, at in zip(MODES, self.frames, self.timeline["frames"]):
+            frame = frames[at[index]]
+            self.maps[mode].draw(frame)
+            counts = {s: 0 for s, _ in STATES}
+            for o in frame["owner"]:
+                counts[state_of(o)] += 1
+            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for s, n in counts.items()))
+        for span in self.now:
+            span.location = t
+        self.step_text.text = "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Phones and narrow windows (app/style.py): at 390x844 no page is wider than the screen (the
+tour, three labs, the exercises, the report), the page declares its viewport, and a lab's
+controls stack above its figures; at 1440x900 the widest lab (fsm) fits too."""
+import pytest
+from conftest import plain_text, wait_ready
+
+PHONE = {"width": 390, "height": 844}
+PAGES = ["?page=tour", "?lab=engine", "?lab=fsm", "?lab=radix-demo", "?page=exercises", "?page=report"]
+# The page's width, and each element (shadow roots included) that reaches past the screen.
+OVERFLOW = """() => {
+    const wide = [];
+    const walk = (root) => root.querySelectorAll('*').forEach(el => {
+        const r = el.getBoundingClientRect();
+        if (r.width > 0 && r.right > innerWidth + 1 && getComputedStyle(el).position !== 'fixed')
+            wide.push(`${el.tagName}.${el.className} right=${Math.round(r.right)}`);
+        if (el.shadowRoot) walk(el.shadowRoot);
+    });
+    walk(document);
+    return [document.documentElement.scrollWidth, wide.slice(0, 5)];
+}"""
+
+
+@pytest.fixture
+def phone(browser, served_app):
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def drawn(page, query: str) -> None:
+    if "lab=" in query:
+        wait_ready(page)
+    elif query == "?page=report":
+        plain_text(page, "kv-report-status").filter(has_text="ready").wait_for(timeout=180_000)
+    else:
+        page.locator(".kv-nav").wait_for()
+        page.wait_for_timeout(1000)  # the page's parts arrive in a few patches
+
+
+def test_no_page_is_wider_than_a_phone(phone, served_app):
+    too_wide = {}
+    for query in PAGES:
+        phone.goto(served_app + query)
+        drawn(phone, query)
+        assert phone.evaluate("() => document.querySelector('meta[name=viewport]')?.content") == \
+            "width=device-width, initial-scale=1"
+        width, elements = phone.evaluate(OVERFLOW)
+        if width > PHONE["width"]:
+            too_wide[query] = (width, elements)
+    assert too_wide == {}
+
+
+def test_controls_stack_above_figures_on_a_phone(phone, served_app):
+    phone.goto(f"{served_app}?lab=roofline")
+    wait_ready(phone)
+    controls = phone.locator(".kv-param-gpu").bounding_box()
+    numbers = plain_text(phone, "kv-roofline-numbers").bounding_box()
+    assert numbers["y"] > controls["y"] + controls["height"]  # below the controls, not beside them
+    assert numbers["width"] > 0.8 * PHONE["width"]  # and as wide as the screen allows
+
+
+def test_fsm_lab_fits_a_wide_window(page, served_app):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{served_app}?lab=fsm")
+    wait_ready(page)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1440

@@ -1,0 +1,63 @@
+"""The served app end to end on the schedulers lab: the tour's seventh step opens it, the three
+memory maps show cached-reusable memory only where a prefix cache exists, the table compares the
+modes, and switching prefix caching off redraws everything (and is written to the URL)."""
+from urllib.parse import parse_qs
+
+from conftest import plain_text, wait_ready
+
+from app.pages.tour import STEPS
+
+DATA = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
+CACHED = "#54a24b"
+
+
+def query(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
+
+
+def table(page) -> dict:
+    data = page.evaluate(DATA, "schedulers-figures")
+    return {label: {m: data[m][i] for m in ("paper", "vllm-v1", "sglang")} for i, label in enumerate(data["figure"])}
+
+
+def colors(page, mode: str) -> list:
+    return list(page.evaluate(DATA, f"schedulers-{mode}-cells")["color"])
+
+
+def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guard):
+    step = len(STEPS) - 1
+    assert STEPS[step].links[0][1]["lab"] == "schedulers"
+    page.goto(f"{served_app}?page=tour")
+    page.locator(f".kv-tour-{step}-0 button").click()
+    page.wait_for_function("() => location.search.includes('lab=schedulers')")
+    wait_ready(page)
+    page.locator(".kv-player button.last").click()
+    page.wait_for_function("() => /step=[1-9]/.test(location.search)")
+    hit = table(page)["prefix hit rate (prompt tokens)"]
+    assert hit["paper"] == "0.0 %" and float(hit["vllm-v1"][:-2]) > 50 and float(hit["sglang"][:-2]) > 50
+    assert CACHED not in colors(page, "paper")  # the papers' engine keeps nothing after a request
+    assert CACHED in colors(page, "vllm-v1") and CACHED in colors(page, "sglang")
+    before = colors(page, "sglang")
+    page.locator(".kv-player button.first").click()
+    page.wait_for_function("() => location.search.includes('step=0')")
+    assert colors(page, "sglang") != before
+    assert "vllm-v1:" in plain_text(page, "kv-schedulers-step").inner_text()
+    assert guard.errors == []
+
+
+def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
+    page.goto(f"{served_app}?lab=schedulers&requests=80&workload=few-shot")
+    wait_ready(page)
+    assert float(table(page)["prefix hit rate (prompt tokens)"]["vllm-v1"][:-2]) > 50
+    page.locator(".kv-param-prefix_caching input").click()
+    page.wait_for_function("() => location.search.includes('prefix_caching=false')")
+    wait_ready(page)
+    page.wait_for_function(f"() => Bokeh.documents[0].get_model_by_name('schedulers-figures').data"
+                           f"['vllm-v1'][5] === '0.0 %'")
+    rows = table(page)
+    assert rows["prefix hit rate (prompt tokens)"] == {"paper": "0.0 %", "vllm-v1": "0.0 %", "sglang": "0.0 %"}
+    page.locator(".kv-player button.last").click()
+    page.wait_for_function("() => /step=[1-9]/.test(location.search)")
+    assert all(CACHED not in colors(page, m) for m in ("paper", "vllm-v1", "sglang"))
+    assert query(page)["workload"] == "few-shot"
+    assert guard.errors == []

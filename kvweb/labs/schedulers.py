@@ -1,0 +1,189 @@
+"""Lab `schedulers`: the papers' engine beside vLLM V1-style and SGLang-style scheduling, on the
+same requests, the same paper GPU and the same SLO.
+
+`paper` is the engine of the lab `engine` (vLLM 2023: paged memory, whole prefills, preemption by
+recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
+chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
+serving/radix_scheduler.py on a `RadixCache` (prefix/radix_cache.py), wired here because the
+serving part may not import the prefix part.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import param
+
+from kvweb.gpu.specs import GPUSpec
+from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
+from kvweb.labs.engine import ServingLab, timeline
+from kvweb.prefix.radix_cache import RadixCache
+from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
+from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.engine import Run
+from kvweb.serving.engine_setup import SCENARIOS
+from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.max_rate import search
+from kvweb.serving.metrics import summarize
+from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler
+from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.workload import SHAPES, Request
+
+MODES = ("paper", "vllm-v1", "sglang")
+PREFIX_WORKLOADS = ("few-shot", "multi-turn")
+MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together
+MAX_PREFILL_TOKENS = 16384  # SGLang's max_prefill_tokens default
+PAPER = ("SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "
+         "compared with on workloads that share prefixes (few-shot, multi-turn chat, agents), with 50-99 % cache hit "
+         "rates; vLLM paper (Kwon et al., SOSP 2023), section 6.4 (Fig. 16): sharing a prefix named by hand gives 1.67x "
+         "(1-shot) and 3.58x (5-shot) the throughput of Orca (Oracle). Today's vLLM and SGLang both find shared prefixes "
+         "by themselves; this simulator is not expected to match those figures, only to move the same way.")
+
+
+def default_token_budget(gpu: GPUSpec) -> int:
+    """vLLM's max_num_batched_tokens for an API server (EngineArgs.get_batch_defaults): 8192 on GPUs of
+    70 GiB and more except A100s (a larger budget lowered A100 throughput, vLLM PR #17885), else 2048."""
+    return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
+
+
+def default_chunk_size(gpu: GPUSpec) -> int:
+    """SGLang's chunked_prefill_size by GPU memory (ServerArgs): 2048 under 35 GiB, 8192 under 160 GiB."""
+    gib = gpu.hbm_bytes / 2**30
+    return 2048 if gib < 35 else 8192 if gib < 160 else 16384
+
+
+class SchedulersLab(ServingLab):
+    lab_name = "schedulers"
+    title = "Today's schedulers: vLLM V1 and SGLang beside the papers' engine"
+    summary = ("The same requests on the same paper GPU, three ways: the papers' engine (whole prefills, no prefix "
+               "cache), vLLM V1 (one token budget per step shared by decodes and prefill chunks, automatic prefix "
+               "caching of full blocks, recompute-only preemption) and SGLang (a radix cache in the same pool as running "
+               "requests, longest prefix match first, chunked prefill). Memory maps show what is running, what is "
+               "cached and reusable, and what is free.")
+
+    workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "trace"], default="multi-turn",
+                              doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
+                                  "chat sessions sharing prefixes, or the uploaded trace")
+    requests = param.Integer(300, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
+    rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
+    prefix_caching = param.Boolean(True, doc="vLLM V1's automatic prefix caching and SGLang's radix cache; off: a "
+                                             "finished request's KV is freed")
+    token_budget = param.Integer(0, bounds=(0, 65536),
+                                 doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "
+                                     "prefill chunks together; 0: vLLM's default for the GPU (2048 on A100, 8192 on "
+                                     "H100 and H200)")
+    chunk_size = param.Integer(0, bounds=(0, 65536), precedence=ADVANCED,
+                               doc="SGLang: chunked_prefill_size, the prefill tokens of one batch; 0: SGLang's default "
+                                   "for the GPU (8192 on every GPU here)")
+    policy = param.Selector(objects=list(POLICIES), default="lpm", precedence=ADVANCED,
+                            doc="SGLang: waiting-queue order, longest prefix match first (lpm) or first come first served")
+    mixed_chunk = param.Boolean(False, precedence=ADVANCED,
+                                doc="SGLang: running requests decode in prefill batches too (--enable-mixed-chunk); off: "
+                                    "a prefill batch runs alone")
+    max_seqs = param.Integer(256, bounds=(1, 1024), precedence=ADVANCED,
+                             doc="running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)")
+    search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
+    target = param.Number(0.9, bounds=(0.5, 0.999), precedence=ADVANCED,
+                          doc="search: SLO attainment the rate must keep")
+    output_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED,
+                               doc="fixed: output tokens; uniform: the largest output; few-shot, multi-turn: each answer")
+    tasks = param.Integer(8, bounds=(1, 64), precedence=ADVANCED, doc="few-shot: tasks (each with its own examples)")
+    examples_len = param.Integer(600, bounds=(0, 8192), precedence=ADVANCED, doc="few-shot: tokens of each task's examples")
+    turns = param.Integer(6, bounds=(1, 32), precedence=ADVANCED, doc="multi-turn: turns per chat session")
+    think_s = param.Number(5.0, bounds=(0.0, 600.0), precedence=ADVANCED,
+                           doc="multi-turn: seconds between an answer and the user's next turn")
+    system_len = param.Integer(200, bounds=(0, 8192), precedence=ADVANCED,
+                               doc="few-shot, multi-turn: tokens of the system prompt every request shares")
+    question_len = param.Integer(50, bounds=(1, 8192), precedence=ADVANCED,
+                                 doc="few-shot, multi-turn: tokens of each new question")
+
+    def check(self) -> None:
+        super().check()
+        max_len = SCENARIOS[self.scenario].max_len
+        longest = {"few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
+                   "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len)}
+        if self.workload in longest and longest[self.workload] > max_len:
+            sizes = ("system_len + examples_len + question_len + output_len" if self.workload == "few-shot"
+                     else "system_len + turns x (question_len + output_len)")
+            raise ParamError(f"{sizes}: {longest[self.workload]} tokens in the longest request is not allowed; "
+                             f"scenario {self.scenario} allows at most {max_len}")
+        if self.workload in longest and self.requests * longest[self.workload] > MAX_WORKLOAD_TOKENS:
+            raise ParamError(f"requests: {self.requests} requests of up to {longest[self.workload]} tokens is not allowed; "
+                             f"the workload may hold at most {MAX_WORKLOAD_TOKENS:,} tokens")
+        if self.budget() < self.max_seqs:
+            raise ParamError(f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})")
+        if self.search and self.workload == "trace":
+            raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
+
+    def budget(self) -> int:
+        return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
+
+    def chunk(self) -> int:
+        return self.chunk_size or default_chunk_size(self.setup().cost_model().gpu)
+
+    def workload_at(self, rate: float) -> list[Request]:
+        if self.workload == "few-shot":
+            return few_shot_traffic(self.requests, rate, self.seed, self.tasks, self.system_len, self.examples_len,
+                                    self.question_len, self.output_len)
+        if self.workload == "multi-turn":
+            return multi_turn_traffic(self.requests, rate, self.seed, self.turns, self.system_len, self.question_len,
+                                      self.output_len, self.think_s)
+        return super().workload_at(rate)
+
+    def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
+        """A today's scheduler, configured from the parameters."""
+        setup = self.setup()
+        cost, max_len = setup.cost_model(), setup.spec.max_len
+        if mode == "vllm-v1":
+            config = V1Config(max_len, self.block_size, self.max_seqs, self.budget(), self.prefix_caching)
+            return V1Scheduler(cost, config, setup.slo, give_up_after)
+        config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
+                             self.prefix_caching)
+        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after)
+
+    def run_mode(self, mode: str, requests: list[Request], progress: Progress, trace: bool = False,
+                 give_up_after: int | None = None) -> Run:
+        setup = self.setup().with_(max_seqs=self.max_seqs)
+        if mode == "paper":
+            return setup.run(requests, progress, trace=trace, give_up_after=give_up_after)
+        recorder = None
+        if trace:
+            horizon = max((r.arrival for r in requests), default=0.0) or 1.0
+            recorder = TraceRecorder(horizon / 200, extra_curves=("cached", "hit_rate"))
+        return self.scheduler(mode, give_up_after).run(requests, progress, trace=recorder)
+
+    def figures(self, run: Run) -> dict[str, Any]:
+        return {**summarize(run, self.setup().slo), **prefix_figures(run)}
+
+    def serve(self, progress: Progress) -> dict[str, Any]:
+        requests = self.workload_at(self.rate)
+        steps = len(MODES) * (2 if self.search else 1)
+        modes = []
+        for i, mode in enumerate(MODES):
+            def part(fraction: float, message: str, i: int = i, mode: str = mode) -> None:
+                progress((i + fraction) / steps, f"{mode}: {message}")
+            run = self.run_mode(mode, requests, part, trace=True)
+            modes.append({"mode": mode, **self.figures(run), "trace": run.trace})
+        if self.search:
+            self._search(modes, progress)
+        return {
+            "modes": modes, "timeline": timeline([m["trace"]["frames"] for m in modes]), "submitted": len(requests),
+            "token_budget": self.budget(), "chunk_size": self.chunk(), "block_size": self.block_size,
+            "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER,
+        }
+
+    def _search(self, modes: list[dict[str, Any]], progress: Progress) -> None:
+        """Each mode's highest rate within the SLO, on the same requests arriving faster or slower."""
+        base = self.workload_at(1.0)
+        for i, row in enumerate(modes):
+            mode, count = row["mode"], [0]
+
+            def serve(rate: float, give_up_after: int, mode: str = mode) -> dict[str, Any]:
+                requests = [replace(r, arrival=r.arrival / rate) for r in base]
+                return self.figures(self.run_mode(mode, requests, no_progress, give_up_after=give_up_after))
+
+            def tried(rate: float, i: int = i, mode: str = mode, count: list[int] = count) -> None:
+                count[0] += 1
+                progress((len(MODES) + i + min(count[0], 12) / 13) / (2 * len(MODES)), f"{mode}: tried {rate:.3g} req/s")
+
+            row["max_rate"], row["trials"] = search(serve, self.target, len(base), 0.02, tried)

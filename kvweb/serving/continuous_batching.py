@@ -1,0 +1,329 @@
+"""The loop today's schedulers share: requests arrive, each iteration runs one batch, requests leave.
+
+`ContinuousBatching` owns what does not depend on the scheduler: arrivals (later chat turns
+come when the turn they follow has finished), rejection of requests that can never run, the
+clock, first tokens and finishes, SLO misses, time-weighted memory figures and the animation
+trace. A scheduler (`v1_scheduler`, `radix_scheduler`) implements `_iterate`: it builds one
+batch, changes its KV memory and returns the batch's cost.
+
+No per-token work for decoding requests: a decoding request's KV grows by one token in every
+iteration that decodes, so its length is a function of the decode counter (kept as a base
+count and a base length, as in `engine.Sequence`), and the counter value at which it finishes
+is known when it starts decoding.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kvweb.gpu.cost import CostModel
+from kvweb.lab import Progress, no_progress
+from kvweb.serving.arrivals import Arrivals, why_refused
+from kvweb.serving.engine import Run, Sequence
+from kvweb.serving.engine_trace import TraceRecorder, blocks_to_cells
+from kvweb.serving.metrics import SLO
+from kvweb.serving.step_cost import decode_coefficients
+from kvweb.serving.workload import Request
+
+# Memory-map owners besides request ids: cached KV nobody holds (reusable), free memory, and
+# KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes).
+CACHED, FREE, SHARED = -2, -1, -3
+NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
+TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
+
+
+class Seq(Sequence):
+    """A request inside a today's scheduler: `Sequence` plus the prefill and cache state.
+
+    `computed` counts the KV tokens of a request still prefilling (chunk by chunk); once its
+    prompt (or, after a preemption, prompt + generated tokens) is computed it samples a token
+    and decodes like any `Sequence`.
+    """
+
+    __slots__ = ("computed", "hit", "hashes", "registered", "node", "prefix", "own", "mat", "_content")
+
+    def __init__(self, req: Request) -> None:
+        super().__init__(req)
+        self.computed = 0
+        self.hit = 0  # KV tokens found in the prefix cache when it last started
+        self.hashes: list[Hashable] = []  # chained block hashes, computed as far as needed
+        self.registered = 0  # blocks entered in the hash table
+        self.node: Any = None  # the radix-tree node it has locked
+        self.prefix = np.zeros(0, dtype=np.int64)  # slots of its cached prefix (radix tree)
+        self.own: list[np.ndarray] = []  # slots it allocated beyond that prefix
+        self.mat = 0  # KV tokens with slots (prefix + own); decoded tokens get slots lazily
+        self._content: np.ndarray | None = None
+
+    @property
+    def tokens_to_compute(self) -> int:
+        """Prompt plus the tokens generated before a preemption: what a (re)prefill computes."""
+        return self.req.prompt + self.gen0
+
+    def content(self) -> np.ndarray:
+        """Its token ids: the workload's, or unique ids when the request carries none."""
+        if self._content is None:
+            tokens = self.req.tokens
+            if tokens is None:
+                tokens = np.arange(self.req.prompt + self.req.output, dtype=np.int64) + TOKEN_BASE * (self.id + 1)
+            self._content = np.asarray(tokens, dtype=np.int64)
+        return self._content
+
+
+@dataclass
+class ScheduledRun(Run):
+    """A run of a today's scheduler: `Run` plus what the prefix cache did."""
+
+    prompt_tokens: int = 0  # prompt tokens of requests admitted for the first time
+    hit_tokens: int = 0  # of those, found in the prefix cache
+    resumed_hit_tokens: int = 0  # tokens a preempted request found cached when it came back
+    cached_s: float = 0.0  # token-seconds of reusable cache nobody holds
+
+
+def prefix_figures(run: Run) -> dict[str, Any]:
+    """What the prefix cache did in a run (all zero for the papers' engine, which has none):
+    the share of first-admission prompt tokens found cached, the tokens a preempted request
+    found again, and the reusable cache nobody held, time-averaged, as a share of the KV capacity."""
+    prompt = getattr(run, "prompt_tokens", 0)
+    hits = getattr(run, "hit_tokens", 0)
+    span = run.sim_time * run.capacity
+    return {"prefix_hit_rate": hits / prompt if prompt else 0.0, "hit_tokens": hits, "prompt_tokens": prompt,
+            "resumed_hit_tokens": getattr(run, "resumed_hit_tokens", 0),
+            "cached_frac": getattr(run, "cached_s", 0.0) / span if span else 0.0}
+
+
+Observer = Callable[["ContinuousBatching", int], None]
+
+
+class ContinuousBatching:
+    """Base of the schedulers: see the module docstring. Subclasses set `kind`, `capacity` and
+    implement `_iterate`, `_release`, `never_fits`, `occupied`, `used`, `cached` and `memory_map`."""
+
+    kind = ""
+    capacity = 0  # tokens
+
+    def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
+                 give_up_after: int | None = None) -> None:
+        self.cost = cost
+        self.max_len = max_len
+        self.max_seqs = max_seqs
+        self.slo = slo
+        self.give_up_after = give_up_after
+        self.coef = decode_coefficients(cost)
+        self.weights = self.coef[3]
+        self.running: dict[int, Seq] = {}  # decoding, in the order they (re)started
+        self.waiting: deque[Seq] = deque()
+        self.finish_at: dict[int, list[Seq]] = {}  # decode count -> who finishes then
+        self.finished: list[Seq] = []
+        self.rejected: list[tuple[Request, str]] = []
+        self.arrivals = Arrivals([])
+        self.now = 0.0
+        self.step = 0
+        self.dstep = 0  # iterations that decoded: a decoding request's clock
+        self.kv_tokens = 0  # KV held by decoding requests after the last decode
+        self.preempted = 0  # of the waiting requests, how many were preempted
+        self.preemptions = 0
+        self.recomputed_tokens = 0
+        self.prompt_tokens = 0
+        self.hit_tokens = 0
+        self.resumed_hit_tokens = 0
+        self.misses = 0
+        self.decoded = 0  # requests that decoded in the last iteration (set by `_iterate`)
+        self.joined = 0  # requests that got a token in the last iteration and decode next
+        self.trace: TraceRecorder | None = None
+
+    # -- what a scheduler provides -------------------------------------------
+    def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        """Run one iteration: (seconds, requests in the batch, requests that got their first token,
+        and during it the memory `occupied`, `used` and `cached`)."""
+        raise NotImplementedError
+
+    def _release(self, seq: Seq, finished: bool) -> None:
+        """Give back a request's KV memory (finished: what the cache keeps is up to the scheduler)."""
+        raise NotImplementedError
+
+    def never_fits(self, final_kv: int) -> str | None:
+        raise NotImplementedError
+
+    @property
+    def busy(self) -> bool:
+        """Work in progress besides the decoding requests (a prefill split into chunks)."""
+        return False
+
+    @property
+    def occupied(self) -> int:
+        """Tokens of memory held by running requests."""
+        raise NotImplementedError
+
+    @property
+    def used(self) -> int:
+        """Tokens of KV written by running requests, each shared token once."""
+        raise NotImplementedError
+
+    @property
+    def cached(self) -> int:
+        """Tokens of reusable KV nobody holds (freed, still found by the prefix cache)."""
+        raise NotImplementedError
+
+    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
+        raise NotImplementedError
+
+    # -- bookkeeping the schedulers call ---------------------------------------
+    def _event(self, kind: str, seq: Seq) -> None:
+        if self.trace is not None:
+            self.trace.event(self.now, kind, seq.id)
+
+    def _admitted(self, seq: Seq, hit: int) -> None:
+        """A waiting request starts (or restarts) computing, with `hit` tokens from the cache."""
+        seq.hit = hit
+        if not seq.spans:
+            self.prompt_tokens += seq.req.prompt
+            self.hit_tokens += hit
+        else:
+            self.resumed_hit_tokens += hit
+            self._event("recompute", seq)
+        seq.spans.append([self.now, 0.0])
+
+    def _sampled(self, seq: Seq, fresh: list[Seq]) -> None:
+        """seq computed all its tokens in this iteration and samples one: it decodes from now on,
+        or leaves at the end of the iteration if that was its last."""
+        if seq.gen0 == 0:
+            fresh.append(seq)
+        seq.gen0 += 1
+        seq.step0, seq.kv0 = self.dstep, seq.computed
+        self.running[seq.id] = seq
+        self.kv_tokens += seq.computed
+        self.finish_at.setdefault(self.dstep + seq.req.output - seq.gen0, []).append(seq)
+        self.joined += seq.gen0 < seq.req.output
+
+    def _stop_decoding(self, seq: Seq) -> int:
+        """Take a decoding request out of the batch (before this iteration decodes); returns the
+        KV it holds."""
+        del self.running[seq.id]
+        self.finish_at[seq.step0 + seq.req.output - seq.gen0].remove(seq)
+        seq.computed = seq.kv(self.dstep)
+        seq.gen0 = seq.generated(self.dstep)
+        self.kv_tokens -= seq.computed
+        return seq.computed
+
+    def _preempt(self, seq: Seq) -> None:
+        """seq (out of the batch, `computed` = the KV it holds) drops its KV and waits to be
+        recomputed; the scheduler puts it back in its waiting queue."""
+        self._release(seq, finished=False)
+        self.recomputed_tokens += seq.computed
+        seq.computed = 0
+        seq.spans[-1][1] = self.now
+        self.preemptions += 1
+        self.preempted += 1
+        self._event("preempt", seq)
+
+    def _finish(self, seq: Seq) -> None:
+        del self.running[seq.id]
+        seq.computed = seq.kv(self.dstep)
+        seq.gen0 = seq.req.output
+        self.kv_tokens -= seq.computed
+        self._release(seq, finished=True)
+        self.misses += seq.leave(self.now, self.slo)
+        self.finished.append(seq)
+        self.arrivals.finished(seq.id, self.now)
+
+    def _submit(self, req: Request) -> None:
+        why = why_refused(req, self.max_len, self.never_fits)
+        if why:
+            gone = self.arrivals.refused(req, why)
+            self.rejected += gone
+            self.misses += len(gone)
+        else:
+            self.waiting.append(Seq(req))
+
+    # -- the loop ------------------------------------------------------------
+    def run(self, requests: list[Request], progress: Progress = no_progress,
+            observer: Observer | None = None, trace: TraceRecorder | None = None) -> ScheduledRun:
+        """Serve `requests` to the end; `observer(self, step)` is called after every iteration."""
+        self.trace = trace
+        self.arrivals = arrivals = Arrivals(requests)
+        total = len(requests)
+        steps = batch_sum = 0
+        occupied_s = used_s = cached_s = 0.0
+        sample_t = trace.next_t if trace else float("inf")
+        give_up = float("inf") if self.give_up_after is None else self.give_up_after
+        stopped = False
+        itl: list[tuple[float, int]] = []
+        joins: list[tuple[float, int]] = []  # (when, how many) requests joined the decoding batch
+        last_decode = 0.0
+        running, waiting, finish_at, ttft_s = self.running, self.waiting, self.finish_at, self.slo.ttft_s
+        while True:
+            if not (running or waiting or self.busy):
+                if arrivals.next_t == float("inf"):
+                    break
+                self.now = max(self.now, arrivals.next_t)
+            while arrivals.next_t <= self.now:
+                self._submit(arrivals.pop())
+            if not (running or waiting or self.busy):
+                continue  # everything that arrived was rejected
+            if self.misses > give_up:
+                stopped = True
+                break
+            self.step += 1
+            dt, batch, fresh, occupied, used, cached = self._iterate()
+            if not batch:
+                raise RuntimeError(f"{self.kind} stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
+            self.now = now = self.now + dt
+            steps += 1
+            batch_sum += batch
+            occupied_s += occupied * dt
+            used_s += used * dt
+            cached_s += cached * dt
+            if self.decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
+                if joins:  # ... or, for requests that joined since, since their last token
+                    old = self.decoded - sum(c for _, c in joins)
+                    if old > 0:
+                        itl.append((now - last_decode, old))
+                    itl += [(now - t, c) for t, c in joins]
+                    joins.clear()
+                else:
+                    itl.append((now - last_decode, self.decoded))
+                last_decode = now
+            if self.joined:
+                joins.append((now, self.joined))
+                self.joined = 0
+            for seq in fresh:
+                seq.first_token_t = now
+                if now - seq.req.arrival > ttft_s:
+                    seq.missed = True
+                    self.misses += 1
+            if self.dstep in finish_at:
+                for seq in finish_at.pop(self.dstep):
+                    self._finish(seq)
+            if now >= sample_t:
+                hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+                trace.sample(now, self.step, len(self.waiting), self.preempted, batch, self.used, self,
+                             self.cached, hit_rate)
+                sample_t = trace.next_t
+            if observer is not None:
+                observer(self, self.step)
+            if not steps & 1023:
+                progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
+        generated = sum(s.req.output for s in self.finished) + sum(s.generated(self.dstep) for s in self.running.values())
+        return ScheduledRun(
+            sequences=sorted(self.finished, key=lambda s: s.id), rejected=self.rejected, sim_time=self.now,
+            steps=steps, batch_sum=batch_sum, occupied_s=occupied_s, used_s=used_s, capacity=self.capacity,
+            preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens, swapped_bytes=0,
+            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+            prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
+            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s, itl=itl,
+        )
+
+
+def state_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max_cells: int) -> tuple[int, list[int], list[int]]:
+    """Cells of whole blocks, each showing the most active state among its blocks: a running
+    request (its largest id, or SHARED), else CACHED, else FREE; `written` is each block's KV
+    tokens. Returns (tokens per cell, owners, percentage of each cell holding KV)."""
+    key = np.where(owner >= 0, owner + 2, np.where(owner == SHARED, 1, np.where(owner == CACHED, 0, -1)))
+    cell_tokens, top, percent = blocks_to_cells(block_size, key, written, max_cells)
+    top_a = np.asarray(top)
+    owners = np.where(top_a >= 2, top_a - 2, np.where(top_a == 1, SHARED, np.where(top_a == 0, CACHED, FREE)))
+    return cell_tokens, owners.tolist(), percent

@@ -1,0 +1,389 @@
+"""SGLang's scheduler on the paper GPU: a radix tree holds finished requests' KV in the same pool
+as running requests (python/sglang/srt/managers/scheduler.py, schedule_policy.py, schedule_batch.py).
+
+Each iteration runs a prefill batch if one can be formed, otherwise a decode batch
+(`get_next_batch_to_run`: "run prefill first if possible"); with `mixed_chunk` (SGLang's
+--enable-mixed-chunk, off by default) the running requests decode in the prefill batch too.
+
+Prefill batch (`get_new_batch_prefill`, `PrefillAdder`): the waiting queue is ordered by the
+policy: `lpm`, longest cached prefix first (turned off above 128 waiting requests, and a request
+whose prompt shares 32 or more leading tokens with an earlier waiting one while the cache holds
+at most 32 of them waits behind the rest: in-batch prefix caching), or `fcfs`. A chunked request
+goes first. Requests are taken while three budgets last: the pool (free + evictable cache, minus
+the tokens the running requests are expected to still generate: remaining output x
+`new_token_ratio`), `max_prefill_tokens` and the chunk size (`chunked_prefill_size`); the request
+that does not fit the chunk is cut there and continues in the next prefill batch. A prefix match
+stops one token short of the request (the last token must be computed for the logits). A chunk's
+KV enters the tree at once (`cache_unfinished_req`), so later requests can share it.
+
+Decode batch (`update_running_batch`): every running request needs one slot. When the pool is
+short, unlocked leaves are evicted least recently used first; when that is not enough, requests
+are retracted, fewest generated tokens (then longest prompt) first, until one decode step fits:
+a retracted request frees its own KV, keeps its cached prefix in the tree, and joins the back of
+the waiting queue to be prefilled again (prompt + generated tokens). `new_token_ratio` starts at
+0.7, decays by (0.7 - 0.098) / 600 per decode step, is re-estimated after a retraction and reset
+when the server idles. A finished request's prompt + output KV enters the tree and is unlocked
+(`cache_finished_req`).
+
+Slots are token-granular (SGLang's default page size 1). A decoded token's slot is taken when
+its request leaves or when the memory map is drawn; until then the scheduler counts it, so the
+pool's free size always subtracts it (as if allocated every step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from kvweb.gpu.cost import CostModel
+from kvweb.serving.continuous_batching import CACHED, FREE, NOTHING, SHARED, ContinuousBatching, Seq, state_cells
+from kvweb.serving.metrics import SLO
+from kvweb.serving.step_cost import chunk_work
+
+POLICIES = ("lpm", "fcfs")
+LPM_QUEUE_LIMIT = 128  # longer waiting queues are served FCFS (prefix matching gets too costly)
+IN_BATCH_THRESHOLD = 32  # IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and ..._DEPRIORITIZE_THRESHOLD
+CLIP_MAX_NEW_TOKENS = 4096  # the most output a request is expected to still need
+RETRACT_DECODE_STEPS = 20
+INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 0.7, 0.14, 600
+
+
+class Match(Protocol):
+    length: int
+    slots: np.ndarray
+    node: Any
+
+
+class Pool(Protocol):
+    size: int
+
+    @property
+    def available(self) -> int: ...
+    @property
+    def used(self) -> int: ...
+    def alloc(self, n_tokens: int) -> np.ndarray | None: ...
+    def free(self, slots: np.ndarray) -> None: ...
+
+
+class PrefixTree(Protocol):
+    """What the scheduler needs from a radix cache (kvweb.prefix.radix_cache.RadixCache)."""
+
+    pool: Pool
+    root: Any  # nodes have .children (dict), .value (slots) and .lock_ref
+    evictable_size: int
+    protected_size: int
+
+    def match_prefix(self, tokens: np.ndarray) -> Match: ...
+    def insert(self, tokens: np.ndarray, slots: np.ndarray) -> int: ...
+    def lock(self, node: Any) -> None: ...
+    def unlock(self, node: Any) -> None: ...
+    def evict(self, n_tokens: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class NoMatch:
+    """An empty match: it ends at the root."""
+
+    node: Any
+    length: int = 0
+    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class RadixConfig:
+    max_len: int  # the model's limit on prompt + output
+    max_seqs: int = 256  # max_running_requests
+    chunk_size: int = 8192  # chunked_prefill_size (SGLang's default for GPUs of 35-160 GB)
+    max_prefill_tokens: int = 16384
+    policy: str = "lpm"  # schedule_policy
+    mixed_chunk: bool = False  # enable_mixed_chunk
+    radix_cache: bool = True  # off: SGLang's --disable-radix-cache (finished KV is freed)
+
+
+class RadixScheduler(ContinuousBatching):
+    kind = "sglang"
+
+    def __init__(self, cost: CostModel, tree: PrefixTree, config: RadixConfig, slo: SLO = SLO(),
+                 give_up_after: int | None = None) -> None:
+        if config.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
+        super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
+        self.config = config
+        self.tree = tree
+        self.pool = tree.pool
+        self.capacity = self.pool.size
+        self.chunked: Seq | None = None
+        self.pending = 0  # decoded tokens whose slots are not taken yet
+        self.init_ratio = self.ratio = INIT_NEW_TOKEN_RATIO
+        self.min_ratio = INIT_NEW_TOKEN_RATIO * MIN_NEW_TOKEN_RATIO_FACTOR
+        self.decay = (INIT_NEW_TOKEN_RATIO - self.min_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS
+        self.batch_is_full = False
+        self.matches: dict[int, Match] = {}  # this prefill attempt's matches, by request id
+        self.inserted: set[int] = set()  # requests whose own chunks entered the tree
+        self.no_match = NoMatch(tree.root)
+
+    def never_fits(self, final_kv: int) -> str | None:
+        """SGLang admits a request while prompt + output (final KV + 1) stays below the free pool."""
+        if final_kv + 1 >= self.pool.size:
+            return f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only below the {self.pool.size} token slots of the GPU"
+        return None
+
+    @property
+    def busy(self) -> bool:
+        return self.chunked is not None
+
+    @property
+    def free_slots(self) -> int:
+        return self.pool.available - self.pending
+
+    # -- one iteration -----------------------------------------------------------
+    def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        running, tree = self.running, self.tree
+        if not running and self.chunked is None:  # the server was idle
+            self.ratio = self.init_ratio
+            self.batch_is_full = False
+        if self.chunked is None and (self.batch_is_full or not self.waiting):
+            prefill = None  # nothing to prefill (`get_new_batch_prefill`'s first test)
+        else:
+            prefill = self._prefill_batch()
+        f0, fb, fc, b0, bb, bc = self.coef
+        flops, nbytes, batch = f0, b0, 0
+        self.decoded = 0
+        if running and (prefill is None or self.config.mixed_chunk):
+            retracted = self.pool.available - self.pending < len(running) and self._make_room()
+            self.dstep += 1
+            self.decoded = n = len(running)
+            self.kv_tokens = kv = self.kv_tokens + n
+            self.pending += n
+            flops += fb * n + fc * kv
+            nbytes += bb * n + bc * kv
+            batch = n
+            if prefill is None:
+                if not retracted:
+                    self.ratio = max(self.ratio - self.decay, self.min_ratio)
+                held = self.pool.used + self.pending - tree.evictable_size
+                return self.cost.step_time(flops, nbytes), batch, NOTHING, held, held, tree.evictable_size
+        fresh: list[Seq] = []
+        for seq, n in prefill or ():
+            f, b = chunk_work(self.cost, self.weights, n, seq.computed)
+            flops, nbytes, batch = flops + f, nbytes + b, batch + 1
+            seq.computed += n
+            if seq is self.chunked:
+                self._cache_unfinished(seq)
+            else:
+                seq.mat = seq.computed
+                self._sampled(seq, fresh)
+        held = self.occupied
+        return (self.cost.step_time(flops, nbytes) if batch else 0.0), batch, fresh, held, held, tree.evictable_size
+
+    # -- prefill -------------------------------------------------------------------
+    def _prefill_batch(self) -> list[tuple[Seq, int]] | None:
+        """The requests to prefill now and how many tokens each computes (slots taken)."""
+        cfg = self.config
+        running = len(self.running)
+        if running >= self.max_seqs:
+            self.batch_is_full = True
+            return None
+        mixed = running if cfg.mixed_chunk else 0
+        offset = mixed + sum(min(s.req.output - s.generated(self.dstep), CLIP_MAX_NEW_TOKENS)
+                             for s in self.running.values()) * self.ratio
+        rem_input, rem_chunk = cfg.max_prefill_tokens - mixed, cfg.chunk_size - mixed
+        can_run: list[tuple[Seq, int]] = []
+        if self.chunked is not None:
+            seq = self.chunked
+            rest = seq.tokens_to_compute - seq.computed
+            n = min(rest, rem_chunk)
+            if n == rest:
+                self.chunked = None
+                offset += n + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
+            else:
+                offset += n
+            rem_input, rem_chunk = rem_input - n, rem_chunk - n
+            can_run.append((seq, n))
+        for seq in self._ordered():
+            if running + len(can_run) >= self.max_seqs:
+                self.batch_is_full = True
+                break
+            total = seq.tokens_to_compute
+            match = self._match(seq, total)
+            hit = min(match.length, total - 1) if match else 0
+            n = total - hit
+            need = n + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
+            if need >= self._rem_total(offset):
+                self.batch_is_full = True  # NO_TOKEN
+                break
+            if n >= rem_input and can_run:
+                break  # OTHER: the prefill budget is spent
+            if match:
+                self.tree.lock(match.node)
+                if need >= self._rem_total(offset):  # locking made its prefix unevictable
+                    self.tree.unlock(match.node)
+                    self.batch_is_full = True
+                    break
+            if n > rem_chunk:
+                if rem_chunk <= 0:
+                    if match:
+                        self.tree.unlock(match.node)
+                    break
+                n = rem_chunk
+                self.chunked = seq
+                offset += n
+            else:
+                offset += need
+            rem_input, rem_chunk = rem_input - n, rem_chunk - n
+            self.waiting.remove(seq)
+            if seq.spans:
+                self.preempted -= 1
+            seq.node, seq.prefix = (match.node, match.slots[:hit]) if match else (None, seq.prefix[:0])
+            seq.computed = seq.mat = hit
+            self._admitted(seq, hit)
+            can_run.append((seq, n))
+            if self._rem_total(offset) <= 0:
+                self.batch_is_full = True
+                break
+            if rem_input <= 0 or rem_chunk <= 0:
+                break
+        self.matches.clear()
+        for seq, n in can_run:  # slots last, once every admitted prefix is locked against eviction
+            self._take(seq, n)
+        return can_run or None
+
+    def _rem_total(self, offset: float) -> float:
+        return self.free_slots + self.tree.evictable_size - offset
+
+    def _ordered(self) -> list[Seq]:
+        """The waiting queue in the policy's order (`SchedulePolicy.calc_priority`)."""
+        waiting = list(self.waiting)
+        if self.config.policy != "lpm" or not self.config.radix_cache or len(waiting) > LPM_QUEUE_LIMIT:
+            return waiting
+        later, seen = set(), set()
+        for seq in waiting:
+            total = seq.tokens_to_compute
+            self.matches[seq.id] = self._lookup(seq, total)
+            if (self.matches[seq.id].length <= IN_BATCH_THRESHOLD and total >= IN_BATCH_THRESHOLD
+                    and seq.req.tokens is not None):
+                head = seq.content()[:IN_BATCH_THRESHOLD].tobytes()
+                if head in seen:
+                    later.add(seq.id)
+                else:
+                    seen.add(head)
+        waiting.sort(key=lambda s: float("inf") if s.id in later else -self.matches[s.id].length)
+        self.waiting.clear()  # SGLang sorts its waiting queue in place
+        self.waiting.extend(waiting)
+        return waiting
+
+    def _match(self, seq: Seq, total: int) -> Match | None:
+        if not self.config.radix_cache:
+            return None
+        match = self.matches.get(seq.id)
+        return match if match is not None else self._lookup(seq, total)
+
+    def _lookup(self, seq: Seq, total: int) -> Match:
+        """The tree's longest match of seq's first `total` tokens. A request without content of
+        its own can only match what it inserted itself (chunks), so otherwise the tree is not asked:
+        a match of nothing changes nothing in it (no split, no stamp)."""
+        if seq.req.tokens is None and seq.id not in self.inserted:
+            return self.no_match
+        return self.tree.match_prefix(seq.content()[:total])
+
+    def _take(self, seq: Seq, n: int) -> None:
+        """Slots for n new tokens of seq, evicting cache as far as needed."""
+        short = n - self.free_slots
+        if short > 0:
+            self.tree.evict(short)
+        slots = self.pool.alloc(n)
+        if slots is None:
+            raise RuntimeError(f"sglang: no room for {n} tokens of request {seq.id} although the budget had it")
+        seq.own.append(slots)
+
+    def _cache_unfinished(self, seq: Seq) -> None:
+        """A chunk is done: its KV enters the tree now and the request locks the longer path."""
+        seq.mat = seq.computed
+        if not self.config.radix_cache:
+            return
+        tokens = seq.content()[:seq.computed]
+        self.tree.insert(tokens, np.concatenate([seq.prefix, *seq.own]))
+        self.inserted.add(seq.id)
+        match = self.tree.match_prefix(tokens)
+        self.tree.lock(match.node)
+        if seq.node is not None:
+            self.tree.unlock(seq.node)
+        seq.node, seq.prefix, seq.own = match.node, match.slots, []
+
+    # -- decode ----------------------------------------------------------------------
+    def _make_room(self) -> bool:
+        """Every running request needs a slot and too few are free: evict cache, then retract
+        requests if still short. Returns whether any request was retracted."""
+        need = len(self.running)
+        self.tree.evict(need - self.free_slots)
+        if self.free_slots >= need:
+            return False
+        order = sorted(self.running.values(), key=lambda s: (s.generated(self.dstep), -s.req.prompt), reverse=True)
+        while self.free_slots < len(order) and len(order) > 1:
+            seq = order.pop()
+            self._stop_decoding(seq)
+            self._preempt(seq)
+            self.waiting.append(seq)
+            short = len(order) - self.free_slots
+            if short > 0:
+                self.tree.evict(short)
+        done = sum(s.generated(self.dstep) for s in order)
+        self.ratio = min(1.0, (done + RETRACT_DECODE_STEPS * len(order)) / (sum(s.req.output for s in order) + 1))
+        self.batch_is_full = False
+        return True
+
+    def _materialize(self, seq: Seq, upto: int) -> None:
+        """Take the slots of seq's decoded tokens up to `upto` KV tokens (always free: counted)."""
+        n = upto - seq.mat
+        if n > 0:
+            seq.own.append(self.pool.alloc(n))
+            self.pending -= n
+            seq.mat = upto
+
+    def _release(self, seq: Seq, finished: bool) -> None:
+        if finished:
+            self._materialize(seq, seq.computed)
+            slots = np.concatenate([seq.prefix, *seq.own])
+            if self.config.radix_cache:
+                self.tree.insert(seq.content()[:seq.computed], slots)
+            else:
+                self.pool.free(slots)
+            self.batch_is_full = False
+        else:
+            self.pending -= seq.computed - seq.mat
+            if seq.own:
+                self.pool.free(np.concatenate(seq.own))
+        if seq.node is not None:
+            self.tree.unlock(seq.node)
+        seq.node, seq.prefix, seq.own, seq.mat = None, seq.prefix[:0], [], 0
+
+    # -- figures and the memory map ----------------------------------------------------
+    @property
+    def occupied(self) -> int:
+        return self.pool.used + self.pending - self.tree.evictable_size
+
+    @property
+    def used(self) -> int:
+        return self.occupied
+
+    @property
+    def cached(self) -> int:
+        return self.tree.evictable_size
+
+    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
+        """Cells of token slots: a running request's id, SHARED (a tree node locked by running
+        requests: their cached prefix, or a chunk already inserted), CACHED (an unlocked tree
+        node: evictable, reusable) or FREE."""
+        for seq in self.running.values():
+            self._materialize(seq, seq.kv(self.dstep))
+        owner = np.full(self.pool.size, FREE, dtype=np.int64)
+        stack = list(self.tree.root.children.values())
+        while stack:
+            node = stack.pop()
+            owner[node.value] = SHARED if node.lock_ref else CACHED
+            stack.extend(node.children.values())
+        for seq in [*self.running.values(), *([self.chunked] if self.chunked else [])]:
+            if seq.own:
+                owner[np.concatenate(seq.own)] = seq.id
+        return state_cells(1, owner, (owner != FREE).astype(np.int64), max_cells)

@@ -1,0 +1,251 @@
+"""vLLM V1's scheduler on the paper GPU: one token budget per step, chunked prefill, automatic
+prefix caching, recompute-only preemption (vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`).
+
+Each iteration (V1 has no prefill or decode phase; a request's computed tokens catch up with its
+tokens):
+1. Running requests first, in the order they started: each decoding request takes one token of
+   the budget (`max_num_batched_tokens`) and a new block when its last one is full. While the
+   blocks do not suffice, the last running request is preempted (`self.running.pop()`): it frees
+   its blocks, forgets its progress and goes to the front of the waiting queue. A request still
+   prefilling takes min(rest of its prompt, budget left) tokens: its next chunk.
+2. Only if nothing was preempted: waiting requests, first come first served, while budget,
+   `max_num_seqs` and memory allow. A request that has not started looks up its longest run of
+   cached full blocks (at most prompt - 1 tokens: one token must be computed for the logits),
+   then takes blocks for its first chunk; the first that does not fit stops admission.
+3. Full blocks get their chained hash (`prefix_caching.BlockPool`); a finished request's blocks
+   stay cached, free, until an allocation needs them.
+
+Because decoding requests are served before prefills and V1 requires the budget to be at least
+`max_num_seqs`, every decoding request decodes in every iteration, and a request still
+prefilling is always at the tail of the running list (it took all the budget that was left).
+Blocks filled by decoding get their hash when the request leaves or is preempted (vLLM hashes
+them as they fill); only another request whose prompt holds this request's generated tokens
+could tell, and such a request (a later chat turn) arrives after this one has finished.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain, islice
+
+import numpy as np
+
+from kvweb.gpu.cost import CostModel
+from kvweb.serving.continuous_batching import CACHED, FREE, NOTHING, SHARED, ContinuousBatching, Seq, state_cells
+from kvweb.serving.metrics import SLO
+from kvweb.serving.prefix_caching import BlockPool, chain_hashes
+from kvweb.serving.step_cost import chunk_work
+
+
+@dataclass(frozen=True)
+class V1Config:
+    max_len: int  # the model's limit on prompt + output
+    block_size: int = 16
+    max_seqs: int = 256  # max_num_seqs
+    token_budget: int = 2048  # max_num_batched_tokens (vLLM's default for an API server on an A100)
+    prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
+
+
+class V1Scheduler(ContinuousBatching):
+    kind = "vllm-v1"
+
+    def __init__(self, cost: CostModel, config: V1Config, slo: SLO = SLO(), give_up_after: int | None = None) -> None:
+        if config.token_budget < config.max_seqs:
+            raise ValueError("the token budget must be at least max_seqs, as vLLM requires")
+        super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
+        self.config = config
+        self.bs = config.block_size
+        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs), self.bs)
+        self.capacity = self.pool.n_blocks * self.bs
+        self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
+        self._due: list[dict[int, Seq]] = [{} for _ in range(self.bs)]  # phase -> decoding requests
+        # The waiting queue's head did not fit with this many free blocks, this table version (None:
+        # no cached block can be its) and this budget: while it stays the head and until blocks are
+        # freed, the table changes or the budget shrinks, it still does not (decoding only takes
+        # blocks), so it is not retried.
+        self._blocked: tuple[Seq | None, int, int | None, int] = (None, -1, -1, -1)
+
+    def never_fits(self, final_kv: int) -> str | None:
+        need = -(-final_kv // self.bs)
+        if need > self.pool.n_blocks:
+            return f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks}"
+        return None
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.prefilling)
+
+    # -- one iteration -----------------------------------------------------------
+    def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        pool, bs = self.pool, self.bs
+        due = self._due[(self.dstep + 1) % bs]  # decoding requests whose last block is full
+        preempted = False
+        if due:
+            while len(due) > len(pool.free):
+                self._preempt_tail()
+                preempted = True
+            for seq, block in zip(due.values(), pool.take(len(due))):
+                seq.blocks.append(block)
+        self.dstep += 1
+        self.decoded = decoders = len(self.running)
+        self.kv_tokens = kv = self.kv_tokens + decoders
+        f0, fb, fc, b0, bb, bc = self.coef
+        flops = f0 + fb * decoders + fc * kv
+        nbytes = b0 + bb * decoders + bc * kv
+        budget = self.config.token_budget - decoders
+        head, free, version, blocked_budget = self._blocked
+        blocked = (len(pool.free) <= free and version in (None, pool.version) and budget >= blocked_budget
+                   and self.waiting and self.waiting[0] is head)
+        if not (self.prefilling or preempted) and (not self.waiting or blocked):
+            # only decodes (the common case): nothing else can be scheduled
+            return (self.cost.step_time(flops, nbytes), decoders, NOTHING, (pool.n_blocks - len(pool.free)) * bs,
+                    kv - pool.shared_extra * bs, pool.reusable * bs)
+        batch = decoders
+        fresh: list[Seq] = []
+        for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
+            if seq not in self.prefilling:
+                continue  # preempted for an earlier one's chunk
+            n = min(seq.tokens_to_compute - seq.computed, budget)
+            need = -(-(seq.computed + n) // bs) - len(seq.blocks)
+            while need > len(pool.free) and self._preempt_tail() is not seq:
+                preempted = True
+            if seq not in self.prefilling:
+                preempted = True
+                break
+            seq.blocks += pool.take(need)
+            f, b = chunk_work(self.cost, self.weights, n, seq.computed)
+            flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
+            seq.computed += n
+            self._register(seq)
+            if seq.computed == seq.tokens_to_compute:
+                self.prefilling.remove(seq)
+                self._start_decoding(seq, fresh)
+        if self.waiting and not preempted and not blocked:
+            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) < self.max_seqs:
+                seq = self.waiting[0]
+                total = seq.tokens_to_compute
+                hits = self._hits(seq, total)
+                hit = len(hits) * bs
+                n = min(total - hit, budget)
+                new = -(-(hit + n) // bs) - len(hits)
+                if new + pool.evictable(hits) > len(pool.free):
+                    self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
+                    if self._may_hit(seq):
+                        # Losing a found block that is free (the only kind an allocation takes) costs a
+                        # new block and a free one at once: it can only help if the prompt's rest then
+                        # no longer fits the budget, which needs total > budget.
+                        pool.watch(hits if total > budget else [], seq.hashes[:(total - 1) // bs])
+                    break  # head-of-line blocking, as in vLLM
+                self.waiting.popleft()
+                if seq.spans:
+                    self.preempted -= 1
+                pool.touch(hits)
+                seq.blocks = hits + pool.take(new)
+                seq.registered = len(hits)
+                self._admitted(seq, hit)
+                f, b = chunk_work(self.cost, self.weights, n, hit)
+                flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
+                seq.computed = hit + n
+                self._register(seq)
+                if seq.computed == total:
+                    self._start_decoding(seq, fresh)
+                else:
+                    self.prefilling.append(seq)
+        used = self.kv_tokens - pool.shared_extra * bs
+        for seq in self.prefilling:
+            used += seq.computed
+        return (self.cost.step_time(flops, nbytes), batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
+                pool.reusable * bs)
+
+    def _start_decoding(self, seq: Seq, fresh: list[Seq]) -> None:
+        self._sampled(seq, fresh)
+        seq.phase = (self.dstep + 1 - seq.computed) % self.bs
+        self._due[seq.phase][seq.id] = seq
+
+    def _preempt_tail(self) -> Seq:
+        """Preempt the last running request (vLLM's `self.running.pop()`); returns it."""
+        if self.prefilling:
+            seq = self.prefilling.pop()
+        else:
+            seq = next(reversed(self.running.values()))
+            self._stop_decoding(seq)
+        self._preempt(seq)
+        self.waiting.appendleft(seq)
+        return seq
+
+    # -- prefix caching -----------------------------------------------------------
+    def _hashes(self, seq: Seq, blocks: int) -> list:
+        """seq's chained block hashes, computed up to `blocks` blocks. A request without token
+        content gets keys of its own (nothing else matches them; a preempted request finds its
+        own blocks again)."""
+        have = len(seq.hashes)
+        if have < blocks:
+            if seq.req.tokens is None:
+                seq.hashes += [(seq.id, i) for i in range(have, blocks)]
+            else:
+                chain_hashes(seq.content(), self.bs, seq.hashes, blocks)
+        return seq.hashes
+
+    def _hits(self, seq: Seq, total: int) -> list[int]:
+        """Cached blocks of the longest cached prefix, at most total - 1 tokens
+        (`KVCacheManager.get_computed_blocks`)."""
+        if not self._may_hit(seq):
+            return []
+        blocks = (total - 1) // self.bs
+        return self.pool.lookup(islice(self._hashes(seq, blocks), blocks))
+
+    def _may_hit(self, seq: Seq) -> bool:
+        """Whether any cached block can be seq's: not for a request without content of its own
+        that never ran (its keys are its own and none was ever entered)."""
+        return self.config.prefix_caching and (seq.req.tokens is not None or bool(seq.spans))
+
+    def _register(self, seq: Seq) -> None:
+        """Enter the hashes of seq's blocks that are full of computed KV."""
+        full = seq.computed // self.bs
+        if self.config.prefix_caching and full > seq.registered:
+            self.pool.register(seq.blocks, self._hashes(seq, full), seq.registered, full)
+            seq.registered = full
+
+    # -- memory ----------------------------------------------------------------------
+    def _release(self, seq: Seq, finished: bool) -> None:
+        self._register(seq)
+        self.pool.release(seq.blocks)
+        seq.blocks = []
+        seq.registered = 0
+        self._due[seq.phase].pop(seq.id, None)
+
+    @property
+    def occupied(self) -> int:
+        return (self.pool.n_blocks - len(self.pool.free)) * self.bs
+
+    @property
+    def used(self) -> int:
+        return self.kv_tokens + sum(s.computed for s in self.prefilling) - self.pool.shared_extra * self.bs
+
+    @property
+    def cached(self) -> int:
+        return self.pool.reusable * self.bs
+
+    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
+        """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache
+        or shares with another), CACHED (free but hashed: reusable) or FREE; the share of each
+        cell holding KV."""
+        pool, bs = self.pool, self.bs
+        owner = np.full(pool.n_blocks, FREE, dtype=np.int64)
+        written = np.zeros(pool.n_blocks, dtype=np.int64)
+        cached = [b for b in pool.free if pool.block_hash[b] is not None]
+        owner[cached] = CACHED
+        written[cached] = bs
+        seqs = [*self.running.values(), *self.prefilling]
+        if seqs:
+            counts = np.array([len(s.blocks) for s in seqs])
+            blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.int64, int(counts.sum()))
+            owner[blocks] = np.repeat([s.id for s in seqs], counts)
+            written[blocks] = bs
+            kv = np.array([s.kv(self.dstep) if s.id in self.running else s.computed for s in seqs])
+            held = counts > 0
+            last = np.array([s.blocks[-1] for s in seqs if s.blocks], dtype=np.int64)
+            written[last] = (kv - (counts - 1) * bs)[held]
+            hits = [b for s in seqs for b in s.blocks[:s.hit // bs]]
+            owner[hits] = SHARED
+            owner[np.asarray(pool.ref) > 1] = SHARED
+        return state_cells(bs, owner, written, max_cells)
