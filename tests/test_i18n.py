@@ -157,3 +157,12 @@ def test_every_message_template_and_qualifier_has_chinese():
     templates = [(t, "message") for _, t in (*i18n._MESSAGES, *i18n._PHRASES)]
     templates += [(t, "qualifier") for _, t in i18n._QUALIFIERS]
     assert [t for t, context in templates if not CJK.search(tr(t, context))] == []
+
+
+def test_the_tensor_parallel_fit_notes_are_translated():
+    from kvweb.gpu import GPUS, MODELS, CostModel
+    h100 = GPUS["H100-SXM"]
+    unfit = tr_message(CostModel(h100, MODELS["llama-3.1-405b"], tp=8).fit()["fit_note"])
+    assert unfit.startswith("llama-3.1-405b 放不进 8 块 H100-SXM：权重每块 GPU 占 101.5 GB，可用的只有 72.0 GB")
+    heads = tr_message(CostModel(h100, MODELS["qwen2.5-7b"], tp=8).fit()["fit_note"])
+    assert heads == "qwen2.5-7b 无法分到 8 块 GPU 上：它的 28 个查询头不是 8 的倍数，所以不计价"

@@ -218,15 +218,3 @@ def test_tp_reaches_the_engine():
     assert two["kv_capacity_tokens"] == (36e9 - 13_097_492_480) // 409_600 == 55_914
     assert one["kv_capacity_tokens"] == 11_969
     assert two["preemptions"] <= one["preemptions"]
-
-
-def test_the_new_fit_notes_are_translated():
-    from app import i18n
-    i18n.use("zh")
-    try:
-        unfit = i18n.tr_message(CostModel(H100, MODELS["llama-3.1-405b"], tp=8).fit()["fit_note"])
-        assert unfit.startswith("llama-3.1-405b 放不进 8 块 H100-SXM：权重每块 GPU 占 101.5 GB，可用的只有 72.0 GB")
-        heads = i18n.tr_message(CostModel(H100, MODELS["qwen2.5-7b"], tp=8).fit()["fit_note"])
-        assert heads == "qwen2.5-7b 无法分到 8 块 GPU 上：它的 28 个查询头不是 8 的倍数，所以不计价"
-    finally:
-        i18n.use("en")
