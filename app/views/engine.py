@@ -172,7 +172,7 @@ class EngineView(LabView):
         self.table = pn.pane.Bokeh(DataTable(source=self.table_data, columns=self.table_columns, index_position=None,
                                              height=360, sizing_mode="stretch_width", sortable=False,
                                              reorderable=False, css_classes=["kv-engine-table"]),
-                                   sizing_mode="stretch_width", max_width=640)
+                                   sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-engine-paper")
         self.step_text = plain(css_class="kv-engine-step")
         self.legend = plain(tr("cells: colour = request; solid = written KV; hatched = held but not written "

@@ -117,7 +117,7 @@ class SchedulersView(LabView):
                       sortable=False, reorderable=False, css_classes=["kv-schedulers-table"],
                       columns=[TableColumn(field="figure", title="", width=260),
                                *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
-            sizing_mode="stretch_width", max_width=780)
+            sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-schedulers-paper")
         self.step_text = plain(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
