@@ -124,6 +124,12 @@ class StepPlayer(ReactiveHTML):
     }
 
 
+def table_columns(rows: list[tuple[str, Any]], runs: list[dict[str, Any]], names: list[str]) -> dict[str, list]:
+    """A figures table as DataTable columns: `rows` are (label, run -> cell text); the first
+    column holds the labels, then one column per run under its name."""
+    return {"figure": [label for label, _ in rows], **{n: [get(r) for _, get in rows] for n, r in zip(names, runs)}}
+
+
 class LabView:
     labs: ClassVar[tuple[str, ...]] = ()
     animated: ClassVar[bool] = False

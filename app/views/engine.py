@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns
+from app.view import LabView, columns, table_columns
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
 
@@ -140,8 +140,7 @@ def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
         (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
         (tr("finished / rejected"), lambda r: f"{r['finished']} / {r['rejected']}"),
     ]
-    return {"figure": [label for label, _ in rows],
-            **{f"run{i}": [get(r) for _, get in rows] for i, r in enumerate(runs)}}
+    return table_columns(rows, runs, [f"run{i}" for i in range(len(runs))])
 
 
 def legend_below(fig: figure, items: list[LegendItem] | None = None) -> None:

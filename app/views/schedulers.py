@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns
+from app.view import LabView, columns, table_columns
 from app.views.engine import cell_box, legend_below
 from kvweb.lab import Lab
 
@@ -60,7 +60,7 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("simulated time (s)"), lambda m: f"{m['sim_time_s']:.1f}"),
         (tr("finished / rejected"), lambda m: f"{m['finished']} / {m['rejected']}"),
     ]
-    return {"figure": [label for label, _ in rows], **{m["mode"]: [get(m) for _, get in rows] for m in modes}}
+    return table_columns(rows, modes, [m["mode"] for m in modes])
 
 
 class StateMap:
