@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import panel as pn
 from panel.io.location import Location
@@ -39,7 +39,10 @@ def install(fields: Mapping[str, Any] | None = None) -> None:
     if fields is None:
         request = doc.session_context.request if doc.session_context else None
         query = getattr(request, "query", "") if request is not None else ""
-        fields = {"pathname": getattr(request, "path", ""), "search": f"?{query}" if query else ""}
+        host = urlsplit(f"//{getattr(request, 'host', '') or ''}")  # for share URLs before the browser reports
+        fields = {"pathname": getattr(request, "path", ""), "search": f"?{query}" if query else "",
+                  "protocol": f"{getattr(request, 'protocol', 'http')}:", "hostname": host.hostname or "",
+                  "port": str(host.port or "")}
     location = RawLocation()
     with edit_readonly(location):
         location.param.update({k: v for k, v in fields.items() if k in location.param and k != "name"})
