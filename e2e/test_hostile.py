@@ -54,12 +54,7 @@ def lab_in_url(page) -> str:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_hostile_url_keeps_good_values_and_names_the_bad(request, page, open_app, guard, case):
-    if case == "deep JSON trace" and "site" in request.node.name:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "known bug: an engine (or schedulers) URL opened directly in the static site never draws: "
-            "Bokeh's DataTable throws 'Cannot read properties of undefined (reading resizeCanvas)' "
-            "in the first render; the served app and in-app navigation work")))
+def test_hostile_url_keeps_good_values_and_names_the_bad(page, open_app, guard, case):
     query, kept, said = CASES[case]
     open_app(query)
     wait_ready(page)

@@ -48,6 +48,19 @@ def test_every_lab_draws_in_the_site(page, static_site):
         assert errors == [], f"lab {name}: {errors}"
 
 
+def test_a_lab_with_a_table_opens_directly_from_its_url(page, static_site):
+    """The first document already holds the figures table (engine, schedulers): it draws with
+    its rows, without a page error (Bokeh's DataTable once failed in that first render)."""
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)[:300]))
+    for lab, first_row in (("engine", "throughput (tokens/s)"), ("schedulers", "throughput (tokens/s)")):
+        page.goto(f"{static_site}?lab={lab}&requests=60")
+        wait_live(page)
+        wait_ready(page)
+        page.locator(".slick-cell", has_text=first_row).first.wait_for()
+        assert errors == [], f"lab {lab}: {errors}"
+
+
 def test_works_from_a_sub_path(page):
     """Hosted at https://host/kvweb/ (GitHub Pages' project sites): every file is fetched below
     the sub-path (nothing from the server root, which has none of them) and a lab runs there."""

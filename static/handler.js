@@ -48,7 +48,21 @@ function adoptAppUrl(docs_json) {
   }
 }
 
+// Bokeh 3.9's DataTable sizes its grid in after_layout, which a sibling's first render can
+// call before the table's own after_render has made the grid (seen on a static page whose
+// first document already holds the engine lab's table): wait for the grid instead of failing.
+function guardDataTables() {
+  const view = window.Bokeh?.Tables?.DataTable?.prototype?.default_view;
+  if (view == null || view.prototype.kvwebGuarded) return;
+  for (const name of ["_after_layout", "_after_resize"]) {
+    const original = view.prototype[name];
+    view.prototype[name] = function () { if (this.grid !== undefined) original.call(this); };
+  }
+  view.prototype.kvwebGuarded = true;
+}
+
 async function render(msg) {
+  guardDataTables();
   const docs_json = JSON.parse(msg.docs_json);
   adoptAppUrl(docs_json);
   const render_items = JSON.parse(msg.render_items);
