@@ -25,6 +25,7 @@ Finish = Callable[[dict[str, Any] | None, str | None], None]
 IN_BROWSER = sys.platform == "emscripten"
 SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
 REDRAW_S = 0.1  # in the browser, the bar is redrawn at most this often (each redraw is a message)
+HIDDEN, SHOWN = {"visibility": "hidden"}, {"visibility": "visible"}
 CANCELLED = "cancelled"  # the error `finish` gets when the user stopped the run
 
 
@@ -40,7 +41,12 @@ def under_lock(callback: Callable[[], object]) -> None:
 
 class Runner:
     def __init__(self) -> None:
-        self.bar = pn.indicators.Progress(value=0, max=1000, visible=False, width=280, css_classes=["kv-progress"])
+        # The bar keeps its place and its box is hidden by style: showing and hiding a component
+        # makes Bokeh lay out the whole page again (about 0.5 s each time on a big lab in a
+        # browser). The style goes on a box around it: Panel copies a widget's own first style
+        # onto its inner element and never updates it there.
+        self.progress = pn.indicators.Progress(value=0, max=1000, width=280, css_classes=["kv-progress"])
+        self.bar = pn.Column(self.progress, styles=HIDDEN, margin=0)
         self.cancel = pn.widgets.Button(name=tr("cancel"), visible=False, width=100, css_classes=["kv-cancel"])
         self.cancel.on_click(lambda event: self._stop())
         self._executor = None if IN_BROWSER else ThreadPoolExecutor(max_workers=1)
@@ -102,10 +108,11 @@ class Runner:
         if self._ticker is not None:
             self._ticker.stop()
             self._ticker = None
-        self.bar.visible = self.cancel.visible = False
+        self.bar.styles = HIDDEN
+        self.cancel.visible = False
 
     def _tick(self) -> None:
         if time.monotonic() - self._started > SHOW_AFTER_S:
-            self.bar.visible = True
+            self.bar.styles = SHOWN
             self.cancel.visible = self._executor is not None
-            self.bar.value = int(self._fraction * 1000)
+            self.progress.value = int(self._fraction * 1000)

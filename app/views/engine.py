@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import (ColumnDataSource, DataTable, FixedTicker, HoverTool, Label, Legend, LegendItem, Range1d,
-                          Span, TableColumn)
+from bokeh.models import (CDSView, ColumnDataSource, DataTable, FixedTicker, GroupFilter, HoverTool, Label, Legend,
+                          LegendItem, Range1d, Span, TableColumn)
 from bokeh.core.properties import value
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
@@ -61,8 +61,12 @@ class MemoryMap:
         self.figure.axis.visible = False
         self.figure.grid.visible = False
         held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
-                                fill_color="color", fill_alpha=0.22, hatch_pattern="hatch", hatch_color="color",
-                                hatch_alpha=0.6, hatch_scale=6, line_color="#bbbbbb", line_width=0.5)
+                                fill_color="color", fill_alpha=0.22, line_color="#bbbbbb", line_width=0.5)
+        # One hatch for every held-but-unwritten cell: a hatch that varies per cell makes BokehJS
+        # paint a pattern canvas per cell on every frame (seconds for a full map in a browser).
+        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
+                         view=CDSView(filter=GroupFilter(column_name="hatch", group="/")), fill_color=None,
+                         line_color=None, hatch_pattern="/", hatch_color="#555555", hatch_alpha=0.55, hatch_scale=6)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
                          fill_color="color", line_color=None)
         self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.marks,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec
 
@@ -191,9 +192,14 @@ class CostModel:
     def step_time(self, flops: float, bytes_moved: float) -> float:
         """The roofline of one GPU's work, plus the all-reduces' latencies and the step overhead
         (their bytes' time is carried in the work: see `_with_allreduce`)."""
-        compute = flops / (self.peak_flops * self.compute_eff)
-        memory = bytes_moved / (self.gpu.hbm_bandwidth * self.memory_eff)
-        return max(compute, memory) + self.allreduces_per_step * self.allreduce_latency_s + self.step_overhead_s
+        flop_rate, byte_rate, allreduce_s, overhead_s = self._step_constants
+        return max(flops / flop_rate, bytes_moved / byte_rate) + allreduce_s + overhead_s
+
+    @cached_property
+    def _step_constants(self) -> tuple[float, float, float, float]:
+        """What `step_time` needs, computed once: the engines price every step with it."""
+        return (self.peak_flops * self.compute_eff, self.gpu.hbm_bandwidth * self.memory_eff,
+                self.allreduces_per_step * self.allreduce_latency_s, self.step_overhead_s)
 
     # -- work counts -------------------------------------------------------
     def _attention_flops(self, query_context_pairs: float) -> float:
