@@ -2,11 +2,12 @@
 end: it loads from its own files only, passes the served app's roofline checks (widget
 change, share URL) unchanged, and every lab draws in it (hostile URLs: test_hostile.py)."""
 import test_roofline as served
-from conftest import wait_ready
+from conftest import plain_text, wait_ready
 from site_fixtures import SITE, SiteServer, static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import LABS
+from kvweb.reproduce import EXPERIMENTS
 
 
 def test_loads_from_its_own_files_with_a_progress_screen(page, static_site, site_server):
@@ -59,6 +60,25 @@ def test_a_lab_with_a_table_opens_directly_from_its_url(page, static_site):
         wait_ready(page)
         page.locator(".slick-cell", has_text=first_row).first.wait_for()
         assert errors == [], f"lab {lab}: {errors}"
+
+
+def test_the_report_is_shipped_computed_and_recomputes_in_the_browser(page, static_site):
+    """The report has no parameters: the site carries it as computed by the build (CPython), so
+    it shows at once; the button recomputes it in the page's Python with the same figures."""
+    page.goto(f"{static_site}?page=report")
+    wait_live(page)
+    status = plain_text(page, "kv-report-status")
+    status.filter(has_text="when this site was built").wait_for(timeout=30_000)
+    report = page.locator(".kv-report")
+    shipped = "\n".join(report.locator("section").all_inner_texts())
+    assert len(report.locator("section").all()) == len(EXPERIMENTS)
+    assert report.locator("p", has_text="11 969 tokens of KV on an A100-40GB").count() == 1  # OPT-13B-like
+    page.locator(".kv-report-recompute button").click()
+    status.filter(has_text="computing the report").wait_for(timeout=30_000)
+    status.filter(has_text="ready").wait_for(timeout=300_000)
+    assert "when this site was built" not in status.inner_text()
+    recomputed = "\n".join(report.locator("section").all_inner_texts())
+    assert recomputed == shipped  # WebAssembly computes the figures CPython shipped
 
 
 def test_works_from_a_sub_path(page):

@@ -170,13 +170,31 @@ def build_kvweb_wheel(out: Path) -> Path:
     return Path(shutil.copy2(wheel, out / wheel.name))
 
 
-def build_app_wheel(out: Path) -> Path:
+def built_report() -> bytes:
+    """The reproduction report (`kvweb.reproduce.reproduce()`, JSON), computed here in CPython:
+    it has no parameters, so the site shows it at once instead of computing every experiment
+    of the lecture in WebAssembly (about a minute). Cached by the hash of the library's code."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "kvweb").rglob("*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    cached = CACHE / f"report-{digest.hexdigest()[:16]}.json"
+    if not cached.exists():
+        say("computing the reproduction report for the site (every experiment of the lecture)")
+        from kvweb.reproduce import reproduce
+        CACHE.mkdir(exist_ok=True)
+        cached.write_text(json.dumps(reproduce(), sort_keys=True))
+    return cached.read_bytes()
+
+
+def build_app_wheel(out: Path, report: bytes | None = None) -> Path:
     """A wheel of the `app` package (app/**/*.py and the compiled catalogs app/locale/**/*.mo) so
-    `import app.views...` works in Pyodide."""
+    `import app.views...` works in Pyodide, with the precomputed report as `app/report.json`."""
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     dist = f"kvweb_app-{version}.dist-info"
     files = [*sorted((ROOT / "app").rglob("*.py")), *sorted((ROOT / "app" / "locale").rglob("*.mo"))]
     members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in files]
+    if report is not None:
+        members.append(("app/report.json", report))
     members += [
         (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: kvweb-app\nVersion: {version}\n".encode()),
         (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
@@ -258,7 +276,7 @@ def build_site() -> Path:
     staging.mkdir(parents=True)
     pins = PINS["site"]
     wheels = pypi_wheels(pins["pypi"]) + [strip_native(n, v, staging) for n, v in pins["strip_native"].items()]
-    ours = [build_kvweb_wheel(staging), build_app_wheel(staging)]
+    ours = [build_kvweb_wheel(staging), build_app_wheel(staging, built_report())]
     shutil.rmtree(site, ignore_errors=True)
     packages = write_distribution(site / "pyodide", pins["from_lock"], wheels, set(pins["drop"]["names"]), ours)
     convert(site, packages)
