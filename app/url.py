@@ -73,9 +73,10 @@ class History:
         self.popped.param.watch(lambda event: callback(event.new.partition(" ")[2]), "value")
 
 
-# The browser's part. The popstate listener is added with the first entry written after the
-# page loaded: only entries this page pushed can bring Back or Forward into it. (The first
-# URL, written before a static page renders, is put in the address bar by static/handler.js.)
+# The browser's part. The popstate listener is added the first time this runs: when the app
+# writes its first URL, or (static site, whose first URL is written before the page renders
+# and put in the address bar by static/handler.js) when handler.js runs it once after render,
+# so that entries from before a reload still bring Back and Forward into the app.
 _SHOW = """
 const [mode, search] = cb_obj.value.split(" ")
 if (!window.kvwebPopstate) {

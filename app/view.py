@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 import panel as pn
 import param
+from bokeh.models import ColumnDataSource, DataTable, StringFormatter, TableColumn
 from panel.reactive import ReactiveHTML
 
-from app.i18n import tr
+from app.i18n import columns as text_width, tr
 from kvweb.lab import Lab
 
 VIEWS: dict[str, type[LabView]] = {}
@@ -128,6 +129,55 @@ def table_columns(rows: list[tuple[str, Any]], runs: list[dict[str, Any]], names
     """A figures table as DataTable columns: `rows` are (label, run -> cell text); the first
     column holds the labels, then one column per run under its name."""
     return {"figure": [label for label, _ in rows], **{n: [get(r) for _, get in rows] for n, r in zip(names, runs)}}
+
+
+CHAR_PX = 7.0     # one column of text (a Chinese character takes two) in a table cell, in pixels
+CELL_PAD_PX = 14  # a cell's padding and border
+ROW_PX = 26       # a table row
+MAX_ROWS = 16     # more rows scroll inside the table
+
+
+def fit_widths(header: list[str], cells: list[list[Any]], max_px: int = 360) -> list[int]:
+    """Each column's width in pixels: enough for its header and its widest cell, Chinese
+    characters counted twice, at most `max_px`. `cells`: one list per column."""
+    return [min(max_px, CELL_PAD_PX + round(CHAR_PX * max(text_width(str(t)) for t in [title, *column])))
+            for title, column in zip(header, cells)]
+
+
+def text_table(header: list[str], rows: list[list[Any]]) -> tuple[dict[str, list[str]], list[int]]:
+    """A table's cells as DataTable columns `c0, c1, ...` of text (numbers formatted by the
+    caller, so the cells read as the library's figures), and the columns' widths."""
+    data = {f"c{i}": [str(row[i]) for row in rows] for i in range(len(header))}
+    return data, fit_widths(header, list(data.values()))
+
+
+def is_figure(cells: list[str]) -> bool:
+    """Whether a column holds figures (every cell starts like a number): those align right."""
+    return bool(cells) and all(c[:1].isdigit() or c[:2].lstrip("-+.")[:1].isdigit() for c in cells if c)
+
+
+class TextTable:
+    """A table of text, a Bokeh DataTable: `show(header, rows)` replaces its header and cells.
+
+    Each column is as wide as its text (Chinese included), so on a phone a wide table scrolls
+    sideways inside itself, never the page. Cells are text, never HTML. Columns of figures
+    align right, the others (labels, names) left."""
+
+    def __init__(self, name: str, css_class: str) -> None:
+        self.source = ColumnDataSource({}, name=name)
+        self.table = DataTable(source=self.source, columns=[], index_position=None, sortable=False,
+                               reorderable=False, autosize_mode="none", row_height=ROW_PX, height=ROW_PX + 8,
+                               sizing_mode="stretch_width", css_classes=[css_class])
+        self.pane = pn.pane.Bokeh(self.table, sizing_mode="stretch_width")
+
+    def show(self, header: list[str], rows: list[list[Any]]) -> None:
+        data, widths = text_table(header, rows)
+        align = [StringFormatter(text_align="right" if is_figure(cells) else "left") for cells in data.values()]
+        self.source.data = data
+        self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
+                              for i, (title, w, f) in enumerate(zip(header, widths, align))]
+        scrollbar = 18 if sum(widths) > 370 else 0  # a phone shows a horizontal scrollbar
+        self.table.height = ROW_PX * (1 + min(len(rows), MAX_ROWS)) + 8 + scrollbar
 
 
 class LabView:

@@ -1,6 +1,7 @@
 """Back and Forward restore what the URL says, on the served app and on the static site: the
 lab, its widgets, the animation step and the figures' data. Only a lab or page change adds a
-history entry; a widget change or a step replaces the current one. A lab the tour opened
+history entry; a widget change or a step replaces the current one; after a reload the
+same state shows and Forward still works. A lab the tour opened
 leads back to the tour and on to its next step."""
 from urllib.parse import parse_qs, urlparse
 
@@ -63,6 +64,14 @@ def back_and_forward(page, base: str, static: bool) -> None:
     page.go_back()
     wait_state(page, tables, tables_data)
     assert length(page) == start + 1
+    page.reload()  # the same state, and the entries from before the reload still work
+    if static:
+        wait_live(page)
+    wait_ready(page)
+    wait_state(page, tables, tables_data)
+    page.go_forward()
+    wait_state(page, roofline, roofline_data)
+    assert page.locator(".kv-lab-select select").input_value() == "Paper GPU (roofline)"
 
 
 def test_back_and_forward_restore_the_served_app(page, served_app):

@@ -6,7 +6,14 @@ from conftest import plain_text, set_param, wait_ready
 
 
 def numbers(page):
-    return plain_text(page, "kv-roofline-numbers").inner_text()
+    """The figures table's cells (label, value, label, value, ...) as one text."""
+    page.locator(".kv-roofline-numbers .slick-cell").first.wait_for()
+    return " ".join(page.locator(".kv-roofline-numbers .slick-cell").all_inner_texts())
+
+
+def cell(page, text):
+    """The figures table's cell holding `text` (wait for it)."""
+    return page.locator(".kv-roofline-numbers .slick-cell", has_text=text)
 
 
 def query(page):
@@ -22,7 +29,7 @@ def test_loads_and_a_widget_change_updates_figure_and_url(page, served_app):
     page.wait_for_function("() => location.search.includes('gpu=A100-80GB')")
     wait_ready(page)
     # (0.9 * 80e9 - 26,194,984,960) // 819,200 = 55,914 tokens (the lecture's OPT-13B-like, own LM head)
-    plain_text(page, "kv-roofline-numbers").filter(has_text="5.591e+04").wait_for()
+    cell(page, "5.591e+04").wait_for()
     set_param(page, "tokens", "4096")
     page.wait_for_function("() => location.search.includes('tokens=4096')")
 
@@ -44,13 +51,13 @@ def test_a_model_that_does_not_fit_says_so_and_draws_nothing(page, served_app):
     wait_ready(page)
     note = plain_text(page, "kv-fit-note")
     assert note.inner_text().startswith("llama-3-70b does not fit on one H100-SXM: its weights take 141.1 GB")
-    assert not plain_text(page, "kv-roofline-numbers").is_visible()  # no decode rate as if it ran
+    assert not page.locator(".kv-roofline-numbers").is_visible()  # no decode rate as if it ran
     page.locator(".kv-fold-assumptions").first.locator(".card-header").click()
     page.locator(".kv-param-ignore_weights input").first.check()
     page.wait_for_function("() => location.search.includes('ignore_weights=true')")
     wait_ready(page)
     note.filter(has_text="what-if: the weights of llama-3-70b (141.1 GB)").wait_for()
-    plain_text(page, "kv-roofline-numbers").filter(has_text="2.197e+05").wait_for()  # 72e9 // 327,680 tokens
+    cell(page, "2.197e+05").wait_for()  # 72e9 // 327,680 tokens
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=llama-3-70b&lang=zh")
     wait_ready(page)
     assert "放不进一块 H100-SXM" in plain_text(page, "kv-fit-note").inner_text()
@@ -80,15 +87,14 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     page.wait_for_function("() => location.search.includes('tp=4')")
     wait_ready(page)
     # (72 GB - 70.55 GB x 2 B / 4) // 81,920 B of 16-bit KV per token on each GPU = 448,288 tokens
-    plain_text(page, "kv-roofline-numbers").filter(has_text="4.483e+05").wait_for()
+    cell(page, "4.483e+05").wait_for()
     page.locator(".kv-param-weight_precision select").select_option("fp8")
     page.locator(".kv-param-kv_precision select").select_option("fp8")
     page.wait_for_function("() => location.search.includes('kv_precision=fp8')")
     wait_ready(page)
     # FP8 weights and KV: (72 GB - 17.64 GB) // 40,960 B = 1,327,194 tokens; the all-reduce share shown
-    text = plain_text(page, "kv-roofline-numbers").filter(has_text="1.327e+06")
-    text.wait_for()
-    assert "of which all-reduce (ms)" in text.inner_text() and "19.5" in text.inner_text()
+    cell(page, "1.327e+06").wait_for()
+    assert "of which all-reduce (ms)" in numbers(page) and "19.5" in numbers(page)
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
     wait_ready(page)
     assert "无法分到 8 块 GPU 上" in plain_text(page, "kv-fit-note").inner_text()

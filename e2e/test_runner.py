@@ -18,4 +18,4 @@ def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
     assert not bar.is_visible()
     # the app still answers: another lab runs to the end
     page.locator(".kv-lab-select select").select_option(label="Paper GPU (roofline)")
-    plain_text(page, "kv-roofline-numbers").filter(has_text="KV capacity (tokens)").wait_for()
+    page.locator(".kv-roofline-numbers .slick-cell", has_text="KV capacity (tokens)").wait_for()

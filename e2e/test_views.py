@@ -25,3 +25,32 @@ def test_widget_change_redraws(page, served_app, guard, lab, query, change, expe
     assert data_fingerprint(page) != before
     assert not plain_text(page, "kv-message").is_visible()
     assert guard.errors == []
+
+
+def table_rows(page, css_class: str) -> list[list[str]]:
+    """The text of each row of a results table (a Bokeh DataTable), in row order."""
+    page.locator(f".{css_class} .slick-row").first.wait_for()
+    rows = page.locator(f".{css_class} .slick-row")
+    tops = [rows.nth(i).evaluate("r => r.offsetTop") for i in range(rows.count())]
+    texts = [rows.nth(i).locator(".slick-cell").all_inner_texts() for i in range(rows.count())]
+    return [t for _, t in sorted(zip(tops, texts))]
+
+
+def test_the_sweep_table_shows_the_library_figures_in_cells_and_chinese_headers(page, served_app):
+    from kvweb.lab import LABS
+    import kvweb.labs  # noqa: F401
+    params = {"sweep": "watermark", "requests": 40, "rate": 5}
+    rows = LABS["sweep"](**params).run()["rows"]
+    page.goto(f"{served_app}?lab=sweep&" + "&".join(f"{k}={v}" for k, v in params.items()))
+    wait_ready(page)
+    shown = table_rows(page, "kv-sweep-table")
+    assert [r[:3] for r in shown] == [[f"{r['watermark']:.4g}", f"{r['throughput_tok_s']:.0f}",
+                                       f"{r['slo_attainment']:.1%}"] for r in rows]  # one cell per figure
+    headers = page.locator(".kv-sweep-table .slick-column-name").all_inner_texts()
+    assert headers[:3] == ["watermark", "throughput (tokens/s)", "SLO attainment"]
+    page.goto(f"{served_app}?lab=sweep&lang=zh&" + "&".join(f"{k}={v}" for k, v in params.items()))
+    plain_text(page, "kv-status").filter(has_text="就绪").wait_for(timeout=60_000)
+    page.locator(".kv-sweep-table .slick-column-name", has_text="吞吐量").wait_for()
+    headers = page.locator(".kv-sweep-table .slick-column-name").all_inner_texts()
+    assert headers[1:3] == ["吞吐量 (throughput)（token/s）", "SLO 达成率"]
+    assert [r[:3] for r in table_rows(page, "kv-sweep-table")] == [r[:3] for r in shown]  # same figures

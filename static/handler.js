@@ -84,6 +84,11 @@ async function render(msg) {
   const jsdoc = [...views.roots.values()][0].model.document;
   pyodideWorker.jsdoc = jsdoc;
   jsdoc.on_change(send_change.bind(null, jsdoc), false);
+  // Back and Forward from the first load on (after a reload too): run the history box's
+  // callback once (app/url.py), which adds the popstate listener; the URL is already shown.
+  for (const model of jsdoc.all_models) {
+    if ((model.css_classes ?? []).includes("kv-history")) model.properties.value.change.emit();
+  }
   pyodideWorker.postMessage({ type: "rendered" });
   pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });
   document.getElementById("kv-loading")?.remove();

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import panel as pn
 
-from app.i18n import columns, tr, tr_figure, tr_message
+from app.i18n import tr, tr_figure, tr_message
 from app.pages import Page
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
@@ -54,7 +54,7 @@ class ExerciseCard:
                       if check.choices else pn.widgets.TextInput(placeholder=tr("a number"), width=160))
         self.given.css_classes = [f"kv-ex-given-{exercise.key}"]
         self.verdict = plain(css_class=f"kv-ex-verdict-{exercise.key}")
-        self.answer = plain(tr("computing..."), css_class=f"kv-ex-answer-{exercise.key}", mono=True)
+        self.answer = plain(tr("computing..."), css_class=f"kv-ex-answer-{exercise.key}")
         self.message = plain(css_class=f"kv-ex-message-{exercise.key}", color="#a40000")
         self.message.visible = False
         self.share = plain(css_class=f"kv-ex-share-{exercise.key}", mono=True)
@@ -65,7 +65,7 @@ class ExerciseCard:
                                lambda: page.navigate(to_query(self.lab)))
         self.solution = pn.Column(
             pn.pane.Markdown(f"**{tr('Answer')}** ({tr('computed by the library')}):"),
-            pn.pane.Bokeh(self.answer),
+            pn.pane.Bokeh(self.answer, margin=(5, 10), sizing_mode="stretch_width"),
             pn.pane.Markdown(f"**{tr('Why')}:** {tr(exercise.explanation)}", sizing_mode="stretch_width"),
             visible=False, sizing_mode="stretch_width", css_classes=[f"kv-ex-solution-{exercise.key}"],
         )
@@ -137,12 +137,11 @@ class ExerciseCard:
         self.page.remember()
 
     def show(self, lines: list[tuple[str, str]], expected: float | str) -> None:
+        """The library's answer, a line per figure: "• label: value" (no padded columns: they
+        would not line up in Chinese, and long labels wrap on a phone)."""
         self.expected = expected
-        labels = [tr_figure(label) for label, _ in lines]
-        width = max(map(columns, labels))
-        self.answer.text = "\n".join(f"{label}{' ' * (width - columns(label))}  {tr(value)}"
-                                      for label, (_, value) in zip(labels, lines))
-
+        self.answer.text = "\n".join("\u2022 " + tr("{0}: {1}", "qualifier").format(tr_figure(label), tr(value))
+                                      for label, value in lines)
 
 
 class ExercisesPage(Page):

@@ -13,7 +13,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from kvweb.lab import Lab
 
 COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs": "#55a868", "aging": "#8172b3", "optimal": "#333333",
@@ -36,10 +36,12 @@ def _figure(title: str, x_label: str, y_label: str, **kwargs: Any) -> Any:
 
 
 def _bars(title: str, name: str, **kwargs: Any) -> tuple[Any, ColumnDataSource]:
-    """A bar chart with each value written above its bar."""
+    """A bar chart with each value written above its bar (and in its hover)."""
     src = ColumnDataSource({"name": [], "value": [], "label": [], "color": []}, name=name)
-    fig = figure(title=title, height=260, width=440, tools="save", x_range=[""], **kwargs)
+    fig = figure(title=title, height=260, sizing_mode="stretch_width", min_width=300, max_width=560, tools="save",
+                 x_range=[""], **kwargs)
     fig.vbar(x="name", top="value", width=0.7, color="color", source=src)
+    fig.add_tools(HoverTool(tooltips=[("", "@name"), (title, "@label")]))
     fig.add_layout(LabelSet(x="name", y="value", text="label", source=src, text_align="center", y_offset=3,
                             text_font_size="11px"))
     return fig, src
@@ -49,6 +51,14 @@ def _show_bars(fig: Any, src: ColumnDataSource, bars: list[tuple[str, float, str
     """bars: (name, value, label, colour) each."""
     fig.x_range.factors = [b[0] for b in bars]
     src.data = dict(zip(("name", "value", "label", "color"), map(list, zip(*bars))))
+
+
+def rates_table(x_title: str, xs: list[int], rates: dict[str, list[float]],
+                keys: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
+    """Hit rates against a swept quantity: one row per value, one column per run (in `keys` order)."""
+    keys = tuple(k for k in keys if k in rates)
+    return [x_title, *(tr(NAMES[k]) for k in keys)], [[f"{x:,}", *(f"{rates[k][i]:.1%}" for k in keys)]
+                                                      for i, x in enumerate(xs)]
 
 
 class CurveSet:
@@ -116,11 +126,12 @@ class CacheScheduleView(LabView):
         self.queue_line = Span(location=0, dimension="width", line_dash="dotted", line_color="#999999")
         self.wait.add_layout(self.queue_line)
         self.bar_plot, self.bars = _bars(tr("hit rate"), "cache-hit-bars", y_range=(0, 1.1))
-        self.summary = plain(css_class="kv-cache-summary", mono=True)
+        self.summary = plain(css_class="kv-cache-summary")
+        self.table = TextTable("cache-table", "kv-cache-table")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, pn.Row(self.hit, self.wait, sizing_mode="stretch_width"), self.bar_plot,
-                         sizing_mode="stretch_width")
+        return pn.Column(self.summary, self.table.pane, pn.Row(self.hit, self.wait, sizing_mode="stretch_width"),
+                         self.bar_plot, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         runs = result["runs"]
@@ -131,14 +142,14 @@ class CacheScheduleView(LabView):
         rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
         _show_bars(self.bar_plot, self.bars,
                    [(tr(NAMES[k].split(" (")[0]), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
-        lines = [f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
-                 f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
-                 f"({tr('dotted line: FCFS never waits longer than queue - 1')})"]
-        for key, r in runs.items():
-            lines.append(f"{tr(NAMES[key])}: {tr('hit rate')} {r['hit_rate']:.1%}, {tr('longest wait')} "
-                         f"{r['max_wait']}, {tr('mean wait')} {r['mean_wait']:.1f}")
-        lines.append(f"{tr('optimal (offline DFS)')}: {result['optimal_hit_rate']:.1%}")
-        self.summary.text = "\n".join(lines)
+        self.summary.text = (
+            f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
+            f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
+            f"({tr('dotted line: FCFS never waits longer than queue - 1')})")
+        self.table.show([tr("order"), tr("hit rate"), tr("longest wait"), tr("mean wait")],
+                        [[tr(NAMES[k]), f"{r['hit_rate']:.1%}", str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
+                         for k, r in runs.items()]
+                        + [[tr(NAMES["optimal"]), f"{result['optimal_hit_rate']:.1%}", "", ""]])
 
 
 class CacheSweepView(LabView):
@@ -146,21 +157,21 @@ class CacheSweepView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        self.chart = SweepChart(tr("hit rate against cache capacity"), tr("capacity (tokens, log scale)"),
-                                ("fcfs", "lspf", "dfs", "aging", "optimal"), "cache-sweep")
-        self.summary = plain(css_class="kv-sweep-summary", mono=True)
+        self.keys = ("fcfs", "lspf", "dfs", "aging", "optimal")
+        self.chart = SweepChart(tr("hit rate against cache capacity"), tr("capacity (tokens, log scale)"), self.keys,
+                                "cache-sweep")
+        self.summary = plain(css_class="kv-sweep-summary")
+        self.table = TextTable("cache-sweep-table", "kv-cache-sweep-table")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.chart.fig, sizing_mode="stretch_width")
+        return pn.Column(self.summary, self.chart.fig, self.table.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         caps = result["capacity"]
         self.chart.show(caps, result["hit_rate"], result["longest_request"])
-        self.summary.text = (
-            f"{tr('capacities')}: {', '.join(str(c) for c in caps)}\n"
-            f"{tr('dotted line: the longest request')} ({result['longest_request']} {tr('tokens')}; "
-            f"{tr('shortest')} {result['shortest_request']})"
-        )
+        self.summary.text = (f"{tr('dotted line: the longest request')} ({result['longest_request']} {tr('tokens')}; "
+                             f"{tr('shortest')} {result['shortest_request']})")
+        self.table.show(*rates_table(tr("capacity (tokens)"), caps, result["hit_rate"], self.keys))
 
 
 class PrefixHashView(LabView):
@@ -173,17 +184,20 @@ class PrefixHashView(LabView):
         self.curves = CurveSet(self.fig, ("radix", "radix_paged", "hash"), "prefix-hash")
         self.sweep = SweepChart(tr("final hit rate against block size"), tr("tokens per block (log scale)"),
                                 ("radix", "radix_paged", "hash"), "hash-sweep")
-        self.summary = plain(css_class="kv-hash-summary", mono=True)
+        self.summary = plain(css_class="kv-hash-summary")
+        self.table = TextTable("hash-sweep-table", "kv-hash-table")
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.summary, pn.Row(self.fig, self.sweep.fig, sizing_mode="stretch_width"),
-                         sizing_mode="stretch_width")
+                         self.table.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         runs = result["runs"]
         self.curves.show({k: (r["curve"]["served"], r["curve"]["hit_rate"]) for k, r in runs.items()})
         sweep = result["block_sweep"]
         self.sweep.show(sweep["block_size"], sweep["hit_rate"], result["block_size"])
+        self.table.show(*rates_table(tr("block size"), sweep["block_size"], sweep["hit_rate"],
+                                     ("radix", "radix_paged", "hash")))
         self.summary.text = (
             f"{tr('block size')} {result['block_size']}: {tr('radix tree')} {result['radix_hit_rate']:.1%}, "
             f"{tr('radix tree, pages of a block')} {result['radix_paged_hit_rate']:.1%}, "
@@ -203,13 +217,16 @@ class PrefillSavingsView(LabView):
                            tr("uncached tokens (the rest is cached)"), tr("seconds"), x_axis_type="log")
         self.fig.xaxis.ticker = LogTicker(mantissas=[1, 2, 5])
         self.fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
-        self.fig.line("x", "y", source=self.curve, line_width=2, color=COLORS["lspf"])
+        line = self.fig.line("x", "y", source=self.curve, line_width=2, color=COLORS["lspf"])
+        self.fig.add_tools(HoverTool(renderers=[line], mode="vline", tooltips=[
+            (tr("uncached tokens (the rest is cached)"), "@x{0,0}"), (tr("seconds"), "@y{0.00000}")]))
         self.floor = Span(location=0, dimension="width", line_dash="dashed", line_color="#999999")
         self.fig.add_layout(self.floor)
-        self.summary = plain(css_class="kv-prefill-summary", mono=True)
+        self.table = TextTable("prefill-table", "kv-prefill-table")
+        self.summary = plain(css_class="kv-prefill-summary")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, pn.Row(self.bar_plot, self.fig, sizing_mode="stretch_width"),
+        return pn.Column(self.table.pane, self.summary, pn.Row(self.bar_plot, self.fig, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -220,11 +237,9 @@ class PrefillSavingsView(LabView):
         curve = result["suffix_curve"]
         self.curve.data = {"x": curve["uncached"], "y": curve["prefill_s"]}
         self.floor.location = curve["floor_s"]
-        self.summary.text = "\n".join([
-            f"FCFS: {tr('hit rate')} {result['hit_rate_fcfs']:.1%}, {tr('prefill time saved')} "
-            f"{result['time_saved_fcfs']:.1%}",
-            f"LSPF: {tr('hit rate')} {result['hit_rate_lspf']:.1%}, {tr('prefill time saved')} "
-            f"{result['time_saved_lspf']:.1%}",
-            f"{tr('dashed line: one read of the weights plus the step overhead, the least any prefill costs')} "
-            f"({curve['floor_s'] * 1e3:.2f} ms)",
-        ])
+        self.bar_plot.y_range.end = 1.15 * max(result[f"prefill_s_{key}"] for _, key, _ in bars)  # room for labels
+        self.table.show([tr("order"), tr("hit rate"), tr("prefill time saved"), tr("prefill seconds")],
+                        [[name, f"{result.get(f'hit_rate_{key}', 0):.1%}", f"{result.get(f'time_saved_{key}', 0):.1%}",
+                          f"{result[f'prefill_s_{key}']:.3g}"] for name, key, _ in bars])
+        floor = tr("dashed line: one read of the weights plus the step overhead, the least any prefill costs")
+        self.summary.text = f"{floor} ({curve['floor_s'] * 1e3:.2f} ms)"

@@ -12,13 +12,37 @@ from bokeh.transform import dodge
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from app.views.engine import legend_below
 from kvweb.lab import Lab
 
 SERIES = ("xs", "ys", "label", "color", "dash")
 DASHES = ("solid", "dashed", "dotted", "dashdot")
 MARKERS = ("circle", "square", "triangle", "diamond", "inverted_triangle", "hex")
+SWEPT = {"rate": "arrival rate (requests/s)", "block_size": "block size", "preemption": "preemption",
+         "watermark": "watermark"}
+FIGURES = [  # (column title, result key, cell format)
+    ("throughput (tokens/s)", "throughput_tok_s", "{:.0f}"), ("SLO attainment", "slo_attainment", "{:.1%}"),
+    ("mean batch", "mean_batch", "{:.1f}"), ("KV / occupied", "utilisation", "{:.1%}"),
+    ("preemptions", "preemptions", "{}"), ("recomputed tokens", "recomputed_tokens", "{}"),
+    ("swapped (GB, both ways)", "swapped_bytes", "{:.1f}"),
+]
+
+
+def sweep_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The sweep's rows as a table: the swept parameters, then the run's figures."""
+    head = ["rate", "block_size", "preemption"] if result["sweep"] == "preemption" else [result["sweep"]]
+    rows = [[f"{r[h]:.4g}" if isinstance(r[h], float) else str(r[h]) for h in head]
+            + [fmt.format(r[k] / 1e9 if k == "swapped_bytes" else r[k]) for _, k, fmt in FIGURES]
+            for r in result["rows"]]
+    return [tr(SWEPT[h]) for h in head] + [tr(title) for title, _, _ in FIGURES], rows
+
+
+def recovery_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Per block size: swap out + in, swap in alone and recompute, in ms, and which is faster."""
+    header = [tr("block size"), tr("swap ms"), tr("swap in ms"), tr("recompute ms"), tr("faster")]
+    return header, [[str(r["block_size"]), f"{1e3 * r['swap_s']:.2f}", f"{1e3 * r['swap_in_s']:.2f}",
+                     f"{1e3 * r['recompute_s']:.2f}", tr(r["faster"])] for r in result["per_block_size"]]
 
 
 def series_figure(title: str, y_label: str) -> tuple[figure, ColumnDataSource, ColumnDataSource]:
@@ -26,7 +50,7 @@ def series_figure(title: str, y_label: str) -> tuple[figure, ColumnDataSource, C
     coincide stay apart by dash and marker, the legend sits under the plot."""
     lines = ColumnDataSource({k: [] for k in SERIES})
     dots = ColumnDataSource({"x": [], "y": [], "label": [], "color": [], "marker": []})
-    fig = figure(title=title, x_range=FactorRange(), height=300, sizing_mode="stretch_width",
+    fig = figure(title=title, x_range=FactorRange(), height=300, sizing_mode="stretch_width", min_width=300,
                  tools="save", y_axis_label=y_label)
     fig.multi_line("xs", "ys", source=lines, color="color", line_width=2, line_dash="dash")
     points = fig.scatter("x", "y", source=dots, color="color", marker="marker", size=9, fill_alpha=0.4,
@@ -38,7 +62,11 @@ def series_figure(title: str, y_label: str) -> tuple[figure, ColumnDataSource, C
 
 
 def show_series(fig: figure, lines: ColumnDataSource, dots: ColumnDataSource,
-                series: list[tuple[str, list[str], list[float]]]) -> None:
+                series: list[tuple[str, list[str], list[float]]], x_label: str) -> None:
+    """Draw the series (label, xs, ys) each; the x axis and a point's hover say `x_label`."""
+    fig.xaxis.axis_label = x_label
+    hover = fig.select_one(HoverTool)
+    hover.tooltips = [hover.tooltips[0], (x_label, "@x"), *hover.tooltips[2:]]
     colors = [Category10_10[i % 10] for i in range(len(series))]
     markers = [MARKERS[i % len(MARKERS)] for i in range(len(series))]
     fig.x_range.factors = list(dict.fromkeys(x for _, xs, _ in series for x in xs))
@@ -58,11 +86,12 @@ class SweepView(LabView):
         super().__init__()
         self.throughput = series_figure(tr("throughput (tokens/s)"), tr("tokens/s"))
         self.preemptions = series_figure(tr("preemptions"), tr("preemptions"))
-        self.table = plain(css_class="kv-sweep-table", mono=True)
+        self.scenario = plain(css_class="kv-sweep-scenario")
+        self.table = TextTable("sweep-table", "kv-sweep-table")
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(pn.Row(self.throughput[0], self.preemptions[0], sizing_mode="stretch_width"),
-                         self.table, sizing_mode="stretch_width")
+                         self.scenario, self.table.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rows, swept = result["rows"], result["sweep"]
@@ -74,21 +103,13 @@ class SweepView(LabView):
         else:
             groups = [(tr("paged"), rows)]
             x_of = lambda r: str(r[swept])  # noqa: E731
+        x_label = tr(SWEPT["rate" if swept == "preemption" else swept])
         for (fig, lines, dots), key in ((self.throughput, "throughput_tok_s"), (self.preemptions, "preemptions")):
-            fig.xaxis.axis_label = tr("arrival rate (requests/s)") if swept == "preemption" else swept
-            show_series(fig, lines, dots, [(label, [x_of(r) for r in g], [r[key] for r in g]) for label, g in groups])
-        head = ["rate", "block_size", "preemption"] if swept == "preemption" else [swept]
-        cols = [(tr("tok/s"), "throughput_tok_s", "{:.0f}"), ("SLO", "slo_attainment", "{:.1%}"),
-                (tr("batch"), "mean_batch", "{:.1f}"), (tr("KV/occ"), "utilisation", "{:.1%}"),
-                (tr("preempt"), "preemptions", "{}"), (tr("recomp"), "recomputed_tokens", "{}"),
-                (tr("swap GB"), "swapped_bytes", "{:.1f}")]
-        lines = ["".join(f"{h:>12}" for h in head) + "".join(f"{c:>10}" for c, _, _ in cols)]
-        for r in rows:
-            lines.append("".join(f"{r[h]:>12.4g}" if isinstance(r[h], float) else f"{r[h]:>12}" for h in head)
-                         + "".join(f"{fmt.format(r[k] / 1e9 if k == 'swapped_bytes' else r[k]):>10}"
-                                   for _, k, fmt in cols))
+            show_series(fig, lines, dots, [(label, [x_of(r) for r in g], [r[key] for r in g]) for label, g in groups],
+                        x_label)
         s = result["scenario"]
-        self.table.text = f"{tr('scenario')} {s['name']}: {s['about']}\n" + "\n".join(lines)
+        self.scenario.text = f"{tr('scenario')} {s['name']}: {tr(s['about'])}"
+        self.table.show(*sweep_table(result))
 
 
 class RecoveryView(LabView):
@@ -99,7 +120,8 @@ class RecoveryView(LabView):
         self.by_block = series_figure(tr("bringing back one request: swap (out + in) vs recompute"), tr("seconds"))
         self.by_gpu = ColumnDataSource({"gpu": [], "swap": [], "recompute": []}, name="recovery-by-gpu")
         self.gpus = figure(title=tr("per GPU, blocks of 16: swap (left) vs recompute (right)"), x_range=FactorRange(),
-                           height=300, sizing_mode="stretch_width", tools="save", y_axis_label=tr("seconds"))
+                           height=300, sizing_mode="stretch_width", min_width=300, tools="save",
+                           y_axis_label=tr("seconds"))
         swap = self.gpus.vbar(x=dodge("gpu", -0.17, range=self.gpus.x_range), top="swap", width=0.3,
                               source=self.by_gpu, color=Category10_10[0])
         recompute = self.gpus.vbar(x=dodge("gpu", 0.17, range=self.gpus.x_range), top="recompute", width=0.3,
@@ -109,26 +131,23 @@ class RecoveryView(LabView):
         legend_below(self.gpus, [LegendItem(label=tr("swap"), renderers=[swap]),
                                  LegendItem(label=tr("recompute"), renderers=[recompute])])
         self.gpus.y_range.start = 0
-        self.table = plain(css_class="kv-recovery-table", mono=True)
+        self.about = plain(css_class="kv-recovery-about")
+        self.table = TextTable("recovery-table", "kv-recovery-table")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(pn.Row(self.by_block[0], self.gpus, sizing_mode="stretch_width"), self.table,
-                         sizing_mode="stretch_width")
+        return pn.Column(pn.Row(self.by_block[0], self.gpus, sizing_mode="stretch_width"), self.about,
+                         self.table.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rows = result["per_block_size"]
         xs = [str(r["block_size"]) for r in rows]
-        self.by_block[0].xaxis.axis_label = tr("block size (tokens)")
         show_series(*self.by_block, [(tr("swap"), xs, [r["swap_s"] for r in rows]),
-                                     (tr("recompute"), xs, [r["recompute_s"] for r in rows])])
+                                     (tr("recompute"), xs, [r["recompute_s"] for r in rows])], tr("block size (tokens)"))
         sixteen = [(g["gpu"], next(r for r in g["rows"] if r["block_size"] == 16)) for g in result["by_gpu"] if g["fits"]]
         self.gpus.x_range.factors = [g for g, _ in sixteen]
         self.by_gpu.data = {"gpu": [g for g, _ in sixteen], "swap": [r["swap_s"] for _, r in sixteen],
                             "recompute": [r["recompute_s"] for _, r in sixteen]}
-        lines = [f"{tr('KV of the request')}: {result['kv_bytes'] / 1e9:.3f} GB; {tr('host link')} "
-                 f"{result['link_bandwidth'] / 1e9:g} GB/s, {result['copies_per_block']} {tr('copies per block')} "
-                 f"({result['units']})",
-                 f"{tr('block'):>8}{tr('swap ms'):>12}{tr('swap in ms'):>12}{tr('recompute ms'):>14}  {tr('faster')}"]
-        lines += [f"{r['block_size']:>8}{1e3 * r['swap_s']:>12.2f}{1e3 * r['swap_in_s']:>12.2f}"
-                  f"{1e3 * r['recompute_s']:>14.2f}  {tr(r['faster'])}" for r in rows]
-        self.table.text = "\n".join(lines)
+        self.about.text = (f"{tr('KV of the request')}: {result['kv_bytes'] / 1e9:.3f} GB; {tr('host link')} "
+                           f"{result['link_bandwidth'] / 1e9:g} GB/s, {result['copies_per_block']} "
+                           f"{tr('copies per block')} ({result['units']})")
+        self.table.show(*recovery_table(result))

@@ -12,7 +12,7 @@ from bokeh.transform import dodge
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from app.views.engine import legend_below
 from kvweb.lab import Lab
 
@@ -38,11 +38,11 @@ class FragmentationView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.player.interval = 200
-        self.ranges = ColumnDataSource({k: [] for k in ("left", "right", "top", "bottom", "color", "owner", "line")},
-                                       name="fragmentation-ranges")
+        self.ranges = ColumnDataSource({k: [] for k in ("left", "right", "top", "bottom", "color", "owner", "line",
+                                                        "span")}, name="fragmentation-ranges")
         self.arena = figure(height=300, sizing_mode="stretch_width", tools="hover,save",
                             x_range=Range1d(0, 1), y_range=Range1d(-ROWS, 0),
-                            tooltips=[(tr("request"), "@owner")])
+                            tooltips=[(tr("request"), "@owner"), (tr("tokens held"), "@span")])
         self.arena.quad(left="left", right="right", top="top", bottom="bottom", source=self.ranges,
                         fill_color="color", line_color="#111111", line_width="line")
         self.arena.yaxis.visible = False
@@ -50,7 +50,7 @@ class FragmentationView(LabView):
         self.arena.ygrid.visible = False
         self.by_size = ColumnDataSource({"size": [], "failures": [], "enough": []}, name="fragmentation-by-size")
         self.sizes = figure(title=tr("failed allocations by mean request size: all (left), with enough free tokens (right)"),
-                            x_range=FactorRange(), height=300, sizing_mode="stretch_width", tools="save")
+                            x_range=FactorRange(), height=300, sizing_mode="stretch_width", min_width=300, tools="save")
         failures = self.sizes.vbar(x=dodge("size", -0.17, range=self.sizes.x_range), top="failures", width=0.3,
                                    source=self.by_size, color="#d62728")
         enough = self.sizes.vbar(x=dodge("size", 0.17, range=self.sizes.x_range), top="enough", width=0.3,
@@ -62,17 +62,18 @@ class FragmentationView(LabView):
         self.sizes.y_range.start = 0
         self.waste = ColumnDataSource({"scheme": [], "percent": []}, name="fragmentation-waste")
         self.internal = figure(title=tr("internal waste at request end (% of what was held)"), x_range=FactorRange(),
-                               height=300, sizing_mode="stretch_width", tools="save")
+                               height=300, sizing_mode="stretch_width", min_width=300, tools="save")
         self.internal.vbar(x="scheme", top="percent", width=0.6, source=self.waste, color="#9467bd")
         self.internal.add_tools(HoverTool(tooltips=[("", "@scheme"), (tr("internal waste"), "@percent{0.0} %")]))
         self.internal.y_range.start = 0
-        self.summary = plain(css_class="kv-fragmentation-summary", mono=True)
-        self.step_text = plain(css_class="kv-fragmentation-step", mono=True)
+        self.table = TextTable("fragmentation-table", "kv-fragmentation-table")
+        self.summary = plain(css_class="kv-fragmentation-summary")
+        self.step_text = plain(css_class="kv-fragmentation-step")
         self.frames: list[dict[str, Any]] = []
         self.width = 1
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.player, self.step_text, self.arena,
+        return pn.Column(self.table.pane, self.summary, self.player, self.step_text, self.arena,
                          pn.Row(self.sizes, self.internal, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -88,12 +89,11 @@ class FragmentationView(LabView):
         internal = result["internal"]["rows"]
         self.internal.x_range.factors = [r["scheme"] for r in internal]
         self.waste.data = {"scheme": [r["scheme"] for r in internal], "percent": [100 * r["waste_frac"] for r in internal]}
-        lines = [f"{tr('mean size'):>10}{tr('failures'):>12}{tr('with enough free'):>20}{tr('share'):>8}"]
-        lines += [f"{r['mean_size']:>10}{r['failures']:>12}{r['failures_with_enough_free']:>20}"
-                  f"{100 * r['share_with_enough_free']:>7.0f}%" for r in rows]
-        lines.append(f"{tr('internal waste')} ({result['internal']['workload']}): " + ", ".join(
-            f"{r['scheme']} {100 * r['waste_frac']:.1f} %" for r in internal))
-        self.summary.text = "\n".join(lines)
+        self.table.show([tr("mean size"), tr("failures"), tr("with enough free"), tr("share")],
+                        [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
+                          f"{100 * r['share_with_enough_free']:.0f}%"] for r in rows])
+        self.summary.text = f"{tr('internal waste')} ({result['internal']['workload']}): " + ", ".join(
+            f"{r['scheme']} {100 * r['waste_frac']:.1f} %" for r in internal)
         self.set_steps(len(self.frames))
 
     def show_step(self, index: int) -> None:
@@ -103,8 +103,10 @@ class FragmentationView(LabView):
         data: dict[str, list] = {k: [] for k in self.ranges.data}
         for start, length, owner in frame["ranges"]:
             line = 3 if owner == frame["request"] else 0.5  # outline the range placed this step
+            span = f"{start}-{start + length} ({length})"
             for row, left, right in row_pieces(start, length, self.width):
-                for key, value in zip(data, (left, right, -row, -row - 1 + GAP, Category20_20[owner % 20], owner, line)):
+                for key, value in zip(data, (left, right, -row, -row - 1 + GAP, Category20_20[owner % 20], owner, line,
+                                             span)):
                     data[key].append(value)
         self.ranges.data = data
         outcome = tr("FAILED") if frame["failed"] else tr("placed")

@@ -16,7 +16,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns
+from app.view import LabView, columns, fit_widths
 from kvweb.lab import Lab
 from kvweb.constrained.layout import band_positions
 from kvweb.kv.model import VOCAB
@@ -114,19 +114,20 @@ class FsmView(LabView):
         self.graph.text("x", "y", text="id", source=self.states, text_align="center", text_baseline="middle",
                         text_font_size="9px")
 
-        self.mask = ColumnDataSource(columns("x", "y", "char", "fill", "line", "width"), name="fsm-mask")
+        self.mask = ColumnDataSource(columns("x", "y", "char", "fill", "line", "width", "what"), name="fsm-mask")
         self.mask_plot = figure(
             title=tr("the mask at this step (green: allowed, grey: masked, red ring: chosen)"), height=190,
-            width=470, tools="", toolbar_location=None, x_range=(-0.6, GRID_COLUMNS - 0.4), y_range=(-5.6, 0.6),
+            sizing_mode="stretch_width", min_width=300, max_width=640, tools="", toolbar_location=None, x_range=(-0.6, GRID_COLUMNS - 0.4), y_range=(-5.6, 0.6),
         )
         self.mask_plot.axis.visible = False
         self.mask_plot.grid.visible = False
-        self.mask_plot.rect("x", "y", 0.92, 0.92, source=self.mask, fill_color="fill", line_color="line",
-                            line_width="width")
+        cells = self.mask_plot.rect("x", "y", 0.92, 0.92, source=self.mask, fill_color="fill", line_color="line",
+                                    line_width="width")
+        self.mask_plot.add_tools(HoverTool(renderers=[cells], tooltips=[(tr("character"), "@char"), ("", "@what")]))
         self.mask_plot.text("x", "y", text="char", source=self.mask, text_align="center", text_baseline="middle",
                             text_font_size="12px", text_font=value("monospace"))
 
-        self.text = ColumnDataSource(columns("x", "y", "char", "color", "back"), name="fsm-text")
+        self.text = ColumnDataSource(columns("x", "y", "char", "color", "back", "how"), name="fsm-text")
         self.text_plot = figure(
             title=tr("output so far (orange: through a jump edge; highlighted: this step)"), height=170,
             sizing_mode="stretch_width", tools="", toolbar_location=None,
@@ -134,33 +135,36 @@ class FsmView(LabView):
         )
         self.text_plot.axis.visible = False
         self.text_plot.grid.visible = False
-        self.text_plot.rect("x", "y", 0.95, 0.9, source=self.text, fill_color="back", line_color=None)
+        chars = self.text_plot.rect("x", "y", 0.95, 0.9, source=self.text, fill_color="back", line_color=None)
+        self.text_plot.add_tools(HoverTool(renderers=[chars], tooltips=[(tr("character"), "@char"), ("", "@how")]))
         self.text_plot.text("x", "y", text="char", source=self.text, text_color="color", text_align="center",
                             text_baseline="middle", text_font_size="14px", text_font=value("monospace"))
 
         self.counts = ColumnDataSource({"mode": [tr("plain"), tr("compressed")], "forwards": [0, 0],
                                         "color": [EDGE, JUMP], "label": ["0", "0"]}, name="fsm-counts")
         self.count_plot = figure(
-            title=tr("forwards so far (sample 0)"), y_range=self.counts.data["mode"], height=190, width=330,
-            tools="", toolbar_location=None,
+            title=tr("forwards so far (sample 0)"), y_range=self.counts.data["mode"], height=190,
+            sizing_mode="stretch_width", min_width=300, max_width=480, tools="", toolbar_location=None,
         )
-        self.count_plot.hbar(y="mode", right="forwards", height=0.6, color="color", source=self.counts)
+        bars = self.count_plot.hbar(y="mode", right="forwards", height=0.6, color="color", source=self.counts)
+        self.count_plot.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@mode"),
+                                                                        (tr("forwards so far"), "@forwards")]))
         self.count_plot.add_layout(LabelSet(x="forwards", y="mode", text="label", source=self.counts,
                                             x_offset=4, y_offset=-6, text_font_size="12px"))
         self.count_plot.x_range.start = 0
 
-        self.step_text = plain(css_class="kv-fsm-step", mono=True)
+        self.step_text = plain(css_class="kv-fsm-step")
         self.pattern_text = plain(css_class="kv-fsm-pattern", mono=True)
-        self.summary = plain(css_class="kv-fsm-summary", mono=True)
+        self.summary = plain(css_class="kv-fsm-summary")
         self.outputs = ColumnDataSource(columns("seed", "output", "plain", "compressed", "free"), name="fsm-outputs")
         self.table = DataTable(
             source=self.outputs, index_position=None, sizing_mode="stretch_width", height=150,
-            css_classes=["kv-fsm-outputs"],
-            columns=[TableColumn(field="seed", title=tr("seed"), width=50),
-                     TableColumn(field="output", title=tr("constrained output"), width=330),
-                     TableColumn(field="plain", title=tr("forwards plain"), width=90),
-                     TableColumn(field="compressed", title=tr("compressed"), width=90),
-                     TableColumn(field="free", title=tr("unconstrained output (same seed, no mask)"), width=330)])
+            css_classes=["kv-fsm-outputs"], autosize_mode="none",  # a phone scrolls the table sideways
+            columns=[TableColumn(field="seed", title=tr("seed")),
+                     TableColumn(field="output", title=tr("constrained output")),
+                     TableColumn(field="plain", title=tr("forwards plain")),
+                     TableColumn(field="compressed", title=tr("compressed")),
+                     TableColumn(field="free", title=tr("unconstrained output (same seed, no mask)"))])
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
@@ -199,6 +203,9 @@ class FsmView(LabView):
                              "compressed": [p["forwards_compressed"] for p in per],
                              "free": result["unconstrained_outputs"]}
         self.table.height = 40 + 26 * min(len(per), 8)
+        for column, width in zip(self.table.columns, fit_widths([c.title for c in self.table.columns],
+                                                                [self.outputs.data[c.field] for c in self.table.columns])):
+            column.width = width
         rows = -(-max(len(self.output), 1) // TEXT_COLUMNS)
         self.text_plot.y_range.start = -rows + 0.4
         self.text_plot.height = 70 + 28 * rows
@@ -293,6 +300,7 @@ class FsmView(LabView):
             "fill": [ALLOWED if a else MASKED for a in ok],
             "line": [ACTIVE if c == chosen else "#ffffff" for c in cells],
             "width": [3.0 if c == chosen else 1.0 for c in cells],
+            "what": [tr("chosen") if c == chosen else tr("allowed") if a else tr("masked") for c, a in zip(cells, ok)],
         }
 
     def _show_text(self, step: dict[str, Any]) -> None:
@@ -304,4 +312,5 @@ class FsmView(LabView):
             "char": ["␣" if c == " " else c for c in shown],
             "color": [JUMP if self.jumped_at[i] else "#222222" for i in range(len(shown))],
             "back": ["#ffe08a" if i >= first_new else "#ffffff" for i in range(len(shown))],
+            "how": [tr("through a jump edge") if self.jumped_at[i] else tr("sampled") for i in range(len(shown))],
         }

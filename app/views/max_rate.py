@@ -11,13 +11,20 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from app.views.engine import legend_below
 from kvweb.lab import Lab
 
 MANAGERS = ("max", "pow2", "oracle", "paged")
 COLORS = dict(zip(MANAGERS, Category10_4))
 MARKERS = dict(zip(MANAGERS, ("square", "triangle", "diamond", "circle")))  # trials at one rate stay apart
+
+
+def rate_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Per memory manager: the highest rate within the SLO, and how many times it paged serves."""
+    rates, ratios = result["max_rate"], result["paged_over"]
+    header = [tr("memory manager"), tr("max rate (requests/s)"), tr("paged's rate / this rate")]
+    return header, [[m, f"{rates[m]:.3f}", f"{ratios[m]:.2f}x" if ratios.get(m) is not None else ""] for m in MANAGERS]
 
 
 class MaxRateView(LabView):
@@ -30,16 +37,19 @@ class MaxRateView(LabView):
         self.trials = ColumnDataSource({k: [] for k in ("rate", "attainment", "memory", "color", "marker")},
                                        name="max-rate-trials")
         self.rates = figure(title=tr("highest arrival rate within the SLO (requests/s)"), x_range=list(MANAGERS),
-                            height=320, sizing_mode="stretch_width", tools="save", y_axis_label=tr("requests/s"),
+                            height=320, sizing_mode="stretch_width", min_width=300, tools="save",
+                            y_axis_label=tr("requests/s"),
                             y_range=Range1d(0, 1))
         self.rates.vbar(x="memory", top="rate", width=0.6, color="color", source=self.bars)
-        self.rates.add_tools(HoverTool(tooltips=[("", "@memory"), (tr("requests/s"), "@rate{0.000}")]))
+        self.rates.add_tools(HoverTool(tooltips=[(tr("memory manager"), "@memory"),
+                                                 (tr("highest arrival rate within the SLO (requests/s)"), "@rate{0.000}")]))
         self.rates.add_layout(LabelSet(x="memory", y="rate", text="label", source=self.bars, text_align="center",
                                        y_offset=4, text_font_size="11px"))
         self.search = figure(title=tr("every trial of the search (x: the run gave up early, below target)"),
-                             height=320, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save,hover",
+                             height=320, sizing_mode="stretch_width", min_width=300,
+                             tools="pan,wheel_zoom,reset,save,hover",
                              x_axis_label=tr("arrival rate (requests/s)"), y_axis_label=tr("SLO attainment"),
-                             x_axis_type="log", tooltips=[("", "@memory"), (tr("rate"), "@rate{0.000}"),
+                             x_axis_type="log", tooltips=[(tr("memory manager"), "@memory"), (tr("rate"), "@rate{0.000}"),
                                                           (tr("attainment"), "@attainment{0.0%}")])
         # labels at 1, 2, 3 and 5 of every decade: a search spans one or two decades, where a plain
         # log ticker labels only one or two points
@@ -50,11 +60,13 @@ class MaxRateView(LabView):
         legend_below(self.search)
         self.target = Span(location=0.9, dimension="width", line_dash="dashed", line_color="#444444")
         self.search.add_layout(self.target)
-        self.summary = plain(css_class="kv-max-rate-summary", mono=True)
+        self.summary = plain(css_class="kv-max-rate-summary")
+        self.table = TextTable("max-rate-table", "kv-max-rate-table")
+        self.paper = plain(css_class="kv-max-rate-paper")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, pn.Row(self.rates, self.search, sizing_mode="stretch_width"),
-                         sizing_mode="stretch_width")
+        return pn.Column(self.summary, self.table.pane, self.paper,
+                         pn.Row(self.rates, self.search, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rates = result["max_rate"]
@@ -70,11 +82,8 @@ class MaxRateView(LabView):
             "marker": [MARKERS[m] if t["slo_attainment"] is not None else "x" for m, t in trials],
         }
         self.target.location = result["target"]
-        ratios = ", ".join(f"{tr('paged')} / {m} = {r:.2f}x" for m, r in result["paged_over"].items() if r is not None)
         s = result["scenario"]
-        self.summary.text = (
-            f"{tr('scenario')} {s['name']}: {s['about']}\n"
-            f"{tr('target')}: {100 * result['target']:.0f} % {tr('of requests within the SLO')}\n"
-            + "\n".join(f"{m:<8}{rates[m]:>10.3f} {tr('requests/s')}" for m in MANAGERS)
-            + f"\n{ratios}\n{tr(result['paper'])}"
-        )
+        self.summary.text = (f"{tr('scenario')} {s['name']}: {tr(s['about'])}\n"
+                             f"{tr('target')}: {100 * result['target']:.0f} % {tr('of requests within the SLO')}")
+        self.table.show(*rate_table(result))
+        self.paper.text = tr(result["paper"])

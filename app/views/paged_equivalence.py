@@ -11,7 +11,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from kvweb.lab import Lab
 
 SAME, DIFFERENT = "#2ca02c", "#d62728"
@@ -29,7 +29,7 @@ class PagedEquivalenceView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        self.verdict = plain(css_class="kv-equivalence-verdict", mono=True)
+        self.verdict = plain(css_class="kv-equivalence-verdict")
         self.runs = ColumnDataSource({"label": [], "peak": [], "color": [], "text": []}, name="equivalence-runs")
         self.chart = figure(
             title=tr("peak K/V rows held (green: same tokens as alone)"),
@@ -42,11 +42,10 @@ class PagedEquivalenceView(LabView):
         # inside the bars, from their start: the shortest bar (contiguous) is long enough on a phone
         self.chart.add_layout(LabelSet(x=0, y="label", text="text", source=self.runs, x_offset=6, text_color="white",
                                        text_baseline="middle", text_font_size="11px", text_font_style="bold"))
-        self.answers = plain(css_class="kv-equivalence-answers", mono=True)
+        self.answers = TextTable("equivalence-answers", "kv-equivalence-answers")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(pn.pane.Bokeh(self.verdict), self.chart, pn.pane.Bokeh(self.answers),
-                         sizing_mode="stretch_width")
+        return pn.Column(pn.pane.Bokeh(self.verdict), self.chart, self.answers.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         runs = result["runs"]
@@ -63,7 +62,6 @@ class PagedEquivalenceView(LabView):
         }
         self.verdict.text = (f"{tr('identical in every configuration')}: {tr(str(result['identical']))} "
                              f"({len(runs)} {tr('runs')}, {len(result['requests'])} {tr('requests')})")
-        self.answers.text = "\n".join(
-            f"r{q['seq']} ({tr('arrives at iteration')} {q['arrival']}): {q['prompt']!r} -> {q['answer']!r}"
-            for q in result["requests"]
-        )
+        self.answers.show([tr("request"), tr("arrives at iteration"), tr("prompt"), tr("answer")],
+                          [[f"r{q['seq']}", str(q["arrival"]), repr(q["prompt"]), repr(q["answer"])]
+                           for q in result["requests"]])

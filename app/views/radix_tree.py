@@ -4,10 +4,11 @@ Two steps per request: while it runs (its cached prefix matched, split where the
 inside an edge, and locked; its new slots taken from the shared pool, least recently used
 leaves evicted if the pool was short) and after it (prompt + output inserted, a node split
 where it parted from the tree, the lock released). The root is on the left; each edge is
-labelled with its tokens (cut short; hover for all of them). Edges on the request's path
+labelled with its tokens, cut to what fits before the next node at the figure's width and
+zoom (hover an edge or a node for all of them). Edges on the request's path
 are green where it read the cache and yellow where it computed; the suffix it is computing
 hangs dashed from the matched node; locked nodes are red, split nodes ringed in purple,
-and the nodes evicted in this step stay as faded dashed ghosts.
+and the nodes evicted in this step stay, for that step only, as faded dashed ghosts.
 
 Prompts and outputs are user-controlled text: shown only through `app.text.plain`, canvas
 glyphs, escaped tooltips and DataTable cells, never as HTML.
@@ -18,13 +19,15 @@ from typing import Any
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, DataTable, HoverTool, LabelSet, Legend, LegendItem, Range1d, TableColumn
+from bokeh.models import (ColumnDataSource, CustomJS, CustomJSTransform, DataTable, HoverTool, LabelSet, Legend,
+                          LegendItem, Range1d, TableColumn)
+from bokeh.transform import transform
 from bokeh.palettes import Blues9
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns
+from app.view import LabView, columns, fit_widths
 from kvweb.lab import Lab
 
 LOCKED = "#e6550d"
@@ -34,20 +37,25 @@ SPLIT = "#7b3294"
 GHOST = "#9e9e9e"
 EDGE = "#b0b0b0"
 RECENCY = list(reversed(Blues9))[2:8]  # light (least recently used) to dark
+LOG_COLUMNS = (("request", "request"), ("kind", "kind"), ("cached", "from the cache"), ("prefilled", "prefilled"),
+               ("evicted", "evicted"), ("identical", "identical"), ("prompt", "prompt"), ("output", "output"))
 POOL_PARTS = (("evictable", "cached, evictable", "#6baed6"), ("protected", "cached, locked", LOCKED),
               ("running", "running request", COMPUTED), ("free", "free", "#eeeeee"))
-LABEL_CHARS = 18  # an edge label shows this many characters, the rest on hover
+GHOST_ALPHA = 0.35  # evicted nodes and edges fade
 NODE_COLS = ("x", "y", "id", "size", "lock", "last_access", "fill", "line", "ring", "text", "what")
-EDGE_COLS = ("xs", "ys", "color", "width", "lx", "ly", "label")
+EDGE_COLS = ("xs", "ys", "color", "width", "lx", "ly", "label", "what")
+# An edge label holds what fits between its parent and its child (one unit of x) at the
+# figure's width and zoom, in the browser: 12 px monospace, about 7.3 px a character.
+FIT_LABEL = """
+const px = fig.inner_width > 0 ? fig.inner_width / (fig.x_range.end - fig.x_range.start) : 60
+const fit = Math.max(3, Math.floor((0.9 * px - 16) / 7.3))
+return xs.map((t) => t.length <= fit ? t : t.slice(0, fit - 1) + "\u2026")
+"""
 
 
 def shown_text(text: str) -> str:
     """Spaces made visible, as on the mini model's character tokens."""
     return text.replace(" ", "␣")
-
-
-def cut(text: str) -> str:
-    return shown_text(text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…")
 
 
 def elbow(x0: float, y0: float, x1: float, y1: float) -> tuple[list[float], list[float]]:
@@ -75,20 +83,27 @@ class RadixTreeView(LabView):
         )
         self.tree.axis.visible = False
         self.tree.grid.visible = False
-        self.tree.multi_line("xs", "ys", source=self.edges, line_color="color", line_width="width")
-        self.tree.multi_line("xs", "ys", source=self.ghost_edges, line_color=GHOST, line_width=2,
-                                           line_dash="dashed", line_alpha=0.6)
-        self.tree.multi_line("xs", "ys", source=self.suffix, line_color=COMPUTED, line_width=4,
-                                      line_dash="dashed")
-        for src, color, alpha in ((self.edges, "#222222", 1.0), (self.ghost_edges, GHOST, 1.0),
+        lines = [self.tree.multi_line("xs", "ys", source=self.edges, line_color="color", line_width="width"),
+                 self.tree.multi_line("xs", "ys", source=self.ghost_edges, line_color=GHOST, line_width=2,
+                                      line_dash="dashed", line_alpha=GHOST_ALPHA),
+                 self.tree.multi_line("xs", "ys", source=self.suffix, line_color=COMPUTED, line_width=4,
+                                      line_dash="dashed")]
+        self.tree.add_tools(HoverTool(renderers=lines, tooltips=[("", "@what"), (tr("tokens"), "@label")]))
+        fit = CustomJSTransform(args={"fig": self.tree}, v_func=FIT_LABEL)
+        for src, color, alpha in ((self.edges, "#222222", 1.0), (self.ghost_edges, GHOST, GHOST_ALPHA + 0.15),
                                   (self.suffix, "#8a6d00", 1.0)):
-            self.tree.add_layout(LabelSet(x="lx", y="ly", text="label", source=src, text_font_size="12px",
-                                          text_font=value("monospace"), text_color=color, text_alpha=alpha,
-                                          y_offset=3, text_baseline="bottom"))
+            self.tree.add_layout(LabelSet(x="lx", y="ly", text=transform("label", fit), source=src,
+                                          text_font_size="12px", text_font=value("monospace"), text_color=color,
+                                          text_alpha=alpha, y_offset=3, text_baseline="bottom"))
+        refit = CustomJS(args={"sources": [self.edges, self.ghost_edges, self.suffix]},
+                         code="for (const s of sources) s.change.emit()")  # the labels' width changed
+        self.tree.js_on_change("inner_width", refit)
+        self.tree.x_range.js_on_change("start", refit)
+        self.tree.x_range.js_on_change("end", refit)
         self.tree.scatter("x", "y", source=self.splits, size=24, fill_color=None, line_color=SPLIT,
-                                   line_width=3)
+                          line_width=3)
         ghosts = self.tree.scatter("x", "y", source=self.ghosts, size=15, fill_color="#ffffff", line_color=GHOST,
-                                   line_dash="dashed", line_width=2, marker="circle_x")
+                                   line_dash="dashed", line_width=2, marker="circle_x", alpha=GHOST_ALPHA + 0.15)
         dots = self.tree.scatter("x", "y", source=self.nodes, size=15, fill_color="fill", line_color="line",
                                  line_width="ring")
         self.tree.add_tools(HoverTool(renderers=[dots, ghosts], tooltips=[("", "@what"), (tr("tokens"), "@text")]))
@@ -101,7 +116,8 @@ class RadixTreeView(LabView):
                 ("split node", self.tree.scatter("x", "y", source=key, size=13, fill_color=None, line_color=SPLIT,
                                                   line_width=3)),
                 ("evicted in this step", self.tree.scatter("x", "y", source=key, size=13, fill_color="#ffffff",
-                                                           line_color=GHOST, line_width=2, marker="circle_x")))
+                                                           line_color=GHOST, line_width=2, marker="circle_x",
+                                                           alpha=GHOST_ALPHA + 0.15)))
         ], orientation="horizontal", ncols=3, click_policy="none", label_text_font_size="12px"), "below")
 
         self.pool = ColumnDataSource({"what": [tr(label) for _, label, _ in POOL_PARTS], "left": [0] * 4,
@@ -120,14 +136,8 @@ class RadixTreeView(LabView):
         self.log = ColumnDataSource(columns("request", "kind", "cached", "prefilled", "evicted", "identical",
                                             "prompt", "output"), name="radix-log")
         self.table = DataTable(source=self.log, index_position=None, sizing_mode="stretch_width", height=190,
-                               columns=[TableColumn(field="request", title=tr("request"), width=45),
-                                        TableColumn(field="kind", title=tr("kind"), width=130),
-                                        TableColumn(field="cached", title=tr("from the cache"), width=70),
-                                        TableColumn(field="prefilled", title=tr("prefilled"), width=55),
-                                        TableColumn(field="evicted", title=tr("evicted"), width=50),
-                                        TableColumn(field="identical", title=tr("identical"), width=55),
-                                        TableColumn(field="prompt", title=tr("prompt"), width=440),
-                                        TableColumn(field="output", title=tr("output"), width=160)],
+                               autosize_mode="none",  # a phone scrolls the table sideways, its columns readable
+                               columns=[TableColumn(field=field, title=tr(title)) for field, title in LOG_COLUMNS],
                                css_classes=["kv-radix-log"])
 
         self.summary = plain(css_class="kv-radix-summary")
@@ -151,6 +161,10 @@ class RadixTreeView(LabView):
             "identical": [tr(str(r["identical"])) for r in self.requests],
             "prompt": [r["prompt"] for r in self.requests], "output": [r["output"] for r in self.requests],
         }
+        widths = fit_widths([c.title for c in self.table.columns], [self.log.data[c.field] for c in self.table.columns],
+                            max_px=400)
+        for column, width in zip(self.table.columns, widths):
+            column.width = width
         trees = [t for r in self.requests for t in (r["running_tree"], r["tree"])]
         self.tree.x_range.end = max(n["depth"] for t in trees for n in t["nodes"]) + 1.1
         self.pool_plot.x_range.start, self.pool_plot.x_range.end = 0, trees[0]["pool_size"]
@@ -217,7 +231,10 @@ class RadixTreeView(LabView):
                         "#7f2704" if n["lock"] else "#ffffff", 2.0 if n["lock"] else 1.0,
                         shown_text(n["text"]), what)
             color = HIT if n["hit"] else COMPUTED if n["path"] else EDGE
-            edge_row = (xs, ys, color, 5.0 if n["path"] else 2.0, px + 0.1, y, cut(n["text"]))
+            role = (tr("read from the cache") if n["hit"] else tr("computed by this request") if n["path"]
+                    else tr("evicted in this step") if n["ghost"] else tr("cached"))
+            edge_row = (xs, ys, color, 5.0 if n["path"] else 2.0, px + 0.1, y, shown_text(n["text"]),
+                        f"{n['size']} {tr('tokens')}: {role}")
             if n["ghost"]:
                 for key, v in zip(NODE_COLS, node_row):
                     gone[key].append(v)
@@ -235,8 +252,9 @@ class RadixTreeView(LabView):
         if running is not None:
             x, y = at[running["match_node"]]
             xs, ys = elbow(x, y, x + 0.9, y - 0.4)  # below the node's own edges
+            what = f"{running['prefilled_tokens']} {tr('tokens')}: {tr('computed by this request')}"
             for key, v in zip((*EDGE_COLS, "text"), (xs, ys, COMPUTED, 4.0, x + 0.1, y - 0.4,
-                                                    cut(running["suffix"]) + " …", running["suffix"])):
+                                                    shown_text(running["suffix"]), what, running["suffix"])):
                 suffix[key].append(v)
         self.nodes.data, self.ghosts.data = real, gone
         self.edges.data, self.ghost_edges.data = edges, ghost_edges

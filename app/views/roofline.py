@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, LabelSet
+from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.plotting import figure
 
-from app.i18n import columns, tr
+from app.i18n import tr
 from app.text import plain
-from app.view import LabView
+from app.view import LabView, TextTable
 from kvweb.lab import Lab
 
 INTENSITIES = np.logspace(-1, 4, 120)
@@ -35,13 +35,19 @@ FIGURES = [  # (result key, label, unit divisor, unit)
 ]
 
 
+def figures_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The lab's figures, one a row: what (unit), value."""
+    return [tr("figure"), tr("value")], [[f"{tr(label)} ({tr(unit)})", f"{result[key] / div:,.4g}"]
+                                         for key, label, div, unit in FIGURES]
+
+
 class RooflineView(LabView):
     labs = ("roofline",)
 
     def __init__(self) -> None:
         super().__init__()
         self.roof = ColumnDataSource({"x": [], "y": []})
-        self.points = ColumnDataSource({"x": [], "y": [], "name": [], "color": []})
+        self.points = ColumnDataSource({"x": [], "y": [], "name": [], "color": [], "flops": []})
         self.bars = ColumnDataSource({"how": [tr("swap round trip"), tr("recompute")], "seconds": [0.0, 0.0],
                                       "color": ["#4c72b0", "#dd8452"]})
 
@@ -51,7 +57,10 @@ class RooflineView(LabView):
             y_axis_label=tr("attainable FLOP/s"), tools="pan,wheel_zoom,reset,save",
         )
         self.roofline.line("x", "y", source=self.roof, line_width=3, color="#333333")
-        self.roofline.scatter("x", "y", source=self.points, size=14, color="color", legend_field="name")
+        dots = self.roofline.scatter("x", "y", source=self.points, size=14, color="color", legend_field="name")
+        self.roofline.add_tools(HoverTool(renderers=[dots], tooltips=[
+            ("", "@name"), (tr("arithmetic intensity (FLOP per byte)"), "@x{0,0.[00]}"),
+            (tr("attainable FLOP/s"), "@flops")]))
         self.roofline.add_layout(LabelSet(x="x", y="y", text="name", source=self.points, x_offset=8, y_offset=-18))
         self.roofline.legend.location = "bottom_right"
 
@@ -59,25 +68,29 @@ class RooflineView(LabView):
                                        "roofline": [0.0, 0.0], "allreduce": [0.0, 0.0]})
         self.step_times = figure(
             title=tr("Step time: roofline + all-reduce (tp GPUs)"), x_range=self.steps.data["step"], height=300,
-            sizing_mode="stretch_width", y_axis_label=tr("ms"), tools="save",
+            sizing_mode="stretch_width", min_width=300, y_axis_label=tr("ms"), tools="save",
         )
         self.step_times.vbar_stack(["roofline", "allreduce"], x="step", width=0.6, source=self.steps,
                                    color=["#4c72b0", "#c44e52"], legend_label=[tr("roofline + overhead"), tr("all-reduce")])
+        self.step_times.add_tools(HoverTool(tooltips=[("", "@step"), (tr("roofline + overhead"), "@roofline{0.000} ms"),
+                                                      (tr("all-reduce"), "@allreduce{0.000} ms")]))
         self.step_times.y_range.start = 0
         legend = self.step_times.legend[0]
         self.step_times.add_layout(legend, "below")  # outside the bars, also on a phone
 
         self.costs = figure(
             title=tr("Bringing back N tokens"), x_range=self.bars.data["how"], height=300,
-            sizing_mode="stretch_width", y_axis_label=tr("seconds"), tools="save",
+            sizing_mode="stretch_width", min_width=300, y_axis_label=tr("seconds"), tools="save",
         )
         self.costs.vbar(x="how", top="seconds", width=0.6, color="color", source=self.bars)
+        self.costs.add_tools(HoverTool(tooltips=[("", "@how"), (tr("seconds"), "@seconds{0.000000}")]))
         self.costs.y_range.start = 0
-        self.table = plain(css_class="kv-roofline-numbers", mono=True)
+        self.note = plain(css_class="kv-roofline-note", color="#8a4b00")
+        self.table = TextTable("roofline-numbers", "kv-roofline-numbers")
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.roofline, pn.Row(self.step_times, self.costs, sizing_mode="stretch_width"), self.table,
-                         sizing_mode="stretch_width")
+        return pn.Column(self.roofline, pn.Row(self.step_times, self.costs, sizing_mode="stretch_width"), self.note,
+                         self.table.pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         roof = result["roofline"]
@@ -86,6 +99,7 @@ class RooflineView(LabView):
         self.points.data = {
             "x": [p["intensity"] for p in points], "y": [p["attainable_flops_s"] for p in points],
             "name": [f"{tr(p['name'])} ({tr(p['bound'] + '-bound')})" for p in points], "color": ["#dd8452", "#4c72b0"],
+            "flops": [f"{p['attainable_flops_s']:.3g}" for p in points],
         }
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
         allreduce = [result["prefill_allreduce_s"], result["decode_allreduce_s"]]
@@ -93,10 +107,7 @@ class RooflineView(LabView):
         self.steps.patch({"roofline": [(slice(0, 2), [(t - a) * 1e3 for t, a in zip(total, allreduce)])],
                           "allreduce": [(slice(0, 2), [a * 1e3 for a in allreduce])]})
 
-        rows = [(f"{tr(label)} ({tr(unit)})", result[key] / div) for key, label, div, unit in FIGURES]
-        width = max(columns(label) for label, _ in rows)
-        lines = [f"{label}{' ' * (width - columns(label))}{value:>14,.4g}" for label, value in rows]
-        if not result["decode_batch_fits"]:
-            lines.append(tr("the decode batch (batch x context tokens) does not fit the KV capacity: "
-                            "its figures are a what-if"))
-        self.table.text = "\n".join(lines)
+        self.table.show(*figures_table(result))
+        self.note.visible = not result["decode_batch_fits"]
+        self.note.text = tr("the decode batch (batch x context tokens) does not fit the KV capacity: "
+                            "its figures are a what-if")

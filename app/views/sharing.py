@@ -110,23 +110,26 @@ class SharingView(BlockTraceView):
         super().__init__("sharing", tr("block tables -> physical blocks"))
         self.memory = ColumnDataSource({"step": [], "shared": [], "unshared": []}, name="sharing-memory")
         self.curve = figure(title=tr("blocks in use: shared vs private block tables"), height=260,
-                            sizing_mode="stretch_width", min_width=160,
+                            sizing_mode="stretch_width", min_width=300,
                             tools="save", toolbar_location="above", x_axis_label=tr("step"),
                             y_axis_label=tr("blocks"))
-        self.curve.step("step", "unshared", source=self.memory, mode="after", line_width=2, color="#d62728",
-                        legend_label=tr("without sharing"))
-        self.curve.step("step", "shared", source=self.memory, mode="after", line_width=2, color="#1f77b4",
-                        legend_label=tr("with fork + copy-on-write"))
+        steps = [self.curve.step("step", "unshared", source=self.memory, mode="after", line_width=2, color="#d62728",
+                                 legend_label=tr("without sharing")),
+                 self.curve.step("step", "shared", source=self.memory, mode="after", line_width=2, color="#1f77b4",
+                                 legend_label=tr("with fork + copy-on-write"))]
+        self.curve.add_tools(HoverTool(renderers=steps[:1], mode="vline", tooltips=[
+            (tr("step"), "@step"), (tr("with fork + copy-on-write"), "@shared"), (tr("without sharing"), "@unshared")]))
         self.curve.legend.label_text_font_size = "10px"
         self.curve.add_layout(self.curve.legend[0], "below")  # outside the plot: it covers no step
         self.curve.y_range.start = 0
         self.now = Span(location=0, dimension="height", line_color="#555555", line_dash="dashed")
         self.curve.add_layout(self.now)
         self.savings = ColumnDataSource({"what": [], "saving": [], "color": []}, name="sharing-savings")
-        self.bars = figure(title=tr("memory saved"), height=260, sizing_mode="stretch_width", min_width=160, tools="save",
-                           toolbar_location="above",
+        self.bars = figure(title=tr("memory saved"), height=260, sizing_mode="stretch_width", min_width=300,
+                           max_width=560, tools="save", toolbar_location="above",
                            x_range=[""], y_axis_label=tr("fraction of blocks saved"))
-        self.bars.vbar(x="what", top="saving", width=0.6, color="color", source=self.savings)
+        saved = self.bars.vbar(x="what", top="saving", width=0.6, color="color", source=self.savings)
+        self.bars.add_tools(HoverTool(renderers=[saved], tooltips=[("", "@what"), (tr("memory saved"), "@saving{0.0%}")]))
         self.bars.y_range.start = 0
         self.tree = LineageTree()
 

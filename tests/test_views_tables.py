@@ -1,0 +1,114 @@
+"""The views' results as tables (app/view.py TextTable): each cell holds the library's own
+figure, each column is as wide as its text (a Chinese character counted twice), figures
+align right, and the header is in the session's language."""
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.platform == "emscripten":
+    pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
+
+import kvweb.labs  # noqa: E402, F401
+from app import i18n  # noqa: E402
+from app.view import CELL_PAD_PX, CHAR_PX, fit_widths, is_figure, text_table  # noqa: E402
+from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: E402
+from app.views.engine_sweeps import RecoveryView, SweepView  # noqa: E402
+from app.views.fragmentation import FragmentationView  # noqa: E402
+from app.views.max_rate import MaxRateView  # noqa: E402
+from app.views.roofline import RooflineView  # noqa: E402
+from kvweb.lab import LABS  # noqa: E402
+
+
+@pytest.fixture
+def chinese():
+    """The session's language is Chinese for the test (the header is read in it)."""
+    i18n.use("zh")
+    yield
+    i18n.use("en")
+
+
+def shown(view_class, lab_name: str, **params):
+    """A view updated with a real run of its lab; (the lab's result, the view's table as rows)."""
+    lab = LABS[lab_name](**params)
+    result = lab.run()
+    view = view_class()
+    view.update(lab, result)
+    table = view.table
+    data = table.source.data
+    rows = [[data[c.field][i] for c in table.table.columns] for i in range(len(data[table.table.columns[0].field]))]
+    return result, [c.title for c in table.table.columns], rows
+
+
+def test_a_column_is_as_wide_as_its_widest_text_chinese_counted_twice():
+    assert fit_widths(["ab"], [["abcd", "a"]]) == [CELL_PAD_PX + round(CHAR_PX * 4)]
+    assert fit_widths(["块大小"], [["16"]]) == [CELL_PAD_PX + round(CHAR_PX * 6)]
+    assert fit_widths(["x"], [["y" * 500]], max_px=300) == [300]
+    data, widths = text_table(["a", "b"], [[1, "x"], [2.5, "yy"]])
+    assert data == {"c0": ["1", "2.5"], "c1": ["x", "yy"]} and len(widths) == 2
+
+
+def test_figures_align_right_and_words_left():
+    assert is_figure(["1", "12.5 %", "-3", ".5", "", "1.197e+04", "13.3 ms / 43.4 ms"])
+    assert not is_figure(["16", "recompute"]) and not is_figure(["True"]) and not is_figure([])
+
+
+def test_the_sweep_table_holds_the_sweeps_figures():
+    result, header, rows = shown(SweepView, "sweep", sweep="watermark", requests=40, rate=5)
+    assert header[:3] == ["watermark", "throughput (tokens/s)", "SLO attainment"]
+    assert len(rows) == len(result["rows"]) == 7
+    for row, r in zip(rows, result["rows"]):
+        assert row[0] == f"{r['watermark']:.4g}" and row[1] == f"{r['throughput_tok_s']:.0f}"
+        assert row[2] == f"{r['slo_attainment']:.1%}" and row[5] == str(r["preemptions"])
+    assert float(rows[0][1]) > 100  # tokens/s, not a fraction
+
+
+def test_the_recovery_table_holds_swap_and_recompute_in_ms():
+    result, header, rows = shown(RecoveryView, "recovery", tokens=1000)
+    sixteen = next(row for row in rows if row[0] == "16")
+    r = next(r for r in result["per_block_size"] if r["block_size"] == 16)
+    assert sixteen[1:4] == [f"{1e3 * r['swap_s']:.2f}", f"{1e3 * r['swap_in_s']:.2f}", f"{1e3 * r['recompute_s']:.2f}"]
+    assert sixteen[1:3] == ["6.50", "3.25"]  # 2 x (1000 x 128 KiB / 50 GB/s + 63 x 10 us), and one way
+    assert header[0] == "block size" and sixteen[4] == r["faster"]
+
+
+def test_the_max_rate_table_has_a_row_per_memory_manager(chinese):
+    result, header, rows = shown(MaxRateView, "max-rate", requests=60)
+    assert header == ["内存管理器", "最高速率（请求/秒）", "paged 的速率 / 该管理器的速率"]
+    by_manager = {row[0]: row for row in rows}
+    assert set(by_manager) == {"max", "pow2", "oracle", "paged"}
+    assert by_manager["oracle"][1] == f"{result['max_rate']['oracle']:.3f}"
+    assert by_manager["max"][2] == f"{result['paged_over']['max']:.2f}x" and by_manager["paged"][2] == ""
+
+
+def test_the_roofline_table_holds_the_kv_capacity():
+    result, header, rows = shown(RooflineView, "roofline")
+    figures = dict(rows)
+    assert figures["KV capacity (tokens)"] == "1.197e+04" == f"{result['kv_capacity_tokens']:,.4g}"  # 11,969 tokens
+    assert figures["KV capacity (blocks)"] == str(result["kv_capacity_blocks"])
+
+
+def test_the_roofline_table_in_chinese(chinese):
+    _, header, rows = shown(RooflineView, "roofline")
+    assert header == ["指标", "值"]
+    assert all(any("\u4e00" <= c <= "\u9fff" for c in label) for label, _ in rows)
+
+
+def test_the_cache_and_hash_tables_hold_the_hit_rates():
+    result, header, rows = shown(CacheScheduleView, "cache-schedule", capacity=2000, policy="lspf")
+    assert header == ["order", "hit rate", "longest wait", "mean wait"]
+    assert rows[0] == ["FCFS", "50.0%", "31", f"{result['runs']['fcfs']['mean_wait']:.1f}"]
+    assert rows[-1][:2] == ["optimal (offline DFS)", f"{result['optimal_hit_rate']:.1%}"]
+    result, header, rows = shown(PrefixHashView, "prefix-hash")
+    assert header == ["block size", "radix tree", "radix tree, pages of a block", "chained block hashes"]
+    sweep = result["block_sweep"]
+    assert [row[0] for row in rows] == [f"{b:,}" for b in sweep["block_size"]]
+    assert rows[-1][3] == f"{sweep['hit_rate']['hash'][-1]:.1%}"
+
+
+def test_the_fragmentation_table_holds_failures_per_mean_size():
+    result, header, rows = shown(FragmentationView, "fragmentation", requests=200)
+    assert header == ["mean size", "failures", "with enough free", "share"]
+    assert rows == [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
+                     f"{100 * r['share_with_enough_free']:.0f}%"] for r in result["by_mean_size"]]
