@@ -31,8 +31,13 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     page.locator(f".kv-tour-{step}-0 button").click()
     page.wait_for_function("() => location.search.includes('lab=schedulers')")
     wait_ready(page)
-    page.locator(".kv-player button.last").click()
+    # it opens on the frame with the most prefix reuse: cached memory shows without a click
     page.wait_for_function("() => /step=[1-9]/.test(location.search)")
+    assert CACHED in colors(page, "vllm-v1") and CACHED in colors(page, "sglang")
+    opening = query(page)["step"]
+    page.locator(".kv-player button.last").click()
+    page.wait_for_function("s => new URLSearchParams(location.search).get('step') !== s", arg=opening)
+    page.wait_for_timeout(500)
     hit = table(page)["prefix hit rate (prompt tokens)"]
     assert hit["paper"] == "0.0 %" and float(hit["vllm-v1"][:-2]) > 50 and float(hit["sglang"][:-2]) > 50
     assert CACHED not in colors(page, "paper")  # the papers' engine keeps nothing after a request
@@ -40,7 +45,8 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     before = colors(page, "sglang")
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
-    assert colors(page, "sglang") != before
+    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+                           "'schedulers-sglang-cells').data.color)) !== JSON.stringify(b)", arg=before)
     assert "vllm-v1:" in plain_text(page, "kv-schedulers-step").inner_text()
     assert guard.errors == []
 

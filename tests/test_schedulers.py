@@ -349,3 +349,18 @@ def test_v1_without_cache_and_budget_matches_the_papers_engine_even_when_it_pree
     assert paper.preemptions == today.preemptions > 50
     assert paper.recomputed_tokens == today.recomputed_tokens
     assert [s.finish_t for s in today.sequences] == pytest.approx([s.finish_t for s in paper.sequences])
+
+
+def test_the_lab_opens_on_the_frame_that_shows_the_most_prefix_reuse():
+    """Brute force over every step: the opening frame holds the most cached-or-shared cells (all
+    modes together), and it holds some (a multi-turn workload reuses prefixes)."""
+    result = make("schedulers", {"requests": "60"}).run()
+    clock = result["timeline"]
+
+    def reused(i: int) -> int:
+        return sum(o in (-2, -3) for m, at in zip(result["modes"], clock["frames"])
+                   for o in m["trace"]["frames"][at[i]]["owner"])
+
+    counts = [reused(i) for i in range(len(clock["t"]))]
+    assert counts[result["opening_step"]] == max(counts) > 0
+    assert result["opening_step"] == counts.index(max(counts))  # the first such frame

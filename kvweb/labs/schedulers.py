@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import param
 
 from kvweb.gpu.specs import GPUSpec
@@ -19,7 +20,7 @@ from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.labs.engine import ServingLab, timeline
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
-from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.continuous_batching import CACHED, FREE, ContinuousBatching, prefix_figures
 from kvweb.serving.engine import Run
 from kvweb.serving.engine_setup import SCENARIOS
 from kvweb.serving.engine_trace import TraceRecorder
@@ -166,8 +167,10 @@ class SchedulersLab(ServingLab):
             modes.append({"mode": mode, **self.figures(run), "trace": run.trace})
         if self.search:
             self._search(modes, progress)
+        clock = timeline([m["trace"]["frames"] for m in modes])
         return {
-            "modes": modes, "timeline": timeline([m["trace"]["frames"] for m in modes]), "submitted": len(requests),
+            "modes": modes, "timeline": clock, "opening_step": opening_step([m["trace"]["frames"] for m in modes], clock),
+            "submitted": len(requests),
             "token_budget": self.budget(), "chunk_size": self.chunk(), "block_size": self.block_size,
             "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER,
         }
@@ -187,3 +190,19 @@ class SchedulersLab(ServingLab):
                 progress((len(MODES) + i + min(count[0], 12) / 13) / (2 * len(MODES)), f"{mode}: tried {rate:.3g} req/s")
 
             row["max_rate"], row["trials"] = search(serve, self.target, len(base), 0.02, tried)
+
+
+def opening_step(frame_lists: list[list[dict[str, Any]]], clock: dict[str, list]) -> int:
+    """The step the lab opens on: the first where the memory maps show the most prefix reuse
+    (cells cached-and-reusable or shared by running requests, all modes together), or, on a
+    workload where nothing is reused, the one with the most memory held."""
+    def count(frame: dict[str, Any], reused: bool) -> int:
+        owner = np.asarray(frame["owner"])
+        return int(np.count_nonzero(owner <= CACHED if reused else owner != FREE))
+
+    for reused in (True, False):
+        counts = [[count(f, reused) for f in frames] for frames in frame_lists]
+        shown = [sum(c[at[i]] for c, at in zip(counts, clock["frames"])) for i in range(len(clock["t"]))]
+        if any(shown):
+            return shown.index(max(shown))
+    return 0
