@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import numpy as np
+
 from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec
 
 
@@ -43,6 +45,7 @@ SWAP_COPIES = ("per-block", "per-layer-kv")
 TP_SIZES = (1, 2, 4, 8)
 WEIGHT_PRECISIONS = {"16-bit": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # bytes per parameter
 KV_PRECISIONS = {"16-bit": 2, "fp8": 1}  # bytes per K or V element
+PREFILL_PRICES_KEPT = 8192  # (n_tokens, cached) pairs a cost model remembers (about 2 MB at most)
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,12 @@ class CostModel:
         flop_rate, byte_rate, allreduce_s, overhead_s = self._step_constants
         return max(flops / flop_rate, bytes_moved / byte_rate) + allreduce_s + overhead_s
 
+    def step_times(self, flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
+        """`step_time` of many steps at once, elementwise: the same operations in the same
+        order, so each element equals `step_time` of that step to the last bit."""
+        flop_rate, byte_rate, allreduce_s, overhead_s = self._step_constants
+        return np.maximum(flops / flop_rate, bytes_moved / byte_rate) + allreduce_s + overhead_s
+
     @cached_property
     def _step_constants(self) -> tuple[float, float, float, float]:
         """What `step_time` needs, computed once: the engines price every step with it."""
@@ -234,8 +243,19 @@ class CostModel:
         return flops, self.step_weight_bytes + total_context * self.kv_bytes_per_token_per_gpu
 
     def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
-        """`prefill_counts` with the all-reduces' bytes time in it (equal to it on one GPU)."""
-        return self._with_allreduce(*self.prefill_counts(n_tokens, cached), n_tokens)
+        """`prefill_counts` with the all-reduces' bytes time in it (equal to it on one GPU).
+        Remembered per (n_tokens, cached): a serving run prices every admission with it."""
+        key = (n_tokens, cached)
+        work = self._prefill_works.get(key)
+        if work is None:
+            work = self._with_allreduce(*self.prefill_counts(n_tokens, cached), n_tokens)
+            if len(self._prefill_works) < PREFILL_PRICES_KEPT:
+                self._prefill_works[key] = work
+        return work
+
+    @cached_property
+    def _prefill_works(self) -> dict[tuple[int, int], tuple[float, float]]:
+        return {}
 
     def decode_work(self, batch: int, total_context: int) -> tuple[float, float]:
         """`decode_counts` with the all-reduces' bytes time in it (equal to it on one GPU)."""

@@ -7,19 +7,25 @@ from kvweb.kv.model import causal_attention
 
 
 class ContiguousStore:
+    """K and V of a sequence and layer live in one array with room to grow (doubled when full,
+    so a decode step copies only its own row); attention reads the rows written so far, a
+    C-contiguous slice exactly like a freshly concatenated array."""
+
     def __init__(self, layers: int) -> None:
         self.layers = layers
         self._len: dict[int, int] = {}
         self._k: dict[int, list[np.ndarray | None]] = {}
         self._v: dict[int, list[np.ndarray | None]] = {}
+        self._end: dict[int, list[int]] = {}  # rows written (committed + staged), per layer
 
     def add(self, seq: int) -> None:
         self._len[seq] = 0
         self._k[seq] = [None] * self.layers
         self._v[seq] = [None] * self.layers
+        self._end[seq] = [0] * self.layers
 
     def free(self, seq: int) -> None:
-        del self._len[seq], self._k[seq], self._v[seq]
+        del self._len[seq], self._k[seq], self._v[seq], self._end[seq]
 
     @property
     def rows(self) -> int:
@@ -30,13 +36,23 @@ class ContiguousStore:
         return self._len[seq]
 
     def write(self, seq: int, layer: int, k: np.ndarray, v: np.ndarray) -> None:
-        old_k, old_v = self._k[seq][layer], self._v[seq][layer]
         committed = self._len[seq]
-        self._k[seq][layer] = k.copy() if old_k is None else np.concatenate([old_k[:committed], k])
-        self._v[seq][layer] = v.copy() if old_v is None else np.concatenate([old_v[:committed], v])
+        end = committed + len(k)
+        keys, values = self._k[seq], self._v[seq]
+        if keys[layer] is None or len(keys[layer]) < end:
+            room = max(end, 2 * committed, 16)
+            for arrays, new in ((keys, k), (values, v)):
+                grown = np.empty((room, *new.shape[1:]), dtype=np.result_type(new))
+                if arrays[layer] is not None:
+                    grown[:committed] = arrays[layer][:committed]
+                arrays[layer] = grown
+        keys[layer][committed:end] = k
+        values[layer][committed:end] = v
+        self._end[seq][layer] = end
 
     def attend(self, seq: int, layer: int, q: np.ndarray) -> np.ndarray:
-        return causal_attention(q, self._k[seq][layer], self._v[seq][layer])
+        end = self._end[seq][layer]
+        return causal_attention(q, self._k[seq][layer][:end], self._v[seq][layer][:end])
 
     def advance(self, seq: int, n: int) -> None:
         self._len[seq] += n

@@ -7,6 +7,7 @@ float64 throughout, so that batching or block order cannot flip a sampled token.
 """
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,9 +48,10 @@ class KVStore(Protocol):
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """q: [n, H, D] for the last n positions of k, v: [L, H, D]. Returns [n, H, D]."""
     n, length = q.shape[0], k.shape[0]
-    scores = np.einsum("nhd,lhd->hnl", q, k) / np.sqrt(q.shape[-1])
-    future = np.arange(length)[None, :] > (length - n + np.arange(n))[:, None]
-    scores[:, future] = -np.inf
+    scores = np.einsum("nhd,lhd->hnl", q, k) / math.sqrt(q.shape[-1])
+    if n > 1:  # one new token (a decode step) sees every position: nothing to mask
+        future = np.arange(length)[None, :] > (length - n + np.arange(n))[:, None]
+        scores[:, future] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)
@@ -91,7 +93,9 @@ class MiniModel:
 
     @staticmethod
     def _norm(x: np.ndarray) -> np.ndarray:
-        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6)
+        # RMS norm. `.mean` is this sum divided by the count; called directly it skips numpy's
+        # Python wrapper, which costs more than the arithmetic on a decode step's one row.
+        return x / np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) / x.shape[-1] + 1e-6)
 
     def forward_batch(self, store: KVStore, seq_ids: Sequence[int], tokens: Sequence[Sequence[int]]) -> np.ndarray:
         """One iteration: each sequence brings any number (>= 1) of new tokens.
@@ -106,23 +110,30 @@ class MiniModel:
         starts = [store.length(s) for s in seq_ids]
         if max((s + n for s, n in zip(starts, counts)), default=0) > c.max_positions:
             raise ValueError(f"sequence longer than the model's {c.max_positions} positions")
-        pos = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, counts)])
-        x = self.embed[np.concatenate([np.asarray(t, dtype=np.int64) for t in tokens])] + self.positions[pos]
-        bounds = np.cumsum([0, *counts])
+        if len(seq_ids) == 1:  # one sequence (a decode loop's every step): slices, not gathers
+            ids = np.asarray(tokens[0], dtype=np.int64)
+            x = self.embed[ids] + self.positions[starts[0] : starts[0] + counts[0]]
+            bounds = [0, counts[0]]
+        else:
+            pos = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, counts)])
+            x = self.embed[np.concatenate([np.asarray(t, dtype=np.int64) for t in tokens])] + self.positions[pos]
+            bounds = np.cumsum([0, *counts]).tolist()
+        d = c.d_model
         for layer, blk in enumerate(self.blocks):
             qkv = self._norm(x) @ blk["qkv"]
-            q, k, v = (part.reshape(-1, c.heads, c.head_dim) for part in np.split(qkv, 3, axis=-1))
+            q, k, v = (qkv[:, i * d : (i + 1) * d].reshape(-1, c.heads, c.head_dim) for i in range(3))
             attended = np.empty_like(q)
             for i, seq in enumerate(seq_ids):
                 rows = slice(bounds[i], bounds[i + 1])
                 store.write(seq, layer, k[rows], v[rows])
                 attended[rows] = store.attend(seq, layer, q[rows])
-            x = x + attended.reshape(-1, c.d_model) @ blk["out"]
+            x = x + attended.reshape(-1, d) @ blk["out"]
             h = self._norm(x) @ blk["up"]
             x = x + (h * (h > 0)) @ blk["down"]
         for seq, n in zip(seq_ids, counts):
             store.advance(seq, n)
-        return self._norm(x[bounds[1:] - 1]) @ self.head
+        last = x[bounds[1] - 1 : bounds[1]] if len(seq_ids) == 1 else x[np.asarray(bounds[1:]) - 1]
+        return self._norm(last) @ self.head
 
 
 def seeded(seed: int | None) -> np.random.Generator | None:

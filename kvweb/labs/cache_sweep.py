@@ -5,9 +5,17 @@ from typing import Any
 
 import param
 
-from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, sweep
-from kvweb.labs.cache_schedule import QueueLab
-from kvweb.lab import Progress, no_progress
+from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, policy_hit_rate, sweep
+from kvweb.prefix.cache_workload import Request
+from kvweb.labs.cache_schedule import QueueLab, WorkloadLab
+from kvweb.lab import Memo, Progress, no_progress
+
+# Remembered across runs (least recently used dropped first), shared by every session; each a
+# pure function of its key. A widget change reruns only what it touches: `alpha` only the aging
+# order's runs, `queue` all but the offline optimum, `points` the capacities not tried before.
+_WORKLOADS: Memo[list[Request]] = Memo(4)  # the workload's parameters -> its requests
+_GRIDS: Memo[list[int]] = Memo(16)  # (workload, points) -> capacities
+_RATES: Memo[float] = Memo(1024)  # (workload, capacity, policy, queue, alpha) -> hit rate (a float each)
 
 
 class CacheSweep(QueueLab):
@@ -24,9 +32,16 @@ class CacheSweep(QueueLab):
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
-        requests = self.requests()
-        capacities = capacity_grid(requests, self.points)
-        result = sweep(requests, capacities, POLICIES, self.queue, self.alpha, progress=progress)
+        workload = repr([(name, getattr(self, name)) for name in WorkloadLab.param if name != "name"])
+        requests = _WORKLOADS.get(workload, self.requests)
+        capacities = _GRIDS.get((workload, self.points), lambda: capacity_grid(requests, self.points))
+
+        def rate_of(capacity: int, policy: str) -> float:
+            key = (workload, capacity, policy, None if policy == "optimal" else self.queue,
+                   self.alpha if policy == "aging" else None)
+            return _RATES.get(key, lambda: policy_hit_rate(requests, capacity, policy, self.queue, self.alpha))
+
+        result = sweep(requests, capacities, POLICIES, self.queue, self.alpha, progress=progress, rate_of=rate_of)
         result["longest_request"] = int(max(len(r.tokens) for r in requests))
         result["shortest_request"] = int(min(len(r.tokens) for r in requests))
         return result

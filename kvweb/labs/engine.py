@@ -5,15 +5,14 @@ memory knobs, SLO, the paper GPU's assumptions), so `max-rate` and `sweep` read 
 """
 from __future__ import annotations
 
-import threading
 from bisect import bisect_right
-from collections import OrderedDict
 from typing import Any
 
+import numpy as np
 import param
 
-from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup
-from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
+from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
+from kvweb.lab import ADVANCED, Memo, ParamError, Progress, Text, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
 from kvweb.serving.workload import SHAPES, Request, parse_trace
@@ -24,11 +23,10 @@ PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: v
          "holds token states. This simulator is not expected to match those figures, only to move the same way.")
 
 
-# Runs the engine lab remembers (oldest dropped first), shared by every session: a run is a
-# pure function of its key, and results are only read.
+# Runs the engine lab remembers (least recently used dropped first), shared by every session:
+# a run is a pure function of its key, and results are only read.
 RUNS_KEPT = 4
-_RUNS: OrderedDict[str, dict[str, Any]] = OrderedDict()
-_RUNS_LOCK = threading.Lock()
+_RUNS: Memo[dict[str, Any]] = Memo(RUNS_KEPT)
 
 
 class ServingLab(PaperGPULab):
@@ -128,20 +126,18 @@ class EngineLab(ServingLab):
 
     def served_once(self, kind: str, requests: list[Request], progress: Progress) -> dict[str, Any]:
         """One manager's summarized, traced run, remembered: it depends only on the parameters
-        besides `memory` and `compare`, so changing `compare` runs just the newly chosen manager
-        (the lab's own run is not recomputed; in the browser that halves the wait)."""
-        key = repr((kind, sorted((n, v) for n, v in self.values().items() if n not in ("memory", "compare"))))
-        with _RUNS_LOCK:
-            kept = _RUNS.get(key)
-        if kept is None:
+        besides `memory` and `compare` and those the manager ignores (`ignored_by`), so changing
+        `compare`, or the block size beside a reserved manager, runs just the manager whose
+        inputs changed (in the browser that halves the wait)."""
+        left_out = ("memory", "compare", *ignored_by(kind))
+        key = repr((kind, sorted((n, v) for n, v in self.values().items() if n not in left_out)))
+
+        def serve() -> dict[str, Any]:
             setup = self.setup(kind)
             run = setup.run(requests, progress, trace=True)
-            kept = {"memory": kind, **summarize(run, setup.slo), "trace": run.trace}
-            with _RUNS_LOCK:
-                _RUNS[key] = kept
-                while len(_RUNS) > RUNS_KEPT:
-                    _RUNS.popitem(last=False)
-        return kept
+            return {"memory": kind, **summarize(run, setup.slo), "trace": run.trace}
+
+        return _RUNS.get(key, serve)
 
 
 def timeline(frame_lists: list[list[dict[str, Any]]]) -> dict[str, list]:
@@ -163,5 +159,6 @@ def opening_step(frame_lists: list[list[dict[str, Any]]], clock: dict[str, list]
     shows = [sum(any(f[key] for f in frames) for key in ("freed", "returned", "host")) for frames in shown]
     if any(shows):
         return shows.index(max(shows))
-    held = [sum(o >= 0 for f in frames for o in f["owner"]) for frames in shown]
+    cells = [[int(np.count_nonzero(np.asarray(f["owner"]) >= 0)) for f in frames] for frames in frame_lists]
+    held = [sum(count[at[i]] for count, at in zip(cells, clock["frames"])) for i in range(len(clock["t"]))]
     return max(range(len(held)), key=held.__getitem__, default=0)

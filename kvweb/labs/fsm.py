@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections import deque
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -11,10 +12,10 @@ import param
 
 from kvweb.constrained.decoding import PROMPT, Decoding, decode
 from kvweb.constrained.dfa import DFA, compile_dfa
-from kvweb.kv.generate import generate_alone
+from kvweb.kv.generate import Continued
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.constrained.layout import layers, order
-from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
+from kvweb.lab import Lab, Memo, ParamError, Progress, Text, no_progress
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
 from kvweb.constrained.regex_parser import PatternError, char_set, class_label
 
@@ -24,6 +25,41 @@ PRESETS = {
                r"preferred_delivery_window: (morning|afternoon|evening); gift_wrapping_requested: (yes|no)\."),
     "ambiguous": r"[a-z]{1,8}and[0-9]",
 }
+
+# Remembered across runs (least recently used dropped first), shared by every session; each a
+# pure function of its key. A widget change keeps most of the last run's work: the compiled
+# pattern, the samples whose seed is still among the samples, and the unconstrained samples,
+# which do not depend on the pattern at all (nor on max_len beyond their length).
+SAMPLES_KEPT = 64  # two runs of the most samples (about 1 MB)
+_FSMS: Memo[CompressedFSM] = Memo(8)  # pattern -> compiled
+_DECODINGS: Memo[tuple[Decoding, Decoding]] = Memo(SAMPLES_KEPT)  # (pattern, max_len, seed) -> plain, compressed
+_FREE: Memo[list[int]] = Memo(SAMPLES_KEPT)  # seed -> the longest unconstrained output made from it
+_FREE_GOING: Memo[Continued] = Memo(8)  # seed -> its unconstrained sampling, to take further (KV: up to 1 MB each)
+
+
+@cache
+def mini_model() -> MiniModel:
+    """The mini model (seeded weights, never written to): built once."""
+    return MiniModel()
+
+
+def decodings(pattern: str, fsm: CompressedFSM, max_len: int, seed: int) -> tuple[Decoding, Decoding]:
+    """One sample decoded plainly and with jump-forward (`fsm` is `pattern` compiled)."""
+    model = mini_model()
+    return _DECODINGS.get((pattern, max_len, seed), lambda: (
+        decode(model, fsm, max_len, seed, compressed=False), decode(model, fsm, max_len, seed, compressed=True)))
+
+
+def unconstrained(max_len: int, seed: int) -> str:
+    """`generate_alone` from the prompt without a pattern. A shorter output is the start of a
+    longer one (see `Continued`): the longest made so far serves every max_len up to its length,
+    and a longer one continues it where it is still at hand."""
+    kept = _FREE.find(seed)
+    if kept is None or len(kept) < max_len:
+        going = _FREE_GOING.get(seed, lambda: Continued(mini_model(), encode(PROMPT), seed))
+        kept = going.first(max_len)
+        _FREE.put(seed, kept)
+    return detokenize(kept[:max_len])
 
 
 class Fsm(Lab):
@@ -53,7 +89,8 @@ class Fsm(Lab):
 
     def compile(self) -> CompressedFSM:
         try:
-            fsm = compress(compile_dfa(self.pattern_used()))
+            pattern = self.pattern_used()
+            fsm = _FSMS.get(pattern, lambda: compress(compile_dfa(pattern)))
         except PatternError as err:
             raise ParamError(f"{'pattern' if self.preset == 'custom' else 'preset'}: {err}") from None
         shortest = int(fsm.dfa.distance[0])
@@ -69,16 +106,16 @@ class Fsm(Lab):
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         fsm = self.compile()
         pattern = self.pattern_used()
-        model = MiniModel()
         plain: list[Decoding] = []
         jumped: list[Decoding] = []
         free: list[str] = []
         for i in range(self.samples):
             progress(i / self.samples, f"sample {i + 1} of {self.samples}")
             seed = self.seed + i
-            plain.append(decode(model, fsm, self.max_len, seed, compressed=False))
-            jumped.append(decode(model, fsm, self.max_len, seed, compressed=True))
-            free.append(detokenize(generate_alone(model, encode(PROMPT), self.max_len, seed)))
+            p, j = decodings(pattern, fsm, self.max_len, seed)
+            plain.append(p)
+            jumped.append(j)
+            free.append(unconstrained(self.max_len, seed))
         progress(1.0, "done")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # re's FutureWarnings about e.g. '[[' in a class

@@ -41,7 +41,7 @@ class RadixServer:
         self.cache = RadixCache(capacity, page_size)
 
     def peek(self, prompt: np.ndarray) -> int:
-        return self.cache.match_prefix(prompt).length
+        return self.cache.match_length(prompt)
 
     def serve(self, request: Request) -> int:
         """Returns the prompt tokens found in the cache. A request longer than the whole
@@ -182,18 +182,29 @@ def capacity_grid(requests: Sequence[Request], points: int) -> list[int]:
     return sorted(set(np.geomspace(low, high, points).round().astype(int).tolist()))
 
 
+def policy_hit_rate(requests: Sequence[Request], capacity: int, policy: str, queue: int, alpha: float,
+                    page_size: int = 1) -> float:
+    """The hit rate of one policy (or "optimal", the offline optimum) at one cache capacity.
+    Only "aging" reads `alpha`, and "optimal" does not read `queue` either."""
+    served = (optimal(requests, capacity, page_size) if policy == "optimal"
+              else simulate(requests, RadixServer(capacity, page_size), policy, queue, alpha))
+    return hit_rate(served)
+
+
 def sweep(requests: Sequence[Request], capacities: Sequence[int], policies: Sequence[str], queue: int,
-          alpha: float, page_size: int = 1, progress: Callable[[float, str], None] | None = None) -> dict:
-    """Hit rate of each policy, and of the offline optimum, at each cache capacity."""
+          alpha: float, page_size: int = 1, progress: Callable[[float, str], None] | None = None,
+          rate_of: Callable[[int, str], float] | None = None) -> dict:
+    """Hit rate of each policy, and of the offline optimum, at each cache capacity.
+    `rate_of(capacity, policy)`, when given, stands for `policy_hit_rate` on these arguments
+    (a caller that remembers runs)."""
     rates: dict[str, list[float]] = {p: [] for p in (*policies, "optimal")}
     runs = len(capacities) * len(rates)
     for c, capacity in enumerate(capacities):
         for p, policy in enumerate(rates):
             if progress:
                 progress((c * len(rates) + p) / runs, f"capacity {capacity}: {policy}")
-            served = (optimal(requests, capacity, page_size) if policy == "optimal"
-                      else simulate(requests, RadixServer(capacity, page_size), policy, queue, alpha))
-            rates[policy].append(hit_rate(served))
+            rates[policy].append(rate_of(capacity, policy) if rate_of
+                                 else policy_hit_rate(requests, capacity, policy, queue, alpha, page_size))
     return {"capacity": list(capacities), "hit_rate": rates}
 
 

@@ -74,4 +74,11 @@ def multi_turn(sessions: int, turns: int, system_len: int, question_len: int, an
 def dfs_order(requests: list[Request]) -> list[int]:
     """Positions of the requests in a depth-first walk of their prompts' prefix tree:
     sorting token sequences lexicographically visits the tree depth first."""
-    return sorted(range(len(requests)), key=lambda i: requests[i].prompt.tolist())
+    return sorted(range(len(requests)), key=lambda i: ordered_bytes(requests[i].prompt))
+
+
+def ordered_bytes(tokens: np.ndarray) -> bytes:
+    """Bytes that sort like the token sequence (lexicographically, a prefix first): each
+    int64 with its sign bit flipped, big-endian. Much quicker to sort than lists of ints."""
+    flipped = np.asarray(tokens, dtype=np.int64).view(np.uint64) ^ np.uint64(1 << 63)
+    return flipped.astype(">u8").tobytes()

@@ -165,26 +165,40 @@ class RadixCache:
 
     def _tokens(self, tokens: Tokens) -> np.ndarray:
         run = np.asarray(tokens, dtype=np.int64)
-        return run[:len(run) - len(run) % self.page_size]
+        return run if self.page_size == 1 else run[:len(run) - len(run) % self.page_size]
 
     def match_prefix(self, tokens: Tokens) -> Match:
         """The longest cached prefix of `tokens` (whole pages). Splits the edge the match
         ends inside and stamps the matched path as used now (see the LRU rule above)."""
+        parts: list[np.ndarray] = []
+        i, node = self._match(tokens, parts)
+        slots = np.concatenate(parts) if parts else EMPTY
+        return Match(i, slots, node)
+
+    def match_length(self, tokens: Tokens) -> int:
+        """`match_prefix(tokens).length`, with the same effects on the tree (splits and LRU
+        stamps), without gathering the slots: what a scheduler asks of every waiting request."""
+        return self._match(tokens, None)[0]
+
+    def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
+        """Walk the longest cached prefix (see `match_prefix`); the slots of its edges go to
+        `parts` unless it is None. Returns the match's length and its last node."""
         run = self._tokens(tokens)
         self.clock += 1
-        node, i, parts = self.root, 0, []
+        node, i = self.root, 0
+        by_token = self.page_size == 1  # `_child_key` and `_common` spelt out: this is the hot loop
         while i < len(run):
-            child = node.children.get(self._child_key(run, i))
+            child = node.children.get(int(run[i]) if by_token else self._child_key(run, i))
             if child is None:
                 break
-            k = self._common(child.key, run[i:])
+            k = _prefix_len(child.key, run[i:]) if by_token else self._common(child.key, run[i:])
             if k < len(child.key):
                 child = self._split(child, k)
             child.last_access = self.clock
-            parts.append(child.value)
+            if parts is not None:
+                parts.append(child.value)
             node, i = child, i + k
-        slots = np.concatenate(parts) if parts else EMPTY
-        return Match(i, slots, node)
+        return i, node
 
     # -- insert -----------------------------------------------------------
     def insert(self, tokens: Tokens, slots: np.ndarray) -> int:
@@ -366,6 +380,7 @@ class RadixCache:
 
 def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     m = min(len(a), len(b))
-    same = a[:m] == b[:m]
-    return m if same.all() else int(same.argmin())
+    if a[:m].tobytes() == b[:m].tobytes():  # the usual case, and quicker to ask as bytes
+        return m
+    return int((a[:m] == b[:m]).argmin())
 

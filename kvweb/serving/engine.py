@@ -22,7 +22,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Protocol
+
+import numpy as np
 
 from kvweb.gpu import CostModel
 from kvweb.lab import Progress, no_progress
@@ -31,6 +34,10 @@ from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
+
+
+# Quiet stretches longer than this many steps are run in arrays (shorter: a plain loop is quicker).
+COAST_ARRAY = 24
 
 
 class MemoryManager(Protocol):
@@ -46,6 +53,10 @@ class MemoryManager(Protocol):
     def admit(self, seq: Sequence, tokens: int, step: int) -> bool: ...
     def shortfall(self, step: int) -> int: ...
     def grow(self, step: int) -> None: ...
+    # quiet steps (nothing but growth): memory occupied after each of steps step+1 .. step+count,
+    # up to the last before one that would run short; then the growth of the first n of them
+    def occupancy(self, step: int, count: int) -> list[int]: ...
+    def grow_through(self, step: int, n: int) -> None: ...
     def free(self, seq: Sequence) -> None: ...
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]: ...
     def held_cells(self, seq: Sequence, max_cells: int) -> list[int]: ...  # seq's cells in memory_map
@@ -127,8 +138,9 @@ class Run:
     stopped_early: bool
     trace: dict[str, Any] = field(default_factory=dict)
     # (seconds since the batch last decoded, requests that waited that long for their next token),
-    # one or more per decoding step: metrics.summarize's inter-token latency
-    itl: list[tuple[float, int]] = field(default_factory=list)
+    # one or more per decoding step: metrics.summarize's inter-token latency. A list of pairs,
+    # or (from Engine, which makes hundreds of thousands) the same pairs as an [n, 2] float array.
+    itl: list[tuple[float, int]] | np.ndarray = field(default_factory=list)
 
 
 Observer = Callable[["Engine", int], None]
@@ -286,6 +298,74 @@ class Engine:
         self.finished.append(seq)
         self.arrivals.finished(seq.id, self.now)
 
+    # -- quiet steps ---------------------------------------------------------
+    def _quiet(self, stop: int, steps: int, occupied_s: float, used_s: float, sample_t: float,
+               itl_s: list[float], itl_n: list[int], progress: Progress, total: int) -> tuple[int, float, float, float]:
+        """Run the quiet steps from here: steps in which nothing arrives, nobody is admitted,
+        finishes (the next leaves at step `stop`) or is preempted, so a step only decodes the
+        running batch and grows its memory. Most steps of a run are quiet. The arithmetic is
+        the full step's (`run`), in the same order, so every figure comes out the same to the
+        last bit; a long stretch is done in arrays (numpy's accumulate adds in order).
+        Returns the run's updated (steps, occupied_s, used_s, next trace sample time)."""
+        mm, cost, trace = self.memory, self.cost, self.trace
+        f0, fb, fc, b0, bb, bc = self._decode
+        step, batch, now, kv = self.step, len(self.running), self.now, self.kv_tokens
+        next_t = self.arrivals.next_t
+        flops0, nbytes0 = f0 + fb * batch, b0 + bb * batch
+        while step + 1 < stop and now < next_t:
+            limit = min(next_t, sample_t)  # a stretch ends at the step that reaches it
+            k = min(stop - step - 1, 1024 - (steps & 1023))  # and at the next progress report
+            if k > COAST_ARRAY and limit < float("inf"):
+                # steps only get longer as the context grows: about this many reach `limit`
+                first = cost.step_time(flops0 + fc * (kv + batch), nbytes0 + bc * (kv + batch))
+                k = int(min(k, (limit - now) / first + 2))
+            held = mm.occupancy(step, k)  # memory after each step, up to one that would run short
+            if not held:
+                break  # the next step preempts: a full step
+            if len(held) > COAST_ARRAY:
+                m = len(held)
+                ctx = np.arange(kv + batch, kv + batch * m + 1, batch)  # KV after each step = its context
+                flops, nbytes = ctx * fc, ctx * bc
+                flops += flops0
+                nbytes += nbytes0
+                dts = cost.step_times(flops, nbytes)
+                # three running sums in one accumulate (it adds in order along a row): the clock,
+                # occupied x dt and used x dt
+                sums = np.empty((3, m))
+                sums[0] = dts
+                np.multiply(dts, held[0] if held[0] == held[-1] else np.array(held), out=sums[1])
+                np.multiply(ctx, dts, out=sums[2])
+                sums[:, 0] += (now, occupied_s, used_s)
+                np.add.accumulate(sums, axis=1, out=sums)
+                n = min(int(np.searchsorted(sums[0], limit)) + 1, m)
+                now, occupied_s, used_s = sums[:, n - 1].tolist()
+                kv += batch * n
+                itl_s += dts[:n].tolist()
+                itl_n += repeat(batch, n)
+            else:
+                n = 0
+                for held_now in held:
+                    kv += batch  # the step's context: KV before it plus one token each
+                    dt = cost.step_time(flops0 + fc * kv, nbytes0 + bc * kv)
+                    itl_s.append(dt)
+                    itl_n.append(batch)
+                    now += dt
+                    occupied_s += held_now * dt
+                    used_s += kv * dt
+                    n += 1
+                    if now >= limit:
+                        break
+            mm.grow_through(step, n)
+            step += n
+            steps += n
+            self.step, self.now, self.kv_tokens = step, now, kv
+            if now >= sample_t:
+                trace.sample(now, step, len(self.waiting), len(self.preempted), batch, kv, mm)
+                sample_t = trace.next_t
+            if not steps & 1023:
+                progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
+        return steps, occupied_s, used_s, sample_t
+
     # -- the loop ------------------------------------------------------------
     def run(self, requests: list[Request], progress: Progress = no_progress,
             observer: Observer | None = None, trace: TraceRecorder | None = None) -> Run:
@@ -297,12 +377,14 @@ class Engine:
         total = len(requests)
         self.arrivals = arrivals = Arrivals(requests)
         steps = batch_sum = generated = 0
-        itl: list[tuple[float, int]] = []
+        itl_s: list[float] = []  # Run.itl's two columns
+        itl_n: list[int] = []
         occupied_s = used_s = 0.0
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
         stopped = False
         running, finish_at, waiting, preempted = self.running, self.finish_at, self.waiting, self.preempted
+        coast = observer is None  # an observer sees every step go through the full path
         while True:
             if not (running or waiting or preempted):
                 if arrivals.next_t == float("inf"):
@@ -315,6 +397,15 @@ class Engine:
             if self.misses > give_up:
                 stopped = True
                 break
+            if coast and running and (self.blocked or not (waiting or preempted)):
+                # Quiet steps (see `_quiet`) first, then a full step where something happens.
+                before = steps
+                steps, occupied_s, used_s, sample_t = self._quiet(
+                    min(finish_at), steps, occupied_s, used_s, sample_t, itl_s, itl_n, progress, total)
+                batch_sum += (steps - before) * len(running)
+                generated += (steps - before) * len(running)
+                if self.now >= arrivals.next_t:
+                    continue  # submit the arrivals first
             self.step = step = self.step + 1
             swap_s = self._preempt(step) if mm.shortfall(step) > 0 else 0.0
             mm.grow(step)
@@ -335,7 +426,8 @@ class Engine:
                 raise RuntimeError(f"engine stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
             dt = cost.step_time(flops, nbytes) + swap_s
             if decoding:
-                itl.append((dt, decoding))
+                itl_s.append(dt)
+                itl_n.append(decoding)
             self.now += dt
             self.kv_tokens += grown
             steps += 1
@@ -364,5 +456,6 @@ class Engine:
             sim_time=self.now, steps=steps, batch_sum=batch_sum, occupied_s=occupied_s,
             used_s=used_s, capacity=mm.capacity, preemptions=self.preemptions,
             recomputed_tokens=self.recomputed_tokens, swapped_bytes=self.swapped_bytes,
-            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {}, itl=itl,
+            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))),
         )

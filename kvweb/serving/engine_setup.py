@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from kvweb.serving.allocator import ALLOCATORS
@@ -41,6 +42,19 @@ MEMORIES = ("max", "pow2", "oracle", "paged")
 PREEMPTIONS = ("recompute", "swap")
 
 
+@lru_cache(maxsize=8)
+def _cost_model(gpu: str, model: str, assumptions: tuple[tuple[str, Any], ...]) -> CostModel:
+    return CostModel(GPUS[gpu], MODELS[model], **dict(assumptions))
+
+
+def ignored_by(memory: str) -> tuple[str, ...]:
+    """The `Setup` choices a memory manager's runs do not depend on (a lab that remembers runs
+    leaves them out of its key). Reserved memory never runs short (its reservation covers all
+    growth), so nothing is ever preempted: block size (paged blocks, swap copies), watermark and
+    preemption mode never come into play. Paged memory has no contiguous allocator."""
+    return ("allocator",) if memory == "paged" else ("block_size", "watermark", "preemption")
+
+
 @dataclass(frozen=True)
 class Setup:
     """Every choice a serving run depends on, besides the requests."""
@@ -60,7 +74,9 @@ class Setup:
         return SCENARIOS[self.scenario]
 
     def cost_model(self) -> CostModel:
-        return CostModel(GPUS[self.spec.gpu], MODELS[self.spec.model], **self.assumptions)
+        """The scenario's cost model under these assumptions: one object per distinct choice (the
+        last few kept), so the runs of a max-rate search share the prefill prices it remembers."""
+        return _cost_model(self.spec.gpu, self.spec.model, tuple(sorted(self.assumptions.items())))
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":

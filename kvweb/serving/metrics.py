@@ -44,8 +44,9 @@ def distribution(values: list[float], bins: int = 20) -> dict[str, Any]:
             "p99": float(p99), "max": float(a.max()), "edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def weighted_distribution(pairs: list[tuple[float, int]], bins: int = 20) -> dict[str, Any]:
-    """`distribution` of values that each occur `weight` times, given as (value, weight) pairs."""
+def weighted_distribution(pairs: list[tuple[float, int]] | np.ndarray, bins: int = 20) -> dict[str, Any]:
+    """`distribution` of values that each occur `weight` times, given as (value, weight) pairs
+    (a list, or an [n, 2] array)."""
     both = np.asarray(pairs, dtype=float).reshape(-1, 2)
     both = both[both[:, 1] > 0]
     if not len(both):
@@ -59,19 +60,32 @@ def weighted_distribution(pairs: list[tuple[float, int]], bins: int = 20) -> dic
             "p99": p99, "max": float(values[-1]), "edges": edges.tolist(), "counts": counts.astype(int).tolist()}
 
 
+def attainment(run: Run, slo: SLO, ttfts: list[float] | None = None, tpots: list[float] | None = None) -> float:
+    """The fraction of submitted requests that met the SLO (rejected ones count as misses)."""
+    seqs = run.sequences
+    ttfts = [ttft(s) for s in seqs] if ttfts is None else ttfts
+    tpots = [tpot(s) for s in seqs] if tpots is None else tpots
+    met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
+    submitted = len(seqs) + len(run.rejected)
+    return met / submitted if submitted else 0.0
+
+
+def throughput(run: Run) -> float:
+    """Output tokens per simulated second."""
+    return run.generated / run.sim_time if run.sim_time > 0 else 0.0
+
+
 def summarize(run: Run, slo: SLO) -> dict[str, Any]:
     """The run's figures as plain JSON types. SLO attainment counts rejected requests as misses;
     memory fractions are time-weighted over the run and relative to the GPU's KV capacity."""
     seqs = run.sequences
     ttfts = [ttft(s) for s in seqs]
     tpots = [tpot(s) for s in seqs]
-    met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
-    submitted = len(seqs) + len(run.rejected)
     span = run.sim_time * run.capacity
     return {
-        "throughput_tok_s": run.generated / run.sim_time if run.sim_time > 0 else 0.0,
+        "throughput_tok_s": throughput(run),
         "requests_per_s": len(seqs) / run.sim_time if run.sim_time > 0 else 0.0,
-        "slo_attainment": met / submitted if submitted else 0.0,
+        "slo_attainment": attainment(run, slo, ttfts, tpots),
         "ttft_s": distribution(ttfts),
         "tpot_s": distribution(tpots),
         "itl_s": weighted_distribution(run.itl),

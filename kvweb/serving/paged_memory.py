@@ -71,6 +71,25 @@ class PagedMemory:
         for seq in self._due[step % self.block_size].values():
             seq.blocks.append(free.pop())
 
+    def occupancy(self, step: int, count: int) -> list[int]:
+        """Tokens occupied after each of steps step+1 .. step+count if the running sequences
+        only grow, up to the last step before one that would run short (changes nothing)."""
+        free, bs, due, held = len(self.free_blocks), self.block_size, self._due, []
+        for s in range(step + 1, step + count + 1):
+            need = len(due[s % bs])
+            if need > free:
+                break
+            free -= need
+            held.append((self.n_blocks - free) * bs)
+        return held
+
+    def grow_through(self, step: int, n: int) -> None:
+        """`grow` for steps step+1 .. step+n."""
+        free, bs, due = self.free_blocks, self.block_size, self._due
+        for s in range(step + 1, step + n + 1):
+            for seq in due[s % bs].values():
+                seq.blocks.append(free.pop())
+
     def free(self, seq: Sequence) -> None:
         """All of a sequence's blocks go back at once (finish or preemption)."""
         self.free_blocks.extend(reversed(seq.blocks))

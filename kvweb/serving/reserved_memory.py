@@ -67,6 +67,13 @@ class ReservedMemory:
     def grow(self, step: int) -> None:
         """Growth writes into the reservation; nothing to allocate."""
 
+    def occupancy(self, step: int, count: int) -> list[int]:
+        """Growth never changes a reservation: the same every step."""
+        return [self.occupied] * count
+
+    def grow_through(self, step: int, n: int) -> None:
+        """Nothing to allocate."""
+
     def free(self, seq: Sequence) -> None:
         self.allocator.free(seq.start)
         del self.holders[seq.id]

@@ -1,0 +1,96 @@
+"""Benchmark: how long the heavy labs take per widget change (issue 12: redrawn within 1 s).
+
+Run: .venv/bin/python bench/labs.py [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
+(figures go to docs/engine.md, docs/fsm.md and docs/radix.md by hand)
+
+For each lab: its run at the defaults, cold (nothing remembered), then after each single change
+of a main parameter, the way the app sees it: the defaults have just run (whatever the lab
+remembers from them is there), then one widget changes. CPU seconds of this process
+(time.process_time: other work on a shared machine does not count), best of --repeat.
+--save writes the figures as JSON; --before reads such a file (e.g. from a checkout before a
+change: copy this script into it) and prints both columns.
+
+The static site runs the same code in Pyodide, about 1.5-2.5x slower than CPython.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb
+
+import kvweb.labs  # noqa: F401  (registers the labs)
+from kvweb.lab import make
+
+CHANGES: dict[str, list[dict[str, str]]] = {
+    "fsm": [{"preset": "form"}, {"preset": "record"}, {"preset": "ambiguous"},
+            {"pattern": r"[a-z]{2,10}@[a-z]{2,8}\.(com|org)"}, {"samples": "5"}, {"samples": "8"},
+            {"seed": "1"}, {"max_len": "100"}, {"max_len": "300"}],
+    "max-rate": [{"tp": "2"}, {"weight_precision": "fp8"}, {"kv_precision": "fp8"}, {"scenario": "B"},
+                 {"workload": "alpaca"}, {"rate": "4"}, {"requests": "300"}, {"block_size": "32"},
+                 {"watermark": "0.05"}, {"preemption": "swap"}, {"seed": "1"}, {"target": "0.95"},
+                 {"rel_tol": "0.05"}],
+    "cache-sweep": [{"workload": "multi-turn"}, {"queue": "8"}, {"alpha": "5"}, {"points": "12"}, {"points": "4"}],
+    "engine": [{"memory": "max"}, {"compare": "max"}, {"compare": "none"}, {"tp": "2"}, {"weight_precision": "fp8"},
+               {"scenario": "B"}, {"workload": "alpaca"}, {"rate": "5"}, {"requests": "500"},
+               {"block_size": "32"}, {"preemption": "swap"}, {"seed": "1"}],
+}
+
+
+def forget() -> None:
+    """Drop every remembered result (in a checkout before `kvweb.lab.Memo`, the engine lab's runs)."""
+    from kvweb.labs import engine
+    engine._RUNS.clear()
+    try:
+        from kvweb.lab import clear_memos
+    except ImportError:
+        return
+    clear_memos()
+
+
+def seconds(lab: str, change: dict[str, str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        forget()
+        if change:
+            make(lab, {}).run()  # the page as it was before the widget changed
+        t = time.process_time()
+        make(lab, change).run()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def label(change: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in change.items()) or "defaults (cold)"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--labs", default=",".join(CHANGES))
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--save")
+    ap.add_argument("--before")
+    args = ap.parse_args()
+    before: dict[str, Any] = json.loads(Path(args.before).read_text()) if args.before else {}
+    figures: dict[str, dict[str, float]] = {}
+    print(f"{platform.python_implementation()} {platform.python_version()} on {sys.platform}\n")
+    print("| lab | change | before s | after s |" if before else "| lab | change | s |")
+    print("|---|---|---|---|" if before else "|---|---|---|")
+    for lab in args.labs.split(","):
+        figures[lab] = {}
+        for change in [{}, *CHANGES[lab]]:
+            s = figures[lab][label(change)] = seconds(lab, change, args.repeat)
+            old = before.get(lab, {}).get(label(change))
+            old_text = "" if old is None else f"{old:.2f} | "
+            print(f"| {lab} | {label(change)} | {old_text}{s:.2f} |", flush=True)
+    if args.save:
+        Path(args.save).write_text(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()
