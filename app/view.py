@@ -125,6 +125,20 @@ class StepPlayer(ReactiveHTML):
     }
 
 
+def serving_rows() -> dict[str, tuple[str, Any]]:
+    """The figures-table rows the engine's and the schedulers' tables both show, by key, in
+    the session's language: (label, run -> cell text)."""
+    return {
+        "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:.1f}"),
+        "slo": (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
+        "batch": (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
+        "preemptions": (tr("preemptions"), lambda r: str(r["preemptions"])),
+        "recomputed": (tr("recomputed tokens"), lambda r: str(r["recomputed_tokens"])),
+        "time": (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
+        "finished": (tr("finished / rejected"), lambda r: f"{r['finished']} / {r['rejected']}"),
+    }
+
+
 def table_columns(rows: list[tuple[str, Any]], runs: list[dict[str, Any]], names: list[str]) -> dict[str, list]:
     """A figures table as DataTable columns: `rows` are (label, run -> cell text); the first
     column holds the labels, then one column per run under its name."""

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns, table_columns
+from app.view import LabView, columns, serving_rows, table_columns
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
 
@@ -129,20 +129,17 @@ class MemoryMap:
 
 def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
     """The runs' figures as table columns: a label, then one column per run."""
+    common = serving_rows()
     rows = [
-        (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:.1f}"),
-        (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
-        (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
+        common["throughput"], common["slo"], common["batch"],
         (tr("memory occupied (time avg)"), lambda r: f"{100 * r['occupied_frac']:.1f} %"),
         (tr("memory holding KV (time avg)"), lambda r: f"{100 * r['used_frac']:.1f} %"),
         (tr("KV / occupied"), lambda r: f"{100 * r['utilisation']:.1f} %"),
-        (tr("preemptions"), lambda r: str(r["preemptions"])),
-        (tr("recomputed tokens"), lambda r: str(r["recomputed_tokens"])),
+        common["preemptions"], common["recomputed"],
         (tr("swapped (GB, both ways)"), lambda r: f"{r['swapped_bytes'] / 1e9:.2f}"),
         (tr("TTFT p50 / p90 (s)"), lambda r: f"{r['ttft_s']['p50'] or 0:.2f} / {r['ttft_s']['p90'] or 0:.2f}"),
         (tr("TPOT p50 / p90 (ms)"), lambda r: f"{1e3 * (r['tpot_s']['p50'] or 0):.0f} / {1e3 * (r['tpot_s']['p90'] or 0):.0f}"),
-        (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
-        (tr("finished / rejected"), lambda r: f"{r['finished']} / {r['rejected']}"),
+        common["time"], common["finished"],
     ]
     return table_columns(rows, runs, [f"run{i}" for i in range(len(runs))])
 

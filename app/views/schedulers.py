@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, columns, table_columns
+from app.view import LabView, columns, serving_rows, table_columns
 from app.views.engine import cell_box, legend_below
 from kvweb.lab import Lab
 
@@ -42,9 +42,9 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
     def ms(d: dict[str, Any], key: str) -> str:
         return f"{1e3 * (d[key] or 0):.0f}"
 
+    common = serving_rows()
     rows = [
-        (tr("throughput (tokens/s)"), lambda m: f"{m['throughput_tok_s']:.1f}"),
-        (tr("SLO attainment"), lambda m: f"{100 * m['slo_attainment']:.1f} %"),
+        common["throughput"], common["slo"],
         (tr("TTFT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["ttft_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("TPOT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["tpot_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("inter-token latency p99 / max (ms)"), lambda m: f"{ms(m['itl_s'], 'p99')} / {ms(m['itl_s'], 'max')}"),
@@ -52,13 +52,10 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("memory held by running requests (time avg)"), lambda m: f"{100 * m['occupied_frac']:.1f} %"),
         (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
         (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
-        (tr("mean batch"), lambda m: f"{m['mean_batch']:.1f}"),
-        (tr("preemptions"), lambda m: str(m["preemptions"])),
-        (tr("recomputed tokens"), lambda m: str(m["recomputed_tokens"])),
+        common["batch"], common["preemptions"], common["recomputed"],
         (tr("of them found cached again"), lambda m: str(m["resumed_hit_tokens"])),
         (tr("max rate within the SLO (requests/s)"), lambda m: f"{m['max_rate']:.3g}" if "max_rate" in m else "-"),
-        (tr("simulated time (s)"), lambda m: f"{m['sim_time_s']:.1f}"),
-        (tr("finished / rejected"), lambda m: f"{m['finished']} / {m['rejected']}"),
+        common["time"], common["finished"],
     ]
     return table_columns(rows, modes, [m["mode"] for m in modes])
 
