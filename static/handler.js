@@ -15,8 +15,16 @@ function showStatus(text, fraction, failed) {
   if (failed) box.classList.add("kv-failed");
 }
 
+// Changes the page makes that Python never reads: a figure's auto range (DataRange1d) works
+// out its ends after every redraw, and a widget's value_throttled follows its value (the app
+// watches `value`). Sending them would add a trip through the worker to every redraw.
+function unread(event) {
+  return event.attr === "value_throttled"
+    || ((event.attr === "start" || event.attr === "end") && event.model?.constructor?.__name__ === "DataRange1d");
+}
+
 function send_change(jsdoc, event) {
-  if ((event.setter_id != null && event.setter_id == "py") || patching > 0) {
+  if ((event.setter_id != null && event.setter_id == "py") || patching > 0 || unread(event)) {
     return;
   } else if (pyodideWorker.busy && event.model && event.attr) {
     const events = pyodideWorker.queue.filter((old) => !(old.model === event.model && old.attr === event.attr));

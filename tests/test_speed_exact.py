@@ -3,15 +3,21 @@ plain computation gives, and every result a lab remembers equals a fresh one, in
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
+import types
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.kv.generate import Continued, generate_alone
 from kvweb.kv.model import MiniModel, encode
 from kvweb.lab import Memo, clear_memos, jsonable, make
-from kvweb.labs import cache_sweep, engine, fsm, max_rate
+from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
@@ -184,7 +190,7 @@ def test_cache_sweep_remembers_runs_and_they_are_the_runs():
     expected = [fresh("cache-sweep", small, c) for c in changes]
     clear_memos()
     assert [warm("cache-sweep", small, c) for c in changes] == expected
-    assert len(cache_sweep._RATES) <= 1024 and len(cache_sweep._WORKLOADS) <= 4
+    assert len(cache_sweep._RATES) <= 1024 and len(cache_schedule._WORKLOADS) <= 4
 
 
 def test_engine_reuses_a_reserved_run_across_block_sizes():
@@ -194,3 +200,48 @@ def test_engine_reuses_a_reserved_run_across_block_sizes():
     warm("engine", small, {})  # paged and oracle
     assert warm("engine", small, {"block_size": "32"}) == expected  # oracle from memory, paged fresh
     assert len(engine._RUNS) <= engine.RUNS_KEPT
+
+
+# -- converting results for the app --------------------------------------------------------------
+def plain_jsonable(value):
+    """`jsonable` as it was before its fast paths: the isinstance chain alone."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain_jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+def _values() -> st.SearchStrategy:
+    leaves = st.one_of(
+        st.none(), st.booleans(), st.integers(), st.text(max_size=3), st.floats(allow_nan=True, allow_infinity=True),
+        st.floats(allow_nan=True).map(np.float64), st.integers(-9, 9).map(np.int64), st.booleans().map(np.bool_),
+        st.just(Level.LOW), st.lists(st.floats(allow_nan=True), max_size=4).map(np.array),
+    )
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=4),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3).map(types.MappingProxyType),
+    ), max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values())
+def test_jsonable_gives_what_the_isinstance_chain_gives_value_and_type(value):
+    # repr tells 1, 1.0, True and np.float64(1.0) apart
+    assert repr(jsonable(value)) == repr(plain_jsonable(value))
+
+
+def test_jsonable_of_a_serving_trace_is_the_isinstance_chains():
+    result = engine.EngineLab(requests=40).run()
+    assert repr(jsonable(result)) == repr(plain_jsonable(result))

@@ -10,9 +10,13 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
-from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, Lab, Memo, ParamError, Progress, no_progress
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
+
+# Remembered across runs (least recently used dropped first), shared by every session: a widget
+# that does not change the workload does not draw it again. Callers only read the requests.
+_WORKLOADS: Memo[list[Request]] = Memo(4)  # `workload_key()` -> the requests
 
 
 class WorkloadLab(Lab):
@@ -55,7 +59,16 @@ class WorkloadLab(Lab):
             raise ParamError(f"workload: its prompts add up to {total:,} tokens; at most {MAX_PROMPT_TOKENS:,} "
                              f"(lower {sizes} or the lengths)")
 
+    def workload_key(self) -> str:
+        """Every workload parameter and its value: what the requests depend on."""
+        return repr([(name, getattr(self, name)) for name in WorkloadLab.param if name != "name"])
+
     def requests(self) -> list[Request]:
+        """The workload's requests, drawn once for each workload (see `_WORKLOADS`)."""
+        return _WORKLOADS.get(self.workload_key(), self.draw)
+
+    def draw(self) -> list[Request]:
+        """The workload's requests, drawn afresh."""
         if self.workload == "few-shot":
             return few_shot(self.tasks, self.per_task, self.system_len, self.examples_len,
                             self.question_len, self.output_len, self.seed, self.order)

@@ -6,14 +6,13 @@ from typing import Any
 import param
 
 from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, policy_hit_rate, sweep
-from kvweb.prefix.cache_workload import Request
-from kvweb.labs.cache_schedule import QueueLab, WorkloadLab
+from kvweb.labs.cache_schedule import QueueLab
 from kvweb.lab import Memo, Progress, no_progress
 
 # Remembered across runs (least recently used dropped first), shared by every session; each a
 # pure function of its key. A widget change reruns only what it touches: `alpha` only the aging
 # order's runs, `queue` all but the offline optimum, `points` the capacities not tried before.
-_WORKLOADS: Memo[list[Request]] = Memo(4)  # the workload's parameters -> its requests
+# The workload's requests are remembered by `WorkloadLab.requests`.
 _GRIDS: Memo[list[int]] = Memo(16)  # (workload, points) -> capacities
 _RATES: Memo[float] = Memo(1024)  # (workload, capacity, policy, queue, alpha) -> hit rate (a float each)
 
@@ -32,8 +31,8 @@ class CacheSweep(QueueLab):
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
-        workload = repr([(name, getattr(self, name)) for name in WorkloadLab.param if name != "name"])
-        requests = _WORKLOADS.get(workload, self.requests)
+        workload = self.workload_key()
+        requests = self.requests()
         capacities = _GRIDS.get((workload, self.points), lambda: capacity_grid(requests, self.points))
 
         def rate_of(capacity: int, policy: str) -> float:

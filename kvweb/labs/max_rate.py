@@ -2,23 +2,54 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import param
 
-from kvweb.serving.engine_setup import MEMORIES, ignored_by
+from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.lab import Memo, ParamError, Progress
 from kvweb.labs.engine import PAPER, ServingLab
 from kvweb.serving.max_rate import max_rate
 from kvweb.serving.metrics import attainment, throughput
 from kvweb.serving.workload import Request
 
-# Searches remembered (least recently used dropped first), shared by every session: one
-# manager's search is a pure function of its key, so a widget change that leaves a manager's
-# inputs alone (block size and preemption beside a reserved manager, the allocator beside paged
-# memory) reruns only the others. Each entry is a few dozen numbers.
+
+@dataclass(frozen=True)
+class Trial:
+    """A run at one rate. Stopped early (`met` None) when it gave up after `misses` misses: it
+    stops too for any lower give-up level. Otherwise it ran to the end with `misses` misses in
+    all: it runs the same for any give-up level at least that high."""
+
+    misses: int
+    met: float | None
+    throughput: float | None
+
+    def answers(self, allowed: int) -> bool:
+        """Whether a run giving up after `allowed` misses is this one."""
+        return allowed <= self.misses if self.met is None else allowed >= self.misses
+
+
+def trial(setup: Setup, base: list[Request], rate: float, allowed: int) -> Trial:
+    """Serve `base` (arriving at 1 request/s) at `rate`, giving up after `allowed` misses."""
+    run = setup.run([Request(r.id, r.arrival / rate, r.prompt, r.output) for r in base], give_up_after=allowed)
+    if run.stopped_early:
+        return Trial(allowed, None, None)
+    misses = len(run.rejected) + sum(s.missed for s in run.sequences)
+    return Trial(misses, attainment(run, setup.slo), throughput(run))
+
+
+# What each manager's searches found, remembered (least recently used dropped first), shared by
+# every session: per key (a manager and every input its runs read), the trial runs by rate. A run
+# is a pure function of its key and rate but for when it gives up (after `allowed` misses), so a
+# trial is kept with the give-up levels it answers for, and a change of the target or the
+# tolerance reruns only the rates it has not tried; a widget change that leaves a manager's inputs
+# alone (block size and preemption beside a reserved manager, the allocator beside paged memory)
+# reruns only the others. Each entry is a few dozen numbers.
 SEARCHES_KEPT = 16
-_SEARCHES: Memo[tuple[float, tuple[tuple[float, bool, float | None, float | None], ...]]] = Memo(SEARCHES_KEPT)
+TRIALS_KEPT = 256  # per key: a few searches' worth
+_SEARCHES: Memo[dict[float, Trial]] = Memo(SEARCHES_KEPT)
 
 
 class MaxRateLab(ServingLab):
@@ -38,33 +69,40 @@ class MaxRateLab(ServingLab):
             raise ParamError("workload: trace is not allowed here; a max-rate search needs Poisson arrivals")
 
     def serve(self, progress: Progress) -> dict[str, Any]:
-        base: list[Request] = []
+        base: list[Request] = []  # arrivals at 1 request/s, made when a trial first needs them
         rows = []
         for i, kind in enumerate(MEMORIES):
-            def search(i: int = i, kind: str = kind) -> tuple[float, tuple]:
-                if not base:  # arrivals at 1 request/s; a trial divides them by its rate
-                    base.extend(self.workload_at(1.0))
-                allowed_misses = math.floor((1 - self.target) * len(base))
-                setup = self.setup(kind)
-                curve: list[tuple[float, bool, float | None, float | None]] = []
-
-                def meets(rate: float) -> bool:
-                    requests = [Request(r.id, r.arrival / rate, r.prompt, r.output) for r in base]
-                    run = setup.run(requests, give_up_after=allowed_misses)
-                    met = None if run.stopped_early else attainment(run, setup.slo)
-                    ok = met is not None and met >= self.target
-                    curve.append((rate, ok, met, None if run.stopped_early else throughput(run)))
-                    progress((i + min(len(curve), 12) / 13) / len(MEMORIES), f"{kind}: tried {rate:.3g} req/s")
-                    return ok
-
-                return max_rate(meets, start=1.0, rel_tol=self.rel_tol), tuple(curve)
-
-            # `rate` is not an input: every trial sets its own
-            left_out = ("rate", *ignored_by(kind))
-            key = repr((kind, sorted((n, v) for n, v in self.values().items() if n not in left_out)))
-            rate, curve = _SEARCHES.get(key, search)
+            def tried(rate: float, n: int, i: int = i, kind: str = kind) -> None:
+                progress((i + min(n, 12) / 13) / len(MEMORIES), f"{kind}: tried {rate:.3g} req/s")
+            rate, curve = self.search(kind, base, tried)
             rows.append({"memory": kind, "max_rate": rate, "trials": [
                 {"rate": r, "met": ok, "slo_attainment": a, "throughput_tok_s": t} for r, ok, a, t in curve]})
         best = {r["memory"]: r["max_rate"] for r in rows}
         ratio = {k: (best["paged"] / v if v else None) for k, v in best.items() if k != "paged"}
         return {"max_rate": best, "paged_over": ratio, "managers": rows, "target": self.target, "paper": PAPER}
+
+    def search(self, kind: str, base: list[Request],
+               tried: Callable[[float, int], None]) -> tuple[float, list[tuple[float, bool, float | None, float | None]]]:
+        """One manager's max rate and its trials (rate, met, attainment, throughput), each trial
+        run only if no remembered one answers for it. `base` is filled when a run needs it."""
+        allowed = math.floor((1 - self.target) * self.requests)  # a Poisson workload has `requests` requests
+        # neither `rate` (every trial sets its own) nor the search's own settings are inputs of a run
+        left_out = ("rate", "target", "rel_tol", *ignored_by(kind))
+        trials = _SEARCHES.get(repr((kind, sorted((n, v) for n, v in self.values().items() if n not in left_out))), dict)
+        setup = self.setup(kind)
+        curve: list[tuple[float, bool, float | None, float | None]] = []
+
+        def meets(rate: float) -> bool:
+            found = trials.get(rate)
+            if found is None or not found.answers(allowed):
+                if not base:
+                    base.extend(self.workload_at(1.0))
+                found = trial(setup, base, rate, allowed)
+                if len(trials) < TRIALS_KEPT or rate in trials:
+                    trials[rate] = found
+            ok = found.met is not None and found.met >= self.target
+            curve.append((rate, ok, found.met, found.throughput))
+            tried(rate, len(curve))
+            return ok
+
+        return max_rate(meets, start=1.0, rel_tol=self.rel_tol), curve

@@ -1,16 +1,23 @@
 """Lab `prefix-hash`: the radix tree against vLLM's chained block hashes, same workload and pool."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import param
 
-from kvweb.prefix.cache_schedule import PrefixCache, RadixServer, Served, hit_rate, simulate, summary
-from kvweb.lab import ParamError, Progress, no_progress
+from kvweb.prefix.cache_schedule import PrefixCache, RadixServer, simulate, summary
+from kvweb.lab import Memo, ParamError, Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.prefix.prefix_hash import PrefixHashCache
 
 BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CACHES: dict[str, Callable[[int, int], PrefixCache]] = {"radix_paged": RadixServer, "hash": PrefixHashCache}  # whole blocks only
+
+# Remembered across runs (least recently used dropped first), shared by every session; callers only
+# read them. A widget change reruns only what it touches: `block_size` the two runs at the new size,
+# `capacity` the sizes whose pool it changes, `alpha` nothing (neither order here reads it).
+_RUNS: Memo[dict[str, Any]] = Memo(128)  # (workload, cache, blocks in the pool, block size, policy, queue) -> summary
 
 
 class PrefixHash(CapacityLab):
@@ -35,19 +42,22 @@ class PrefixHash(CapacityLab):
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
-        requests = self.requests()
+        requests, workload = self.requests(), self.workload_key()
 
-        def serve(cache: PrefixCache) -> list[Served]:
-            return simulate(requests, cache, self.policy, self.queue, self.alpha)
+        def served(name: str, block: int) -> dict[str, Any]:
+            """The summary of serving the workload on cache `name` with blocks of `block` tokens.
+            Either cache is a pool of capacity // block blocks: its whole state."""
+            key = (workload, name, self.capacity // block, block, self.policy, self.queue)
+            return _RUNS.get(key, lambda: summary(simulate(requests, CACHES[name](self.capacity, block),
+                                                           self.policy, self.queue, self.alpha)))
 
-        runs = {"radix": summary(serve(RadixServer(self.capacity)))}
-        runs.update((name, summary(serve(cache))) for name, cache in self.blocked(self.block_size).items())
+        runs = {"radix": served("radix_paged", 1), **{name: served(name, self.block_size) for name in CACHES}}
         sizes = [b for b in BLOCK_SWEEP if b <= self.capacity]
-        swept: dict[str, list[float]] = {"radix_paged": [], "hash": []}
+        swept: dict[str, list[float]] = {name: [] for name in CACHES}
         for i, block in enumerate(sizes):
             progress(i / len(sizes), f"block size {block}")
-            for name, cache in self.blocked(block).items():
-                swept[name].append(runs[name]["hit_rate"] if block == self.block_size else hit_rate(serve(cache)))
+            for name in CACHES:
+                swept[name].append(served(name, block)["hit_rate"])
         swept["radix"] = [runs["radix"]["hit_rate"]] * len(sizes)
         return {
             "block_size": self.block_size,
@@ -57,7 +67,3 @@ class PrefixHash(CapacityLab):
             "runs": runs,
             "block_sweep": {"block_size": sizes, "hit_rate": swept},
         }
-
-    def blocked(self, block: int) -> dict[str, PrefixCache]:
-        """The two caches that reuse whole blocks only."""
-        return {"radix_paged": RadixServer(self.capacity, block), "hash": PrefixHashCache(self.capacity, block)}

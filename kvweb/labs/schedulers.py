@@ -9,23 +9,22 @@ serving part may not import the prefix part.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import param
 
 from kvweb.gpu.specs import GPUSpec
-from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, Memo, ParamError, Progress, no_progress
 from kvweb.labs.engine import ServingLab, timeline
+from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
-from kvweb.serving.continuous_batching import CACHED, FREE, ContinuousBatching, prefix_figures
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
 from kvweb.serving.engine import Run
-from kvweb.serving.engine_setup import SCENARIOS
+from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.max_rate import search
-from kvweb.serving.metrics import summarize
+from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import SHAPES, Request
@@ -39,6 +38,38 @@ PAPER = ("SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the thro
          "rates; vLLM paper (Kwon et al., SOSP 2023), section 6.4 (Fig. 16): sharing a prefix named by hand gives 1.67x "
          "(1-shot) and 3.58x (5-shot) the throughput of Orca (Oracle). Today's vLLM and SGLang both find shared prefixes "
          "by themselves; this simulator is not expected to match those figures, only to move the same way.")
+
+
+# What each mode's run does not read (a remembered run leaves them out of its key): the papers'
+# engine has no token budget, chunking or prefix cache (and paged memory no allocator); vLLM V1
+# and SGLang never swap (the swap prices and the engine's watermark and preemption mode are not
+# theirs), SGLang's slots are token-granular (no block size), and the token budget is vLLM's alone.
+SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
+UNREAD_BY = {
+    "paper": ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *ignored_by("paged")),
+    "vllm-v1": ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
+    "sglang": ("block_size", "watermark", "preemption", "allocator", "token_budget", *SWAP_PRICES),
+}
+# What the requests do not depend on: how they are served, the SLO and the paper GPU.
+SERVING_ONLY = ("block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
+                "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms")
+FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
+# Remembered results, shared by every session (a run is a pure function of its key; results are
+# only read): in the app a widget change reruns only the modes that read it, and a search only
+# when something it reads changed (not the rate: it scales the requests' arrivals itself).
+RUNS_KEPT = 4  # traced runs per mode
+_RUNS: Memo[tuple[dict[str, Any], list[tuple[int, int]]]] = Memo(RUNS_KEPT * len(MODES))
+_SEARCHES: Memo[tuple[float, list[dict]]] = Memo(2 * len(MODES))
+_WORKLOADS: Memo[list[Request]] = Memo(4)
+
+
+def unread_by_workload(workload: str) -> tuple[str, ...]:
+    """The parameters a workload's requests do not depend on (besides `SERVING_ONLY`)."""
+    if workload == "few-shot":
+        return ("prompt_len", *MULTI_TURN_ONLY)
+    if workload == "multi-turn":
+        return ("prompt_len", *FEW_SHOT_ONLY)
+    return (*FEW_SHOT_ONLY, *MULTI_TURN_ONLY, "system_len", "question_len")
 
 
 def default_token_budget(gpu: GPUSpec) -> int:
@@ -98,6 +129,8 @@ class SchedulersLab(ServingLab):
     question_len = param.Integer(50, bounds=(1, 8192), precedence=ADVANCED,
                                  doc="few-shot, multi-turn: tokens of each new question")
 
+    _values: dict[str, Any] | None = None  # the parameters, read once per run
+
     def check(self) -> None:
         super().check()
         max_len = SCENARIOS[self.scenario].max_len
@@ -156,53 +189,91 @@ class SchedulersLab(ServingLab):
     def figures(self, run: Run) -> dict[str, Any]:
         return {**summarize(run, self.setup().slo), **prefix_figures(run)}
 
+    def key(self, left_out: tuple[str, ...], **extra: Any) -> str:
+        """The parameters besides `left_out` and those the workload does not read, as a memo key."""
+        values = self._values or self.values()
+        out = {*left_out, *unread_by_workload(values["workload"])}
+        return repr((sorted((n, v) for n, v in values.items() if n not in out), sorted(extra.items())))
+
+    def requests_at(self, rate: float) -> list[Request]:
+        """`workload_at`, remembered (shared: runs only read requests)."""
+        unread = ("rate", *SERVING_ONLY, *(n for n in PaperGPULab.param if n != "name"))
+        return _WORKLOADS.get(self.key(unread, rate=rate), lambda: self.workload_at(rate))
+
+    def served_once(self, mode: str, progress: Progress) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+        """One mode's summarized, traced run, remembered by what it reads, and each frame's count
+        of cells reused and held (for `opening_step`)."""
+        def serve() -> tuple[dict[str, Any], list[tuple[int, int]]]:
+            run = self.run_mode(mode, self.requests_at(self.rate), progress, trace=True)
+            return {"mode": mode, **self.figures(run), "trace": run.trace}, frame_counts(run.trace["frames"])
+
+        return _RUNS.get(self.key(("search", "target", *UNREAD_BY[mode]), mode=mode), serve)
+
     def serve(self, progress: Progress) -> dict[str, Any]:
-        requests = self.workload_at(self.rate)
+        self._values = self.values()  # read once: param reads are slow, and the keys need them all
+        requests = self.requests_at(self.rate)
         steps = len(MODES) * (2 if self.search else 1)
-        modes = []
+        modes, counts = [], []
         for i, mode in enumerate(MODES):
             def part(fraction: float, message: str, i: int = i, mode: str = mode) -> None:
                 progress((i + fraction) / steps, f"{mode}: {message}")
-            run = self.run_mode(mode, requests, part, trace=True)
-            modes.append({"mode": mode, **self.figures(run), "trace": run.trace})
+            row, frame_count = self.served_once(mode, part)
+            modes.append(dict(row))
+            counts.append(frame_count)
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])
         return {
-            "modes": modes, "timeline": clock, "opening_step": opening_step([m["trace"]["frames"] for m in modes], clock),
+            "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             "submitted": len(requests),
             "token_budget": self.budget(), "chunk_size": self.chunk(), "block_size": self.block_size,
             "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER,
         }
 
     def _search(self, modes: list[dict[str, Any]], progress: Progress) -> None:
-        """Each mode's highest rate within the SLO, on the same requests arriving faster or slower."""
-        base = self.workload_at(1.0)
+        """Each mode's highest rate within the SLO, on the same requests arriving faster or slower
+        (remembered by what it reads: not the rate, which it scales itself)."""
         for i, row in enumerate(modes):
-            mode, count = row["mode"], [0]
+            mode = row["mode"]
+            key = self.key(("rate", "search", *UNREAD_BY[mode]), mode=mode)
+            row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
 
-            def serve(rate: float, give_up_after: int, mode: str = mode) -> dict[str, Any]:
-                requests = [replace(r, arrival=r.arrival / rate) for r in base]
-                return self.figures(self.run_mode(mode, requests, no_progress, give_up_after=give_up_after))
+    def _search_mode(self, i: int, mode: str, progress: Progress) -> tuple[float, list[dict]]:
+        base, count = self.requests_at(1.0), [0]
 
-            def tried(rate: float, i: int = i, mode: str = mode, count: list[int] = count) -> None:
-                count[0] += 1
-                progress((len(MODES) + i + min(count[0], 12) / 13) / (2 * len(MODES)), f"{mode}: tried {rate:.3g} req/s")
+        slo = self.setup().slo
 
-            row["max_rate"], row["trials"] = search(serve, self.target, len(base), 0.02, tried)
+        def serve(rate: float, give_up_after: int) -> dict[str, Any]:
+            # (`replace(r, arrival=...)`, built directly: the search builds thousands)
+            requests = [Request(r.id, r.arrival / rate, r.prompt, r.output, r.tokens, r.after, r.delay) for r in base]
+            run = self.run_mode(mode, requests, no_progress, give_up_after=give_up_after)
+            # the figures `search` reads, as `summarize` computes them (its distributions are not needed)
+            return {"stopped_early": run.stopped_early, "slo_attainment": attainment(run, slo),
+                    "throughput_tok_s": throughput(run)}
+
+        def tried(rate: float) -> None:
+            count[0] += 1
+            progress((len(MODES) + i + min(count[0], 12) / 13) / (2 * len(MODES)), f"{mode}: tried {rate:.3g} req/s")
+
+        return search(serve, self.target, len(base), 0.02, tried)
+
+
+def frame_counts(frames: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Each frame's cells reused (cached-and-reusable, or shared by running requests) and held (not free)."""
+    return [(f["owner"].count(CACHED) + f["owner"].count(SHARED), len(f["owner"]) - f["owner"].count(FREE)) for f in frames]
 
 
 def opening_step(frame_lists: list[list[dict[str, Any]]], clock: dict[str, list]) -> int:
     """The step the lab opens on: the first where the memory maps show the most prefix reuse
     (cells cached-and-reusable or shared by running requests, all modes together), or, on a
     workload where nothing is reused, the one with the most memory held."""
-    def count(frame: dict[str, Any], reused: bool) -> int:
-        owner = np.asarray(frame["owner"])
-        return int(np.count_nonzero(owner <= CACHED if reused else owner != FREE))
+    return opening_step_of([frame_counts(frames) for frames in frame_lists], clock)
 
-    for reused in (True, False):
-        counts = [[count(f, reused) for f in frames] for frames in frame_lists]
-        shown = [sum(c[at[i]] for c, at in zip(counts, clock["frames"])) for i in range(len(clock["t"]))]
+
+def opening_step_of(counts: list[list[tuple[int, int]]], clock: dict[str, list]) -> int:
+    """`opening_step` from each mode's `frame_counts`."""
+    for k in (0, 1):  # reused, then held
+        shown = [sum(c[at[i]][k] for c, at in zip(counts, clock["frames"])) for i in range(len(clock["t"]))]
         if any(shown):
             return shown.index(max(shown))
     return 0

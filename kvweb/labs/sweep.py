@@ -5,9 +5,11 @@ from typing import Any
 
 import param
 
-from kvweb.lab import ParamError, Progress
+from kvweb.lab import Memo, ParamError, Progress
 from kvweb.labs.engine import ServingLab
+from kvweb.serving.engine_setup import ignored_by
 from kvweb.serving.metrics import summarize
+from kvweb.serving.workload import Request
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 WATERMARKS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
@@ -15,6 +17,13 @@ RATE_FACTORS = (0.5, 1.0, 1.5, 2.0)
 PREEMPTION_BLOCK_SIZES = (8, 16, 64)
 KEYS = ("throughput_tok_s", "slo_attainment", "mean_batch", "occupied_frac", "used_frac", "utilisation",
         "preemptions", "recomputed_tokens", "swapped_bytes", "sim_time_s", "finished", "rejected")
+
+# The figures of each point remembered (least recently used dropped first), shared by every
+# session: a point's run is a pure function of the parameters with the point's own values in
+# place, so changing the parameter a sweep varies, or going back to a sweep, reruns nothing.
+# Each entry is a dozen numbers; this keeps all three sweeps of one setting.
+POINTS_KEPT = 64
+_POINTS: Memo[dict[str, Any]] = Memo(POINTS_KEPT)
 
 
 class SweepLab(ServingLab):
@@ -45,11 +54,20 @@ class SweepLab(ServingLab):
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()
+        workloads: dict[float, list[Request]] = {}  # by rate: the preemption sweep's points share them
         rows = []
         for i, point in enumerate(points):
-            setup = self.setup("paged").with_(**{k: v for k, v in point.items() if k != "rate"})
-            run = setup.run(self.workload_at(point.get("rate", self.rate)))
-            m = summarize(run, setup.slo)
-            rows.append({**point, **{k: m[k] for k in KEYS}})
+            inputs = {**self.values(), **point}
+            key = repr(sorted((n, v) for n, v in inputs.items() if n not in ("sweep", *ignored_by("paged"))))
+
+            def figures(point: dict[str, Any] = point) -> dict[str, Any]:
+                rate = point.get("rate", self.rate)
+                if rate not in workloads:
+                    workloads[rate] = self.workload_at(rate)
+                setup = self.setup("paged").with_(**{k: v for k, v in point.items() if k != "rate"})
+                m = summarize(setup.run(workloads[rate]), setup.slo)
+                return {k: m[k] for k in KEYS}
+
+            rows.append({**point, **_POINTS.get(key, figures)})
             progress((i + 1) / len(points), f"{i + 1}/{len(points)} runs")
         return {"sweep": self.sweep, "rows": rows}

@@ -41,17 +41,17 @@ class RadixServer:
         self.cache = RadixCache(capacity, page_size)
 
     def peek(self, prompt: np.ndarray) -> int:
-        return self.cache.match_length(prompt)
+        return self.cache.match_length(prompt, remember=True)
 
     def serve(self, request: Request) -> int:
         """Returns the prompt tokens found in the cache. A request longer than the whole
         pool runs without leaving anything cached."""
         tokens = request.tokens
-        match = self.cache.match_prefix(request.prompt)
+        match = self.cache.match_prefix(request.prompt, remember=True)
         self.cache.lock(match.node)
         fresh = self.cache.alloc(len(tokens) - match.length)
         if fresh is not None:
-            self.cache.insert(tokens, np.concatenate([match.slots, fresh]))
+            self.cache.extend(match, tokens, fresh)
         self.cache.unlock(match.node)
         return match.length
 
@@ -78,17 +78,19 @@ class _Waiting:
     order: int  # queue entry order: first come first served
 
 
-def _priority(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float,
-              now: int) -> Callable[[_Waiting], float]:
+def _scores(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float, now: int,
+            waiting: list[_Waiting]) -> list[float]:
+    """The priority of each waiting request, in queue order (peeks at the cache in that order)."""
     if policy == "fcfs":
-        return lambda w: -w.order
-    if policy == "lspf":
-        return lambda w: server.peek(w.request.prompt)
+        return [-w.order for w in waiting]
     if policy == "dfs":
-        return lambda w: -rank[w.request.rid]
-    if policy == "aging":
-        return lambda w: server.peek(w.request.prompt) + alpha * (now - w.entered)
-    raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
+        return [-rank[w.request.rid] for w in waiting]
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
+    matches = list(map(server.peek, [w.request.prompt for w in waiting]))
+    if policy == "lspf":
+        return matches
+    return [m + alpha * (now - w.entered) for m, w in zip(matches, waiting)]  # aging
 
 
 def simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queue: int = 32,
@@ -118,9 +120,8 @@ def simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queu
         if not waiting:
             now = arrivals[0][0]  # idle until the next arrival
             continue
-        score = _priority(policy, server, rank, alpha, now)
-        pick = max(range(len(waiting)), key=lambda i: (score(waiting[i]), -waiting[i].order))
-        w = waiting.pop(pick)
+        scores = _scores(policy, server, rank, alpha, now, waiting)
+        w = waiting.pop(scores.index(max(scores)))  # `waiting` is in entry order: ties go to the first
         matched = server.serve(w.request)
         served.append(Served(w.request.rid, w.request.group, now, len(w.request.prompt), matched,
                              now - w.entered, server.cached))

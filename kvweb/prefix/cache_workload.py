@@ -6,6 +6,7 @@ where the workload says so (a system prompt, a task's examples, earlier turns).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -22,8 +23,9 @@ class Request:
     after: int | None = None  # a later chat turn arrives `delay` steps after this rid finishes
     delay: int = 0
 
-    @property
+    @cached_property
     def tokens(self) -> np.ndarray:
+        """Prompt + output, joined once: every cache a lab runs serves the same requests."""
         return np.concatenate([self.prompt, self.output])
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ import numpy as np
 
 Tokens = Sequence[int] | np.ndarray
 EMPTY = np.zeros(0, dtype=np.int64)
+WIDTH = EMPTY.itemsize  # bytes of a token (int64)
+_EPOCH = operator.attrgetter("epoch")
 
 
 class TokenPool:
@@ -74,12 +77,14 @@ class TokenPool:
         self._n_free -= k
         self._in_use[pages] = True
         p = self.page_size
+        if p == 1:  # a slot per page: the pages are the slots
+            return pages
         return (pages[:, None] * p + np.arange(p)).ravel()[:n_tokens]
 
     def free(self, slots: np.ndarray) -> None:
         """Give back the pages of `slots`, a run that starts on a page boundary."""
-        pages = slots[::self.page_size] // self.page_size
-        if not self._in_use[pages].all():
+        pages = slots if self.page_size == 1 else slots[::self.page_size] // self.page_size
+        if np.count_nonzero(self._in_use[pages]) < len(pages):  # not `.all()`: a Python wrapper, slower
             raise ValueError("freeing a slot that is not in use")
         self._in_use[pages] = False
         self._free[self._n_free:self._n_free + len(pages)] = pages
@@ -89,17 +94,19 @@ class TokenPool:
 class TreeNode:
     """One edge of the tree and the node below it: a token run and its KV slots."""
 
-    __slots__ = ("id", "key", "value", "parent", "children", "lock_ref", "last_access", "end")
+    __slots__ = ("id", "key", "raw", "value", "parent", "children", "lock_ref", "last_access", "end", "epoch")
 
     def __init__(self, node_id: int, key: np.ndarray, value: np.ndarray, parent: TreeNode | None) -> None:
         self.id = node_id
         self.key = key  # the tokens on the edge into this node
+        self.raw = key.tobytes()  # the same as bytes: walks compare runs against it
         self.value = value  # their pool slots
         self.parent = parent
         self.children: dict[Any, TreeNode] = {}
         self.lock_ref = 0  # running requests whose cached prefix runs through here
         self.last_access = 0
         self.end = False  # an inserted sequence ends here
+        self.epoch = 0  # counts the changes of this edge (split, evicted): see `match_length`
 
     def __lt__(self, other: TreeNode) -> bool:  # heap ties: older node first
         return self.id < other.id
@@ -111,6 +118,18 @@ class Changes:
 
     evicted: list[tuple[int, TreeNode]]  # (former parent id, node), in eviction order
     split: list[int]  # ids of the upper nodes splits created
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """A remembered `match_length` walk, and the epochs of its nodes when it was taken."""
+
+    tokens: Tokens  # held, so that no other object takes its id while this is kept
+    length: int
+    path: list[TreeNode]  # the nodes stamped, from the last one up, root excluded
+    epochs: int  # their sum: none changed while it is the same (epochs only grow)
+    end: TreeNode  # the last node (the root when nothing matched)
+    follow: Any  # the key of the child of `end` that would take the walk further (None: no tokens left)
 
 
 @dataclass(frozen=True)
@@ -140,6 +159,7 @@ class RadixCache:
         self._record = record
         self._evicted: list[tuple[int, TreeNode]] = []
         self._split_ids: list[int] = []
+        self._walks: dict[int, _Walk] = {}  # id(tokens) -> their last walk (`match_length(remember=True)`)
 
     def changes(self) -> Changes:
         """Nodes evicted and split since the last call (empty unless made with record=True)."""
@@ -158,40 +178,77 @@ class RadixCache:
             return int(run[i])
         return run[i:i + self.page_size].tobytes()
 
-    def _common(self, edge: np.ndarray, run: np.ndarray) -> int:
-        """Length of the common prefix of an edge and a run, in whole pages."""
-        k = _prefix_len(edge, run)
+    def _common(self, node: TreeNode, run: np.ndarray, i: int, data: bytes) -> int:
+        """Length of the common prefix of node's edge and run[i:], in whole pages. `data` is
+        run.tobytes(): a whole edge matches most often, and bytes tell that quickest."""
+        if data.startswith(node.raw, WIDTH * i):
+            return len(node.key)  # edges hold whole pages
+        k = _prefix_len(node.key, run[i:])
         return k - k % self.page_size
 
     def _tokens(self, tokens: Tokens) -> np.ndarray:
         run = np.asarray(tokens, dtype=np.int64)
         return run if self.page_size == 1 else run[:len(run) - len(run) % self.page_size]
 
-    def match_prefix(self, tokens: Tokens) -> Match:
+    def match_prefix(self, tokens: Tokens, remember: bool = False) -> Match:
         """The longest cached prefix of `tokens` (whole pages). Splits the edge the match
-        ends inside and stamps the matched path as used now (see the LRU rule above)."""
+        ends inside and stamps the matched path as used now (see the LRU rule above).
+        `remember`: see `match_length`."""
+        walk = self._replay(tokens) if remember else None
+        if walk is not None:
+            slots = np.concatenate([node.value for node in reversed(walk.path)]) if walk.path else EMPTY
+            return Match(walk.length, slots, walk.end)
         parts: list[np.ndarray] = []
         i, node = self._match(tokens, parts)
         slots = np.concatenate(parts) if parts else EMPTY
         return Match(i, slots, node)
 
-    def match_length(self, tokens: Tokens) -> int:
+    def match_length(self, tokens: Tokens, remember: bool = False) -> int:
         """`match_prefix(tokens).length`, with the same effects on the tree (splits and LRU
-        stamps), without gathering the slots: what a scheduler asks of every waiting request."""
-        return self._match(tokens, None)[0]
+        stamps), without gathering the slots: what a scheduler asks of every waiting request.
+
+        A scheduler asks again about the same requests every step. With `remember`, the path
+        walked for these tokens is kept (by identity: the same object must hold the same tokens)
+        and only stamped again while it is still the walk: no node on it was split or evicted
+        and its last node (or the root, when nothing matched) has no child to take it further.
+        """
+        walk = self._replay(tokens) if remember else None
+        if walk is not None:
+            return walk.length
+        length, end = self._match(tokens, None)
+        if remember:
+            path = []
+            node = end
+            while node is not self.root:
+                path.append(node)
+                node = node.parent
+            run = self._tokens(tokens)
+            follow = self._child_key(run, length) if length < len(run) else None
+            self._walks[id(tokens)] = _Walk(tokens, length, path, sum(map(_EPOCH, path)), end, follow)
+        return length
+
+    def _replay(self, tokens: Tokens) -> _Walk | None:
+        """The remembered walk of `tokens`, stamped as a new walk, if it is still the walk."""
+        walk = self._walks.get(id(tokens))
+        if walk is None or walk.follow in walk.end.children or sum(map(_EPOCH, walk.path)) != walk.epochs:
+            return None
+        self.clock += 1
+        for node in walk.path:
+            node.last_access = self.clock
+        return walk
 
     def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
         """Walk the longest cached prefix (see `match_prefix`); the slots of its edges go to
         `parts` unless it is None. Returns the match's length and its last node."""
         run = self._tokens(tokens)
+        data = run.tobytes()
         self.clock += 1
-        node, i = self.root, 0
-        by_token = self.page_size == 1  # `_child_key` and `_common` spelt out: this is the hot loop
-        while i < len(run):
-            child = node.children.get(int(run[i]) if by_token else self._child_key(run, i))
+        node, i, n, p = self.root, 0, len(run), self.page_size
+        while i < n:  # `_child_key` spelt out, the page cut from `data`: this is the hot loop
+            child = node.children.get(int(run[i]) if p == 1 else data[WIDTH * i:WIDTH * (i + p)])
             if child is None:
                 break
-            k = _prefix_len(child.key, run[i:]) if by_token else self._common(child.key, run[i:])
+            k = self._common(child, run, i, data)
             if k < len(child.key):
                 child = self._split(child, k)
             child.last_access = self.clock
@@ -207,19 +264,37 @@ class RadixCache:
         Tokens already cached keep the tree's slots (the caller's copies are freed), as
         does any tail shorter than a page. Returns how many tokens were already cached.
         """
-        run = self._tokens(tokens)
         slots = np.asarray(slots, dtype=np.int64)
         if len(slots) < len(tokens):
             raise ValueError("insert needs one slot per token")
         self.clock += 1
-        node, i = self.root, 0
+        return self._insert(self._tokens(tokens), self.root, 0, slots)
+
+    def extend(self, match: Match, tokens: Tokens, fresh: np.ndarray) -> int:
+        """`insert(tokens, np.concatenate([match.slots, fresh]))`, where `match` is the match of a
+        prefix of `tokens`, still locked (so still in the tree as matched): a request that ran
+        caches its tokens. The matched path is stamped, not walked again."""
+        fresh = np.asarray(fresh, dtype=np.int64)
+        if match.length + len(fresh) < len(tokens):
+            raise ValueError("insert needs one slot per token")
+        self.clock += 1
+        node = match.node
+        while node is not self.root:
+            node.last_access = self.clock
+            node = node.parent
+        return self._insert(self._tokens(tokens), match.node, match.length, fresh)
+
+    def _insert(self, run: np.ndarray, node: TreeNode, i: int, slots: np.ndarray) -> int:
+        """The insert walk from `node`, where run[:i] ends: `slots` are those of run[i:] and on."""
+        data = run.tobytes()
+        start = i
         while i < len(run):
             child = node.children.get(self._child_key(run, i))
             if child is None:
-                node = self._add_leaf(node, run[i:], slots[i:len(run)])
+                node = self._add_leaf(node, run[i:], slots[i - start:len(run) - start])
                 break
-            k = self._common(child.key, run[i:])
-            self._free_copies(slots[i:i + k], child.value[:k])
+            k = self._common(child, run, i, data)
+            self._free_copies(slots[i - start:i - start + k], child.value[:k])
             if k < len(child.key):
                 child = self._split(child, k)
             child.last_access = self.clock
@@ -227,14 +302,13 @@ class RadixCache:
         already = i
         if node is not self.root:
             node.end = True
-        if len(slots) > len(run):
-            self.pool.free(slots[len(run):])
+        if len(slots) > len(run) - start:
+            self.pool.free(slots[len(run) - start:])
         return already
 
     def _free_copies(self, given: np.ndarray, kept: np.ndarray) -> None:
-        copies = given[given != kept]
-        if len(copies):
-            self.pool.free(copies)
+        if given.tobytes() != kept.tobytes():  # most often the tree's own (a match's): quickest asked so
+            self.pool.free(given[given != kept])
 
     def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> TreeNode:
         leaf = TreeNode(next(self._ids), key, value, parent)
@@ -254,7 +328,8 @@ class RadixCache:
         upper.last_access = child.last_access
         upper.children[self._child_key(child.key, k)] = child
         parent.children[self._child_key(child.key, 0)] = upper
-        child.key, child.value, child.parent = child.key[k:], child.value[k:], upper
+        child.epoch += 1
+        child.key, child.raw, child.value, child.parent = child.key[k:], child.raw[WIDTH * k:], child.value[k:], upper
         if self._record:
             self._split_ids.append(upper.id)
         return upper
@@ -315,6 +390,7 @@ class RadixCache:
             assert parent is not None
             del parent.children[self._child_key(leaf.key, 0)]
             leaf.parent = None
+            leaf.epoch += 1
             if self._record:
                 self._evicted.append((parent.id, leaf))
             candidate = self._tidy(parent)

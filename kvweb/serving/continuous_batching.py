@@ -10,6 +10,11 @@ No per-token work for decoding requests: a decoding request's KV grows by one to
 iteration that decodes, so its length is a function of the decode counter (kept as a base
 count and a base length, as in `engine.Sequence`), and the counter value at which it finishes
 is known when it starts decoding.
+
+Most iterations are quiet: they only decode. A scheduler runs those without the general path
+(`_quiet_run`, one by one in a tight loop) and long stretches of them as arrays (`_quiet_plan`),
+with every figure the same to the last bit (tests/test_speed_exact_schedulers.py compares them
+with the run that takes every iteration through `_iterate`, as an observer makes it).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
 from kvweb.serving.engine import Run, Sequence
-from kvweb.serving.engine_trace import TraceRecorder, blocks_to_cells
+from kvweb.serving.engine_trace import TraceRecorder, cell_group
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
@@ -33,6 +38,7 @@ from kvweb.serving.workload import Request
 # KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes).
 CACHED, FREE, SHARED = -2, -1, -3
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
+QUIET_ARRAY = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
 
 
@@ -100,7 +106,8 @@ Observer = Callable[["ContinuousBatching", int], None]
 
 class ContinuousBatching:
     """Base of the schedulers: see the module docstring. Subclasses set `kind`, `capacity` and
-    implement `_iterate`, `_release`, `never_fits`, `occupied`, `used`, `cached` and `memory_map`."""
+    implement `_iterate`, `_release`, `never_fits`, `occupied`, `used`, `cached` and `memory_map`,
+    and may implement `_quiet_run`, `_quiet_plan` and `_quiet_commit`."""
 
     kind = ""
     capacity = 0  # tokens
@@ -140,6 +147,33 @@ class ContinuousBatching:
         """Run one iteration: (seconds, requests in the batch, requests that got their first token,
         and during it the memory `occupied`, `used` and `cached`)."""
         raise NotImplementedError
+
+    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+        """Run up to `most` quiet iterations one by one, stopping after the one whose end reaches
+        `limit` seconds, and return how many ran (0: the next one is not quiet). A quiet iteration
+        only decodes the running requests: nothing is admitted, prefilled or preempted (nobody
+        finishes in it: the loop sees to that). Each must change the state exactly as `_iterate`
+        would, and add what the loop adds for it: `clock` holds (now, occupied_s, used_s,
+        cached_s, last decode time), updated here, `itl_s` and `itl_n` get its inter-token
+        latency. Sets `now`, `step` and `decoded`. Most iterations of a run are quiet."""
+        return 0
+
+    def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
+        """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
+        occupied, used, cached)) for k of them, at least QUIET_ARRAY and at most `most` (arrays of k
+        elements; occupied, used and cached may be one number for all); or (k, None): run at most
+        the next k one by one (0: the next one is not quiet). `room_s`: seconds to the next event;
+        iterations only get longer, so planning stops at about as many as fill it. `_quiet_commit(m)`
+        then changes the state as the first m do."""
+        return 0, None
+
+    def _quiet_commit(self, m: int) -> None:
+        """Change the state as the first m iterations of the last `_quiet_plan` do (and set `decoded`)."""
+        raise NotImplementedError
+
+    def _quiet_span(self, most: int, room_s: float, first_s: float) -> int:
+        """`most`, cut to about the iterations that fill `room_s` seconds when the first takes first_s."""
+        return most if room_s == float("inf") else min(most, int(room_s / first_s) + 2)
 
     def _release(self, seq: Seq, finished: bool) -> None:
         """Give back a request's KV memory (finished: what the cache keeps is up to the scheduler)."""
@@ -251,10 +285,13 @@ class ContinuousBatching:
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
         stopped = False
-        itl: list[tuple[float, int]] = []
+        itl_s: list[float] = []  # ScheduledRun.itl's two columns: (inter-token latency, requests)
+        itl_n: list[int] = []
         joins: list[tuple[float, int]] = []  # (when, how many) requests joined the decoding batch
         last_decode = 0.0
         running, waiting, finish_at, ttft_s = self.running, self.waiting, self.finish_at, self.slo.ttft_s
+        step_times = self.cost.step_times
+        coast = observer is None  # an observer sees every step go through `_iterate`
         while True:
             if not (running or waiting or self.busy):
                 if arrivals.next_t == float("inf"):
@@ -267,6 +304,58 @@ class ContinuousBatching:
             if self.misses > give_up:
                 stopped = True
                 break
+            if coast and running and not joins:
+                # Quiet iterations (see `_quiet_run`) up to the next arrival or the one before the next
+                # finish, with the full iteration's bookkeeping (below) in the same order: long stretches
+                # as arrays (`_quiet_plan`; numpy's accumulate adds in order, so every sum is the same
+                # to the last bit), short ones one by one.
+                stop, next_t = min(finish_at), arrivals.next_t
+                while self.dstep + 1 < stop:
+                    limit = min(next_t, sample_t)
+                    most = min(stop - self.dstep - 1, 1024 - (steps & 1023))  # and the next progress report
+                    plan = None
+                    if most >= QUIET_ARRAY:
+                        most, plan = self._quiet_plan(most, limit - self.now)
+                    if plan is not None:
+                        n = len(running)
+                        flops, nbytes, occ, use, cache = plan
+                        dts = step_times(flops, nbytes)
+                        k = len(dts)
+                        sums = np.empty((4, k))  # the clock and the three time integrals
+                        sums[0] = dts
+                        np.multiply(dts, occ, out=sums[1])
+                        np.multiply(dts, use, out=sums[2])
+                        np.multiply(dts, cache, out=sums[3])
+                        sums[:, 0] += (self.now, occupied_s, used_s, cached_s)
+                        np.add.accumulate(sums, axis=1, out=sums)
+                        m = min(int(np.searchsorted(sums[0], limit)) + 1, k)  # up to the one reaching the limit
+                        self._quiet_commit(m)
+                        times = sums[0, :m]
+                        itl_s.append(times[0].item() - last_decode)
+                        itl_s += np.diff(times).tolist()
+                        itl_n += [n] * m
+                        self.now, occupied_s, used_s, cached_s = sums[:, m - 1].tolist()
+                        self.step += m
+                    else:
+                        clock = [self.now, occupied_s, used_s, cached_s, last_decode]
+                        m = self._quiet_run(most, limit, clock, itl_s, itl_n) if most > 0 else 0
+                        if not m:
+                            break  # the next iteration is not quiet
+                        self.now, occupied_s, used_s, cached_s, _ = clock
+                    last_decode = now = self.now
+                    steps += m
+                    batch_sum += self.decoded * m
+                    if now >= sample_t:
+                        hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+                        trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
+                                     self.cached, hit_rate)
+                        sample_t = trace.next_t
+                    if not steps & 1023:
+                        progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
+                    if now >= next_t:
+                        break
+                if self.now >= next_t:
+                    continue  # submit the arrivals first
             self.step += 1
             dt, batch, fresh, occupied, used, cached = self._iterate()
             if not batch:
@@ -281,11 +370,15 @@ class ContinuousBatching:
                 if joins:  # ... or, for requests that joined since, since their last token
                     old = self.decoded - sum(c for _, c in joins)
                     if old > 0:
-                        itl.append((now - last_decode, old))
-                    itl += [(now - t, c) for t, c in joins]
+                        itl_s.append(now - last_decode)
+                        itl_n.append(old)
+                    for t, c in joins:
+                        itl_s.append(now - t)
+                        itl_n.append(c)
                     joins.clear()
                 else:
-                    itl.append((now - last_decode, self.decoded))
+                    itl_s.append(now - last_decode)
+                    itl_n.append(self.decoded)
                 last_decode = now
             if self.joined:
                 joins.append((now, self.joined))
@@ -314,16 +407,24 @@ class ContinuousBatching:
             preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens, swapped_bytes=0,
             generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
             prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
-            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s, itl=itl,
+            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s,
+            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))),
         )
 
 
-def state_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max_cells: int) -> tuple[int, list[int], list[int]]:
-    """Cells of whole blocks, each showing the most active state among its blocks: a running
-    request (its largest id, or SHARED), else CACHED, else FREE; `written` is each block's KV
-    tokens. Returns (tokens per cell, owners, percentage of each cell holding KV)."""
-    key = np.where(owner >= 0, owner + 2, np.where(owner == SHARED, 1, np.where(owner == CACHED, 0, -1)))
-    cell_tokens, top, percent = blocks_to_cells(block_size, key, written, max_cells)
-    top_a = np.asarray(top)
-    owners = np.where(top_a >= 2, top_a - 2, np.where(top_a == 1, SHARED, np.where(top_a == 0, CACHED, FREE)))
-    return cell_tokens, owners.tolist(), percent
+# Memory-map cells show the most active state among their units: a running request (the largest
+# id), else SHARED, else CACHED, else FREE. Maps are built on keys in that order: an owner id is its
+# own key, a mark m has the key -4 - m (SHARED -1, CACHED -2, FREE -3), and the same map turns a
+# key back into an owner.
+K_SHARED, K_CACHED, K_FREE = -4 - SHARED, -4 - CACHED, -4 - FREE
+
+
+def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndarray) -> tuple[int, list[int], list[int]]:
+    """Cells of `per_cell` units from each unit's key and KV tokens, both padded to whole cells
+    (padding: K_FREE, 0). Returns (tokens per cell, owners, percentage of each cell holding KV)."""
+    cell_tokens = per_cell * unit_tokens
+    if per_cell > 1:
+        key = key.reshape(-1, per_cell).max(axis=1)
+        written = written.reshape(-1, per_cell).sum(axis=1)
+    percent = np.rint(100 * written / cell_tokens).astype(int)
+    return cell_tokens, np.where(key >= 0, key, -4 - key).tolist(), percent.tolist()

@@ -307,7 +307,7 @@ class Engine:
         the full step's (`run`), in the same order, so every figure comes out the same to the
         last bit; a long stretch is done in arrays (numpy's accumulate adds in order).
         Returns the run's updated (steps, occupied_s, used_s, next trace sample time)."""
-        mm, cost, trace = self.memory, self.cost, self.trace
+        mm, cost, trace, step_time = self.memory, self.cost, self.trace, self.cost.step_time
         f0, fb, fc, b0, bb, bc = self._decode
         step, batch, now, kv = self.step, len(self.running), self.now, self.kv_tokens
         next_t = self.arrivals.next_t
@@ -341,20 +341,17 @@ class Engine:
                 now, occupied_s, used_s = sums[:, n - 1].tolist()
                 kv += batch * n
                 itl_s += dts[:n].tolist()
-                itl_n += repeat(batch, n)
             else:
-                n = 0
-                for held_now in held:
+                for n, held_now in enumerate(held, 1):
                     kv += batch  # the step's context: KV before it plus one token each
-                    dt = cost.step_time(flops0 + fc * kv, nbytes0 + bc * kv)
+                    dt = step_time(flops0 + fc * kv, nbytes0 + bc * kv)
                     itl_s.append(dt)
-                    itl_n.append(batch)
                     now += dt
                     occupied_s += held_now * dt
                     used_s += kv * dt
-                    n += 1
                     if now >= limit:
                         break
+            itl_n += repeat(batch, n)
             mm.grow_through(step, n)
             step += n
             steps += n

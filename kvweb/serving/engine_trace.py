@@ -65,13 +65,16 @@ def blocks_to_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max
     free) and the percentage of the cell holding written KV.
     """
     per_cell = cell_group(len(owner), max_cells)
-    cells = -(-len(owner) // per_cell)
-    pad = cells * per_cell - len(owner)
-    owner = np.concatenate([owner, np.full(pad, -1, dtype=owner.dtype)]).reshape(cells, per_cell)
-    written = np.concatenate([written, np.zeros(pad, dtype=written.dtype)]).reshape(cells, per_cell)
     cell_tokens = per_cell * block_size
-    percent = np.rint(100 * written.sum(axis=1) / cell_tokens).astype(int)
-    return cell_tokens, owner.max(axis=1).tolist(), percent.tolist()
+    if per_cell > 1:  # (one block per cell: the blocks are the cells)
+        pad = -len(owner) % per_cell
+        if pad:
+            owner = np.concatenate([owner, np.full(pad, -1, dtype=owner.dtype)])
+            written = np.concatenate([written, np.zeros(pad, dtype=written.dtype)])
+        owner = owner.reshape(-1, per_cell).max(axis=1)
+        written = written.reshape(-1, per_cell).sum(axis=1)
+    percent = np.rint(100 * written / cell_tokens).astype(int)
+    return cell_tokens, owner.tolist(), percent.tolist()
 
 
 def ranges_to_cells(capacity: int, ranges: list[tuple[int, int, int, int]], max_cells: int) -> tuple[int, list[int], list[int]]:
@@ -163,10 +166,14 @@ class TraceRecorder:
     def event_bins(self, end: float, bins: int = EVENT_BINS) -> dict[str, list]:
         """The events as counts per (time bin, kind), only where some happened: a marker per
         row draws every event however many there are."""
+        rows: dict[str, list] = {"t0": [], "t1": [], "kind": [], "count": []}
+        if not self.events["t"]:
+            return rows
         times, kinds = np.array(self.events["t"]), np.array(self.events["kind"])
         edges = np.linspace(0.0, max(end, times.max(initial=0.0)) or 1.0, bins + 1)
-        rows: dict[str, list] = {"t0": [], "t1": [], "kind": [], "count": []}
         for kind in EVENT_KINDS:
+            if kind not in self.events["kind"]:
+                continue  # no rows
             counts, _ = np.histogram(times[kinds == kind], edges)
             for i in np.flatnonzero(counts):
                 for name, value in zip(rows, (float(edges[i]), float(edges[i + 1]), kind, int(counts[i]))):

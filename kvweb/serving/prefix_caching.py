@@ -23,8 +23,14 @@ def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], bl
     """Extend `hashes` (the chain of the first len(hashes) blocks of `tokens`, int64 ids) to
     `blocks` blocks: each is hash(previous hash, this block's tokens)."""
     prev = hashes[-1] if hashes else 0
-    for i in range(len(hashes) * block_size, blocks * block_size, block_size):
-        prev = hash((prev, tokens[i:i + block_size].tobytes()))
+    start = len(hashes) * block_size
+    if blocks * block_size <= start:
+        return
+    # the blocks' bytes in one piece, cut in Python: a numpy slice per block costs more than its hash
+    data = tokens[start:blocks * block_size].tobytes()
+    width = block_size * tokens.itemsize
+    for at in range(0, (blocks * block_size - start) * tokens.itemsize, width):
+        prev = hash((prev, data[at:at + width]))
         hashes.append(prev)
 
 
