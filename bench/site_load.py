@@ -20,6 +20,7 @@ recorded in docs/site.md.
     .venv/bin/python bench/site_load.py                 # everything, printed as a table
     .venv/bin/python bench/site_load.py --labs engine   # widget changes of some labs only
     .venv/bin/python bench/site_load.py --runs 3 --skip-report --json
+    .venv/bin/python bench/site_load.py --site build/site-before --labs engine   # an older build
 """
 from __future__ import annotations
 
@@ -183,10 +184,12 @@ def main() -> None:
     parser.add_argument("--labs", nargs="*", default=sorted(LABS), help="labs whose widget changes are timed")
     parser.add_argument("--skip-report", action="store_true")
     parser.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    parser.add_argument("--site", type=Path, default=ROOT / "build" / "site",
+                        help="the built site to serve (a copy of an older build: before/after on the same host)")
     args = parser.parse_args()
-    site = ROOT / "build" / "site"
+    site = args.site
     if not (site / "index.html").exists():
-        raise SystemExit("build/site is missing: run scripts/build-site.sh first")
+        raise SystemExit(f"{site} has no index.html: run scripts/build-site.sh first")
     with SiteServer(site) as server, sync_playwright() as pw:
         loads = []
         for i in range(args.runs):

@@ -5,7 +5,9 @@ replace (kept here as references); and every run or search the lab remembers equ
 from __future__ import annotations
 
 import copy
+import copyreg
 import dataclasses
+import itertools
 from dataclasses import replace
 from itertools import chain
 
@@ -21,13 +23,15 @@ from kvweb.labs import schedulers
 from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
 from kvweb.serving import continuous_batching, radix_scheduler, v1_scheduler
-from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, ScheduledRun, key_cells
+from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
 from kvweb.serving.prefix_caching import chain_hashes
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import Request, poisson_workload
+from test_schedulers import workload as small_workload
+from test_speed_exact import same_run
 
 BASE = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
 
@@ -141,20 +145,6 @@ def recorder(requests: list[Request], points: int = 200) -> TraceRecorder:
     return TraceRecorder(horizon / points, extra_curves=("cached", "hit_rate"))
 
 
-def same_run(a: ScheduledRun, b: ScheduledRun) -> None:
-    for f in dataclasses.fields(ScheduledRun):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if f.name == "itl":
-            assert np.array_equal(x, y)
-        elif f.name == "sequences":
-            assert [(s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in x] == \
-                   [(s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in y]
-        elif f.name == "rejected":
-            assert [(r.id, why) for r, why in x] == [(r.id, why) for r, why in y]
-        else:
-            assert x == y, f.name
-
-
 def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # noqa: ANN001
     """The run as it is (quiet iterations coasting) equals the run with every iteration through
     `_iterate` (an observer turns coasting off), trace included."""
@@ -205,20 +195,6 @@ requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]), s
                                  st.integers(1, 120), st.booleans()), min_size=1, max_size=16)
 
 
-def small_workload(rows: list, shared: bool) -> list[Request]:
-    """Rows of (gap, shared system tokens, own prompt tokens, output, a later turn?)."""
-    rng = np.random.default_rng(len(rows))
-    system = rng.integers(0, 9, 30)
-    out, t = [], 0.0
-    for i, (gap, k, p, o, later) in enumerate(rows):
-        t += gap
-        prompt = np.concatenate([system[:k] if shared else [], rng.integers(0, 9, p)]).astype(np.int64)
-        tokens = np.concatenate([prompt, rng.integers(0, 9, o)]) if shared else None
-        after = i - 1 if later and i else None
-        out.append(Request(i, t, len(prompt), o, tokens=tokens, after=after, delay=0.02 if after is not None else 0.0))
-    return out
-
-
 @settings(max_examples=60, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 600), block=st.sampled_from([1, 2, 4, 16]),
        max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), mode=st.sampled_from(["v1", "sglang"]),
@@ -262,10 +238,12 @@ def test_memory_maps_are_the_plain_ones(params):
 
 @settings(max_examples=40, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 2000), block=st.sampled_from([1, 2, 4, 16]),
-       max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), cells=st.sampled_from([1, 7, 64, 1024]))
-def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, cells):
+       max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), cells=st.sampled_from([1, 7, 64, 1024]),
+       dense=st.sampled_from([0, 1 << 16]))
+def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, cells, dense):
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
+    radix_scheduler.DENSE_SLOTS, saved = dense, radix_scheduler.DENSE_SLOTS  # 0: every pool keyed where held
 
     def trace() -> TraceRecorder:
         return TraceRecorder(0.01, max_cells=cells, extra_curves=("cached", "hit_rate"))
@@ -273,8 +251,11 @@ def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, ma
     v1 = V1Config(256, block, max_seqs, max_seqs + budget, caching)
     same_run(V1Scheduler(cost, v1).run(requests, trace=trace()), PlainV1(cost, v1).run(requests, trace=trace()))
     radix = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm", False, caching)
-    same_run(RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()),
-             PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()))
+    try:
+        same_run(RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()),
+                 PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()))
+    finally:
+        radix_scheduler.DENSE_SLOTS = saved
 
 
 def test_cells_of_blocks_are_the_plain_ones():
@@ -434,6 +415,16 @@ def test_the_itl_pairs_are_an_array_of_the_same_pairs():
     assert summarize(run, SLO())["itl_s"]["count"] == int(run.itl[:, 1].sum())
 
 
+def clone(scheduler):  # noqa: ANN001, ANN201
+    """A deep copy (Python 3.14 no longer copies an `itertools.count`, as RadixCache holds: it is
+    copied here at the value it stands at, read off its repr without advancing it)."""
+    copyreg.pickle(itertools.count, lambda c: (itertools.count, tuple(int(x) for x in repr(c)[6:-1].split(","))))
+    try:
+        return copy.deepcopy(scheduler)
+    finally:
+        copyreg.dispatch_table.pop(itertools.count, None)
+
+
 def state(s) -> tuple:  # noqa: ANN001
     """What an iteration may change in a scheduler, as plain values."""
     seqs = [(q.id, q.kv(s.dstep), list(q.blocks), q.mat, len(q.own)) for q in s.running.values()]
@@ -463,7 +454,7 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
     def observe(s, step) -> None:  # noqa: ANN001
         if not s.running or step % 3:
             return  # (every third iteration: a copy of the scheduler costs more than the iteration)
-        quiet, full = copy.deepcopy(s), copy.deepcopy(s)
+        quiet, full = clone(s), clone(s)
         clock = [s.now, 0.0, 0.0, 0.0, s.now]
         itl_s, itl_n = [], []
         if quiet._quiet_run(1, float("inf"), clock, itl_s, itl_n):
@@ -474,7 +465,7 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
             assert (itl_s, itl_n) == ([now - s.now], [batch])
             assert state(quiet) == state(full) and quiet.now == now
         most = 12
-        planned, stepped = copy.deepcopy(s), copy.deepcopy(s)
+        planned, stepped = clone(s), clone(s)
         saved = v1_scheduler.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
         v1_scheduler.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = 1
         try:
@@ -488,7 +479,7 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
         if plan is not None:
             flops, nbytes, occ, use, cache = (np.broadcast_to(np.asarray(a), (k,)).tolist() for a in plan)
             dts = cost.step_times(np.asarray(flops), np.asarray(nbytes)).tolist()
-            replay = copy.deepcopy(s)
+            replay = clone(s)
             for j in range(k):
                 clock = [0.0, 0.0, 0.0, 0.0, 0.0]
                 replay._quiet_run(1, float("inf"), clock, [], [])

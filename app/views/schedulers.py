@@ -77,6 +77,7 @@ class StateMap:
         self.figure.add_tools(HoverTool(renderers=[held], tooltips=[("", "@state"), (tr("request"), "@owner"),
                                                                     (tr("KV"), "@written %")]))
         self.columns = 1
+        self._grid: tuple[tuple[int, int], dict[str, list]] = ((0, 0), {})
 
     def reset(self, title: str, cells: int) -> None:
         self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
@@ -85,13 +86,20 @@ class StateMap:
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
 
+    def grid(self, cells: int) -> dict[str, list]:
+        """The cells' boxes (the same for every frame of a run: made once)."""
+        if self._grid[0] != (cells, self.columns):
+            boxes = [cell_box(i, self.columns) for i in range(cells)]
+            self._grid = (cells, self.columns), {k: [b[j] for b in boxes] for j, k in enumerate(CELL)}
+        return self._grid[1]
+
     def draw(self, frame: dict[str, Any]) -> None:
         owners, written = frame["owner"], frame["written"]
-        boxes = [cell_box(i, self.columns) for i in range(len(owners))]
+        grid = self.grid(len(owners))
         states = [state_of(o) for o in owners]
         self.cells.data = {
-            **{k: [b[j] for b in boxes] for j, k in enumerate(CELL)},
-            "fill_top": [b[3] + (1 - 0.12) * w / 100 for b, w in zip(boxes, written)],
+            **grid,
+            "fill_top": [bottom + (1 - 0.12) * w / 100 for bottom, w in zip(grid["bottom"], written)],
             "color": [STATE_COLOR[s] for s in states], "state": [tr(s) for s in states],
             "owner": [o if o >= 0 else "-" for o in owners], "written": written,
         }

@@ -21,7 +21,7 @@ from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
 from kvweb.serving.engine import Run
-from kvweb.serving.engine_setup import SCENARIOS, ignored_by
+from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
@@ -57,7 +57,7 @@ FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
 # Remembered results, shared by every session (a run is a pure function of its key; results are
 # only read): in the app a widget change reruns only the modes that read it, and a search only
 # when something it reads changed (not the rate: it scales the requests' arrivals itself).
-RUNS_KEPT = 4  # traced runs per mode
+RUNS_KEPT = 3  # traced runs per mode (about 2.5 MB each)
 _RUNS: Memo[tuple[dict[str, Any], list[tuple[int, int]]]] = Memo(RUNS_KEPT * len(MODES))
 _SEARCHES: Memo[tuple[float, list[dict]]] = Memo(2 * len(MODES))
 _WORKLOADS: Memo[list[Request]] = Memo(4)
@@ -129,7 +129,10 @@ class SchedulersLab(ServingLab):
     question_len = param.Integer(50, bounds=(1, 8192), precedence=ADVANCED,
                                  doc="few-shot, multi-turn: tokens of each new question")
 
-    _values: dict[str, Any] | None = None  # the parameters, read once per run
+    # During a run: the parameters and the setup, read once (param reads are slow, the keys need
+    # every parameter and the runs the setup many times, and nothing changes during a run).
+    _values: dict[str, Any] | None = None
+    _setup: Setup | None = None
 
     def check(self) -> None:
         super().check()
@@ -148,6 +151,11 @@ class SchedulersLab(ServingLab):
             raise ParamError(f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})")
         if self.search and self.workload == "trace":
             raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
+
+    def setup(self, memory: str = "paged") -> Setup:
+        if memory == "paged" and self._setup is not None:
+            return self._setup
+        return super().setup(memory)
 
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
@@ -210,7 +218,13 @@ class SchedulersLab(ServingLab):
         return _RUNS.get(self.key(("search", "target", *UNREAD_BY[mode]), mode=mode), serve)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
-        self._values = self.values()  # read once: param reads are slow, and the keys need them all
+        self._values, self._setup = self.values(), super().setup()
+        try:
+            return self._serve(progress)
+        finally:
+            self._values = self._setup = None
+
+    def _serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.requests_at(self.rate)
         steps = len(MODES) * (2 if self.search else 1)
         modes, counts = [], []
@@ -239,9 +253,7 @@ class SchedulersLab(ServingLab):
             row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
 
     def _search_mode(self, i: int, mode: str, progress: Progress) -> tuple[float, list[dict]]:
-        base, count = self.requests_at(1.0), [0]
-
-        slo = self.setup().slo
+        base, count, slo = self.requests_at(1.0), [0], self.setup().slo
 
         def serve(rate: float, give_up_after: int) -> dict[str, Any]:
             # (`replace(r, arrival=...)`, built directly: the search builds thousands)

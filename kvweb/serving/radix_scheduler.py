@@ -49,6 +49,7 @@ IN_BATCH_THRESHOLD = 32  # IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and ..._DEPRI
 CLIP_MAX_NEW_TOKENS = 4096  # the most output a request is expected to still need
 RETRACT_DECODE_STEPS = 20
 INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 0.7, 0.14, 600
+DENSE_SLOTS = 1 << 16  # memory maps of pools up to this many slots are keyed slot by slot
 
 
 class Match(Protocol):
@@ -447,29 +448,44 @@ class RadixScheduler(ContinuousBatching):
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of token slots: a running request's id, SHARED (a tree node locked by running
         requests: their cached prefix, or a chunk already inserted), CACHED (an unlocked tree
-        node: evictable, reusable) or FREE. Works on the slots in use, not the whole pool: tree
-        nodes and requests hold disjoint slots, so each cell's state is the largest key of the
-        slots in it and its KV the count of them."""
+        node: evictable, reusable) or FREE. Tree nodes and requests hold disjoint slots, so each
+        cell's state is the largest key of the slots in it, its KV the count of them: a small pool
+        is keyed slot by slot, a large one (mostly free) only where slots are held."""
         self._materialize_running()
-        per_cell = cell_group(self.pool.size, max_cells)
-        cells = -(-self.pool.size // per_cell)
-        arrays, keys = [], []
+        size = self.pool.size
+        per_cell = cell_group(size, max_cells)
+        cells = -(-size // per_cell)
+        by_key: dict[int, list[np.ndarray]] = {K_CACHED: [], K_SHARED: []}
         stack = list(self.tree.root.children.values())
         while stack:
             node = stack.pop()
-            arrays.append(node.value)
-            keys.append(K_SHARED if node.lock_ref else K_CACHED)
+            by_key[K_SHARED if node.lock_ref else K_CACHED].append(node.value)
             stack.extend(node.children.values())
+        own, ids = [], []
         for seq in [*self.running.values(), *([self.chunked] if self.chunked else [])]:
-            arrays += seq.own
-            keys += [seq.id] * len(seq.own)
-        if not arrays:
-            return per_cell, [FREE] * cells, [0] * cells
-        slots = np.concatenate(arrays)
-        cell = (slots // per_cell if per_cell > 1 else slots).astype(np.intp, copy=False)  # bincount wants intp
+            own += seq.own
+            ids += [seq.id] * len(seq.own)
+        tree = [(k, np.concatenate(arrays)) for k, arrays in by_key.items() if arrays]  # (CACHED first: SHARED outranks it)
+        running = (np.concatenate(own), np.repeat(np.array(ids, dtype=np.int64), [len(a) for a in own])) if own else None
+        if size <= DENSE_SLOTS:
+            key = np.full(cells * per_cell, K_FREE, dtype=np.int64)
+            for k, slots in tree:
+                key[slots] = k
+            if running is not None:
+                key[running[0]] = running[1]
+            key = key.reshape(cells, per_cell)
+            return key_cells(per_cell, 1, key.max(axis=1), np.count_nonzero(key != K_FREE, axis=1))
         key = np.full(cells, K_FREE, dtype=np.int64)
-        np.maximum.at(key, cell, np.repeat(np.array(keys, dtype=np.int64), [len(a) for a in arrays]))
-        return key_cells(per_cell, 1, key, np.bincount(cell, minlength=cells))  # already one entry per cell
+        held = [np.zeros(0, dtype=np.intp)]
+        for k, slots in tree:
+            cell = (slots // per_cell).astype(np.intp, copy=False)  # (bincount wants intp)
+            key[cell] = k
+            held.append(cell)
+        if running is not None:
+            cell = (running[0] // per_cell).astype(np.intp, copy=False)
+            np.maximum.at(key, cell, running[1])
+            held.append(cell)
+        return key_cells(per_cell, 1, key, np.bincount(np.concatenate(held), minlength=cells))  # one entry per cell
 
     def _materialize_running(self) -> None:
         """`_materialize` every running request up to its KV: one allocation for all of them, cut

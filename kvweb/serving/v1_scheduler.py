@@ -356,15 +356,15 @@ class V1Scheduler(ContinuousBatching):
         key = np.full(size, K_FREE, dtype=np.int64)
         written = np.zeros(size, dtype=np.int64)
         ref = pool.ref
-        cached = [b for b in pool.table.values() if not ref[b]]  # free blocks with a hash
-        if cached:
+        cached = np.array([b for b in pool.table.values() if not ref[b]], dtype=np.intp)  # free blocks with a hash
+        if len(cached):
             key[cached] = K_CACHED
             written[cached] = bs
         seqs = [*self.running.values(), *self.prefilling]
         if seqs:
             counts = [len(s.blocks) for s in seqs]
             blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.intp, sum(counts))
-            key[blocks] = np.repeat([s.id for s in seqs], counts)
+            key[blocks] = np.repeat(np.array([s.id for s in seqs], dtype=np.int64), counts)
             written[blocks] = bs
             last, last_kv, hits = [], [], []
             for s, count in zip(seqs, counts):
