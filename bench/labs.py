@@ -39,6 +39,8 @@ CHANGES: dict[str, list[dict[str, str]]] = {
                     {"points": "12"}, {"points": "4"}],
     "prefix-hash": [{"workload": "multi-turn"}, {"queue": "33"}, {"alpha": "22"}, {"capacity": "2001"},
                     {"policy": "fcfs"}, {"block_size": "17"}],
+    "schedulers": [{"tp": "2"}, {"scenario": "B"}, {"rate": "2.2"}, {"block_size": "17"}, {"watermark": "0.011"},
+                   {"prefix_caching": "false"}, {"token_budget": "512"}, {"search": "true"}],
     "sweep": [{"block_size": "32"}, {"watermark": "0.05"}, {"rate": "5"}, {"sweep": "watermark"},
               {"sweep": "preemption"}],
     "engine": [{"memory": "max"}, {"compare": "max"}, {"compare": "none"}, {"tp": "2"}, {"weight_precision": "fp8"},
