@@ -58,19 +58,15 @@ self.onmessage = async (event) => {
   } else if (msg.type === "rendered") {
     self.pyodide.runPythonAsync(`
 from panel.io.state import state
-from app.worker import link
-link(state.curdoc, sendPatch, setter='js')
+from panel.io.pyodide import _link_docs_worker
+_link_docs_worker(state.curdoc, sendPatch, setter='js')
 `);
   } else if (msg.type === "patch") {
     self.pyodide.globals.set("patch", msg.patch);
     try {
       await self.pyodide.runPythonAsync(`
 from panel.io.pyodide import _convert_json_patch
-from app.worker import flush
-try:
-    state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
-finally:
-    flush()
+state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
 `);
     } catch (e) {
       console.error(e);  // a failing callback must not leave the page waiting for "idle"
@@ -87,8 +83,6 @@ if state.location:
     loc_data = json.loads(location)
     with edit_readonly(state.location):
         state.location.param.update({k: v for k, v in loc_data.items() if k in state.location.param})
-from app.worker import flush
-flush()
 `);
   }
 };
