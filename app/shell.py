@@ -14,6 +14,9 @@ import csv
 import io
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -39,7 +42,18 @@ MAX_QUERY = 16_000
 MAX_STEP = 999_999
 log = logging.getLogger(__name__)
 LABS_NAV = "lab"  # the navigation entry that shows the labs
+KEEP_LABS = 4  # labs whose widgets, view and last result are kept for a quick way back
 FOLDS = ((ADVANCED, "details"), (PAPER_GPU, "assumptions"))  # parameter precedence -> folded card
+
+
+@dataclass
+class LabPane:
+    """A lab's widgets and view as kept by the shell, and the last result shown with them."""
+    widgets: dict[str, pn.widgets.Widget]
+    controls: pn.Column
+    view: pn.viewable.Viewable
+    values: dict[str, Any] | None = None  # the parameters `result` was computed with
+    result: dict[str, Any] | None = None
 
 
 class Shell:
@@ -47,9 +61,12 @@ class Shell:
         style.install()  # phones, wrapping, CJK fonts, viewport (app/style.py)
         self.lab: Lab | None = None
         self.result: dict[str, Any] = {}
-        self.widgets: dict[str, pn.widgets.Widget] = {}
+        self.widgets: dict[str, pn.widgets.Widget] = {}  # the shown lab's
         self.views: dict[type[LabView], LabView] = {}
         self.view: LabView | None = None
+        self.panes: dict[str, LabPane] = {}  # by lab name, the most recently shown last
+        self.drawn: dict[LabView, dict[str, Any]] = {}  # the result each view draws
+        self._quiet = False  # while the shell sets widgets itself
         self.page: str | None = None  # the page shown; None while a lab is shown
         self.pages: dict[str, Page] = {}
         self._search = None
@@ -74,7 +91,6 @@ class Shell:
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
         self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
         self.fit_pane = pn.pane.Bokeh(self.fit_note, visible=False, sizing_mode="stretch_width")
-        self.view_layout: pn.viewable.Viewable | None = None
         self.main = pn.Column(sizing_mode="stretch_width")
         self.runner = Runner()
         downloads = pn.Row(
@@ -218,7 +234,13 @@ class Shell:
 
     # -- lab and parameters -----------------------------------------------
     def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
-        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
+        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0).
+
+        The last few labs shown are kept (`KEEP_LABS`): coming back to one puts its widgets and
+        view back instead of making new ones, and with the same parameters its last result is
+        shown without a rerun. They are not kept in the page, hidden: Bokeh lays out hidden
+        components too, and every widget change would pay for them (docs/site.md).
+        """
         self.lab = lab
         self.page = None
         if self.lab_select.value != lab.lab_name:
@@ -227,27 +249,56 @@ class Shell:
         self.lab_area.visible, self.page_area.visible = True, False
         self._show_tour_bar()
         self.summary.object = tr(lab.summary)
-        self.widgets = widgets_for(lab)
-        for widget in self.widgets.values():
-            widget.param.watch(self._on_widget, "value")
-        groups: dict[float, list[pn.widgets.Widget]] = {}
-        for n, w in self.widgets.items():
-            groups.setdefault(lab.param[n].precedence or 0, []).append(w)
-        folded = [pn.Card(*groups[level], title=tr(title), collapsed=True, width=290, css_classes=[f"kv-fold-{title}"])
-                  for level, title in FOLDS if level in groups]
-        self.controls.objects = groups.get(0, []) + folded
-        view_class = VIEWS.get(lab.lab_name)
-        if view_class is None:
-            self.view = self.view_layout = None
-            self.main.objects = [plain(tr("no view for this lab yet; use the CLI"))]
+        view_class = VIEWS[lab.lab_name]
+        if view_class not in self.views:
+            self.views[view_class] = view_class()
+            self.views[view_class].player.param.watch(lambda event: self._write_url(), "value")
+        self.view = self.views[view_class]
+        pane = self._pane(lab, self.view)
+        self.widgets = pane.widgets
+        self._quiet = True  # the widgets follow the lab: that is no learner's change
+        try:
+            for name, widget in pane.widgets.items():
+                widget.value = getattr(lab, name)
+        finally:
+            self._quiet = False
+        with self._frozen():  # Bokeh walks the document's models once, not once per layout
+            self.controls.objects = [pane.controls]
+            self.main.objects = [self.fit_pane, pane.view]
+        if pane.result is not None and pane.values == lab.values():
+            self._show_result(pane.result, None, messages, step)
         else:
-            if view_class not in self.views:
-                self.views[view_class] = view_class()
-                self.views[view_class].player.param.watch(lambda event: self._write_url(), "value")
-            self.view = self.views[view_class]
-            self.view_layout = self.view.layout()
-            self.main.objects = [self.fit_pane, self.view_layout]
-        self.run(messages, step)
+            self.run(messages, step)
+
+    def _pane(self, lab: Lab, view: LabView) -> LabPane:
+        """The lab's kept widgets (made on its first showing), now the most recently shown."""
+        pane = self.panes.pop(lab.lab_name, None)
+        if pane is None:
+            widgets = widgets_for(lab)
+            for widget in widgets.values():
+                widget.param.watch(self._on_widget, "value")
+            groups: dict[float, list[pn.widgets.Widget]] = {}
+            for n, w in widgets.items():
+                groups.setdefault(lab.param[n].precedence or 0, []).append(w)
+            # One Column in each folded card: a collapsed Card hides each of its children in the
+            # page, and each hidden child costs a layout of the whole page (seconds per switch
+            # beside a big view, with a dozen widgets folded).
+            folded = [pn.Card(pn.Column(*groups[level], margin=0), title=tr(title), collapsed=True, width=290,
+                              css_classes=[f"kv-fold-{title}"]) for level, title in FOLDS if level in groups]
+            pane = LabPane(widgets, pn.Column(*groups.get(0, []), *folded, margin=0), view.panel)
+        self.panes[lab.lab_name] = pane
+        while len(self.panes) > KEEP_LABS:
+            self.panes.pop(next(iter(self.panes)))
+        return pane
+
+    @contextmanager
+    def _frozen(self) -> Iterator[None]:
+        doc = pn.state.curdoc
+        if doc is None:
+            yield
+            return
+        with doc.models.freeze():
+            yield
 
     def _show_tour_bar(self) -> None:
         """From a lab the tour opened: back to the tour, and on to its next step."""
@@ -269,6 +320,8 @@ class Shell:
         if lang != i18n.current():
             self.views.clear()
             self.pages.clear()
+            self.panes.clear()
+            self.drawn.clear()
         i18n.use(lang)
         self.lang_select.value = lang
         self.header.object = "### " + tr("kvweb: the KV cache of LLM serving, computed for real")
@@ -294,6 +347,8 @@ class Shell:
             self.show(LABS[event.new](), [])
 
     def _on_widget(self, event: Any) -> None:
+        if self._quiet:
+            return
         under_lock(self._apply_widgets)
 
     def _apply_widgets(self) -> None:
@@ -330,13 +385,18 @@ class Shell:
             return
         self.result = result or {}
         self._say([*messages, error] if error else messages)
+        assert self.lab is not None
+        pane = self.panes[self.lab.lab_name]  # a run for a lab no longer shown never ends here
+        if result is not None:
+            pane.values, pane.result = self.lab.values(), result
         note, fits = self.result.get("fit_note"), self.result.get("fits", True)
         self.fit_note.text = tr_message(note) if note else ""
         self.fit_pane.visible = bool(note)
-        if self.view_layout is not None:
-            self.view_layout.visible = fits
+        pane.view.visible = fits
         if self.view is not None and self.result and fits:
-            self.view.update(self.lab, self.result)
+            if self.drawn.get(self.view) is not result:  # else the view shows it already
+                self.view.update(self.lab, self.result)
+                self.drawn[self.view] = result
             step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
             if self.view.player.value == step:
                 self.view.show_step(step)  # same position, new result: draw it

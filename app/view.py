@@ -7,6 +7,7 @@ is in the lab's result.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, ClassVar
 
 import panel as pn
@@ -209,7 +210,14 @@ class LabView:
         self.player.param.watch(lambda event: self.show_step(event.new), "value")
 
     def layout(self) -> pn.viewable.Viewable:
+        """The view's figures and texts in one Panel layout (called once: see `panel`)."""
         raise NotImplementedError
+
+    @cached_property
+    def panel(self) -> pn.viewable.Viewable:
+        """The layout, made once and kept: the shell puts the same one back when a learner comes
+        back to the lab, instead of making a new one."""
+        return self.layout()
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -12,6 +12,9 @@ serves build/site on 127.0.0.1 (bytes counted by the server). One run measures:
   slider one step, a decimal 10 % up, a checkbox toggled; text boxes are left alone), timed from the change to
   the worker being idle again with nothing queued (every patch of the redraw sent) and the
   next animation frame drawn; then the widget is set back (not timed);
+- lab switches: from picking a lab in the lab menu to the worker being idle and the next frame
+  drawn, for every lab in turn (a first visit), then back to the one before (a lab the shell
+  keeps: `KEEP_LABS` in app/shell.py);
 - the report page: from navigation to `ready` with its charts drawn (a fresh browser).
 
 Goals: first paint 1.5 s, interactive 3 s, each widget change 1 s, report 8 s. Figures are
@@ -164,6 +167,24 @@ def widget_changes(page: Page, server: SiteServer, labs: list[str]) -> list[dict
     return rows
 
 
+def lab_switches(page: Page, server: SiteServer, labs: list[str]) -> list[dict]:
+    """Each lab opened from the lab menu, then the lab before it again (one page, warm)."""
+    page.goto(f"{server.url}?lab={labs[0]}")
+    wait_live(page)
+    settle(page)
+    rows = []
+    for before, lab_name in zip(labs, labs[1:]):
+        for target, kind in ((lab_name, "first visit"), (before, "back"), (lab_name, "back")):
+            started = time.perf_counter()
+            page.locator(".kv-lab-select select").select_option(label=LABS[target].title)
+            page.wait_for_timeout(30)
+            settle(page)
+            ms = round((time.perf_counter() - started) * 1000)
+            rows.append({"lab": target, "kind": kind, "ms": ms})
+            print(f"  switch to {target:18} ({kind:11}) {ms:6d} ms", flush=True)
+    return rows
+
+
 def report_page(pw, server: SiteServer) -> int:  # noqa: ANN001
     with fresh_page(pw, server) as page:
         page.goto(f"{server.url}?page=report", wait_until="commit")
@@ -183,6 +204,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="cold loads (first paint, interactive)")
     parser.add_argument("--labs", nargs="*", default=sorted(LABS), help="labs whose widget changes are timed")
     parser.add_argument("--skip-report", action="store_true")
+    parser.add_argument("--switches", nargs="*", default=sorted(LABS),
+                        help="labs opened in turn from the lab menu, each followed by a switch back and forth")
     parser.add_argument("--json", action="store_true", help="print every measurement as JSON")
     parser.add_argument("--site", type=Path, default=ROOT / "build" / "site",
                         help="the built site to serve (a copy of an older build: before/after on the same host)")
@@ -199,6 +222,10 @@ def main() -> None:
                   f"{r['bytes'] / 1e6:.1f} MB in {r['files']} files", flush=True)
         with fresh_page(pw, server) as page:
             changes = widget_changes(page, server, args.labs)
+        switches = []
+        if len(args.switches) > 1:
+            with fresh_page(pw, server) as page:
+                switches = lab_switches(page, server, args.switches)
         report_ms = None if args.skip_report else report_page(pw, server)
     first = statistics.median(r["first_paint_ms"] for r in loads) / 1000
     ready = statistics.median(r["ready_ms"] for r in loads) / 1000
@@ -213,6 +240,12 @@ def main() -> None:
         rows.append(("every widget change redrawn", "1 s",
                      f"{len(changes)} changes, median {statistics.median(c['ms'] for c in changes)} ms, slowest "
                      f"{slowest['ms']} ms ({slowest['lab']} {slowest['widget']})", f"{len(changes) - len(over)}/{len(changes)}"))
+    for kind in ("first visit", "back"):
+        ms = [r["ms"] for r in switches if r["kind"] == kind]
+        if ms:
+            slow = max((r for r in switches if r["kind"] == kind), key=lambda r: r["ms"])
+            rows.append((f"lab switch, {kind}", "-", f"{len(ms)} switches, median {statistics.median(ms):.0f} ms, "
+                         f"slowest {slow['ms']} ms ({slow['lab']})", "-"))
     if report_ms is not None:
         rows.append(("report page fully drawn", "8 s", f"{report_ms / 1000:.1f} s",
                      "yes" if report_ms <= GOALS_S["report"] * 1000 else "no"))
@@ -222,7 +255,7 @@ def main() -> None:
         print(f"  over 1 s: {c['lab']} {c['widget']} -> {c['to']}: {c['ms']} ms")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
-        print(json.dumps({"loads": loads, "changes": changes, "report_ms": report_ms}, indent=1))
+        print(json.dumps({"loads": loads, "changes": changes, "switches": switches, "report_ms": report_ms}, indent=1))
 
 
 if __name__ == "__main__":

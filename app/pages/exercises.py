@@ -69,7 +69,9 @@ class ExerciseCard:
             pn.pane.Markdown(f"**{tr('Why')}:** {tr(exercise.explanation)}", sizing_mode="stretch_width"),
             visible=False, sizing_mode="stretch_width", css_classes=[f"kv-ex-solution-{exercise.key}"],
         )
-        self.card = pn.Card(
+        # One Column in the card: a collapsed Card hides each of its children in the page, and
+        # each hidden child costs a layout of the whole page (as in app/shell.py's folds).
+        self.card = pn.Card(pn.Column(
             pn.pane.Markdown(f"**{tr('Question')}:** {tr(exercise.question)}", sizing_mode="stretch_width"),
             pn.Row(*self.widgets.values(), sizing_mode="stretch_width", css_classes=[f"kv-ex-inputs-{exercise.key}"]),
             pn.pane.Bokeh(self.message),
@@ -82,7 +84,7 @@ class ExerciseCard:
             pn.pane.Markdown(f"**{tr('Share this exercise')}:**"),
             pn.pane.Bokeh(self.link, sizing_mode="stretch_width"),
             pn.Row(pn.pane.Markdown(f"**{tr('Share URL')}:**"), open_lab),
-            pn.pane.Bokeh(self.share, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.share, sizing_mode="stretch_width"), sizing_mode="stretch_width", margin=0),
             title=tr(exercise.title), sizing_mode="stretch_width", css_classes=[f"kv-ex-{exercise.key}"],
         )
         self.show_share()
