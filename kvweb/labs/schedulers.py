@@ -21,7 +21,7 @@ from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
 from kvweb.serving.engine import Run
-from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
+from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
@@ -129,11 +129,6 @@ class SchedulersLab(ServingLab):
     question_len = param.Integer(50, bounds=(1, 8192), precedence=ADVANCED,
                                  doc="few-shot, multi-turn: tokens of each new question")
 
-    # During a run: the parameters and the setup, read once (param reads are slow, the keys need
-    # every parameter and the runs the setup many times, and nothing changes during a run).
-    _values: dict[str, Any] | None = None
-    _setup: Setup | None = None
-
     def check(self) -> None:
         super().check()
         max_len = SCENARIOS[self.scenario].max_len
@@ -151,11 +146,6 @@ class SchedulersLab(ServingLab):
             raise ParamError(f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})")
         if self.search and self.workload == "trace":
             raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
-
-    def setup(self, memory: str = "paged") -> Setup:
-        if memory == "paged" and self._setup is not None:
-            return self._setup
-        return super().setup(memory)
 
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
@@ -199,7 +189,7 @@ class SchedulersLab(ServingLab):
 
     def key(self, left_out: tuple[str, ...], **extra: Any) -> str:
         """The parameters besides `left_out` and those the workload does not read, as a memo key."""
-        values = self._values or self.values()
+        values = self.values()
         out = {*left_out, *unread_by_workload(values["workload"])}
         return repr((sorted((n, v) for n, v in values.items() if n not in out), sorted(extra.items())))
 
@@ -218,13 +208,6 @@ class SchedulersLab(ServingLab):
         return _RUNS.get(self.key(("search", "target", *UNREAD_BY[mode]), mode=mode), serve)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
-        self._values, self._setup = self.values(), super().setup()
-        try:
-            return self._serve(progress)
-        finally:
-            self._values = self._setup = None
-
-    def _serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.requests_at(self.rate)
         steps = len(MODES) * (2 if self.search else 1)
         modes, counts = [], []
