@@ -55,9 +55,9 @@ class SweepLab(ServingLab):
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()
         workloads: dict[float, list[Request]] = {}  # by rate: the preemption sweep's points share them
-        rows = []
+        values, rows = self.values(), []
         for i, point in enumerate(points):
-            inputs = {**self.values(), **point}
+            inputs = {**values, **point}
             key = repr(sorted((n, v) for n, v in inputs.items() if n not in ("sweep", *ignored_by("paged"))))
 
             def figures(point: dict[str, Any] = point) -> dict[str, Any]:
