@@ -82,6 +82,14 @@ class Lab(param.Parameterized):
         """The parameter values as plain JSON types."""
         return {name: getattr(self, name) for name in param_names(type(self))}
 
+    def key(self, left_out: Iterable[str] = (), **extra: Any) -> str:
+        """A `Memo` key for a computation that reads every parameter but `left_out`: a change of
+        a left-out one finds the remembered result. `extra` adds values (or puts them in place
+        of parameters): which manager or mode, a sweep point's own values."""
+        out = set(left_out)
+        inputs = {n: v for n, v in self.values().items() if n not in out}
+        return repr(sorted({**inputs, **extra}.items()))
+
 
 def param_names(lab: type[Lab]) -> list[str]:
     """The lab's own parameters (param's `name` left out): its main ones first, then the

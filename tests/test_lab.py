@@ -72,3 +72,14 @@ def test_jsonable_and_flatten():
     assert json.dumps(data, allow_nan=False) == '{"a": 3, "b": [1.5, null], "c": [2.0]}'
     assert flatten({"x": {"y": 1, "z": [2, 3]}}) == [("x.y", 1), ("x.z.0", 2), ("x.z.1", 3)]
     assert flatten({"x": {"z": [2, 3]}}, expand_lists=False) == [("x.z", [2, 3])]
+
+
+def test_a_memo_key_moves_with_every_parameter_but_the_left_out_ones():
+    lab = LABS["sweep"]()
+    key = lab.key(("rate",), memory="paged")
+    assert LABS["sweep"](rate=lab.rate * 2).key(("rate",), memory="paged") == key  # left out
+    assert LABS["sweep"](seed=lab.seed + 1).key(("rate",), memory="paged") != key
+    assert lab.key(("rate",), memory="max") != key
+    # `extra` stands in for a parameter: a sweep point's own value
+    assert lab.key(block_size=32) == LABS["sweep"](block_size=32).key()
+    assert lab.key(block_size=32) != lab.key()

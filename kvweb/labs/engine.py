@@ -129,8 +129,7 @@ class EngineLab(ServingLab):
         besides `memory` and `compare` and those the manager ignores (`ignored_by`), so changing
         `compare`, or the block size beside a reserved manager, runs just the manager whose
         inputs changed (in the browser that halves the wait)."""
-        left_out = ("memory", "compare", *ignored_by(kind))
-        key = repr((kind, sorted((n, v) for n, v in self.values().items() if n not in left_out)))
+        key = self.key(("compare", *ignored_by(kind)), memory=kind)
 
         def serve() -> dict[str, Any]:
             setup = self.setup(kind)

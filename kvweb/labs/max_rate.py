@@ -87,8 +87,7 @@ class MaxRateLab(ServingLab):
         run only if no remembered one answers for it. `base` is filled when a run needs it."""
         allowed = math.floor((1 - self.target) * self.requests)  # a Poisson workload has `requests` requests
         # neither `rate` (every trial sets its own) nor the search's own settings are inputs of a run
-        left_out = ("rate", "target", "rel_tol", *ignored_by(kind))
-        trials = _SEARCHES.get(repr((kind, sorted((n, v) for n, v in self.values().items() if n not in left_out))), dict)
+        trials = _SEARCHES.get(self.key(("rate", "target", "rel_tol", *ignored_by(kind)), memory=kind), dict)
         setup = self.setup(kind)
         curve: list[tuple[float, bool, float | None, float | None]] = []
 

@@ -9,6 +9,7 @@ serving part may not import the prefix part.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import param
@@ -187,11 +188,9 @@ class SchedulersLab(ServingLab):
     def figures(self, run: Run) -> dict[str, Any]:
         return {**summarize(run, self.setup().slo), **prefix_figures(run)}
 
-    def key(self, left_out: tuple[str, ...], **extra: Any) -> str:
-        """The parameters besides `left_out` and those the workload does not read, as a memo key."""
-        values = self.values()
-        out = {*left_out, *unread_by_workload(values["workload"])}
-        return repr((sorted((n, v) for n, v in values.items() if n not in out), sorted(extra.items())))
+    def key(self, left_out: Iterable[str] = (), **extra: Any) -> str:
+        """`Lab.key`, leaving out the parameters the workload does not read too."""
+        return super().key((*left_out, *unread_by_workload(self.workload)), **extra)
 
     def requests_at(self, rate: float) -> list[Request]:
         """`workload_at`, remembered (shared: runs only read requests)."""

@@ -55,10 +55,9 @@ class SweepLab(ServingLab):
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()
         workloads: dict[float, list[Request]] = {}  # by rate: the preemption sweep's points share them
-        values, rows = self.values(), []
+        rows = []
         for i, point in enumerate(points):
-            inputs = {**values, **point}
-            key = repr(sorted((n, v) for n, v in inputs.items() if n not in ("sweep", *ignored_by("paged"))))
+            key = self.key(("sweep", *ignored_by("paged")), **point)
 
             def figures(point: dict[str, Any] = point) -> dict[str, Any]:
                 rate = point.get("rate", self.rate)
