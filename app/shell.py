@@ -29,7 +29,7 @@ from app.i18n import tr, tr_message
 from app.pages import Page, pages
 from app.pages.tour import STEPS
 from app.runner import CANCELLED, Runner, under_lock
-from app.text import plain
+from app.text import LiveText, plain
 from app.url import History, install
 from app.view import VIEWS, LabView
 from app.widgets import as_text, link_button, widgets_for
@@ -86,7 +86,7 @@ class Shell:
         self.controls = pn.Column()
         self.message = plain(css_class="kv-message", color="#a40000", mono=True)
         self.message.visible = False
-        self.status = plain(css_class="kv-status", mono=True)
+        self.status = LiveText(css_class="kv-status", mono=True)
         # Whether the lab's model fits its GPU: one sentence when it does not (the view is then
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
         self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
@@ -98,7 +98,7 @@ class Shell:
             pn.widgets.FileDownload(callback=self._csv_file, filename="result.csv", label="result.csv", width=130),
         )
         sidebar = pn.Column(
-            self.lab_select, self.summary, self.controls, downloads, pn.pane.Bokeh(self.status),
+            self.lab_select, self.summary, self.controls, downloads, self.status,
             self.runner.bar, self.runner.cancel, width=300,
         )
         self.header = pn.pane.Markdown()

@@ -118,8 +118,8 @@ def set_param(page: Page, name: str, value: str) -> None:
 
 
 def plain_text(page: Page, css_class: str):
-    """Locator of the text inside an `app.text.plain` Div (its text lives in a shadow root)."""
-    return page.locator(f".{css_class} .bk-clearfix")
+    """Locator of the text inside an `app.text.plain` Div or `LiveText` (in a shadow root)."""
+    return page.locator(f".{css_class} .bk-clearfix, .{css_class} .kv-text")
 
 
 # Elements that would exist only if text from a URL had become markup (shadow roots included).

@@ -6,9 +6,11 @@ from urllib.parse import parse_qs
 from conftest import plain_text, wait_ready
 
 from app.pages.tour import STEPS
+from app.views.schedulers import STATES
 
 DATA = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
-CACHED = "#54a24b"
+STATE = "(name) => Array.from(Bokeh.documents[0].get_model_by_name(name).data.state)"
+CACHED = [name for name, _ in STATES].index("cached, reusable")  # a cell's state: its index in STATES
 
 
 def query(page) -> dict:
@@ -20,8 +22,9 @@ def table(page) -> dict:
     return {label: {m: data[m][i] for m in ("paper", "vllm-v1", "sglang")} for i, label in enumerate(data["figure"])}
 
 
-def colors(page, mode: str) -> list:
-    return list(page.evaluate(DATA, f"schedulers-{mode}-cells")["color"])
+def states(page, mode: str) -> list:
+    """The state of each cell the map shows (the page colours it)."""
+    return page.evaluate(STATE, f"schedulers-{mode}-cells")
 
 
 def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guard):
@@ -33,20 +36,20 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     wait_ready(page)
     # it opens on the frame with the most prefix reuse: cached memory shows without a click
     page.wait_for_function("() => /step=[1-9]/.test(location.search)")
-    assert CACHED in colors(page, "vllm-v1") and CACHED in colors(page, "sglang")
+    assert CACHED in states(page, "vllm-v1") and CACHED in states(page, "sglang")
     opening = query(page)["step"]
     page.locator(".kv-player button.last").click()
     page.wait_for_function("s => new URLSearchParams(location.search).get('step') !== s", arg=opening)
     page.wait_for_timeout(500)
     hit = table(page)["prefix hit rate (prompt tokens)"]
     assert hit["paper"] == "0.0 %" and float(hit["vllm-v1"][:-2]) > 50 and float(hit["sglang"][:-2]) > 50
-    assert CACHED not in colors(page, "paper")  # the papers' engine keeps nothing after a request
-    assert CACHED in colors(page, "vllm-v1") and CACHED in colors(page, "sglang")
-    before = colors(page, "sglang")
+    assert CACHED not in states(page, "paper")  # the papers' engine keeps nothing after a request
+    assert CACHED in states(page, "vllm-v1") and CACHED in states(page, "sglang")
+    before = states(page, "sglang")
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
     page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
-                           "'schedulers-sglang-cells').data.color)) !== JSON.stringify(b)", arg=before)
+                           "'schedulers-sglang-cells').data.state)) !== JSON.stringify(b)", arg=before)
     assert "vllm-v1:" in plain_text(page, "kv-schedulers-step").inner_text()
     assert guard.errors == []
 
@@ -64,6 +67,6 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     assert rows["prefix hit rate (prompt tokens)"] == {"paper": "0.0 %", "vllm-v1": "0.0 %", "sglang": "0.0 %"}
     page.locator(".kv-player button.last").click()
     page.wait_for_function("() => /step=[1-9]/.test(location.search)")
-    assert all(CACHED not in colors(page, m) for m in ("paper", "vllm-v1", "sglang"))
+    assert all(CACHED not in states(page, m) for m in ("paper", "vllm-v1", "sglang"))
     assert query(page)["workload"] == "few-shot"
     assert guard.errors == []

@@ -18,7 +18,7 @@ from bokeh.core.properties import value
 from bokeh.plotting import figure
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, columns
 from kvweb.lab import Lab
 
@@ -214,7 +214,7 @@ class BlockTraceView(LabView):
         self.steps: list[dict[str, Any]] = []
         self.map = BlockMap(name, title)
         self.summary = plain(css_class=f"kv-{name}-summary", mono=True)
-        self.step_text = plain(css_class=f"kv-{name}-step", mono=True)
+        self.step_text = LiveText(css_class=f"kv-{name}-step", mono=True)
         self.texts = plain(css_class=f"kv-{name}-texts", mono=True)
 
     def draw(self, index: int) -> dict[str, Any] | None:

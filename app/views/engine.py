@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import panel as pn
 from bokeh.models import (CDSView, ColumnDataSource, DataTable, FixedTicker, GroupFilter, HoverTool, Label, Legend,
                           LegendItem, Range1d, Span, TableColumn)
@@ -20,7 +21,7 @@ from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, columns, serving_rows, table_columns
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
@@ -45,6 +46,13 @@ def cell_box(i: int, cols: int) -> tuple[float, float, float, float]:
     """(left, right, top, bottom) of cell i in a grid `cols` cells wide."""
     x, y = i % cols, -(i // cols)
     return x, x + 1 - GAP, y, y - 1 + GAP
+
+
+def cell_grid(count: int, cols: int) -> dict[str, np.ndarray]:
+    """`cell_box` of cells 0..count-1 as number arrays (sent to the page as bytes)."""
+    i = np.arange(count)
+    left, top = (i % cols).astype(float), -(i // cols).astype(float)
+    return {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
 
 
 class MemoryMap:
@@ -174,7 +182,7 @@ class EngineView(LabView):
                                              reorderable=False, css_classes=["kv-engine-table"]),
                                    sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-engine-paper")
-        self.step_text = plain(css_class="kv-engine-step")
+        self.step_text = LiveText(css_class="kv-engine-step")
         self.legend = plain(tr("cells: colour = request; solid = written KV; hatched = held but not written "
                                "(reserved-but-unused); white = free (between held cells: a hole)") + "\n"
                             + tr("outlined red: freed by a preemption since the last frame; outlined green: "

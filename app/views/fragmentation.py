@@ -11,7 +11,7 @@ from bokeh.plotting import figure
 from bokeh.transform import dodge
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, TextTable
 from app.views.engine import legend_below
 from kvweb.lab import Lab
@@ -68,7 +68,7 @@ class FragmentationView(LabView):
         self.internal.y_range.start = 0
         self.table = TextTable("fragmentation-table", "kv-fragmentation-table")
         self.summary = plain(css_class="kv-fragmentation-summary")
-        self.step_text = plain(css_class="kv-fragmentation-step")
+        self.step_text = LiveText(css_class="kv-fragmentation-step")
         self.frames: list[dict[str, Any]] = []
         self.width = 1
 

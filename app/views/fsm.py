@@ -15,7 +15,7 @@ from bokeh.models import ColumnDataSource, DataTable, HoverTool, LabelSet, Range
 from bokeh.plotting import figure
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, columns, fit_widths
 from kvweb.lab import Lab
 from kvweb.constrained.layout import band_positions
@@ -153,7 +153,7 @@ class FsmView(LabView):
                                             x_offset=4, y_offset=-6, text_font_size="12px"))
         self.count_plot.x_range.start = 0
 
-        self.step_text = plain(css_class="kv-fsm-step")
+        self.step_text = LiveText(css_class="kv-fsm-step")
         self.pattern_text = plain(css_class="kv-fsm-pattern", mono=True)
         self.summary = plain(css_class="kv-fsm-summary")
         self.outputs = ColumnDataSource(columns("seed", "output", "plain", "compressed", "free"), name="fsm-outputs")

@@ -26,7 +26,7 @@ from bokeh.palettes import Blues9
 from bokeh.plotting import figure
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, columns, fit_widths
 from kvweb.lab import Lab
 
@@ -141,7 +141,7 @@ class RadixTreeView(LabView):
                                css_classes=["kv-radix-log"])
 
         self.summary = plain(css_class="kv-radix-summary")
-        self.step_text = plain(css_class="kv-radix-step")
+        self.step_text = LiveText(css_class="kv-radix-step")
         self.texts = plain(css_class="kv-radix-texts")
 
     def layout(self) -> pn.viewable.Viewable:

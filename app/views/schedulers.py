@@ -12,29 +12,32 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, DataTable, HoverTool, Legend, LegendItem, Range1d, Span, TableColumn
+from bokeh.models import (ColumnDataSource, CustomJSHover, DataTable, HoverTool, Legend, LegendItem,
+                          LinearColorMapper, Range1d, Span, TableColumn)
 from bokeh.plotting import figure
 
 from app.i18n import tr
-from app.text import plain
+from app.text import LiveText, plain
 from app.view import LabView, columns, serving_rows, table_columns
-from app.views.engine import cell_box, legend_below
+from app.views.engine import GAP, cell_grid, legend_below
 from kvweb.lab import Lab
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
-CACHED, FREE, SHARED = -2, -1, -3  # memory-map owners besides request ids (serving/continuous_batching.py)
+CACHED, SHARED = -2, -3  # memory-map owners besides request ids (and free) (serving/continuous_batching.py)
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
-STATE_COLOR = dict(STATES)
 CELL = ("left", "right", "top", "bottom")
 
 
-def state_of(owner: int) -> str:
-    if owner >= 0:
-        return "running"
-    return {SHARED: "running, from the prefix cache", CACHED: "cached, reusable"}.get(owner, "free")
+def state_codes(owners: np.ndarray) -> np.ndarray:
+    """Each cell's index in STATES: a request id is running, the other owners say which state."""
+    codes = np.where(owners >= 0, 0, len(STATES) - 1).astype(np.int8)
+    codes[owners == SHARED] = 1
+    codes[owners == CACHED] = 2
+    return codes
 
 
 def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
@@ -64,20 +67,29 @@ class StateMap:
     """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
 
     def __init__(self, mode: str) -> None:
-        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "color", "state", "owner", "written"),
+        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "state", "owner", "written"),
                                       name=f"schedulers-{mode}-cells")
         self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
                              x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
+        # A cell's state is its index in STATES, coloured in the page: every column a frame sends is
+        # a number array, which Bokeh sends as bytes (lists of strings went through its encoder one
+        # value at a time: about half of a redraw in the browser).
+        color = {"field": "state", "transform": LinearColorMapper(palette=[c for _, c in STATES], low=-0.5,
+                                                                  high=len(STATES) - 0.5)}
         held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
-                                fill_color="color", fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
+                                fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
-                         fill_color="color", line_color=None)
-        self.figure.add_tools(HoverTool(renderers=[held], tooltips=[("", "@state"), (tr("request"), "@owner"),
-                                                                    (tr("KV"), "@written %")]))
+                         fill_color=color, line_color=None)
+        self.figure.add_tools(HoverTool(
+            renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
+                                        (tr("KV"), "@written %")],
+            formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
+                        "@owner": CustomJSHover(code="return value >= 0 ? String(value) : '-'")}))
         self.columns = 1
-        self._grid: tuple[tuple[int, int], dict[str, list]] = ((0, 0), {})
+        self.drawn_grid = (0, 0)  # (cells, columns) of the boxes the page has
+        self.bottom = np.zeros(0)
 
     def reset(self, title: str, cells: int) -> None:
         self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
@@ -86,26 +98,21 @@ class StateMap:
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
 
-    def grid(self, cells: int) -> dict[str, list]:
-        """The cells' boxes (the same for every frame of a run: made once)."""
-        if self._grid[0] != (cells, self.columns):
-            boxes = [cell_box(i, self.columns) for i in range(cells)]
-            self._grid = (cells, self.columns), {k: [b[j] for b in boxes] for j, k in enumerate(CELL)}
-        return self._grid[1]
-
-    def draw(self, frame: dict[str, Any]) -> None:
-        owners, written = frame["owner"], frame["written"]
-        grid = self.grid(len(owners))
-        states = [state_of(o) for o in owners]
-        self.cells.data = {
-            **grid,
-            "fill_top": [bottom + (1 - 0.12) * w / 100 for bottom, w in zip(grid["bottom"], written)],
-            "color": [STATE_COLOR[s] for s in states], "state": [tr(s) for s in states],
-            "owner": [o if o >= 0 else "-" for o in owners], "written": written,
-        }
-
-    def clear(self) -> None:
-        self.cells.data = columns(*self.cells.data)
+    def draw(self, frame: dict[str, Any]) -> np.ndarray:
+        """Show one frame and return its cells' states. The boxes are sent only when the grid changes."""
+        owners = np.asarray(frame["owner"], dtype=np.int32)
+        written = np.asarray(frame["written"], dtype=np.int32)
+        states = state_codes(owners)
+        grid = cell_grid(len(owners), self.columns) if self.drawn_grid != (len(owners), self.columns) else None
+        if grid is not None:
+            self.bottom, self.drawn_grid = grid["bottom"], (len(owners), self.columns)
+        shown = {"fill_top": self.bottom + (1 - GAP) * written / 100, "state": states, "owner": owners,
+                 "written": written}
+        if grid is not None:
+            self.cells.data = {**grid, **shown}
+        else:
+            self.cells.data.update(shown)
+        return states
 
 
 class SchedulersView(LabView):
@@ -124,7 +131,7 @@ class SchedulersView(LabView):
                                *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
             sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-schedulers-paper")
-        self.step_text = plain(css_class="kv-schedulers-step")
+        self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
         # The maps' key: a strip of its own above them, so no map loses room to it.
         self.key = figure(height=64, sizing_mode="stretch_width", toolbar_location=None, tools="",
@@ -181,12 +188,13 @@ class SchedulersView(LabView):
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
             view.reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells)
-            view.clear()
             c = trace["curves"]
-            self.curves[m["mode"]].data = {
-                "t": c["t"], "batch": c["batch"], "held": [100 * x / capacity for x in c["occupied"]],
-                "hit_rate": [100 * x for x in c.get("hit_rate", [0.0] * len(c["t"]))],
-                "cached": [100 * x / capacity for x in c.get("cached", [0] * len(c["t"]))],
+            t, zero = np.asarray(c["t"], dtype=float), [0.0] * len(c["t"])
+            self.curves[m["mode"]].data = {  # number arrays, sent as bytes
+                "t": t, "batch": np.asarray(c["batch"], dtype=float),
+                "held": 100 / capacity * np.asarray(c["occupied"], dtype=float),
+                "hit_rate": 100 * np.asarray(c.get("hit_rate", zero), dtype=float),
+                "cached": 100 / capacity * np.asarray(c.get("cached", zero), dtype=float),
             }
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
@@ -205,12 +213,8 @@ class SchedulersView(LabView):
         t = times[index]
         lines = [f"t = {t:.1f} s"]
         for mode, frames, at in zip(MODES, self.frames, self.timeline["frames"]):
-            frame = frames[at[index]]
-            self.maps[mode].draw(frame)
-            counts = {s: 0 for s, _ in STATES}
-            for o in frame["owner"]:
-                counts[state_of(o)] += 1
-            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for s, n in counts.items()))
+            counts = np.bincount(self.maps[mode].draw(frames[at[index]]), minlength=len(STATES))
+            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES, counts)))
         for span in self.now:
             span.location = t
         self.step_text.text = "\n".join(lines)

@@ -1,0 +1,68 @@
+"""The schedulers lab's memory maps (app/views/schedulers.py): each cell's state is a number the
+page colours, a frame sends only what changes (never the cells' boxes again), and the step text
+counts exactly the cells each map shows."""
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if sys.platform == "emscripten":
+    pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
+
+from bokeh.document import Document  # noqa: E402
+from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
+
+import kvweb.labs  # noqa: E402, F401
+from app.views.schedulers import MODES, STATES, SchedulersView, StateMap, state_codes  # noqa: E402
+from kvweb.lab import LABS  # noqa: E402
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED  # noqa: E402
+
+
+def test_each_owner_has_its_state():
+    owners = np.array([7, SHARED, CACHED, FREE, 0])
+    names = [STATES[c][0] for c in state_codes(owners)]
+    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running"]
+
+
+def test_a_frame_sends_only_what_changes():
+    cells = StateMap("vllm-v1")
+    doc = Document()
+    doc.add_root(cells.figure)
+    events = []
+    doc.on_change(lambda event: events.append(event))
+    cells.reset("title", 10)  # 10 cells: 8 a row, two rows
+    events.clear()
+    cells.draw({"owner": [3] * 10, "written": [50] * 10})
+    assert len(events) == 1 and events[0].cols is None  # all of the data, boxes too
+    data = cells.cells.data
+    # cell 9 is the second of row 2: left 1, right 1.88, top -1, bottom -1.88; half written
+    assert (data["left"][9], data["right"][9], data["top"][9]) == (1.0, 1.88, -1.0)
+    assert data["bottom"][9] == pytest.approx(-1.88) and data["fill_top"][9] == pytest.approx(-1.44)
+    events.clear()
+    cells.draw({"owner": [FREE] * 9 + [CACHED], "written": [0] * 9 + [100]})
+    assert len(events) == 1 and isinstance(events[0], ColumnDataChangedEvent)
+    assert set(events[0].cols) == {"fill_top", "state", "owner", "written"}  # the boxes stay in the page
+    assert list(cells.cells.data["state"]) == [3] * 9 + [2]
+    assert data["fill_top"][9] == pytest.approx(-1.0)
+    cells.reset("title", 100)  # another grid: the boxes go again
+    events.clear()
+    cells.draw({"owner": [0] * 100, "written": [100] * 100})
+    assert len(events) == 1 and events[0].cols is None and len(cells.cells.data["left"]) == 100
+
+
+def test_the_step_text_counts_the_cells_each_map_shows():
+    lab = LABS["schedulers"](requests=30, workload="few-shot")
+    view = SchedulersView()
+    view.update(lab, lab.run())
+    step = len(view.timeline["t"]) // 2
+    view.show_step(step)
+    lines = view.step_text.text.split("\n")[1:]
+    for mode, frames, at, line in zip(MODES, view.frames, view.timeline["frames"], lines):
+        owners = frames[at[step]]["owner"]
+        by_hand = Counter("running" if o >= 0 else {SHARED: "running, from the prefix cache",
+                                                    CACHED: "cached, reusable"}.get(o, "free") for o in owners)
+        assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES)
+        assert list(view.maps[mode].cells.data["owner"]) == owners
