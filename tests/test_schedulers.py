@@ -207,6 +207,9 @@ def test_lab_checks_name_the_parameter():
         make("schedulers", {"turns": "32", "output_len": "100"})
     with pytest.raises(ParamError, match="search: true is not allowed with workload trace"):
         make("schedulers", {"search": "true", "workload": "trace", "trace": "0,10,10"})
+    with pytest.raises(ParamError, match="chunk_size: 255 is not allowed; use 0 .* or 256 to 65536"):
+        make("schedulers", {"chunk_size": "255"})
+    assert make("schedulers", {"chunk_size": "256"}).chunk() == 256 and make("schedulers", {}).chunk() == 8192
 
 
 def test_the_search_finds_a_rate_per_mode():

@@ -73,6 +73,12 @@ def unread_by_workload(workload: str) -> tuple[str, ...]:
     return (*FEW_SHOT_ONLY, *MULTI_TURN_ONLY, "system_len", "question_len")
 
 
+# Smaller SGLang chunks make a run quadratic in a prompt's chunks (`check`): in CPython, scenario
+# A's long-context traffic takes 1.0 s at the default, 1.2 s in chunks of 256, 2.5 s of 64, 12 s of
+# 16, and the app would hang for minutes. vLLM's budget has a like floor (max_seqs, 256 by default).
+MIN_CHUNK = 256
+
+
 def default_token_budget(gpu: GPUSpec) -> int:
     """vLLM's max_num_batched_tokens for an API server (EngineArgs.get_batch_defaults): 8192 on GPUs of
     70 GiB and more except A100s (a larger budget lowered A100 throughput, vLLM PR #17885), else 2048."""
@@ -107,7 +113,7 @@ class SchedulersLab(ServingLab):
                                      "H100 and H200)")
     chunk_size = param.Integer(0, bounds=(0, 65536), precedence=ADVANCED,
                                doc="SGLang: chunked_prefill_size, the prefill tokens of one batch; 0: SGLang's default "
-                                   "for the GPU (8192 on every GPU here)")
+                                   f"for the GPU (8192 on every GPU here); else at least {MIN_CHUNK}")
     policy = param.Selector(objects=list(POLICIES), default="lpm", precedence=ADVANCED,
                             doc="SGLang: waiting-queue order, longest prefix match first (lpm) or first come first served")
     mixed_chunk = param.Boolean(False, precedence=ADVANCED,
@@ -145,6 +151,10 @@ class SchedulersLab(ServingLab):
                              f"the workload may hold at most {MAX_WORKLOAD_TOKENS:,} tokens")
         if self.budget() < self.max_seqs:
             raise ParamError(f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})")
+        if 0 < self.chunk_size < MIN_CHUNK:
+            raise ParamError(f"chunk_size: {self.chunk_size} is not allowed; use 0 (SGLang's default for the GPU) or "
+                             f"{MIN_CHUNK} to 65536: SGLang matches a chunked request in the radix tree again after "
+                             f"every chunk, so a prompt of n chunks walks about n²/2 tree nodes (minutes here)")
         if self.search and self.workload == "trace":
             raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
 
