@@ -11,7 +11,9 @@ serves build/site on 127.0.0.1 (bytes counted by the server). One run measures:
   each of its visible widgets is changed once (a select to its next option, a whole number or
   slider one step, a decimal 10 % up, a checkbox toggled; text boxes are left alone), timed from the change to
   the worker being idle again with nothing queued (every patch of the redraw sent) and the
-  next animation frame drawn; then the widget is set back (not timed);
+  next animation frame drawn, on the page's clock (`ARM`; the harness's own wall time is printed
+  beside it); then the widget is set back (not timed); then, in an animated view, five steps of
+  its player ("next"), timed the same way;
 - lab switches: from picking a lab in the lab menu to the worker being idle and the next frame
   drawn, for every lab in turn (a first visit), then back to the one before (a lab the shell
   keeps: `KEEP_LABS` in app/shell.py);
@@ -36,6 +38,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import param
 from playwright.sync_api import Page, sync_playwright
@@ -49,12 +52,30 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, plain_text  # noqa: E402
 from kvweb.lab import LABS, Text, param_names  # noqa: E402
 from site_server import SiteServer  # noqa: E402
 
+STEPS = 5  # player steps timed per animated lab
 GOALS_S = {"first paint": 1.5, "interactive": 3.0, "widget change": 1.0, "report": 8.0}
 TOUR_VISIBLE = """() => [...document.querySelectorAll('#kv-early-tour, .kv-tour')]
     .some(el => el.offsetParent !== null && el.textContent.trim().length > 0)
     || [...document.querySelectorAll('*')].some(el => el.shadowRoot && el.shadowRoot.querySelector('.kv-tour'))"""
 # The worker has answered every change (handler.js: busy until "idle", queue of later ones).
 SETTLED = "() => window.kvwebWorker && !window.kvwebWorker.busy && window.kvwebWorker.queue.length === 0"
+# Page-side timing of one change: from the learner's input (the first input, change, key or
+# click event after arming, or else the page's first message to the worker; a widget's `change`
+# does not leave its shadow root) to the second animation frame after the worker is idle (the
+# redrawn frame is on screen), both on the page's clock, so Playwright's own round trips are not
+# counted. The harness's wall time is kept beside it as `wall_ms`.
+ARM = """() => { window.kvInputAt = null;
+  if (!window.kvInputWatch) { window.kvInputWatch = true;
+    const seen = (at) => { if (window.kvInputAt === null) window.kvInputAt = at };
+    for (const kind of ['input', 'change', 'keydown', 'click'])
+      document.addEventListener(kind, (e) => seen(e.timeStamp), true);
+    const worker = window.kvwebWorker, post = worker.postMessage.bind(worker);
+    worker.postMessage = (message) => { seen(performance.now()); return post(message) } } }"""
+PAINTED = """() => new Promise((resolve) => {
+  const idle = () => window.kvwebWorker && !window.kvwebWorker.busy && window.kvwebWorker.queue.length === 0;
+  const check = () => idle() ? requestAnimationFrame(() => requestAnimationFrame(() =>
+    resolve(performance.now() - window.kvInputAt))) : setTimeout(check, 5);
+  check() })"""
 
 
 @contextmanager
@@ -140,6 +161,17 @@ def settle(page: Page) -> None:
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
+def timed(page: Page, act: Callable[[], None]) -> tuple[int, int]:
+    """(page ms, wall ms) of one change `act` makes: see ARM."""
+    page.evaluate(ARM)
+    started = time.perf_counter()
+    act()
+    page.wait_for_timeout(30)  # the change reaches the worker (busy) before idle is awaited
+    page.wait_for_function(SETTLED, timeout=120_000, polling=10)
+    ms = page.evaluate(PAINTED)
+    return round(ms), round((time.perf_counter() - started) * 1000)
+
+
 def widget_changes(page: Page, server: SiteServer, labs: list[str]) -> list[dict]:
     """Each visible widget of each lab, changed once from the lab's defaults (one page, warm)."""
     rows = []
@@ -154,16 +186,20 @@ def widget_changes(page: Page, server: SiteServer, labs: list[str]) -> list[dict
             box = page.locator(f".kv-param-{name}").first
             if new is None or not box.count() or not box.is_visible():
                 continue
-            started = time.perf_counter()
-            set_widget(page, lab_name, name, p, new)
-            page.wait_for_timeout(30)  # the change reaches the worker (busy) before idle is awaited
-            settle(page)
-            ms = round((time.perf_counter() - started) * 1000)
-            rows.append({"lab": lab_name, "widget": name, "to": new, "ms": ms})
-            print(f"  {lab_name:18} {name:16} -> {str(new)[:14]:14} {ms:6d} ms", flush=True)
+            ms, wall = timed(page, lambda: set_widget(page, lab_name, name, p, new))
+            rows.append({"lab": lab_name, "widget": name, "to": new, "ms": ms, "wall_ms": wall})
+            print(f"  {lab_name:18} {name:16} -> {str(new)[:14]:14} {ms:6d} ms (wall {wall} ms)", flush=True)
             set_widget(page, lab_name, name, p, value)
             page.wait_for_timeout(30)
             settle(page)
+        next_step = page.locator(".kv-player button.next")
+        if next_step.count() and next_step.first.is_visible():  # an animated view: its player's steps
+            page.locator(".kv-player button.first").click()
+            settle(page)
+            for i in range(STEPS):
+                ms, wall = timed(page, next_step.first.click)
+                rows.append({"lab": lab_name, "widget": "player next", "to": i + 1, "ms": ms, "wall_ms": wall})
+                print(f"  {lab_name:18} player next      -> step {i + 1:<9} {ms:6d} ms (wall {wall} ms)", flush=True)
     return rows
 
 
@@ -175,13 +211,10 @@ def lab_switches(page: Page, server: SiteServer, labs: list[str]) -> list[dict]:
     rows = []
     for before, lab_name in zip(labs, labs[1:]):
         for target, kind in ((lab_name, "first visit"), (before, "back"), (lab_name, "back")):
-            started = time.perf_counter()
-            page.locator(".kv-lab-select select").select_option(label=LABS[target].title)
-            page.wait_for_timeout(30)
-            settle(page)
-            ms = round((time.perf_counter() - started) * 1000)
-            rows.append({"lab": target, "kind": kind, "ms": ms})
-            print(f"  switch to {target:18} ({kind:11}) {ms:6d} ms", flush=True)
+            ms, wall = timed(page, lambda: page.locator(".kv-lab-select select").select_option(
+                label=LABS[target].title))
+            rows.append({"lab": target, "kind": kind, "ms": ms, "wall_ms": wall})
+            print(f"  switch to {target:18} ({kind:11}) {ms:6d} ms (wall {wall} ms)", flush=True)
     return rows
 
 
@@ -229,6 +262,8 @@ def main() -> None:
         report_ms = None if args.skip_report else report_page(pw, server)
     first = statistics.median(r["first_paint_ms"] for r in loads) / 1000
     ready = statistics.median(r["ready_ms"] for r in loads) / 1000
+    steps = [c for c in changes if c["widget"] == "player next"]
+    changes = [c for c in changes if c["widget"] != "player next"]
     slowest = max(changes, key=lambda c: c["ms"]) if changes else None
     over = [c for c in changes if c["ms"] > GOALS_S["widget change"] * 1000]
     rows = [("goal", "target", "measured", "met"),
@@ -240,6 +275,10 @@ def main() -> None:
         rows.append(("every widget change redrawn", "1 s",
                      f"{len(changes)} changes, median {statistics.median(c['ms'] for c in changes)} ms, slowest "
                      f"{slowest['ms']} ms ({slowest['lab']} {slowest['widget']})", f"{len(changes) - len(over)}/{len(changes)}"))
+    if steps:
+        slow = max(steps, key=lambda c: c["ms"])
+        rows.append(("every player step redrawn", "-", f"{len(steps)} steps, median "
+                     f"{statistics.median(c['ms'] for c in steps)} ms, slowest {slow['ms']} ms ({slow['lab']})", "-"))
     for kind in ("first visit", "back"):
         ms = [r["ms"] for r in switches if r["kind"] == kind]
         if ms:
@@ -255,7 +294,7 @@ def main() -> None:
         print(f"  over 1 s: {c['lab']} {c['widget']} -> {c['to']}: {c['ms']} ms")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
-        print(json.dumps({"loads": loads, "changes": changes, "switches": switches, "report_ms": report_ms}, indent=1))
+        print(json.dumps({"loads": loads, "changes": changes, "steps": steps, "switches": switches, "report_ms": report_ms}, indent=1))
 
 
 if __name__ == "__main__":
