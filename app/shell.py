@@ -86,7 +86,7 @@ class Shell:
         self.controls = pn.Column()
         self.message = plain(css_class="kv-message", color="#a40000", mono=True)
         self.message.visible = False
-        self.status = LiveText(css_class="kv-status", mono=True)
+        self.status = LiveText(css_class="kv-status", mono=True, margin=(2, 10))  # as the widgets above it
         # Whether the lab's model fits its GPU: one sentence when it does not (the view is then
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
         self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")

@@ -43,8 +43,9 @@ class LiveText(ReactiveHTML):
     _scripts = {"render": "box.textContent = data.content.text", "content": "box.textContent = data.content.text"}
 
     def __init__(self, css_class: str = "", mono: bool = False, **params: Any) -> None:
+        params = {"margin": (2, 0), **params}
         super().__init__(css_classes=[css_class] if css_class else [], sizing_mode="stretch_width",
-                         styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere", "margin": "2px 0",
+                         styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere",
                                  "font-family": "monospace" if mono else "inherit"}, **params)
 
     @property

@@ -23,10 +23,10 @@ from app.text import LiveText, plain
 from app.view import LabView, columns, serving_rows, table_columns
 from app.views.engine import GAP, cell_grid, legend_below
 from kvweb.lab import Lab
+from kvweb.serving.continuous_batching import CACHED, SHARED
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
-CACHED, SHARED = -2, -3  # memory-map owners besides request ids (and free) (serving/continuous_batching.py)
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
 CELL = ("left", "right", "top", "bottom")
@@ -189,9 +189,9 @@ class SchedulersView(LabView):
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
             view.reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells)
             c = trace["curves"]
-            t, zero = np.asarray(c["t"], dtype=float), [0.0] * len(c["t"])
+            zero = [0.0] * len(c["t"])
             self.curves[m["mode"]].data = {  # number arrays, sent as bytes
-                "t": t, "batch": np.asarray(c["batch"], dtype=float),
+                "t": np.asarray(c["t"], dtype=float), "batch": np.asarray(c["batch"], dtype=float),
                 "held": 100 / capacity * np.asarray(c["occupied"], dtype=float),
                 "hit_rate": 100 * np.asarray(c.get("hit_rate", zero), dtype=float),
                 "cached": 100 / capacity * np.asarray(c.get("cached", zero), dtype=float),
