@@ -5,12 +5,17 @@ from urllib.parse import parse_qs
 
 from conftest import plain_text, wait_ready
 
+from app.views.engine import OWNER_COLORS
+
 CELLS = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
+# a map's columns are number arrays: each cell's colour (an index in OWNER_COLORS), hatched (0 or 1)
+NUMBERS = "([name, keys]) => Object.fromEntries(keys.map(k => [k, Array.from(" \
+          "Bokeh.documents[0].get_model_by_name(name).data[k])]))"
+FREE = len(OWNER_COLORS) - 1
 
 
 def cells(page, side: str) -> dict:
-    data = page.evaluate(CELLS, f"engine-{side}-cells")
-    return {k: list(data[k]) for k in ("color", "hatch", "written")}
+    return page.evaluate(NUMBERS, [f"engine-{side}-cells", ["color", "hatched", "written", "freed"]])
 
 
 def query(page) -> dict:
@@ -47,8 +52,7 @@ def test_the_engine_opens_on_a_preemption(page, served_app, guard):
     assert step > 0
     marks = page.evaluate(CELLS, "engine-left-marks")
     assert "#d62728" in list(marks["color"])  # cells a preemption freed since the frame before
-    freed = [s for s in page.evaluate(CELLS, "engine-left-cells")["state"] if s]
-    assert len(freed) == list(marks["color"]).count("#d62728")
+    assert sum(cells(page, "left")["freed"]) == list(marks["color"]).count("#d62728")
     assert "preempted" in plain_text(page, "kv-engine-step").inner_text().splitlines()[1]
     events = page.evaluate(CELLS, "engine-events-0")
     assert sum(n for n, k in zip(events["count"], events["kind"]) if k.startswith("preempted")) == \
@@ -87,15 +91,16 @@ def test_another_memory_manager_changes_the_chart(page, served_app):
     wait_ready(page)
     assert figure_rows(page)["finished / rejected"][0] == "80 / 0"
     paged = cells(page, "left")
-    assert paged["hatch"].count("/") < len(paged["hatch"]) // 20  # paged: blocks hold KV once taken
+    assert paged["hatched"].count(1) < len(paged["hatched"]) // 20  # paged: blocks hold KV once taken
     page.locator(".kv-param-memory select").select_option("max")
     page.wait_for_function("() => location.search.includes('memory=max')")
     wait_ready(page)
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('engine-left-cells').data.hatch.includes('/')")
+    page.wait_for_function("() => Array.from(Bokeh.documents[0].get_model_by_name('engine-left-cells').data.hatched)"
+                           ".includes(1)")
     reserved = cells(page, "left")
     assert reserved != paged
-    held = [h for c, h in zip(reserved["color"], reserved["hatch"]) if c != "#ffffff"]
-    assert held.count("/") > len(held) // 2  # Max reserves 2048 tokens for a few hundred written
+    held = [h for c, h in zip(reserved["color"], reserved["hatched"]) if c != FREE]
+    assert held.count(1) > len(held) // 2  # Max reserves 2048 tokens for a few hundred written
 
 
 def test_fragmentation_arena_animates(page, served_app):

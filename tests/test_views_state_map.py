@@ -37,7 +37,7 @@ def test_a_frame_sends_only_what_changes():
     events.clear()
     cells.draw({"owner": [3] * 10, "written": [50] * 10})
     assert len(events) == 1 and events[0].cols is None  # all of the data, boxes too
-    data = cells.cells.data
+    data = cells.cells.source.data
     # cell 9 is the second of row 2: left 1, right 1.88, top -1, bottom -1.88; half written
     assert (data["left"][9], data["right"][9], data["top"][9]) == (1.0, 1.88, -1.0)
     assert data["bottom"][9] == pytest.approx(-1.88) and data["fill_top"][9] == pytest.approx(-1.44)
@@ -45,12 +45,12 @@ def test_a_frame_sends_only_what_changes():
     cells.draw({"owner": [FREE] * 9 + [CACHED], "written": [0] * 9 + [100]})
     assert len(events) == 1 and isinstance(events[0], ColumnDataChangedEvent)
     assert set(events[0].cols) == {"fill_top", "state", "owner", "written"}  # the boxes stay in the page
-    assert list(cells.cells.data["state"]) == [3] * 9 + [2]
+    assert list(cells.cells.source.data["state"]) == [3] * 9 + [2]
     assert data["fill_top"][9] == pytest.approx(-1.0)
     cells.reset("title", 100)  # another grid: the boxes go again
     events.clear()
     cells.draw({"owner": [0] * 100, "written": [100] * 100})
-    assert len(events) == 1 and events[0].cols is None and len(cells.cells.data["left"]) == 100
+    assert len(events) == 1 and events[0].cols is None and len(cells.cells.source.data["left"]) == 100
 
 
 def test_the_step_text_counts_the_cells_each_map_shows():
@@ -65,4 +65,4 @@ def test_the_step_text_counts_the_cells_each_map_shows():
         by_hand = Counter("running" if o >= 0 else {SHARED: "running, from the prefix cache",
                                                     CACHED: "cached, reusable"}.get(o, "free") for o in owners)
         assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES)
-        assert list(view.maps[mode].cells.data["owner"]) == owners
+        assert list(view.maps[mode].cells.source.data["owner"]) == owners

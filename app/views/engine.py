@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import (CDSView, ColumnDataSource, DataTable, FixedTicker, GroupFilter, HoverTool, Label, Legend,
-                          LegendItem, Range1d, Span, TableColumn)
+from bokeh.models import (CDSView, ColumnDataSource, CustomJSHover, DataTable, FixedTicker, GroupFilter, HoverTool,
+                          Label, Legend, LegendItem, LinearColorMapper, Range1d, Span, TableColumn)
 from bokeh.core.properties import value
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
@@ -38,6 +38,9 @@ EVENT_LANES = {"preempt": "preempt", "swap_out": "swap out", "swap_in": "swap in
 CELL = ("left", "right", "top", "bottom")
 
 
+OWNER_COLORS = (*Category20_20, FREE)  # a request's colour (its id mod 20), then free
+
+
 def owner_color(owner: int) -> str:
     return FREE if owner < 0 else Category20_20[owner % len(Category20_20)]
 
@@ -48,11 +51,29 @@ def cell_box(i: int, cols: int) -> tuple[float, float, float, float]:
     return x, x + 1 - GAP, y, y - 1 + GAP
 
 
-def cell_grid(count: int, cols: int) -> dict[str, np.ndarray]:
-    """`cell_box` of cells 0..count-1 as number arrays (sent to the page as bytes)."""
-    i = np.arange(count)
-    left, top = (i % cols).astype(float), -(i // cols).astype(float)
-    return {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
+class Cells:
+    """A memory map's cells as one ColumnDataSource of number arrays, which Bokeh sends as bytes
+    (lists went through its encoder one value at a time: 0.1-0.2 s of a redraw in Pyodide). The
+    cells' boxes go once per grid; then a frame sends only its own columns."""
+
+    def __init__(self, name: str, *shown: str) -> None:
+        self.source = ColumnDataSource(columns(*CELL, "fill_top", "written", *shown), name=name)
+        self.drawn = (0, 0)  # (cells, columns) of the boxes the page has
+        self.bottom = np.zeros(0)
+
+    def show(self, cols: int, written: np.ndarray, **shown: np.ndarray) -> None:
+        """One frame: each cell's percentage holding KV (filled from the bottom) and `shown`."""
+        grid = None
+        if self.drawn != (len(written), cols):
+            i = np.arange(len(written))
+            left, top = (i % cols).astype(float), -(i // cols).astype(float)
+            grid = {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
+            self.bottom, self.drawn = grid["bottom"], (len(written), cols)
+        data = {"fill_top": self.bottom + (1 - GAP) * written / 100, "written": written, **shown}
+        if grid is None:
+            self.source.data.update(data)  # a ColumnDataChangedEvent of these columns only
+        else:
+            self.source.data = {**grid, **data}
 
 
 class MemoryMap:
@@ -60,30 +81,38 @@ class MemoryMap:
     `draw` shows one frame of its trace."""
 
     def __init__(self, name: str) -> None:
-        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "color", "hatch", "owner", "written", "state"),
-                                      name=f"engine-{name}-cells")
+        # numbers only (`Cells`): a request's colour is its index in OWNER_COLORS, coloured in the
+        # page; `hatched` and `freed` are 0 or 1
+        self.cells = Cells(f"engine-{name}-cells", "color", "hatched", "owner", "freed")
         self.marks = ColumnDataSource(columns(*CELL, "color"), name=f"engine-{name}-marks")
         self.host = ColumnDataSource(columns(*CELL, "color", "owner", "tokens"), name=f"engine-{name}-host")
         self.figure = figure(height=380, sizing_mode="stretch_width", tools="save", toolbar_location="above",
                              x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
-        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
-                                fill_color="color", fill_alpha=0.22, line_color="#bbbbbb", line_width=0.5)
+        color = {"field": "color", "transform": LinearColorMapper(palette=list(OWNER_COLORS), low=-0.5,
+                                                                  high=len(OWNER_COLORS) - 0.5)}
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
+                                fill_color=color, fill_alpha=0.22, line_color="#bbbbbb", line_width=0.5)
         # One hatch for every held-but-unwritten cell: a hatch that varies per cell makes BokehJS
         # paint a pattern canvas per cell on every frame (seconds for a full map in a browser).
-        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
-                         view=CDSView(filter=GroupFilter(column_name="hatch", group="/")), fill_color=None,
+        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
+                         view=CDSView(filter=GroupFilter(column_name="hatched", group=1)), fill_color=None,
                          line_color=None, hatch_pattern="/", hatch_color="#555555", hatch_alpha=0.55, hatch_scale=6)
-        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
-                         fill_color="color", line_color=None)
+        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
+                         fill_color=color, line_color=None)
         self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.marks,
                          fill_color=None, line_color="color", line_width=2.5)
         host = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.host,
                                 fill_color="color", line_color="#444444", line_width=0.5)
         self.figure.add_tools(
-            HoverTool(renderers=[held], tooltips=[(tr("request"), "@owner"), (tr("written KV"), "@written %"),
-                                                  ("", "@state")]),
+            HoverTool(renderers=[held], tooltips=[(tr("request"), "@owner{owner}"), (tr("written KV"), "@written %"),
+                                                  ("", "@freed{freed}")],
+                      formatters={"@owner": CustomJSHover(args={"free": tr("free")},
+                                                          code="return value >= 0 ? String(value) : free"),
+                                  "@freed": CustomJSHover(args={"freed": tr("freed by a preemption since the last "
+                                                                            "frame")},
+                                                          code="return value ? freed : ''")}),
             HoverTool(renderers=[host], tooltips=[(tr("swapped out on the host"), "@owner"),
                                                   (tr("KV tokens"), "@tokens")]))
         self.host_label = Label(x=0, y=0, text="", text_font_size="11px", text_color="#444444")
@@ -106,19 +135,15 @@ class MemoryMap:
                                 if host_tokens else "")
 
     def draw(self, frame: dict[str, Any]) -> None:
-        owners, written, cols = frame["owner"], frame["written"], self.columns
-        boxes = [cell_box(i, cols) for i in range(len(owners))]
-        freed = set(frame["freed"])
-        self.cells.data = {
-            **{k: [b[j] for b in boxes] for j, k in enumerate(CELL)},
-            "fill_top": [b[3] + (1 - GAP) * w / 100 for b, w in zip(boxes, written)],
-            "color": [owner_color(o) for o in owners],
-            "hatch": ["/" if o >= 0 and w < 100 else " " for o, w in zip(owners, written)],
-            "owner": [o if o >= 0 else tr("free") for o in owners], "written": written,
-            "state": [tr("freed by a preemption since the last frame") if i in freed else "" for i in range(len(owners))],
-        }
+        owners = np.asarray(frame["owner"], dtype=np.int32)
+        written = np.asarray(frame["written"], dtype=np.int32)
+        freed = np.zeros(len(owners), dtype=np.int8)
+        freed[frame["freed"]] = 1
+        self.cells.show(self.columns, written, color=np.where(owners >= 0, owners % len(Category20_20),
+                                                              len(Category20_20)).astype(np.int8),
+                        hatched=((owners >= 0) & (written < 100)).astype(np.int8), owner=owners, freed=freed)
         marked = [(i, FREED) for i in frame["freed"]] + [(i, RETURNED) for i in frame["returned"]]
-        mark_boxes = [cell_box(i, cols) for i, _ in marked]
+        mark_boxes = [cell_box(i, self.columns) for i, _ in marked]
         self.marks.data = {**{k: [b[j] for b in mark_boxes] for j, k in enumerate(CELL)},
                            "color": [c for _, c in marked]}
         self.draw_host(frame["host"] if self.host_tokens else [])

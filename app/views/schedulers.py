@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, serving_rows, table_columns
-from app.views.engine import GAP, cell_grid, legend_below
+from app.views.engine import Cells, legend_below
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 
@@ -67,20 +67,17 @@ class StateMap:
     """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
 
     def __init__(self, mode: str) -> None:
-        self.cells = ColumnDataSource(columns(*CELL, "fill_top", "state", "owner", "written"),
-                                      name=f"schedulers-{mode}-cells")
+        self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
         self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
                              x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
-        # A cell's state is its index in STATES, coloured in the page: every column a frame sends is
-        # a number array, which Bokeh sends as bytes (lists of strings went through its encoder one
-        # value at a time: about half of a redraw in the browser).
+        # A cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers).
         color = {"field": "state", "transform": LinearColorMapper(palette=[c for _, c in STATES], low=-0.5,
                                                                   high=len(STATES) - 0.5)}
-        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells,
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
                                 fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
-        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells,
+        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
                          fill_color=color, line_color=None)
         self.figure.add_tools(HoverTool(
             renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
@@ -88,8 +85,6 @@ class StateMap:
             formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
                         "@owner": CustomJSHover(code="return value >= 0 ? String(value) : '-'")}))
         self.columns = 1
-        self.drawn_grid = (0, 0)  # (cells, columns) of the boxes the page has
-        self.bottom = np.zeros(0)
 
     def reset(self, title: str, cells: int) -> None:
         self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
@@ -99,19 +94,10 @@ class StateMap:
         self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
 
     def draw(self, frame: dict[str, Any]) -> np.ndarray:
-        """Show one frame and return its cells' states. The boxes are sent only when the grid changes."""
+        """Show one frame and return its cells' states."""
         owners = np.asarray(frame["owner"], dtype=np.int32)
-        written = np.asarray(frame["written"], dtype=np.int32)
         states = state_codes(owners)
-        grid = cell_grid(len(owners), self.columns) if self.drawn_grid != (len(owners), self.columns) else None
-        if grid is not None:
-            self.bottom, self.drawn_grid = grid["bottom"], (len(owners), self.columns)
-        shown = {"fill_top": self.bottom + (1 - GAP) * written / 100, "state": states, "owner": owners,
-                 "written": written}
-        if grid is not None:
-            self.cells.data = {**grid, **shown}
-        else:
-            self.cells.data.update(shown)
+        self.cells.show(self.columns, np.asarray(frame["written"], dtype=np.int32), state=states, owner=owners)
         return states
 
 
