@@ -45,10 +45,21 @@ def owner_color(owner: int) -> str:
     return FREE if owner < 0 else Category20_20[owner % len(Category20_20)]
 
 
-def cell_box(i: int, cols: int) -> tuple[float, float, float, float]:
-    """(left, right, top, bottom) of cell i in a grid `cols` cells wide."""
-    x, y = i % cols, -(i // cols)
-    return x, x + 1 - GAP, y, y - 1 + GAP
+def cell_boxes(cells: np.ndarray, cols: int) -> dict[str, np.ndarray]:
+    """(left, right, top, bottom) of each of `cells` in a grid `cols` cells wide."""
+    left, top = (cells % cols).astype(float), -(cells // cols).astype(float)
+    return {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
+
+
+def indexed_color(field: str, palette: list[str]) -> dict[str, Any]:
+    """A fill colour from a column of indices into `palette`, looked up in the page (the column
+    stays a number array, sent as bytes)."""
+    return {"field": field, "transform": LinearColorMapper(palette=palette, low=-0.5, high=len(palette) - 0.5)}
+
+
+def request_hover(none: str) -> CustomJSHover:
+    """A hover formatter of a cell's owner: the request id, or `none` for a cell no request holds."""
+    return CustomJSHover(args={"none": none}, code="return value >= 0 ? String(value) : none")
 
 
 class Cells:
@@ -65,9 +76,7 @@ class Cells:
         """One frame: each cell's percentage holding KV (filled from the bottom) and `shown`."""
         grid = None
         if self.drawn != (len(written), cols):
-            i = np.arange(len(written))
-            left, top = (i % cols).astype(float), -(i // cols).astype(float)
-            grid = {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
+            grid = cell_boxes(np.arange(len(written)), cols)
             self.bottom, self.drawn = grid["bottom"], (len(written), cols)
         data = {"fill_top": self.bottom + (1 - GAP) * written / 100, "written": written, **shown}
         if grid is None:
@@ -90,8 +99,7 @@ class MemoryMap:
                              x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
-        color = {"field": "color", "transform": LinearColorMapper(palette=list(OWNER_COLORS), low=-0.5,
-                                                                  high=len(OWNER_COLORS) - 0.5)}
+        color = indexed_color("color", list(OWNER_COLORS))
         held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
                                 fill_color=color, fill_alpha=0.22, line_color="#bbbbbb", line_width=0.5)
         # One hatch for every held-but-unwritten cell: a hatch that varies per cell makes BokehJS
@@ -108,8 +116,7 @@ class MemoryMap:
         self.figure.add_tools(
             HoverTool(renderers=[held], tooltips=[(tr("request"), "@owner{owner}"), (tr("written KV"), "@written %"),
                                                   ("", "@freed{freed}")],
-                      formatters={"@owner": CustomJSHover(args={"free": tr("free")},
-                                                          code="return value >= 0 ? String(value) : free"),
+                      formatters={"@owner": request_hover(tr("free")),
                                   "@freed": CustomJSHover(args={"freed": tr("freed by a preemption since the last "
                                                                             "frame")},
                                                           code="return value ? freed : ''")}),
@@ -143,8 +150,7 @@ class MemoryMap:
                                                               len(Category20_20)).astype(np.int8),
                         hatched=((owners >= 0) & (written < 100)).astype(np.int8), owner=owners, freed=freed)
         marked = [(i, FREED) for i in frame["freed"]] + [(i, RETURNED) for i in frame["returned"]]
-        mark_boxes = [cell_box(i, self.columns) for i, _ in marked]
-        self.marks.data = {**{k: [b[j] for b in mark_boxes] for j, k in enumerate(CELL)},
+        self.marks.data = {**cell_boxes(np.array([i for i, _ in marked], dtype=int), self.columns),
                            "color": [c for _, c in marked]}
         self.draw_host(frame["host"] if self.host_tokens else [])
 

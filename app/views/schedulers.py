@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import (ColumnDataSource, CustomJSHover, DataTable, HoverTool, Legend, LegendItem,
-                          LinearColorMapper, Range1d, Span, TableColumn)
+from bokeh.models import (ColumnDataSource, CustomJSHover, DataTable, HoverTool, Legend, LegendItem, Range1d, Span,
+                          TableColumn)
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, serving_rows, table_columns
-from app.views.engine import Cells, legend_below
+from app.views.engine import CELL, Cells, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 
@@ -29,7 +29,6 @@ MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
-CELL = ("left", "right", "top", "bottom")
 
 
 def state_codes(owners: np.ndarray) -> np.ndarray:
@@ -73,8 +72,7 @@ class StateMap:
         self.figure.axis.visible = False
         self.figure.grid.visible = False
         # A cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers).
-        color = {"field": "state", "transform": LinearColorMapper(palette=[c for _, c in STATES], low=-0.5,
-                                                                  high=len(STATES) - 0.5)}
+        color = indexed_color("state", [c for _, c in STATES])
         held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
                                 fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
@@ -83,7 +81,7 @@ class StateMap:
             renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
                                         (tr("KV"), "@written %")],
             formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
-                        "@owner": CustomJSHover(code="return value >= 0 ? String(value) : '-'")}))
+                        "@owner": request_hover("-")}))
         self.columns = 1
 
     def reset(self, title: str, cells: int) -> None:
