@@ -33,6 +33,7 @@ from app.text import LiveText, plain
 from app.url import History, install
 from app.view import VIEWS, LabView
 from app.widgets import as_text, link_button, widgets_for
+from app.worker import one_message
 from kvweb.lab import (ADVANCED, DEFAULT_LAB, LABS, PAPER_GPU, Lab, ParamError, flatten, from_query, jsonable, make,
                        shown, to_number, to_query)
 
@@ -393,17 +394,18 @@ class Shell:
         self.fit_note.text = tr_message(note) if note else ""
         self.fit_pane.visible = bool(note)
         pane.view.visible = fits
-        if self.view is not None and self.result and fits:
-            if self.drawn.get(self.view) is not result:  # else the view shows it already
-                self.view.update(self.lab, self.result)
-                self.drawn[self.view] = result
-            step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
-            if self.view.player.value == step:
-                self.view.show_step(step)  # same position, new result: draw it
-            else:
-                self.view.player.value = step  # the player's watcher draws it
-        self._write_url()
-        self.status.text = tr("ready")
+        with one_message():  # the redraw reaches the page at once (static site)
+            if self.view is not None and self.result and fits:
+                if self.drawn.get(self.view) is not result:  # else the view shows it already
+                    self.view.update(self.lab, self.result)
+                    self.drawn[self.view] = result
+                step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
+                if self.view.player.value == step:
+                    self.view.show_step(step)  # same position, new result: draw it
+                else:
+                    self.view.player.value = step  # the player's watcher draws it
+            self._write_url()
+            self.status.text = tr("ready")
 
     def _say(self, messages: list[str]) -> None:
         self.message.text = "\n".join(tr_message(m) for m in messages)

@@ -89,3 +89,55 @@ def test_works_from_a_sub_path(page):
         assert server.failed == [], f"files asked for outside the sub-path or missing: {server.failed}"
         assert "/kvweb/pyodide/pyodide.asm.wasm" in server.fetched
         assert all(path.startswith("/kvweb/") for path in server.fetched)
+
+
+# Every message between the page and the worker, as [direction, kinds of events, names of the
+# models they change] (a model without a name: its type).
+MESSAGES = """() => {
+  window.kvlog = [];
+  const w = window.kvwebWorker, doc = Bokeh.documents[0];
+  const named = (e) => { const m = e.model && doc.get_model_by_id(e.model.id); return m ? (m.name || m.type) : "?" };
+  const describe = (dir, patch) => [dir, patch.events.map(e => e.kind), patch.events.map(named), patch.events.map(e => e.attr)];
+  const onmessage = w.onmessage;
+  w.onmessage = (e) => {
+    if (e.data.type === "patch") window.kvlog.push(describe("to page", e.data.patch));
+    else if (e.data.type === "idle") window.kvlog.push(["idle"]);
+    return onmessage(e);
+  };
+  const post = w.postMessage.bind(w);
+  w.postMessage = (m) => { if (m.type === "patch") window.kvlog.push(describe("to worker", m.patch)); return post(m) };
+}"""
+
+
+def settled(page) -> list:
+    """The messages logged until the worker is idle and the page has drawn and laid out since."""
+    page.wait_for_function("() => window.kvlog.some(m => m[0] === 'idle') && !window.kvwebWorker.busy")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 500))))")
+    page.wait_for_function("() => !window.kvwebWorker.busy")
+    return page.evaluate("() => window.kvlog")
+
+
+def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, static_site):
+    """app/worker.py sends a view's redraw as one message (one task and one paint per figure
+    in the page), and static/handler.js keeps to the page what Python never reads: here the
+    figures' sizes, which change as a new scenario widens their axes' labels."""
+    page.goto(f"{static_site}?lab=schedulers&requests=60")
+    wait_live(page)
+    wait_ready(page)
+    page.evaluate(MESSAGES)
+    page.locator(".kv-param-scenario select").select_option("B")
+    log = settled(page)
+    sent = [m for m in log if m[0] == "to worker"]
+    assert [m[3] for m in sent] == [["value"]] and "Select" in sent[0][2][0]  # the learner's change, nothing else
+    redraws = [m for m in log if m[0] == "to page" and "ColumnDataChanged" in m[1]]
+    assert len(redraws) == 1
+    changed = set(redraws[0][2])
+    assert {"schedulers-figures", *(f"schedulers-curves-{m}" for m in ("paper", "vllm-v1", "sglang")),
+            *(f"schedulers-{m}-cells" for m in ("paper", "vllm-v1", "sglang"))} <= changed
+    assert "Span" in changed and any(n.startswith("LiveText") for n in changed)  # the step's time line and text
+    # a player step: its drawing is one message too (the URL box, watching the player, follows)
+    page.evaluate("() => { window.kvlog = [] }")
+    page.locator(".kv-player button.next").first.click()
+    steps = [m for m in settled(page) if m[0] == "to page"]
+    assert len(steps) == 2 and {f"schedulers-{m}-cells" for m in ("paper", "vllm-v1", "sglang")} <= set(steps[0][2])
+    assert steps[1][3] == ["value"] and "TextInput" in steps[1][2][0]

@@ -16,11 +16,23 @@ function showStatus(text, fraction, failed) {
 }
 
 // Changes the page makes that Python never reads: a figure's auto range (DataRange1d) works
-// out its ends after every redraw, and a widget's value_throttled follows its value (the app
-// watches `value`). Sending them would add a trip through the worker to every redraw.
+// out its ends after every redraw, a figure reports its size in pixels after each layout (its
+// axes' labels widen or narrow with the data; only the page's own callbacks read it), and a
+// widget's value_throttled follows its value (the app watches `value`). Sending them would add
+// a trip through the worker to every redraw.
+const PAGE_SIZES = new Set(["inner_width", "inner_height", "outer_width", "outer_height"]);
 function unread(event) {
-  return event.attr === "value_throttled"
+  return event.attr === "value_throttled" || PAGE_SIZES.has(event.attr)
     || ((event.attr === "start" || event.attr === "end") && event.model?.constructor?.__name__ === "DataRange1d");
+}
+
+// A task boundary without setTimeout's 4 ms floor for nested calls.
+function nextTask() {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
 }
 
 function send_change(jsdoc, event) {
@@ -125,15 +137,28 @@ async function onMessage(event) {
     window.kvwebModules = msg.modules;
     await render(msg);
   } else if (msg.type === "patch") {
-    try {
-      patching += 1;
-      pyodideWorker.jsdoc.apply_json_patch(msg.patch, msg.buffers);
-    } finally {
-      patching -= 1;
+    // A redraw comes as one patch (app/worker.py). A figure takes a source's new data in steps
+    // (BokehJS awaits each of its glyphs' set_data), so the rest waits for the next task: a
+    // change that lays out the page paints at once, and painted before the glyphs had their new
+    // colours (a legend read past its old rows: "Offset is outside the bounds of the DataView").
+    for (const event of msg.patch.events) {
+      try {
+        patching += 1;
+        pyodideWorker.jsdoc.apply_json_patch({ ...msg.patch, events: [event] }, msg.buffers);
+      } finally {
+        patching -= 1;
+      }
+      if (event.kind === "ColumnDataChanged") await nextTask();
     }
   }
 }
 
+// One message at a time, in order: a patch waiting for the next task holds back the next one.
+let handled = Promise.resolve();
+function onMessageInTurn(event) {
+  handled = handled.then(() => onMessage(event)).catch((error) => console.error(error));
+}
+
 pyodideWorker.onerror = (event) => showStatus(`The Python worker failed: ${event.message}`, null, true);
-pyodideWorker.onmessage = onMessage;
-for (const event of window.kvwebEarly.splice(0)) onMessage(event);
+pyodideWorker.onmessage = onMessageInTurn;
+for (const event of window.kvwebEarly.splice(0)) onMessageInTurn(event);

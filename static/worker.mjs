@@ -58,8 +58,8 @@ self.onmessage = async (event) => {
   } else if (msg.type === "rendered") {
     self.pyodide.runPythonAsync(`
 from panel.io.state import state
-from panel.io.pyodide import _link_docs_worker
-_link_docs_worker(state.curdoc, sendPatch, setter='js')
+from app.worker import link
+link(state.curdoc, sendPatch, setter='js')
 `);
   } else if (msg.type === "patch") {
     self.pyodide.globals.set("patch", msg.patch);

@@ -66,3 +66,41 @@ def test_the_step_text_counts_the_cells_each_map_shows():
                                                     CACHED: "cached, reusable"}.get(o, "free") for o in owners)
         assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES)
         assert list(view.maps[mode].cells.source.data["owner"]) == owners
+
+
+def test_the_time_figures_span_exactly_the_curves():
+    """Their ranges are set from Python (an automatic range shared by three figures repaints
+    them twice per redraw), as where Reset goes back to, and hold every point of every mode."""
+    lab = LABS["schedulers"](requests=30, workload="few-shot")
+    view = SchedulersView()
+    result = lab.run()
+    view.update(lab, result)
+    curves = [m["trace"]["curves"] for m in result["modes"]]
+    capacity = result["scenario"]["kv_capacity_tokens"]
+    time = view.hits.x_range
+    assert view.batch.x_range is time and view.memory.x_range is time
+    assert (time.start, time.end) == (0, max(c["t"][-1] for c in curves))
+    assert view.batch.y_range.end == pytest.approx(1.05 * max(max(c["batch"]) for c in curves))
+    held = max(max(c["occupied"] + c.get("cached", [])) for c in curves)  # (the paper engine caches nothing)
+    assert view.memory.y_range.end == pytest.approx(1.05 * 100 * held / capacity)
+    assert view.hits.y_range.end == pytest.approx(1.05 * 100 * max(max(c.get("hit_rate", [0])) for c in curves))
+    for axis in (time, view.hits.y_range, view.batch.y_range, view.memory.y_range):
+        assert (axis.reset_start, axis.reset_end) == (axis.start, axis.end)
+
+
+def test_the_engines_time_figures_span_both_runs():
+    from app.views.engine import EngineView
+
+    lab = LABS["engine"](requests=40, rate=4.0)  # paged, compared with the oracle
+    result = lab.run()
+    view = EngineView()
+    view.update(lab, result)
+    runs = [result, result["compare"]]
+    curves = [r["trace"]["curves"] for r in runs]
+    capacity = result["scenario"]["kv_capacity_tokens"]
+    last_event = max((t for r in runs for t in r["trace"]["event_bins"]["t1"]), default=0.0)
+    assert view.batch.x_range is view.memory.x_range is view.marks.x_range
+    assert view.memory.x_range.end == max(max(c["t"][-1] for c in curves), last_event)
+    assert view.memory.y_range.end == pytest.approx(1.05 * 100 * max(max(c["occupied"] + c["used"]) for c in curves) / capacity)
+    queue = [w + p for c in curves for w, p in zip(c["waiting"], c["preempted"])]
+    assert view.batch.y_range.end == pytest.approx(1.05 * max(queue + [b for c in curves for b in c["batch"]]))

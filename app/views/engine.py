@@ -22,7 +22,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, serving_rows, table_columns
+from app.view import LabView, columns, padded_end, serving_rows, set_range, table_columns
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
 
@@ -203,7 +203,7 @@ class EngineView(LabView):
         super().__init__()
         self.player.interval = 250
         self.maps = [MemoryMap("left"), MemoryMap("right")]
-        self.header = plain(css_class="kv-engine-header")
+        self.header = LiveText(css_class="kv-engine-header")  # (changes with the GPU and scenario: no page layout)
         self.table_data = ColumnDataSource(columns("figure", "run0", "run1"), name="engine-figures")
         self.table_columns = [TableColumn(field="figure", title="", width=230),
                               TableColumn(field="run0", title="", width=120),
@@ -223,12 +223,13 @@ class EngineView(LabView):
         self.events = [ColumnDataSource(columns("t", "lane", "size", "marker", "kind", "count", "t0", "t1", "run"),
                                         name=f"engine-events-{i}") for i in range(2)]
         tools = "xpan,xwheel_zoom,reset,save"
+        time = Range1d(0, 1)  # the three share it; the ranges are set in `update` (`set_range`)
         self.memory = figure(title=tr("KV memory, % of capacity"), height=260, sizing_mode="stretch_width",
-                             tools=tools, x_axis_label=tr("simulated time (s)"))
+                             tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         self.batch = figure(title=tr("batch and queue (requests)"), height=260, sizing_mode="stretch_width",
-                            tools=tools, x_range=self.memory.x_range, x_axis_label=tr("simulated time (s)"))
+                            tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         self.marks = figure(title=tr("engine events per time bin (bigger = more)"), height=230,
-                            sizing_mode="stretch_width", tools=tools, x_range=self.memory.x_range,
+                            sizing_mode="stretch_width", tools=tools, x_range=time,
                             y_range=Range1d(-0.6, len(EVENT_KINDS) - 0.4), x_axis_label=tr("simulated time (s)"))
         self.marks.yaxis.ticker = FixedTicker(ticks=list(range(len(EVENT_KINDS))))
         self.marks.yaxis.major_label_overrides = {i: tr(EVENT_LANES[k]) for i, k in enumerate(EVENT_KINDS)}
@@ -253,7 +254,6 @@ class EngineView(LabView):
         self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
         for fig, span in zip((self.memory, self.batch, self.marks), self.now):
             fig.add_layout(span)
-        self.memory.y_range.start = self.batch.y_range.start = 0
         self.frames: list[list[dict[str, Any]]] = []
         self.names: list[str] = []
         self.timeline: dict[str, Any] = {"t": [], "frames": []}
@@ -271,6 +271,8 @@ class EngineView(LabView):
         self.names = [r["memory"] for r in runs]
         self.timeline = result["timeline"]
         swaps = getattr(lab, "preemption", "") == "swap"
+        drawn: list[dict[str, list]] = []
+        ends: list[float] = []
         for i, (m, source, events) in enumerate(zip(self.maps, self.curves, self.events)):
             m.figure.visible = i < len(runs)
             if i >= len(runs):
@@ -286,6 +288,11 @@ class EngineView(LabView):
                            "used": [100 * x / capacity for x in c["used"]], "batch": c["batch"],
                            "queue": [w + p for w, p in zip(c["waiting"], c["preempted"])]}
             events.data = self.event_marks(trace["event_bins"], run["memory"], i)
+            drawn.append(source.data)
+            ends.append(max([*c["t"][-1:], *events.data["t1"]], default=0.0))  # (events after the last sample too)
+        set_range(self.memory.x_range, max(ends, default=0.0))
+        set_range(self.memory.y_range, padded_end(*(d[k] for d in drawn for k in ("occupied", "used"))))
+        set_range(self.batch.y_range, padded_end(*(d[k] for d in drawn for k in ("batch", "queue"))))
         labels = [(tr("occupied"), tr("holding KV")), (tr("batch"), tr("queue (waiting + preempted)"))]
         for i, drawn in enumerate(self.lines):
             for r in drawn:

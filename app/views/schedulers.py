@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, serving_rows, table_columns
+from app.view import LabView, columns, padded_end, serving_rows, set_range, table_columns
 from app.views.engine import CELL, Cells, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
@@ -106,7 +106,7 @@ class SchedulersView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.player.interval = 250
-        self.header = plain(css_class="kv-schedulers-header")
+        self.header = LiveText(css_class="kv-schedulers-header")  # (changes with the GPU and scenario: no page layout)
         self.table_data = ColumnDataSource(columns("figure", *MODES), name="schedulers-figures")
         self.table = pn.pane.Bokeh(
             DataTable(source=self.table_data, index_position=None, height=420, sizing_mode="stretch_width",
@@ -131,13 +131,15 @@ class SchedulersView(LabView):
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
         tools = "xpan,xwheel_zoom,reset,save"
+        time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
         self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=230,
-                           sizing_mode="stretch_width", tools=tools, x_axis_label=tr("simulated time (s)"))
+                           sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
+                           x_axis_label=tr("simulated time (s)"))
         self.batch = figure(title=tr("batch (requests per step)"), height=230, sizing_mode="stretch_width",
-                            tools=tools, x_range=self.hits.x_range, x_axis_label=tr("simulated time (s)"))
+                            tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         self.memory = figure(title=tr("KV memory, % of capacity: held by running requests (solid), cached and "
                                       "reusable (dashed)"), height=230, sizing_mode="stretch_width", tools=tools,
-                             x_range=self.hits.x_range, x_axis_label=tr("simulated time (s)"))
+                             x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         items: dict[str, list[LegendItem]] = {"hits": [], "batch": [], "memory": []}
         for m in MODES:
             src, color = self.curves[m], MODE_COLORS[m]
@@ -150,7 +152,6 @@ class SchedulersView(LabView):
                 self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
         for fig, key in ((self.hits, "hits"), (self.batch, "batch"), (self.memory, "memory")):
             legend_below(fig, items[key])
-            fig.y_range.start = 0
         self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
         for fig, span in zip((self.hits, self.batch, self.memory), self.now):
             fig.add_layout(span)
@@ -167,6 +168,7 @@ class SchedulersView(LabView):
         capacity = scenario["kv_capacity_tokens"]
         self.frames = [m["trace"]["frames"] for m in modes]
         self.timeline = result["timeline"]
+        curves = []
         for m in modes:
             trace, view = m["trace"], self.maps[m["mode"]]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
@@ -174,12 +176,18 @@ class SchedulersView(LabView):
             view.reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells)
             c = trace["curves"]
             zero = [0.0] * len(c["t"])
-            self.curves[m["mode"]].data = {  # number arrays, sent as bytes
+            data = {  # number arrays, sent as bytes
                 "t": np.asarray(c["t"], dtype=float), "batch": np.asarray(c["batch"], dtype=float),
                 "held": 100 / capacity * np.asarray(c["occupied"], dtype=float),
                 "hit_rate": 100 * np.asarray(c.get("hit_rate", zero), dtype=float),
                 "cached": 100 / capacity * np.asarray(c.get("cached", zero), dtype=float),
             }
+            self.curves[m["mode"]].data = data
+            curves.append(data)
+        set_range(self.hits.x_range, max((d["t"][-1] for d in curves if len(d["t"])), default=0.0))
+        set_range(self.hits.y_range, padded_end(*(d["hit_rate"] for d in curves)))
+        set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
+        set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}")
