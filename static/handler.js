@@ -137,18 +137,23 @@ async function onMessage(event) {
     window.kvwebModules = msg.modules;
     await render(msg);
   } else if (msg.type === "patch") {
-    // A redraw comes as one patch (app/worker.py). A figure takes a source's new data in steps
-    // (BokehJS awaits each of its glyphs' set_data), so the rest waits for the next task: a
-    // change that lays out the page paints at once, and painted before the glyphs had their new
-    // colours (a legend read past its old rows: "Offset is outside the bounds of the DataView").
+    // A redraw comes as one patch (app/worker.py), applied change by change. BokehJS hands a
+    // source's new data to its glyphs asynchronously (each glyph's set_data is awaited), and a
+    // change that lays out the page paints at once: a change after new data waits for the next
+    // task (else a legend read the new rows with the old colours: "Offset is outside the bounds
+    // of the DataView", the max-rate lab's, on a lab switch). Runs of data changes stay together.
+    let data = false;
     for (const event of msg.patch.events) {
+      const isData = event.kind === "ColumnDataChanged" || event.kind === "ColumnsStreamed"
+        || event.kind === "ColumnsPatched";
+      if (data && !isData) await nextTask();
+      data = isData;
       try {
         patching += 1;
         pyodideWorker.jsdoc.apply_json_patch({ ...msg.patch, events: [event] }, msg.buffers);
       } finally {
         patching -= 1;
       }
-      if (event.kind === "ColumnDataChanged") await nextTask();
     }
   }
 }
