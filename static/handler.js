@@ -26,6 +26,16 @@ function unread(event) {
     || ((event.attr === "start" || event.attr === "end") && event.model?.constructor?.__name__ === "DataRange1d");
 }
 
+// Models whose changes make BokehJS ask for a paint on the next frame, never a layout: data
+// sources, a figure's ranges, a time line; and a ReactiveHTML's data (a class BokehJS makes
+// for it, named "Model"): kvweb's step texts and player set their text themselves.
+const PAINT_ONLY = new Set(["ColumnDataSource", "Range1d", "DataRange1d", "FactorRange", "Span"]);
+function paintOnly(event) {
+  const model = event.model && pyodideWorker.jsdoc.get_model_by_id(event.model.id);
+  if (model == null) return false;
+  return PAINT_ONLY.has(model.type) || model.constructor.__name__ === "Model";
+}
+
 // A task boundary without setTimeout's 4 ms floor for nested calls.
 function nextTask() {
   return new Promise((resolve) => {
@@ -139,15 +149,18 @@ async function onMessage(event) {
   } else if (msg.type === "patch") {
     // A redraw comes as one patch (app/worker.py), applied change by change. BokehJS hands a
     // source's new data to its glyphs asynchronously (each glyph's set_data is awaited), and a
-    // change that lays out the page paints at once: a change after new data waits for the next
-    // task (else a legend read the new rows with the old colours: "Offset is outside the bounds
-    // of the DataView", the max-rate lab's, on a lab switch). Runs of data changes stay together.
+    // change that may lay out the page paints at once: such a change after new data waits for
+    // the next task (else a legend read the new rows with the old colours: "Offset is outside
+    // the bounds of the DataView", the max-rate lab's, on a lab switch). Changes that only ask
+    // for a paint on the next frame (`PAINT_ONLY`) do not wait: each wait lets the page paint.
     let data = false;
     for (const event of msg.patch.events) {
-      const isData = event.kind === "ColumnDataChanged" || event.kind === "ColumnsStreamed"
-        || event.kind === "ColumnsPatched";
-      if (data && !isData) await nextTask();
-      data = isData;
+      if (event.kind === "ColumnDataChanged" || event.kind === "ColumnsStreamed" || event.kind === "ColumnsPatched") {
+        data = true;
+      } else if (data && !paintOnly(event)) {
+        await nextTask();
+        data = false;
+      }
       try {
         patching += 1;
         pyodideWorker.jsdoc.apply_json_patch({ ...msg.patch, events: [event] }, msg.buffers);
