@@ -271,7 +271,7 @@ class EngineView(LabView):
         self.names = [r["memory"] for r in runs]
         self.timeline = result["timeline"]
         swaps = getattr(lab, "preemption", "") == "swap"
-        drawn: list[dict[str, list]] = []
+        curves: list[dict[str, list]] = []  # each run's, as drawn
         ends: list[float] = []
         for i, (m, source, events) in enumerate(zip(self.maps, self.curves, self.events)):
             m.figure.visible = i < len(runs)
@@ -288,11 +288,11 @@ class EngineView(LabView):
                            "used": [100 * x / capacity for x in c["used"]], "batch": c["batch"],
                            "queue": [w + p for w, p in zip(c["waiting"], c["preempted"])]}
             events.data = self.event_marks(trace["event_bins"], run["memory"], i)
-            drawn.append(source.data)
+            curves.append(source.data)
             ends.append(max([*c["t"][-1:], *events.data["t1"]], default=0.0))  # (events after the last sample too)
         set_range(self.memory.x_range, max(ends, default=0.0))
-        set_range(self.memory.y_range, padded_end(*(d[k] for d in drawn for k in ("occupied", "used"))))
-        set_range(self.batch.y_range, padded_end(*(d[k] for d in drawn for k in ("batch", "queue"))))
+        set_range(self.memory.y_range, padded_end(*(d[k] for d in curves for k in ("occupied", "used"))))
+        set_range(self.batch.y_range, padded_end(*(d[k] for d in curves for k in ("batch", "queue"))))
         labels = [(tr("occupied"), tr("holding KV")), (tr("batch"), tr("queue (waiting + preempted)"))]
         for i, drawn in enumerate(self.lines):
             for r in drawn:
