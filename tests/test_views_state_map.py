@@ -104,3 +104,14 @@ def test_the_engines_time_figures_span_both_runs():
     assert view.memory.y_range.end == pytest.approx(1.05 * 100 * max(max(c["occupied"] + c["used"]) for c in curves) / capacity)
     queue = [w + p for c in curves for w, p in zip(c["waiting"], c["preempted"])]
     assert view.batch.y_range.end == pytest.approx(1.05 * max(queue + [b for c in curves for b in c["batch"]]))
+
+
+def test_an_engine_cell_and_the_host_strip_colour_a_request_alike():
+    from bokeh.palettes import Category20_20
+
+    from app.views.engine import OWNER_COLORS, owner_color, owner_index
+
+    owners = np.array([0, 19, 20, 43, -1])
+    assert owner_index(owners).tolist() == [0, 19, 0, 3, 20]  # id mod 20; free is the last colour
+    assert [owner_color(o) for o in owners] == [Category20_20[0], Category20_20[19], Category20_20[0],
+                                                Category20_20[3], OWNER_COLORS[-1]]

@@ -41,8 +41,13 @@ CELL = ("left", "right", "top", "bottom")
 OWNER_COLORS = (*Category20_20, FREE)  # a request's colour (its id mod 20), then free
 
 
+def owner_index(owners: np.ndarray) -> np.ndarray:
+    """Each owner's colour as its index in OWNER_COLORS: a request's id mod 20; free (-1) the last."""
+    return np.where(owners >= 0, owners % len(Category20_20), len(Category20_20)).astype(np.int8)
+
+
 def owner_color(owner: int) -> str:
-    return FREE if owner < 0 else Category20_20[owner % len(Category20_20)]
+    return OWNER_COLORS[owner_index(np.asarray(owner))]
 
 
 def cell_boxes(cells: np.ndarray, cols: int) -> dict[str, np.ndarray]:
@@ -146,8 +151,7 @@ class MemoryMap:
         written = np.asarray(frame["written"], dtype=np.int32)
         freed = np.zeros(len(owners), dtype=np.int8)
         freed[frame["freed"]] = 1
-        self.cells.show(self.columns, written, color=np.where(owners >= 0, owners % len(Category20_20),
-                                                              len(Category20_20)).astype(np.int8),
+        self.cells.show(self.columns, written, color=owner_index(owners),
                         hatched=((owners >= 0) & (written < 100)).astype(np.int8), owner=owners, freed=freed)
         marked = [(i, FREED) for i in frame["freed"]] + [(i, RETURNED) for i in frame["returned"]]
         self.marks.data = {**cell_boxes(np.array([i for i, _ in marked], dtype=int), self.columns),
