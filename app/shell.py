@@ -396,14 +396,13 @@ class Shell:
         pane.view.visible = fits
         with one_message():  # the redraw reaches the page at once (static site)
             if self.view is not None and self.result and fits:
-                if self.drawn.get(self.view) is not result:  # else the view shows it already
-                    self.view.update(self.lab, self.result)
-                    self.drawn[self.view] = result
-                step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
-                if self.view.player.value == step:
-                    self.view.show_step(step)  # same position, new result: draw it
-                else:
-                    self.view.player.value = step  # the player's watcher draws it
+                with self.view.steps_held():
+                    if self.drawn.get(self.view) is not result:  # else the view shows it already
+                        self.view.update(self.lab, self.result)
+                        self.drawn[self.view] = result
+                    step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
+                    self.view.player.value = step
+                self.view.show_step(step)
             self._write_url()
             self.status.text = tr("ready")
 

@@ -7,6 +7,8 @@ is in the lab's result.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -227,10 +229,24 @@ class LabView:
         self.player = StepPlayer(labels=player_labels(), visible=self.animated, css_classes=["kv-player"],
                                  sizing_mode="stretch_width", min_height=36, margin=(5, 10))
         self.player.param.watch(self._on_step, "value")
+        self._held = False
 
     def _on_step(self, event: param.parameterized.Event) -> None:
+        if self._held:
+            return
         with one_message():  # one step, one message to the page (static site)
             self.show_step(event.new)
+
+    @contextmanager
+    def steps_held(self) -> Iterator[None]:
+        """Moves of the player inside draw nothing: the caller draws the step it lands on once.
+        (A new result moves it twice: `set_steps` keeps it within the trace, then the shell picks
+        the step to open on; each draw is three memory maps sent to the page.)"""
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
     def layout(self) -> pn.viewable.Viewable:
         """The view's figures and texts in one Panel layout (called once: see `panel`)."""

@@ -28,12 +28,14 @@ function unread(event) {
 
 // Models whose changes make BokehJS ask for a paint on the next frame, never a layout: data
 // sources, a figure's ranges, a time line; and a ReactiveHTML's data (a class BokehJS makes
-// for it, named "Model"): kvweb's step texts and player set their text themselves.
+// for it, named "Model"): kvweb's step texts and player set their text themselves. The
+// history box (app/url.py) is hidden: its new value only goes to the address bar.
 const PAINT_ONLY = new Set(["ColumnDataSource", "Range1d", "DataRange1d", "FactorRange", "Span"]);
 function paintOnly(event) {
   const model = event.model && pyodideWorker.jsdoc.get_model_by_id(event.model.id);
   if (model == null) return false;
-  return PAINT_ONLY.has(model.type) || model.constructor.__name__ === "Model";
+  return PAINT_ONLY.has(model.type) || model.constructor.__name__ === "Model"
+    || (event.attr === "value" && (model.css_classes ?? []).includes("kv-history"));
 }
 
 // A task boundary without setTimeout's 4 ms floor for nested calls.

@@ -275,28 +275,15 @@ class EngineView(LabView):
         self.names = [r["memory"] for r in runs]
         self.timeline = result["timeline"]
         swaps = getattr(lab, "preemption", "") == "swap"
-        curves: list[dict[str, list]] = []  # each run's, as drawn
-        ends: list[float] = []
-        for i, (m, source, events) in enumerate(zip(self.maps, self.curves, self.events)):
+        # Titles, labels and what is shown first, new data after: in the static site a change that lays
+        # out a figure after new data waits a task (static/handler.js), and the page paints in between.
+        for i, m in enumerate(self.maps):
             m.figure.visible = i < len(runs)
-            if i >= len(runs):
-                source.data = columns(*source.data)
-                events.data = columns(*events.data)
-                continue
-            run, trace = runs[i], runs[i]["trace"]
-            cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
-            m.reset(f"{run['memory']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells,
-                    scenario["host_tokens"] if swaps and run["memory"] == "paged" else 0)
-            c = trace["curves"]
-            source.data = {"t": c["t"], "occupied": [100 * x / capacity for x in c["occupied"]],
-                           "used": [100 * x / capacity for x in c["used"]], "batch": c["batch"],
-                           "queue": [w + p for w, p in zip(c["waiting"], c["preempted"])]}
-            events.data = self.event_marks(trace["event_bins"], run["memory"], i)
-            curves.append(source.data)
-            ends.append(max([*c["t"][-1:], *events.data["t1"]], default=0.0))  # (events after the last sample too)
-        set_range(self.memory.x_range, max(ends, default=0.0))
-        set_range(self.memory.y_range, padded_end(*(d[k] for d in curves for k in ("occupied", "used"))))
-        set_range(self.batch.y_range, padded_end(*(d[k] for d in curves for k in ("batch", "queue"))))
+            if i < len(runs):
+                run, trace = runs[i], runs[i]["trace"]
+                cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
+                m.reset(f"{run['memory']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells,
+                        scenario["host_tokens"] if swaps and run["memory"] == "paged" else 0)
         labels = [(tr("occupied"), tr("holding KV")), (tr("batch"), tr("queue (waiting + preempted)"))]
         for i, drawn in enumerate(self.lines):
             for r in drawn:
@@ -310,6 +297,23 @@ class EngineView(LabView):
             item.label = value(self.run_name(j))
         for col, name in zip(self.table_columns[1:], self.names + [""]):
             col.title = name
+        curves: list[dict[str, list]] = []  # each run's, as drawn
+        ends: list[float] = []
+        for i, (source, events) in enumerate(zip(self.curves, self.events)):
+            if i >= len(runs):
+                source.data = columns(*source.data)
+                events.data = columns(*events.data)
+                continue
+            run, c = runs[i], runs[i]["trace"]["curves"]
+            source.data = {"t": c["t"], "occupied": [100 * x / capacity for x in c["occupied"]],
+                           "used": [100 * x / capacity for x in c["used"]], "batch": c["batch"],
+                           "queue": [w + p for w, p in zip(c["waiting"], c["preempted"])]}
+            events.data = self.event_marks(run["trace"]["event_bins"], run["memory"], i)
+            curves.append(source.data)
+            ends.append(max([*c["t"][-1:], *events.data["t1"]], default=0.0))  # (events after the last sample too)
+        set_range(self.memory.x_range, max(ends, default=0.0))
+        set_range(self.memory.y_range, padded_end(*(d[k] for d in curves for k in ("occupied", "used"))))
+        set_range(self.batch.y_range, padded_end(*(d[k] for d in curves for k in ("batch", "queue"))))
         table = figures_table(runs)
         self.table_data.data = {"run1": [""] * len(table["figure"]), **table}
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "

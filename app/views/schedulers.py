@@ -168,13 +168,15 @@ class SchedulersView(LabView):
         capacity = scenario["kv_capacity_tokens"]
         self.frames = [m["trace"]["frames"] for m in modes]
         self.timeline = result["timeline"]
-        curves = []
-        for m in modes:
-            trace, view = m["trace"], self.maps[m["mode"]]
+        for m in modes:  # titles first: a title lays out its figure, and after new data the page waits a task for that
+            trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
-            view.reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells)
-            c = trace["curves"]
+            self.maps[m["mode"]].reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
+                                       cells)
+        curves = []
+        for m in modes:
+            c = m["trace"]["curves"]
             zero = [0.0] * len(c["t"])
             data = {  # number arrays, sent as bytes
                 "t": np.asarray(c["t"], dtype=float), "batch": np.asarray(c["batch"], dtype=float),
