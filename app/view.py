@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, DataTable, Range1d, StringFormatter, TableColumn
+from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, Range1d, StringFormatter,
+                          TableColumn)
 from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
@@ -139,6 +140,18 @@ def set_range(axis: Range1d, end: float, start: float = 0.0) -> None:
     """
     end = end if end > start else start + 1.0
     axis.update(start=start, end=end, reset_start=start, reset_end=end)
+
+
+def steady_ticks(fig: Any, digits: int) -> None:
+    """Whole-number y tick labels, padded to `digits` digits with figure spaces (a digit's width).
+
+    A y axis as wide as its widest label changes width with the range ("40" -> "100"), and BokehJS
+    then lays out the page and paints every figure in it twice (~90 ms a redraw in the static
+    site); padded labels keep the width, so a new range only repaints the figure.
+    """
+    fig.yaxis.ticker = BasicTicker(min_interval=1)
+    fig.yaxis.formatter = CustomJSTickFormatter(args={"digits": digits},
+                                                code="return String(Math.round(tick)).padStart(digits, '\u2007')")
 
 
 def padded_end(*values: Any) -> float:

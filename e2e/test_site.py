@@ -109,6 +109,25 @@ MESSAGES = """() => {
 }"""
 
 
+# Counts each figure's paints (BokehJS `_actual_paint`), read back as [[title, paints], ...].
+PAINTS = """(read) => {
+  const found = [], seen = new Set();
+  const walk = (v) => {
+    if (!v || seen.has(v)) return;
+    seen.add(v);
+    if (typeof v._actual_paint === "function" && v.model.title !== undefined) found.push(v);
+    for (const c of (v.child_views || [])) walk(c);
+  };
+  for (const v of Bokeh.index.all_views()) walk(v);
+  if (read) return found.map(v => [v.model.title?.text || "", v.kvPaints]);
+  for (const v of found) {
+    const paint = v._actual_paint.bind(v);
+    v.kvPaints = 0;
+    v._actual_paint = () => { v.kvPaints += 1; return paint() };
+  }
+}"""
+
+
 def settled(page) -> list:
     """The messages logged until the worker is idle and the page has drawn and laid out since."""
     page.wait_for_function("() => window.kvlog.some(m => m[0] === 'idle') && !window.kvwebWorker.busy")
@@ -119,14 +138,20 @@ def settled(page) -> list:
 
 def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, static_site):
     """app/worker.py sends a view's redraw as one message (one task and one paint per figure
-    in the page), and static/handler.js keeps to the page what Python never reads: here the
+    in the page: counted here), and static/handler.js keeps to the page what Python never reads: here the
     figures' sizes, which change as a new scenario widens their axes' labels."""
     page.goto(f"{static_site}?lab=schedulers&requests=60")
     wait_live(page)
     wait_ready(page)
     page.evaluate(MESSAGES)
+    page.evaluate(PAINTS, False)
     page.locator(".kv-param-scenario select").select_option("B")
     log = settled(page)
+    # each figure paints once: the maps' titles come before new data (no wait, no paint in between),
+    # the time figures' y axes keep their width (no layout of the page, which repaints them all)
+    paints = dict(page.evaluate(PAINTS, True))
+    assert len(paints) == 7 and paints.pop("") == 0  # the maps' key does not change
+    assert sorted(paints.values()) == [1] * 6, paints
     sent = [m for m in log if m[0] == "to worker"]
     assert [m[3] for m in sent] == [["value"]] and "Select" in sent[0][2][0]  # the learner's change, nothing else
     redraws = [m for m in log if m[0] == "to page" and "ColumnDataChanged" in m[1]]

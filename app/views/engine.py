@@ -22,7 +22,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, padded_end, serving_rows, set_range, table_columns
+from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
 
@@ -232,6 +232,8 @@ class EngineView(LabView):
                              tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         self.batch = figure(title=tr("batch and queue (requests)"), height=260, sizing_mode="stretch_width",
                             tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
+        steady_ticks(self.memory, 3)  # (percentages up to 100; batches and queues up to 5000 requests)
+        steady_ticks(self.batch, 4)
         self.marks = figure(title=tr("engine events per time bin (bigger = more)"), height=230,
                             sizing_mode="stretch_width", tools=tools, x_range=time,
                             y_range=Range1d(-0.6, len(EVENT_KINDS) - 0.4), x_axis_label=tr("simulated time (s)"))

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, padded_end, serving_rows, set_range, table_columns
+from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
 from app.views.engine import CELL, Cells, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
@@ -150,8 +150,9 @@ class SchedulersView(LabView):
             items["memory"].append(LegendItem(label=m, renderers=[
                 self.memory.line("t", "held", source=src, color=color, line_width=2),
                 self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
-        for fig, key in ((self.hits, "hits"), (self.batch, "batch"), (self.memory, "memory")):
+        for fig, key, digits in ((self.hits, "hits", 3), (self.batch, "batch", 4), (self.memory, "memory", 3)):
             legend_below(fig, items[key])
+            steady_ticks(fig, digits)  # (percentages up to 100; batches up to max_seqs, 1024)
         self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
         for fig, span in zip((self.hits, self.batch, self.memory), self.now):
             fig.add_layout(span)

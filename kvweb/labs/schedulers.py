@@ -248,8 +248,7 @@ class SchedulersLab(ServingLab):
         base, count, slo = self.requests_at(1.0), [0], self.setup().slo
 
         def serve(rate: float, give_up_after: int) -> dict[str, Any]:
-            # (`replace(r, arrival=...)`, built directly: the search builds thousands)
-            requests = [Request(r.id, r.arrival / rate, r.prompt, r.output, r.tokens, r.after, r.delay) for r in base]
+            requests = [r.arriving(r.arrival / rate) for r in base]
             run = self.run_mode(mode, requests, no_progress, give_up_after=give_up_after)
             # the figures `search` reads, as `summarize` computes them (its distributions are not needed)
             return {"stopped_early": run.stopped_early, "slo_attainment": attainment(run, slo),

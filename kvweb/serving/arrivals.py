@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 
 from kvweb.serving.workload import Request
 
@@ -39,7 +38,7 @@ class Arrivals:
     def finished(self, request_id: int, t: float) -> None:
         """A turn ended at time t: the turns that follow it arrive after their delay."""
         for r in self._later.pop(request_id, ()):
-            heapq.heappush(self._heap, (t + r.delay, next(self._order), replace(r, arrival=t + r.delay)))
+            heapq.heappush(self._heap, (t + r.delay, next(self._order), r.arriving(t + r.delay)))
         self.next_t = self._heap[0][0] if self._heap else float("inf")
 
     def refused(self, request: Request, why: str) -> list[tuple[Request, str]]:

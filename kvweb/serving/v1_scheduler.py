@@ -355,11 +355,11 @@ class V1Scheduler(ContinuousBatching):
         size = -(-n // per_cell) * per_cell  # whole cells: the padding stays free
         key = np.full(size, K_FREE, dtype=np.int64)
         written = np.zeros(size, dtype=np.int64)
-        ref = pool.ref
-        cached = np.array([b for b in pool.table.values() if not ref[b]], dtype=np.intp)  # free blocks with a hash
-        if len(cached):
-            key[cached] = K_CACHED
-            written[cached] = bs
+        # every block with a hash is cached; the running requests' own are drawn over it below (only
+        # they hold blocks): no look at each block's reference count
+        cached = np.fromiter(pool.table.values(), np.intp, len(pool.table))
+        key[cached] = K_CACHED
+        written[cached] = bs
         seqs = [*self.running.values(), *self.prefilling]
         if seqs:
             counts = [len(s.blocks) for s in seqs]
