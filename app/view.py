@@ -146,8 +146,8 @@ def steady_ticks(fig: Any, digits: int) -> None:
     """Whole-number y tick labels, padded to `digits` digits with figure spaces (a digit's width).
 
     A y axis as wide as its widest label changes width with the range ("40" -> "100"), and BokehJS
-    then lays out the page and paints every figure in it twice (~90 ms a redraw in the static
-    site); padded labels keep the width, so a new range only repaints the figure.
+    then lays out the page and paints every figure in it once more (~90 ms a redraw in the
+    static site); padded labels keep the width, so a new range only repaints the figure.
     """
     fig.yaxis.ticker = BasicTicker(min_interval=1)
     fig.yaxis.formatter = CustomJSTickFormatter(args={"digits": digits},

@@ -169,7 +169,7 @@ class SchedulersView(LabView):
         capacity = scenario["kv_capacity_tokens"]
         self.frames = [m["trace"]["frames"] for m in modes]
         self.timeline = result["timeline"]
-        for m in modes:  # titles first: a title lays out its figure, and after new data the page waits a task for that
+        for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")

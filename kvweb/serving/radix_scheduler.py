@@ -51,7 +51,7 @@ CLIP_MAX_NEW_TOKENS = 4096  # the most output a request is expected to still nee
 RETRACT_DECODE_STEPS = 20
 INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 0.7, 0.14, 600
 # Memory maps of pools up to this many slots are keyed slot by slot, larger ones only where slots are
-# held: in WebAssembly numpy's passes over every slot cost more (a 56k-slot map 1.4 ms -> 1.0 ms).
+# held: in WebAssembly numpy's passes over every slot cost more (a 56k-slot pool's map 1.6 -> 1.1 ms).
 DENSE_SLOTS = 1 << (13 if sys.platform == "emscripten" else 16)
 
 
