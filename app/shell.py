@@ -85,8 +85,9 @@ class Shell:
         self.lang_select.param.watch(self._on_lang, "value")
         self.summary = pn.pane.Markdown("", width=280)
         self.controls = pn.Column()
-        self.message = plain(css_class="kv-message", color="#a40000", mono=True)
-        self.message.visible = False
+        # (a LiveText, never hidden: empty, it takes no room; a Div's new text or a hidden box shown
+        # again would make BokehJS lay out the whole lab: ~0.3 s on the schedulers lab)
+        self.message = LiveText(css_class="kv-message", color="#a40000", mono=True, margin=(2, 10))
         self.status = LiveText(css_class="kv-status", mono=True, margin=(2, 10))  # as the widgets above it
         # Whether the lab's model fits its GPU: one sentence when it does not (the view is then
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
@@ -108,7 +109,7 @@ class Shell:
         self.lab_area = pn.Column(self.tour_bar, pn.Row(sidebar, self.main, sizing_mode="stretch_width"),
                                   sizing_mode="stretch_width", visible=False)
         self.page_area = pn.Column(sizing_mode="stretch_width", visible=False)
-        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), pn.pane.Bokeh(self.message),
+        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), self.message,
                                 self.page_area, self.lab_area, self.history.layout, sizing_mode="stretch_width")
         if pn.state.curdoc is not None:
             install()  # before Panel makes a Location that parses the query itself
@@ -408,7 +409,6 @@ class Shell:
 
     def _say(self, messages: list[str]) -> None:
         self.message.text = "\n".join(tr_message(m) for m in messages)
-        self.message.visible = bool(messages)
 
     # -- downloads ------------------------------------------------------------
     def _record(self) -> dict[str, Any]:

@@ -42,10 +42,10 @@ class LiveText(ReactiveHTML):
     _template = '<div id="box" class="kv-text" aria-live="polite"></div>'
     _scripts = {"render": "box.textContent = data.content.text", "content": "box.textContent = data.content.text"}
 
-    def __init__(self, css_class: str = "", mono: bool = False, **params: Any) -> None:
+    def __init__(self, css_class: str = "", mono: bool = False, color: str = "inherit", **params: Any) -> None:
         params = {"margin": (2, 0), **params}
         super().__init__(css_classes=[css_class] if css_class else [], sizing_mode="stretch_width",
-                         styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere",
+                         styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere", "color": color,
                                  "font-family": "monospace" if mono else "inherit"}, **params)
 
     @property

@@ -6,7 +6,7 @@ leads back to the tour and on to its next step."""
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import data_fingerprint, set_param, wait_ready
+from conftest import data_fingerprint, plain_text, set_param, wait_ready
 from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
 from app.pages.tour import STEPS
@@ -108,7 +108,7 @@ def test_an_out_of_range_value_is_refused_visibly(page, served_app):
     wait_ready(page)
     set_param(page, "num_blocks", "100000")
     box = page.locator(".kv-param-num_blocks input").first
-    message = page.locator(".kv-message .bk-clearfix")
+    message = plain_text(page, "kv-message")
     message.filter(has_text="num_blocks").wait_for(timeout=30_000)
     assert "num_blocks" in message.inner_text() and "100000" in message.inner_text()
     page.wait_for_function("el => el.value === '12'", arg=box.element_handle())
