@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, Range1d, StringFormatter,
-                          TableColumn)
+from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, Plot, Range1d,
+                          StringFormatter, TableColumn)
 from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
@@ -142,7 +142,7 @@ def set_range(axis: Range1d, end: float, start: float = 0.0) -> None:
     axis.update(start=start, end=end, reset_start=start, reset_end=end)
 
 
-def steady_ticks(fig: Any, digits: int) -> None:
+def steady_ticks(fig: Plot, digits: int) -> None:
     """Whole-number y tick labels, padded to `digits` digits with figure spaces (a digit's width).
 
     A y axis as wide as its widest label changes width with the range ("40" -> "100"), and BokehJS

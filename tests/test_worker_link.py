@@ -69,6 +69,13 @@ def test_one_message_goes_through_the_workers_link(monkeypatch):
     assert names(sent) == [["x", "y"]]
 
 
+def changes_and_data(sent: list[list], kinds: type | tuple[type, ...]) -> tuple[list[int], list[int]]:
+    """In the redraw (the longest message): where models of `kinds` change, and where new data comes."""
+    redraw = max(sent, key=len)
+    changed = [i for i, e in enumerate(redraw) if isinstance(e, ModelChangedEvent) and isinstance(e.model, kinds)]
+    return changed, [i for i, e in enumerate(redraw) if isinstance(e, ColumnDataChangedEvent)]
+
+
 @pytest.fixture
 def served(monkeypatch):
     """A shell in a document whose changes go through a worker `Link` into `sent` (one list per
@@ -95,9 +102,7 @@ def test_a_new_result_draws_its_opening_step_once_and_titles_come_before_data(se
     shell.widgets["tp"].value = 1  # a shorter trace (the player moves back into it), on maps of other sizes
     assert view.player.end < last
     assert draws == [view.player.end] == [view.player.value]
-    redraw = max(sent, key=len)
-    titles = [i for i, e in enumerate(redraw) if isinstance(e, ModelChangedEvent) and isinstance(e.model, Title)]
-    data = [i for i, e in enumerate(redraw) if isinstance(e, ColumnDataChangedEvent)]
+    titles, data = changes_and_data(sent, Title)
     assert len(titles) == 3 and len(data) >= 7  # each map's title; curves, table and cells
     assert max(titles) < min(data)
 
@@ -112,7 +117,5 @@ def test_a_redraw_lays_out_before_new_data(served, lab, change):
     shell.open_query(f"?lab={lab}&requests=40")
     sent.clear()
     shell.widgets[change[0]].value = change[1]
-    redraw = max(sent, key=len)
-    laid = [i for i, e in enumerate(redraw) if isinstance(e, ModelChangedEvent) and isinstance(e.model, LAYS_OUT)]
-    data = [i for i, e in enumerate(redraw) if isinstance(e, ColumnDataChangedEvent)]
+    laid, data = changes_and_data(sent, LAYS_OUT)
     assert laid and data and max(laid) < min(data)
