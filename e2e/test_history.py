@@ -40,8 +40,9 @@ def back_and_forward(page, base: str, static: bool) -> None:
     set_param(page, "num_blocks", "16")  # a widget change
     page.wait_for_function("() => location.search.includes('num_blocks=16')")
     wait_ready(page)
+    step = int(query(page)["step"])  # (block tables open on their opening step, 1: not 0)
     page.locator(".kv-player .next").click()  # an animation step
-    page.wait_for_function("() => location.search.includes('step=1')")
+    page.wait_for_function("s => new URLSearchParams(location.search).get('step') === s", arg=str(step + 1))
     page.wait_for_timeout(500)
     tables, tables_data = query(page), data_fingerprint(page)
     assert tables["num_blocks"] == "16" and length(page) == start  # replaced, not added
