@@ -29,6 +29,7 @@ steps where the scheduler has no requests left only drain the batch queue). Requ
   arrived   [req_id]: added before this step's schedule()
   free      number of free blocks in vLLM's block pool after the step (free queue length: blocks no
             request holds, cached ones included; the null block is never free)
+A run ends with the step in which its last request is reported finished.
 """
 from __future__ import annotations
 
@@ -225,7 +226,7 @@ class Run:
         sched, size = self.sched, 2
         queue: deque = deque()
         step = 0
-        while not (self.all_done() and not queue):
+        while not self.all_done():  # (what is left in the queue then has no tokens)
             rec: dict = {}
             self.add_arrivals(step, rec)
             pop = True
@@ -242,6 +243,7 @@ class Run:
                 self.update(so, mro, step, rec)
             self._end_step(rec)
             step += 1
+        assert all(not so.num_scheduled_tokens for so, _ in queue)
 
     def _check(self) -> None:
         sched = self.sched
