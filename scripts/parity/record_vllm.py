@@ -304,8 +304,8 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
     print(f"total {time.time() - t0:.1f} s", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     raw = json.dumps(data, separators=(",", ":")).encode()
-    with gzip.GzipFile(out, "wb", compresslevel=9, mtime=0) as f:
-        f.write(raw)
+    with open(out, "wb") as f:  # no file name, no time stamp in the header: reproducible bytes
+        f.write(gzip.compress(raw, compresslevel=9, mtime=0))
     print(f"wrote {out}: {os.path.getsize(out)} bytes gzipped ({len(raw)} raw)")
     return data
 
