@@ -276,7 +276,7 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
         json.dump(TINY_MODEL, f)
     data = {
         "engine": "vllm", "version": vllm.__version__, "token_formula": W.TOKEN_FORMULA,
-        "format": __doc__.split("Variants", 1)[1].strip(),
+        "format": "Variants" + __doc__.split("Variants", 1)[1].rstrip(),
         "workloads": [],
     }
     assert vllm.__version__ == VERSION, vllm.__version__
