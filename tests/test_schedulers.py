@@ -98,10 +98,12 @@ def test_whole_blocks_are_hit_but_never_the_last_token():
 
 
 def test_the_latest_request_is_preempted_and_finds_its_own_blocks_again():
-    # 4 blocks of 4. Two requests of prompt 4 and output 8 (final KV 11 = 3 blocks each) cannot
-    # both finish: request 1, started last, is preempted when the blocks run out; its full
-    # blocks stay cached (hashed), so when it comes back it recomputes only what is not cached.
-    engine = v1(16, block_size=4, max_seqs=4, token_budget=16)
+    # 5 blocks of 4, one of them vLLM's null block. Two requests of prompt 4 and output 8 (final KV
+    # 11 = 3 blocks each) cannot both finish: request 1, started last, is preempted when the blocks
+    # run out; its full blocks stay cached (hashed), so when it comes back it recomputes only what
+    # is not cached.
+    engine = v1(20, block_size=4, max_seqs=4, token_budget=16)
+    assert engine.capacity == 16
     log: list = []
     run = engine.run([req(0, 4, 8), req(1, 4, 8)], observer=lambda e, s: log.append(sorted(e.running)))
     assert run.preemptions >= 1 and {s.id for s in run.sequences} == {0, 1}
@@ -161,12 +163,13 @@ def test_defaults_follow_the_engines():
 
 def test_v1_without_cache_and_budget_matches_the_papers_engine_when_nothing_is_preempted():
     # Admission FCFS with head-of-line blocking, whole prefills (an unlimited budget never cuts a
-    # prompt), decodes first: with no watermark and room for everyone, the same steps, costs and times.
+    # prompt), decodes first: with no watermark and room for everyone, the same steps, costs and times
+    # (the papers' engine with one block fewer: V1 keeps one out of use, the null block).
     rng = np.random.default_rng(3)
     requests = [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in
                 enumerate(zip(np.cumsum(rng.exponential(0.02, 60)), rng.integers(1, 300, 60), rng.integers(1, 200, 60)))]
     cost = cost_with(4000)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16), 16), EngineConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
+    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(512, 16, max_seqs=12, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions == 0
     assert [s.first_token_t for s in today.sequences] == pytest.approx([s.first_token_t for s in paper.sequences])
@@ -225,7 +228,7 @@ def check_v1(engine: V1Scheduler, step: int) -> None:
     cached block is full (hashed) and so never written, each request holds the blocks its KV needs."""
     pool, bs = engine.pool, engine.bs
     holders: Counter = Counter()
-    for seq in [*engine.running.values(), *engine.prefilling]:
+    for seq in [*engine.running.values(), *engine.prefilling, *engine.leaving]:
         assert len(set(seq.blocks)) == len(seq.blocks)
         holders.update(seq.blocks)
         kv = seq.kv(engine.dstep) if seq.id in engine.running else seq.computed
@@ -285,9 +288,9 @@ def workload(rows: list, shared: bool) -> list[Request]:
 def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(rows, shared, tokens, block, max_seqs, budget,
                                                                        caching, mode, lpm, mixed):
     requests = workload(rows, shared)
-    if mode == "v1":
+    if mode == "v1":  # (`lpm` and `mixed` draw the full-prompt check and async scheduling)
         engine = v1(tokens, max_len=128, block_size=block, max_seqs=max_seqs, token_budget=max_seqs + budget,
-                    prefix_caching=caching)
+                    prefix_caching=caching, full_prompt_check=lpm, async_scheduling=mixed)
         run = engine.run(requests, observer=check_v1)
         assert all(r == 0 for r in engine.pool.ref) and len(engine.pool.free) == engine.pool.n_blocks
     else:
@@ -345,9 +348,10 @@ def test_not_retrying_a_blocked_head_changes_nothing(rows, shared, tokens, block
 def test_v1_without_cache_and_budget_matches_the_papers_engine_even_when_it_preempts(seed):
     # vLLM V1 preempts the last request that started (`self.running.pop()`), like the papers' engine,
     # recomputes it, lets it come back before anything new, and admits nothing new in that step.
+    # The papers' engine gets one block fewer: V1 keeps one out of use (the null block).
     cost = cost_with(3000)
     requests = poisson_workload("sharegpt", 80, 20.0, 1024, seed)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16), 16), EngineConfig(1024, max_batch_tokens=10**6)).run(requests)
+    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(1024, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(1024, 16, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions > 50
     assert paper.recomputed_tokens == today.recomputed_tokens

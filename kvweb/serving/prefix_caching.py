@@ -4,10 +4,11 @@ A full block's hash chains the previous block's hash with the block's tokens, so
 mean equal whole prefixes (vLLM V1 `kv_cache_utils.hash_block_tokens`). The table maps a hash
 to the block holding it; only full blocks are ever hashed, so a shared block is never written
 again. Every block has a reference count (the requests holding it). A block nobody holds is
-free and goes to the back of the free queue, still hashed: it stays reusable until an
-allocation takes it from the front (least recently used first), which erases its hash
-(`block_pool.py`: `free_blocks`, `get_new_blocks`, `_maybe_evict_cached_block`). A request's
-blocks are freed tail first, so its tail is evicted before its prefix. As in vLLM, a block
+free: a hashed one goes to the back of the free queue, still hashed, and stays reusable until
+an allocation takes it from the front (least recently used first), which erases its hash
+(`block_pool.py`: `free_blocks`, `get_new_blocks`, `_maybe_evict_cached_block`); one without a
+hash can never be hit and goes to the front, to be reused first. A request's blocks are freed
+tail first, so its tail is evicted before its prefix. As in vLLM, a block
 filled with tokens whose hash is already in the table is not de-duplicated: the table keeps
 the first block.
 """
@@ -108,16 +109,25 @@ class BlockPool:
         return out
 
     def release(self, blocks: Sequence[int]) -> None:
-        """A request lets go of its blocks, tail first: the tail is evicted first."""
+        """A request lets go of its blocks, tail first (`free_blocks`): a hashed block goes to the
+        back of the free queue, so the cache evicts least recently used first and a tail before its
+        prefix; a block without a hash goes to the front, reused before any cached block is
+        evicted (vLLM PR #42656)."""
         ref, free, block_hash = self.ref, self.free, self.block_hash
+        front = []
         for block in reversed(blocks):
             ref[block] -= 1
             if ref[block] == 0:
-                free[block] = None
-                if block_hash[block] is not None:
+                if block_hash[block] is None:
+                    front.append(block)
+                else:
+                    free[block] = None
                     self.reusable += 1
             else:
                 self.shared_extra -= 1
+        for block in reversed(front):  # the tail ends up at the very front
+            free[block] = None
+            free.move_to_end(block, last=False)
 
     def register(self, blocks: Sequence[int], hashes: Sequence[Hashable], start: int, stop: int) -> None:
         """A request's blocks start..stop-1 are full: enter their hashes (a hash already in

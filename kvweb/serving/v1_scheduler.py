@@ -45,6 +45,8 @@ class V1Config:
     max_seqs: int = 256  # max_num_seqs
     token_budget: int = 2048  # max_num_batched_tokens (vLLM's default for an API server on an A100)
     prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
+    full_prompt_check: bool = True  # scheduler_reserve_full_isl (on by default since vLLM PR #37307)
+    async_scheduling: bool = False  # AsyncScheduler (vLLM's default on GPUs)
 
 
 class V1Scheduler(ContinuousBatching):
@@ -56,9 +58,14 @@ class V1Scheduler(ContinuousBatching):
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.bs = config.block_size
-        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs), self.bs)
+        # vLLM keeps one block out of use, the null block (`BlockPool.null_block`, block 0)
+        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
+        # Async scheduling: requests that finished in the last iteration. The next iteration is
+        # scheduled before their last tokens are known, so they keep their blocks and batch slots
+        # through it (they are skipped: no token, no new block).
+        self.leaving: list[Seq] = []
         self._due: list[dict[int, Seq]] = [{} for _ in range(self.bs)]  # phase -> decoding requests
         # The waiting queue's head did not fit with this many free blocks, this table version (None:
         # no cached block can be its) and this budget: while it stays the head and until blocks are
@@ -69,15 +76,36 @@ class V1Scheduler(ContinuousBatching):
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
         if need > self.pool.n_blocks:
-            return f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks}"
+            return (f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks + 1}, "
+                    "one of them vLLM's null block")
         return None
 
     @property
     def busy(self) -> bool:
         return bool(self.prefilling)
 
+    def _idle(self) -> None:
+        self._leave()  # an idle engine has read every step's output
+
+    def _leave(self) -> None:
+        """Free the blocks of the requests that finished in the iteration before the last one."""
+        for seq in self.leaving:
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+        self.leaving = []
+
     # -- one iteration -----------------------------------------------------------
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        if not self.leaving:
+            return self._schedule(0)
+        out = self._schedule(len(self.leaving))
+        self._leave()  # the last iteration's output is read once this one is scheduled
+        if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
+            out = self._schedule(0)
+        return out
+
+    def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
+        """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
         pool, bs = self.pool, self.bs
         due = self._due[(self.dstep + 1) % bs]  # decoding requests whose last block is full
         preempted = False
@@ -122,20 +150,23 @@ class V1Scheduler(ContinuousBatching):
                 self.prefilling.remove(seq)
                 self._start_decoding(seq, fresh)
         if self.waiting and not preempted and not blocked:
-            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) < self.max_seqs:
+            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) + leaving < self.max_seqs:
                 seq = self.waiting[0]
                 total = seq.tokens_to_compute
                 hits = self._hits(seq, total)
                 hit = len(hits) * bs
                 n = min(total - hit, budget)
                 new = -(-(hit + n) // bs) - len(hits)
-                if new + pool.evictable(hits) > len(pool.free):
+                # the whole prompt must fit (vLLM's `full_sequence_must_fit`), or only its first chunk
+                must_fit = -(-total // bs) - len(hits) if self.config.full_prompt_check else new
+                if must_fit + pool.evictable(hits) > len(pool.free):
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
                         # Losing a found block that is free (the only kind an allocation takes) costs a
-                        # new block and a free one at once: it can only help if the prompt's rest then
-                        # no longer fits the budget, which needs total > budget.
-                        pool.watch(hits if total > budget else [], seq.hashes[:(total - 1) // bs])
+                        # new block and a free one at once: it can only help if only the first chunk
+                        # must fit and the prompt's rest then no longer fits the budget (total > budget).
+                        losing_helps = total > budget and not self.config.full_prompt_check
+                        pool.watch(hits if losing_helps else [], seq.hashes[:(total - 1) // bs])
                     break  # head-of-line blocking, as in vLLM
                 self.waiting.popleft()
                 if seq.spans:
@@ -159,10 +190,10 @@ class V1Scheduler(ContinuousBatching):
                 pool.reusable * bs)
 
     def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
-        """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling, the
-        blocks due fit, and the waiting queue is empty or its head stays blocked (taking the blocks
-        due does not change the version of the lookup it watches)."""
-        if self.prefilling:
+        """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling or
+        leaving, the blocks due fit, and the waiting queue is empty or its head stays blocked (taking
+        the blocks due does not change the version of the lookup it watches)."""
+        if self.prefilling or self.leaving:
             return 0
         pool, waiting, bs, due, n = self.pool, self.waiting, self.bs, self._due, len(self.running)
         free_q, n_blocks, shared = pool.free, pool.n_blocks, pool.shared_extra * bs  # (taking shares nothing)
@@ -213,7 +244,7 @@ class V1Scheduler(ContinuousBatching):
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """`_quiet_step` over many iterations: the blocks each takes come off the free queue's front
         in order, so which are hashed (cached, reusable) and whether one is watched is known ahead."""
-        if self.prefilling:
+        if self.prefilling or self.leaving:
             return 0, None
         pool, waiting, bs, n = self.pool, self.waiting, self.bs, len(self.running)
         watched = None
@@ -328,10 +359,13 @@ class V1Scheduler(ContinuousBatching):
     # -- memory ----------------------------------------------------------------------
     def _release(self, seq: Seq, finished: bool) -> None:
         self._register(seq)
-        self.pool.release(seq.blocks)
-        seq.blocks = []
         seq.registered = 0
         self._due[seq.phase].pop(seq.id, None)
+        if finished and self.config.async_scheduling:
+            self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
+        else:
+            self.pool.release(seq.blocks)
+            seq.blocks = []
 
     @property
     def occupied(self) -> int:
@@ -360,7 +394,7 @@ class V1Scheduler(ContinuousBatching):
         cached = np.fromiter(pool.table.values(), np.intp, len(pool.table))
         key[cached] = K_CACHED
         written[cached] = bs
-        seqs = [*self.running.values(), *self.prefilling]
+        seqs = [*self.running.values(), *self.prefilling, *self.leaving]
         if seqs:
             counts = [len(s.blocks) for s in seqs]
             blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.intp, sum(counts))
