@@ -135,6 +135,12 @@ def test_aging_trades_hits_for_bounded_waits():
     assert answer("aging", alpha=0)["aging"] == v["lspf"]  # alpha 0 is LSPF
 
 
+def test_checking_the_whole_prompt_preempts_less():
+    v = answer("full-prompt-check")
+    assert v["on"]["preemptions"] < v["off"]["preemptions"]
+    assert v["on"]["recomputed_tokens"] < v["off"]["recomputed_tokens"]
+
+
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)
 def test_share_url_restores_the_exercise_lab(ex):
     assert ex.lab in LABS and set(ex.inputs) <= set(param_names(LABS[ex.lab]))

@@ -97,6 +97,25 @@ def test_whole_blocks_are_hit_but_never_the_last_token():
     assert hits == {"v1": 4 + 4, "sglang": 7 + 6}
 
 
+@pytest.mark.parametrize("check", [True, False])
+def test_a_prompt_is_admitted_when_all_of_it_fits_or_only_its_first_chunk(check):
+    # 9 blocks of 4, one of them the null block: 8 usable. Request 0 (prompt 4, output 20) holds 2
+    # blocks after its first decode and grows to 6. Request 1's prompt of 28 tokens needs 7 blocks.
+    # With the full-prompt check it waits until request 0 has left; checking only its first chunk
+    # (4 tokens, the budget) admits it at once, and its later chunks run out of blocks.
+    engine = v1(36, block_size=4, max_seqs=4, token_budget=4, full_prompt_check=check)
+    log: list = []
+    run = engine.run([req(0, 4, 20), req(1, 28, 2, arrival=0.001)],
+                     observer=lambda e, s: log.append(([q.id for q in e.prefilling], len(e.pool.free))))
+    first, second = run.sequences
+    if check:
+        assert run.preemptions == 0 and second.first_token_t > first.finish_t
+        assert all(prefilling == [] for prefilling, _ in log[:20])
+    else:
+        assert log[1] == ([1], 5)  # admitted in the second step: 4 tokens in 1 block beside request 0's 2
+        assert run.preemptions == 2 and run.recomputed_tokens > 0
+
+
 def test_the_latest_request_is_preempted_and_finds_its_own_blocks_again():
     # 5 blocks of 4, one of them vLLM's null block. Two requests of prompt 4 and output 8 (final KV
     # 11 = 3 blocks each) cannot both finish: request 1, started last, is preempted when the blocks
