@@ -23,7 +23,8 @@ from typing import Any
 import param
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import LABS, from_query, param_names
+from kvweb.lab import LABS, param_names
+from kvweb.query import from_query
 
 SLOW_S = 30.0
 SMALLER_IS_MORE_WORK = ("block_size", "page_size", "rel_tol")

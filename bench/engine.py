@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.serving.engine_setup import MEMORIES, Setup
-from kvweb.lab import make
+from kvweb.parsing import make
 
 
 def best_of(fn: Callable[[], object], repeats: int = 3) -> float:

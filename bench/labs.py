@@ -7,8 +7,8 @@ For each lab: its run at the defaults, cold (nothing remembered), then after eac
 of a main parameter, the way the app sees it: the defaults have just run (whatever the lab
 remembers from them is there), then one widget changes. CPU seconds of this process
 (time.process_time: other work on a shared machine does not count), best of --repeat.
---save writes the figures as JSON; --before reads such a file (e.g. from a checkout before a
-change: copy this script into it) and prints both columns.
+--save writes the figures as JSON; --before reads such a file (e.g. saved in a checkout before a
+change) and prints both columns.
 
 The static site runs the same code in Pyodide, about 1.5-2.5x slower than CPython.
 """
@@ -25,7 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb
 
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.lab import make
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 
 CHANGES: dict[str, list[dict[str, str]]] = {
     "fsm": [{"preset": "form"}, {"preset": "record"}, {"preset": "ambiguous"},
@@ -50,13 +51,7 @@ CHANGES: dict[str, list[dict[str, str]]] = {
 
 
 def forget() -> None:
-    """Drop every remembered result (in a checkout before `kvweb.lab.Memo`, the engine lab's runs)."""
-    from kvweb.labs import engine
-    engine._RUNS.clear()
-    try:
-        from kvweb.lab import clear_memos
-    except ImportError:
-        return
+    """Drop every remembered result."""
     clear_memos()
 
 

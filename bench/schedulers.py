@@ -26,7 +26,8 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # this checkout's kvweb (also in P
 
 import kvweb.labs  # noqa: E402, F401  (registers the labs)
 from engine import best_of  # noqa: E402  (bench/engine.py)
-from kvweb.lab import make, no_progress  # noqa: E402
+from kvweb.lab import no_progress  # noqa: E402
+from kvweb.parsing import make  # noqa: E402
 from kvweb.labs.schedulers import MODES, SchedulersLab  # noqa: E402
 
 
