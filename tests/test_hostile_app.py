@@ -3,15 +3,11 @@
 The same URLs in a real browser (served app and static site) are e2e/test_hostile.py.
 """
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `app` is not an installed package
 
 import panel as pn  # noqa: E402
 from bokeh.document import Document  # noqa: E402

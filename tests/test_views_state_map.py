@@ -3,14 +3,12 @@ page colours, a frame sends only what changes (never the cells' boxes again), an
 counts exactly the cells each map shows."""
 import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
 
 from bokeh.document import Document  # noqa: E402
 from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
