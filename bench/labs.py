@@ -1,6 +1,6 @@
 """Benchmark: how long the heavy labs take per widget change (issue 12: redrawn within 1 s).
 
-Run: .venv/bin/python bench/labs.py [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
+Run: .venv/bin/python -m bench.labs [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
 (figures go to docs/engine.md, docs/fsm.md and docs/radix.md by hand)
 
 For each lab: its run at the defaults, cold (nothing remembered), then after each single change
@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.memo import clear_memos
