@@ -87,7 +87,7 @@ def test_the_time_figures_span_exactly_the_curves():
 
 
 def test_the_engines_time_figures_span_both_runs():
-    from app.views.engine import EngineView
+    from app.views.memory_maps import EngineView
 
     lab = LABS["engine"](requests=40, rate=4.0)  # paged, compared with the oracle
     result = lab.run()
@@ -107,7 +107,7 @@ def test_the_engines_time_figures_span_both_runs():
 def test_an_engine_cell_and_the_host_strip_colour_a_request_alike():
     from bokeh.palettes import Category20_20
 
-    from app.views.engine import OWNER_COLORS, owner_color, owner_index
+    from app.views.memory_maps import OWNER_COLORS, owner_color, owner_index
 
     owners = np.array([0, 19, 20, 43, -1])
     assert owner_index(owners).tolist() == [0, 19, 0, 3, 20]  # id mod 20; free is the last colour
