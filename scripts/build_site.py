@@ -194,8 +194,8 @@ def build_app_wheel(out: Path, report: bytes | None = None) -> Path:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     dist = f"kvweb_app-{version}.dist-info"
     members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in sorted((ROOT / "app").rglob("*.py"))]
-    members += [(f"app/locale/{po.parent.parent.name}/LC_MESSAGES/kvweb.mo", compiled(po.parent.parent.name))
-                for po in sorted(LOCALES.glob("*/LC_MESSAGES/kvweb.po"))]
+    langs = sorted(po.parent.parent.name for po in LOCALES.glob("*/LC_MESSAGES/kvweb.po"))
+    members += [(f"app/locale/{lang}/LC_MESSAGES/kvweb.mo", compiled(lang)) for lang in langs]
     if report is not None:
         members.append(("app/report.json", report))
     members += [
