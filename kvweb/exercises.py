@@ -1,7 +1,7 @@
 """The lecture's exercises (SPEC 8), each answered by running a lab.
 
 An `Exercise` is data: a question, the lab and parameters it starts from (the app makes a
-share URL of them with `kvweb.lab.to_query`), which of those parameters the reader may
+share URL of them with `kvweb.query.to_query`), which of those parameters the reader may
 change, an explanation, `solve`, which runs the lab (and variants of it) and returns an
 `Answer`: named numbers (for tests) and (label, value) lines (for people), and a `Check`:
 what the reader answers first, and how close counts as right.
@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import Lab, Progress, jsonable, make, no_progress, shown, to_number
+from kvweb.jsonable import jsonable
+from kvweb.lab import Lab, Progress, no_progress, shown
+from kvweb.parsing import make, to_number
 from kvweb.kv.model import VOCAB
 from kvweb.reproduce import ms, pct, times
 

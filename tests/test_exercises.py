@@ -4,7 +4,8 @@ import re
 import pytest
 
 from kvweb.exercises import BY_KEY, EXERCISES, RESERVED_LEN
-from kvweb.lab import LABS, from_query, param_names, to_query
+from kvweb.lab import LABS, param_names
+from kvweb.query import from_query, to_query
 
 
 def answer(key, **changes):

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.lab import ParamError, make
+from kvweb.lab import ParamError
+from kvweb.parsing import make
 from kvweb.labs.schedulers import SchedulersLab, default_chunk_size, default_token_budget
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.arrivals import Arrivals

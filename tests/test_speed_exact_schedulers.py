@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.lab import clear_memos, jsonable, make, no_progress
+from kvweb.jsonable import jsonable
+from kvweb.lab import no_progress
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 from kvweb.labs import schedulers
 from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.radix_cache import RadixCache, TokenPool

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
-from app.views.engine import CELL, Cells, indexed_color, legend_below, request_hover
+from app.views.drawing import CELL, Cells, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 

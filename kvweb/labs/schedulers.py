@@ -15,7 +15,8 @@ from typing import Any
 import param
 
 from kvweb.gpu.specs import GPUSpec
-from kvweb.lab import ADVANCED, Memo, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
+from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
