@@ -174,6 +174,25 @@ def test_the_block_pool_counts_references_and_reuse():
     assert pool.take(3)[-1] == a[1] and pool.reusable == 0 and pool.lookup(["h1", "h2"]) == a[:1]
 
 
+def test_a_freed_block_without_a_hash_is_reused_first_and_a_copy_outlives_the_first():
+    # vLLM's free_blocks: a hashed block goes to the back of the free queue, one without a hash
+    # to the front; a block filled with a prefix already cached is a copy, found once the first goes.
+    pool = BlockPool(5, 2)
+    a, b = pool.take(2)  # two requests compute the same block, "h"
+    pool.register([a], ["h"], 0, 1)
+    pool.register([b], ["h"], 0, 1)
+    assert pool.lookup(["h"]) == [a] and pool.copies == {"h": {b: None}}
+    tail = pool.take(1)  # a third request's partial block, never hashed
+    pool.release([b])
+    pool.release(tail)
+    assert list(pool.free) == [tail[0], 3, 4, b]  # unhashed in front, hashed at the back
+    pool.release([a])
+    assert pool.take(3) == [tail[0], 3, 4] and pool.reusable == 2 and pool.cached == 4
+    assert pool.take(1) == [b] and pool.lookup(["h"]) == [a] and pool.copies == {}
+    pool.register([b], ["h"], 0, 1)  # b holds "h" again, a copy; a leaves the cache: b is found
+    assert pool.take(1) == [a] and pool.lookup(["h"]) == [b]
+
+
 def test_defaults_follow_the_engines():
     assert default_token_budget(GPUS["A100-80GB"]) == 2048 and default_token_budget(GPUS["H100-SXM"]) == 8192
     assert default_chunk_size(GPUS["A100-40GB"]) == 8192 and default_chunk_size(GPUS["H200"]) == 8192
@@ -259,6 +278,8 @@ def check_v1(engine: V1Scheduler, step: int) -> None:
         assert pool.ref[b] == holders[b] and (b in pool.free) == (pool.ref[b] == 0)
         assert pool.ref[b] <= 1 or pool.block_hash[b] is not None
     assert all(pool.block_hash[b] == h for h, b in pool.table.items())
+    assert all(pool.block_hash[b] == h and pool.table[h] != b for h, copies in pool.copies.items() for b in copies)
+    assert sum(h is not None for h in pool.block_hash) == len(pool.table) + sum(map(len, pool.copies.values()))
     assert pool.reusable == sum(1 for b in pool.free if pool.block_hash[b] is not None)
     assert pool.shared_extra == sum(r - 1 for r in pool.ref if r > 0)
     assert len(engine.running) + len(engine.prefilling) <= engine.max_seqs

@@ -145,7 +145,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             f, b = chunk_work(self.cost, self.weights, n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
-            self._register(seq)
+            self._register(seq, seq.computed)
             if seq.computed == seq.tokens_to_compute:
                 self.prefilling.remove(seq)
                 self._start_decoding(seq, fresh)
@@ -178,7 +178,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 f, b = chunk_work(self.cost, self.weights, n, hit)
                 flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
                 seq.computed = hit + n
-                self._register(seq)
+                self._register(seq, seq.computed)
                 if seq.computed == total:
                     self._start_decoding(seq, fresh)
                 else:
@@ -198,9 +198,15 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         """Preempt the last running request (vLLM's `self.running.pop()`); returns it."""
         if self.prefilling:
             seq = self.prefilling.pop()
+            known = seq.computed
         else:
             seq = next(reversed(self.running.values()))
+            decoded = seq.kv(self.dstep) > seq.kv0
             self._stop_decoding(seq)
+            # Async scheduling: the token sampled in the last step is not known yet, so vLLM has not
+            # hashed the block its KV completed (`cache_blocks` stops at the known tokens).
+            known = seq.computed - (decoded and self.config.async_scheduling)
+        self._register(seq, known)
         self._preempt(seq)
         self.waiting.appendleft(seq)
         return seq
@@ -231,16 +237,17 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         that never ran (its keys are its own and none was ever entered)."""
         return self.config.prefix_caching and (seq.req.tokens is not None or bool(seq.spans))
 
-    def _register(self, seq: Seq) -> None:
-        """Enter the hashes of seq's blocks that are full of computed KV."""
-        full = seq.computed // self.bs
+    def _register(self, seq: Seq, tokens: int) -> None:
+        """Enter the hashes of seq's blocks full of its first `tokens` tokens of computed KV."""
+        full = tokens // self.bs
         if self.config.prefix_caching and full > seq.registered:
             self.pool.register(seq.blocks, self._hashes(seq, full), seq.registered, full)
             seq.registered = full
 
     # -- memory ----------------------------------------------------------------------
     def _release(self, seq: Seq, finished: bool) -> None:
-        self._register(seq)
+        if finished:
+            self._register(seq, seq.computed)  # (a preempted request's blocks: `_preempt_tail`)
         seq.registered = 0
         self._due[seq.phase].pop(seq.id, None)
         if finished and self.config.async_scheduling:
@@ -273,7 +280,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         written = np.zeros(size, dtype=np.int64)
         # every block with a hash is cached; the running requests' own are drawn over it below (only
         # they hold blocks): no look at each block's reference count
-        cached = np.fromiter(pool.table.values(), np.intp, len(pool.table))
+        cached = np.fromiter(chain(pool.table.values(), *pool.copies.values()), np.intp)
         key[cached] = K_CACHED
         written[cached] = bs
         seqs = [*self.running.values(), *self.prefilling, *self.leaving]
