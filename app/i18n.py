@@ -2,8 +2,8 @@
 
 The English text is the key (gettext's msgid): `tr(text)` returns the session language's
 form, read with the standard library's `gettext` from the catalog app/locale/LANG/LC_MESSAGES/
-kvweb.mo, compiled from kvweb.po by scripts/compile-catalogs.sh (the set-up runs it). A
-missing translation shows the English, so nothing disappears. Messages built by the library
+kvweb.po (compiled when the app starts, `app.catalogs`). A missing translation shows the
+English, so nothing disappears. Messages built by the library
 (ParamError lines) are translated by pattern in `tr_message`: each pattern's English template
 is a msgid of its own (context "message"). The language is per session (per Bokeh document),
 set from `lang=` in the URL or the language control.
@@ -16,16 +16,15 @@ from __future__ import annotations
 import gettext
 import re
 import unicodedata
-from pathlib import Path
 from weakref import WeakKeyDictionary
 
 import panel as pn
 
+from app.catalogs import translations
+
 LANGS = {"en": "English", "zh": "中文"}
-LOCALES = Path(__file__).resolve().parent / "locale"
 _CATALOGS: dict[str, gettext.NullTranslations] = {
-    code: gettext.NullTranslations() if code == "en" else gettext.translation("kvweb", LOCALES, [code])
-    for code in LANGS
+    code: gettext.NullTranslations() if code == "en" else translations(code) for code in LANGS
 }
 _by_doc: WeakKeyDictionary = WeakKeyDictionary()
 _no_doc = {"lang": "en"}

@@ -19,7 +19,8 @@ from typing import Any
 import panel as pn
 
 from app.i18n import tr
-from kvweb.lab import Cancelled, Lab, ParamError, jsonable
+from kvweb.jsonable import jsonable
+from kvweb.lab import Cancelled, Lab, ParamError
 
 Finish = Callable[[dict[str, Any] | None, str | None], None]
 IN_BROWSER = sys.platform == "emscripten"

@@ -30,12 +30,14 @@ from app.pages import Page, pages
 from app.pages.tour import STEPS
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import LiveText, plain
-from app.url import History, install
+from app.url import URL_EXTRAS, History, install
 from app.view import VIEWS, LabView
 from app.widgets import as_text, link_button, widgets_for
 from app.worker import one_message
-from kvweb.lab import (ADVANCED, DEFAULT_LAB, LABS, PAPER_GPU, Lab, ParamError, flatten, from_query, jsonable, make,
-                       shown, to_number, to_query)
+from kvweb.jsonable import flatten, jsonable
+from kvweb.lab import ADVANCED, LABS, PAPER_GPU, Lab, ParamError, shown
+from kvweb.parsing import make, to_number
+from kvweb.query import DEFAULT_LAB, from_query, to_query
 
 # Characters; a longer query is refused as a whole. A share URL must fit: a 4000-character
 # trace percent-encoded is up to 12,000, and the other parameters take far less than 4000.
@@ -161,7 +163,7 @@ class Shell:
                 page = None
             self.show_page(page or "tour", messages, query)
             return
-        lab, problems = from_query(query)
+        lab, problems = from_query(query, ignore=URL_EXTRAS)
         self.tour_step = self._tour_step(query.get("tour"), problems)
         step = to_number(query.get("step", "0"), integer=True)
         if step is None or not 0 <= step <= MAX_STEP:

@@ -1,4 +1,4 @@
-"""The browser's address: read as raw text for kvweb's own parser (`kvweb.lab.from_query`),
+"""The browser's address: read as raw text for kvweb's own parser (`kvweb.query.from_query`),
 written into the browser's history by `History`.
 
 Panel's Location parses the query itself whenever `search` changes (`panel.util.parse_query`
@@ -17,6 +17,10 @@ import panel as pn
 from bokeh.models import CustomJS
 from panel.io.location import Location
 from panel.util import edit_readonly
+
+
+# Query keys the app reads itself (`from_query` is told to skip them): not a lab's parameters.
+URL_EXTRAS = ("step", "lang", "page", "tour")
 
 
 class RawLocation(Location):

@@ -1,6 +1,6 @@
 """Widgets made from a lab's parameter schema: the app's face of the one schema.
 
-Widget values go back through `kvweb.lab.make` as text, so the app validates exactly
+Widget values go back through `kvweb.parsing.make` as text, so the app validates exactly
 like the CLI and the URL do. Number boxes carry no bounds of their own: a value typed out of
 range reaches the lab's validation, whose message the shell shows (the browser would
 otherwise clamp it, or keep showing it while ignoring it).
@@ -14,7 +14,8 @@ import panel as pn
 import param
 
 from app.i18n import tr, tr_message
-from kvweb.lab import Lab, Text, allowed, param_names
+from kvweb.lab import Lab, Text, param_names
+from kvweb.parsing import allowed
 
 SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
 
@@ -56,7 +57,7 @@ def widgets_for(lab: Lab) -> dict[str, pn.widgets.Widget]:
 
 
 def as_text(value: Any) -> str:
-    """The text form `kvweb.lab.parse` reads back (booleans lower-case, like the URL)."""
+    """The text form `kvweb.parsing.parse` reads back (booleans lower-case, like the URL)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

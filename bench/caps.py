@@ -1,6 +1,6 @@
 """Benchmark: every lab at its work caps, time and peak memory (figures go to docs/input.md).
 
-Run: .venv/bin/python bench/caps.py [--timeout S] [--choices] [LAB ...]
+Run: .venv/bin/python -m bench.caps [--timeout S] [--choices] [LAB ...]
 
 "At its caps": every number at the top of its bounds, then, as a URL would be opened
 (`from_query`), the fewest values the lab's own check refuses put back to their defaults.
@@ -23,7 +23,8 @@ from typing import Any
 import param
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import LABS, from_query, param_names
+from kvweb.lab import LABS, param_names
+from kvweb.query import from_query
 
 SLOW_S = 30.0
 SMALLER_IS_MORE_WORK = ("block_size", "page_size", "rel_tol")

@@ -1,6 +1,6 @@
 """Benchmark: compile time (regex -> compressed DFA) and per-step mask time.
 
-Run: .venv/bin/python bench/fsm.py   (figures go to docs/fsm.md by hand)
+Run: .venv/bin/python -m bench.fsm   (figures go to docs/fsm.md by hand)
 
 Compile time is parse + Thompson NFA + subset construction + trim + Hopcroft
 minimisation + chain compression. Mask time is one `choices()` call (the mask from the
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import statistics
 import time
-import timeit
-from collections.abc import Callable
 
+from bench.timing import best_of
 from kvweb.constrained.decoding import choices, decode
 from kvweb.constrained.dfa import compile_dfa
 from kvweb.constrained.jump_forward import compress
@@ -32,11 +31,6 @@ PATTERNS = {
     "url": r"https?://(www\.)?[a-z0-9-]{1,20}\.(com|org|io)(/[a-z0-9_-]{1,12}){0,3}",
     "record-20": "; ".join(f"{f}: [a-z0-9]{{1,8}}" for f in FIELDS) + r"\.",
 }
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """Fastest of `repeats` runs, in seconds (the least disturbed by other work)."""
-    return min(timeit.repeat(fn, number=1, repeat=repeats))
 
 
 def main() -> None:

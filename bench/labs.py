@@ -1,14 +1,14 @@
 """Benchmark: how long the heavy labs take per widget change (issue 12: redrawn within 1 s).
 
-Run: .venv/bin/python bench/labs.py [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
+Run: .venv/bin/python -m bench.labs [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
 (figures go to docs/engine.md, docs/fsm.md and docs/radix.md by hand)
 
 For each lab: its run at the defaults, cold (nothing remembered), then after each single change
 of a main parameter, the way the app sees it: the defaults have just run (whatever the lab
 remembers from them is there), then one widget changes. CPU seconds of this process
 (time.process_time: other work on a shared machine does not count), best of --repeat.
---save writes the figures as JSON; --before reads such a file (e.g. from a checkout before a
-change: copy this script into it) and prints both columns.
+--save writes the figures as JSON; --before reads such a file (e.g. saved in a checkout before a
+change) and prints both columns.
 
 The static site runs the same code in Pyodide, about 1.5-2.5x slower than CPython.
 """
@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb
-
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.lab import make
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 
 CHANGES: dict[str, list[dict[str, str]]] = {
     "fsm": [{"preset": "form"}, {"preset": "record"}, {"preset": "ambiguous"},
@@ -50,13 +49,7 @@ CHANGES: dict[str, list[dict[str, str]]] = {
 
 
 def forget() -> None:
-    """Drop every remembered result (in a checkout before `kvweb.lab.Memo`, the engine lab's runs)."""
-    from kvweb.labs import engine
-    engine._RUNS.clear()
-    try:
-        from kvweb.lab import clear_memos
-    except ImportError:
-        return
+    """Drop every remembered result."""
     clear_memos()
 
 

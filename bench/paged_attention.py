@@ -1,6 +1,6 @@
 """Paged vs contiguous attention in numpy, on the same decode batch, at block sizes 1, 16, 64.
 
-    .venv/bin/python bench/paged_attention.py [--heads 4 --head-dim 16 --batch 16 --min-len 64 --max-len 512]
+    .venv/bin/python -m bench.paged_attention [--heads 4 --head-dim 16 --batch 16 --min-len 64 --max-len 512]
 
 Every sequence of the batch brings one query (a decode step). The same K and V rows sit once
 in one contiguous array per sequence (ContiguousStore's layout, attended with the model's

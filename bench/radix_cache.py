@@ -1,6 +1,6 @@
 """Radix cache throughput: match + insert + evict on a long synthetic multi-turn trace.
 
-    .venv/bin/python bench/radix_cache.py [--sessions 200 --turns 10 --capacity 60000 --rounds 3]
+    .venv/bin/python -m bench.radix_cache [--sessions 200 --turns 10 --capacity 60000 --rounds 3]
 
 The trace is `cache_workload.multi_turn` (every prompt = the whole conversation so far + a
 new question), served in a seeded random interleaving of the sessions, each turn after the

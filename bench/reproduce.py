@@ -1,8 +1,8 @@
 """Benchmark: how long the whole reproduction report takes (`kvweb reproduce`, the report page).
 
-Run: .venv/bin/python bench/reproduce.py   (figures go to docs/reproduce.md by hand)
+Run: .venv/bin/python -m bench.reproduce   (figures go to docs/reproduce.md by hand)
 In Pyodide under Node (what the static site's report page does):
-  node scripts/pyodide_run.mjs build/pyodide-test bench/reproduce.py
+  node scripts/pyodide_run.mjs build/pyodide-test -m bench.reproduce
 (build/pyodide-test comes from scripts/test-pyodide.sh; this checkout's kvweb is used.)
 
 Prints the total for the full and the quick report (best of `--repeat`, default 2), and the
@@ -13,11 +13,8 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb, also in Pyodide
-
-from kvweb.reproduce import reproduce, to_html  # noqa: E402
+from kvweb.reproduce import reproduce, to_html
 
 
 def main() -> None:

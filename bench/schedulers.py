@@ -1,7 +1,7 @@
 """Benchmark: today's schedulers beside the papers' engine (simulated seconds per wall second).
 
-Run: .venv/bin/python bench/schedulers.py   (figures go to docs/today.md by hand)
-     .venv/bin/python bench/schedulers.py --profile vllm-v1|sglang
+Run: .venv/bin/python -m bench.schedulers   (figures go to docs/today.md by hand)
+     .venv/bin/python -m bench.schedulers --profile vllm-v1|sglang
 
 1. Scenario A, 1000 requests (ShareGPT-like), each mode at the lab's default rate (2/s) and at a
    saturating rate (10/s), without and with the animation trace. Goal: >= 2000x real time.
@@ -11,7 +11,7 @@ Run: .venv/bin/python bench/schedulers.py   (figures go to docs/today.md by hand
 Best of a few repeats, to leave out the other work on a shared machine; each table row runs the
 modes interleaved, so their ratios hold even when the machine's load changes.
 
-In Pyodide under Node: node scripts/pyodide_run.mjs build/pyodide-test bench/schedulers.py
+In Pyodide under Node: node scripts/pyodide_run.mjs build/pyodide-test -m bench.schedulers
 """
 from __future__ import annotations
 
@@ -19,15 +19,12 @@ import cProfile
 import platform
 import pstats
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]  # this checkout's kvweb (also in Pyodide), and bench/engine.py
-
-import kvweb.labs  # noqa: E402, F401  (registers the labs)
-from engine import best_of  # noqa: E402  (bench/engine.py)
-from kvweb.lab import make, no_progress  # noqa: E402
-from kvweb.labs.schedulers import MODES, SchedulersLab  # noqa: E402
+import kvweb.labs  # noqa: F401  (registers the labs)
+from bench.timing import best_of
+from kvweb.lab import no_progress
+from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.parsing import make
 
 
 def speed_table() -> None:

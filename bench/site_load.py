@@ -22,10 +22,10 @@ serves build/site on 127.0.0.1 (bytes counted by the server). One run measures:
 Goals: first paint 1.5 s, interactive 3 s, each widget change 1 s, report 8 s. Figures are
 recorded in docs/site.md.
 
-    .venv/bin/python bench/site_load.py                 # everything, printed as a table
-    .venv/bin/python bench/site_load.py --labs engine   # widget changes of some labs only
-    .venv/bin/python bench/site_load.py --runs 3 --skip-report --json
-    .venv/bin/python bench/site_load.py --site build/site-before --labs engine   # an older build
+    .venv/bin/python -m bench.site_load                 # everything, printed as a table
+    .venv/bin/python -m bench.site_load --labs engine   # widget changes of some labs only
+    .venv/bin/python -m bench.site_load --runs 3 --skip-report --json
+    .venv/bin/python -m bench.site_load --site build/site-before --labs engine   # an older build
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -43,14 +42,12 @@ from typing import Callable
 import param
 from playwright.sync_api import Page, sync_playwright
 
+import kvweb.labs  # noqa: F401  (registers every lab)
+from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, plain_text  # the repository's folders, run from its root
+from kvweb.lab import LABS, Text, param_names
+from scripts.site_server import SiteServer
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "e2e"))
-import kvweb.labs  # noqa: E402,F401  (registers every lab)
-from conftest import CHROMIUM, CHROMIUM_ARGS, plain_text  # noqa: E402
-from kvweb.lab import LABS, Text, param_names  # noqa: E402
-from site_server import SiteServer  # noqa: E402
 
 STEPS = 5  # player steps timed per animated lab
 GOALS_S = {"first paint": 1.5, "interactive": 3.0, "widget change": 1.0, "report": 8.0}

@@ -2,7 +2,6 @@
 talk to 127.0.0.1 (every other request is aborted and counted; the count must be zero)."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -16,8 +15,6 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # tests read the app's own data (e.g. the tour's steps)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -47,11 +44,10 @@ def wait_http(url: str, timeout: float = 60) -> None:
 def served_app() -> Iterator[str]:
     """Base URL of the app under `panel serve` (append `?lab=...`)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
          "--allow-websocket-origin", f"127.0.0.1:{port}", "--num-procs", "1"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/main")

@@ -5,17 +5,15 @@ first): a missing site fails the tests, it does not skip them.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
+from site_server import SiteServer  # scripts/site_server.py (pytest's pythonpath)
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "build" / "site"
-sys.path.insert(0, str(ROOT / "scripts"))
-from site_server import SiteServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

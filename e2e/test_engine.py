@@ -5,7 +5,7 @@ from urllib.parse import parse_qs
 
 from conftest import plain_text, wait_ready
 
-from app.views.engine import OWNER_COLORS
+from app.views.memory_maps import OWNER_COLORS
 
 CELLS = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
 # a map's columns are number arrays: each cell's colour (an index in OWNER_COLORS), hatched (0 or 1)

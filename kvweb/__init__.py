@@ -6,8 +6,10 @@ The library follows the lecture's parts; each subpackage's docstring names its l
   serving/      3. the serving simulator: workloads, memory managers, engine, metrics
   prefix/       4. prefix reuse: radix cache, cache-aware scheduling, block hashes
   constrained/  5. constrained decoding: regex -> NFA -> DFA -> jump-forward
-  lab.py (the lab contract), labs/ (one module per lab), cli.py, reproduce.py, exercises.py
-A lower part never imports from a higher one; the top reaches every part through `lab.py`.
+  labs/ (one module per lab), cli.py, reproduce.py, exercises.py, query.py (the share URL)
+A lower part never imports from a higher one. Every part may use the base: lab.py (the lab
+contract), parsing.py (outside text -> parameter values), memo.py (remembered results) and
+jsonable.py (results as JSON and rows).
 """
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.kv.model import MiniModel

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import LABS, Lab, ParamError, allowed, flatten, get_lab, jsonable, make, param_names
+from kvweb.jsonable import flatten, jsonable
+from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names
+from kvweb.parsing import allowed, make
 
 COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "labs": [("kvweb labs", "list lab names, one per line")],

@@ -1,7 +1,7 @@
 """The lecture's exercises (SPEC 8), each answered by running a lab.
 
 An `Exercise` is data: a question, the lab and parameters it starts from (the app makes a
-share URL of them with `kvweb.lab.to_query`), which of those parameters the reader may
+share URL of them with `kvweb.query.to_query`), which of those parameters the reader may
 change, an explanation, `solve`, which runs the lab (and variants of it) and returns an
 `Answer`: named numbers (for tests) and (label, value) lines (for people), and a `Check`:
 what the reader answers first, and how close counts as right.
@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import Lab, Progress, jsonable, make, no_progress, shown, to_number
+from kvweb.jsonable import jsonable
+from kvweb.lab import Lab, Progress, no_progress, shown
+from kvweb.parsing import make, to_number
 from kvweb.kv.model import VOCAB
 from kvweb.reproduce import ms, pct, times
 
@@ -213,6 +215,20 @@ def aging_tradeoff(lab: Lab, progress: Progress) -> Answer:
                       for p, x in v.items()])
 
 
+def full_prompt_check(lab: Lab, progress: Progress) -> Answer:
+    """vLLM V1 with the full-prompt admission check and without it (older vLLM), same requests."""
+    v = {}
+    for i, check in enumerate((True, False)):
+        def part(f: float, m: str, i: int = i) -> None:
+            progress((i + f) / 2, m)
+
+        row = next(m for m in run(variant(lab, full_prompt_check=check), part)["modes"] if m["mode"] == "vllm-v1")
+        v["on" if check else "off"] = {k: row[k] for k in ("preemptions", "recomputed_tokens", "throughput_tok_s")}
+    return Answer(v, [(f"full-prompt check {k}: preemptions / tokens recomputed / tokens per second",
+                       f"{x['preemptions']} / {x['recomputed_tokens']:,} / {x['throughput_tok_s']:.0f}")
+                      for k, x in v.items()])
+
+
 # -- the exercises ----------------------------------------------------------------------
 
 EXERCISES: tuple[Exercise, ...] = (
@@ -324,6 +340,23 @@ EXERCISES: tuple[Exercise, ...] = (
         "jump only after 8 letters, when the field cannot grow.",
         template_ambiguity,
         Check("In how many DFA states are a letter and a digit both legal?", lambda a: a.values["ambiguous_states"])),
+    Exercise(
+        "full-prompt-check", "Why vLLM checks the whole prompt before admitting it",
+        "Long prompts (about 3,000 tokens) arrive faster than the GPU serves them, and vLLM V1 prefills "
+        "them in chunks of its token budget. How often does V1 preempt a request when only a prompt's "
+        "first chunk must fit in free memory at admission (older vLLM), and how often with today's rule "
+        "that the whole prompt must fit?",
+        "schedulers", {"workload": "long-context", "rate": "20", "requests": "100", "full_prompt_check": "true"},
+        ("rate", "requests", "token_budget", "mem_util"),
+        "Checking only the first chunk admits a long prompt into memory that cannot hold the rest of it. "
+        "Its next chunks then take the blocks the running requests need to grow, and the scheduler "
+        "preempts the latest request, often the one it just admitted, whose computed chunks are thrown "
+        "away and computed again later. vLLM (scheduler_reserve_full_isl, on by default since PR #37307) "
+        "admits a request only if the blocks for its whole uncached prompt are free: it waits instead, "
+        "and little work is done twice.",
+        full_prompt_check,
+        Check("How many preemptions does vLLM V1 make when only the first chunk must fit?",
+              lambda a: a.values["off"]["preemptions"])),
     Exercise(
         "aging", "An aging scheduler and its trade-off",
         "Longest-shared-prefix-first maximises cache hits but can starve a request. Aging serves by "

@@ -21,7 +21,10 @@ from html import escape
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.lab import Progress, jsonable, make, no_progress, to_query
+from kvweb.jsonable import jsonable
+from kvweb.lab import Progress, no_progress
+from kvweb.parsing import make
+from kvweb.query import to_query
 from kvweb.svg import Chart, Series, render
 
 # Where each quoted figure comes from: the work, then the section or figure (in the Experiment).

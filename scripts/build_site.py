@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 import wheelzip
+from app.catalogs import LOCALES, compiled
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -161,13 +162,14 @@ def strip_native(name: str, version: str, out: Path) -> Path:
 
 
 def build_kvweb_wheel(out: Path) -> Path:
-    """The same kvweb wheel pip installs (built with the project's own pyproject.toml)."""
+    """The library's wheel: the one pip installs (built with the project's own pyproject.toml)
+    less the `app` package, which the site ships in its own wheel (`build_app_wheel`)."""
     work = BUILD / "wheel-kvweb"
     shutil.rmtree(work, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
                     "-w", str(work), str(ROOT)], check=True, stderr=subprocess.DEVNULL)
     (wheel,) = work.glob("kvweb-*.whl")
-    return Path(shutil.copy2(wheel, out / wheel.name))
+    return wheelzip.rewrite(wheel, out / wheel.name, lambda n, d: [] if n.startswith("app/") else [(n, d)])
 
 
 def built_report() -> bytes:
@@ -187,12 +189,13 @@ def built_report() -> bytes:
 
 
 def build_app_wheel(out: Path, report: bytes | None = None) -> Path:
-    """A wheel of the `app` package (app/**/*.py and the compiled catalogs app/locale/**/*.mo) so
+    """A wheel of the `app` package (app/**/*.py and the catalogs compiled, app/locale/**/*.mo) so
     `import app.views...` works in Pyodide, with the precomputed report as `app/report.json`."""
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     dist = f"kvweb_app-{version}.dist-info"
-    files = [*sorted((ROOT / "app").rglob("*.py")), *sorted((ROOT / "app" / "locale").rglob("*.mo"))]
-    members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in files]
+    members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in sorted((ROOT / "app").rglob("*.py"))]
+    langs = sorted(po.parent.parent.name for po in LOCALES.glob("*/LC_MESSAGES/kvweb.po"))
+    members += [(f"app/locale/{lang}/LC_MESSAGES/kvweb.mo", compiled(lang)) for lang in langs]
     if report is not None:
         members.append(("app/report.json", report))
     members += [
@@ -291,7 +294,6 @@ def size_mb(folder: Path) -> float:
 def convert(site: Path, packages: list[str]) -> None:
     """Panel's own conversion, pointed at local files, with kvweb's worker and loading screen."""
     os.environ["PANEL_CDN_ROOT"] = "./panel-cdn/"  # read when panel is imported
-    sys.path.insert(0, str(ROOT))
     logging.getLogger("bokeh.core.validation.check").setLevel(logging.ERROR)  # empty columns fill in Python
     import panel.io.convert as pc
     from panel.io.resources import DIST_DIR

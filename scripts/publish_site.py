@@ -17,9 +17,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+import build_site
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import build_site  # noqa: E402
 
 DIST = ROOT / "dist"
 # A reference to "/x" (not "//host") would leave a sub-path; the site must not contain one.

@@ -1,5 +1,7 @@
-// Run a Python script inside real Pyodide under Node:
+// Run a Python script, or a module of the repository (as `python -m` would from its root, so
+// the checkout's own packages come first), inside real Pyodide under Node:
 //   node scripts/pyodide_run.mjs INDEX_DIR SCRIPT.py [ARGS...]
+//   node scripts/pyodide_run.mjs INDEX_DIR -m MODULE [ARGS...]
 // INDEX_DIR holds the Pyodide core and a pyodide-lock.json listing the wheels beside it
 // (build/pyodide-test/ or build/site/pyodide/); every package in that lock whose wheel is
 // there is loaded (none for the bare npm core).
@@ -9,9 +11,11 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const [indexArg, script, ...args] = process.argv.slice(2);
+const [indexArg, ...rest] = process.argv.slice(2);
+const module = rest[0] === "-m" ? rest[1] : null;
+const [script, ...args] = module ? rest.slice(1) : rest;
 if (!indexArg || !script) {
-  console.error("usage: node scripts/pyodide_run.mjs INDEX_DIR SCRIPT.py [ARGS...]");
+  console.error("usage: node scripts/pyodide_run.mjs INDEX_DIR SCRIPT.py|-m MODULE [ARGS...]");
   process.exit(2);
 }
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -29,16 +33,20 @@ console.error(`[pyodide] Pyodide ${pyodide.version} ready with ${packages.length
   `in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
 pyodide.mountNodeFS(repo, repo);
-pyodide.globals.set("_argv", [path.resolve(script), ...args]);
+pyodide.globals.set("_argv", [module ? script : path.resolve(script), ...args]);
+pyodide.globals.set("_module", module);
 let status = 0;
 try {
   await pyodide.runPythonAsync(`
 import os, runpy, sys
 sys.argv = list(_argv)
 os.chdir(${JSON.stringify(repo)})
-sys.path.insert(0, os.path.dirname(sys.argv[0]))
+sys.path.insert(0, ${JSON.stringify(repo)} if _module else os.path.dirname(sys.argv[0]))
 try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    if _module:
+        runpy.run_module(_module, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(sys.argv[0], run_name="__main__")
     _status = 0
 except SystemExit as exit:
     _status = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)

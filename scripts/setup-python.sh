@@ -14,4 +14,3 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[${extras}]"
-.venv/bin/python scripts/compile_catalogs.py  # the app's translations (.po -> .mo)

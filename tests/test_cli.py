@@ -6,7 +6,8 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.cli import main
-from kvweb.lab import LABS, jsonable
+from kvweb.jsonable import jsonable
+from kvweb.lab import LABS
 
 
 def run(*argv):

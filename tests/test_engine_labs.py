@@ -7,7 +7,9 @@ import json
 import pytest
 
 from kvweb.cli import main
-from kvweb.lab import LABS, ParamError, from_query, make
+from kvweb.lab import LABS, ParamError
+from kvweb.parsing import make
+from kvweb.query import from_query
 
 ENGINE_KEYS = ("throughput_tok_s", "slo_attainment", "mean_batch", "occupied_frac", "used_frac", "preemptions",
                "recomputed_tokens", "swapped_bytes", "sim_time_s", "finished", "rejected")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.lab import make
+from kvweb.parsing import make
 from kvweb.serving.engine import Engine, EngineConfig
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder
 from kvweb.serving.paged_memory import PagedMemory
@@ -139,7 +138,6 @@ def test_the_engine_lab_traces_every_preemption_and_opens_on_one():
 
 @pytest.mark.skipif(sys.platform == "emscripten", reason="the app (Panel) is tested in CPython only")
 def test_the_tours_preemption_step_opens_on_a_swap():
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
     from app.pages.tour import STEPS
     (_, query), _ = next(s.links for s in STEPS if s.title == "Preemption")
     r = make("engine", {k: v for k, v in query.items() if k not in ("lab", "step")}).run()

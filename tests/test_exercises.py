@@ -4,7 +4,8 @@ import re
 import pytest
 
 from kvweb.exercises import BY_KEY, EXERCISES, RESERVED_LEN
-from kvweb.lab import LABS, from_query, param_names, to_query
+from kvweb.lab import LABS, param_names
+from kvweb.query import from_query, to_query
 
 
 def answer(key, **changes):
@@ -133,6 +134,12 @@ def test_aging_trades_hits_for_bounded_waits():
     assert v["aging"]["max_wait"] < v["lspf"]["max_wait"]
     assert v["fcfs"]["hit_rate"] < v["aging"]["hit_rate"] < v["lspf"]["hit_rate"]
     assert answer("aging", alpha=0)["aging"] == v["lspf"]  # alpha 0 is LSPF
+
+
+def test_checking_the_whole_prompt_preempts_less():
+    v = answer("full-prompt-check")
+    assert v["on"]["preemptions"] < v["off"]["preemptions"]
+    assert v["on"]["recomputed_tokens"] < v["off"]["recomputed_tokens"]
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)

@@ -5,7 +5,8 @@ from hypothesis import given, settings, strategies as st
 
 import kvweb.labs  # noqa: F401
 from kvweb.prefix.cache_workload import few_shot
-from kvweb.lab import LABS, make
+from kvweb.lab import LABS
+from kvweb.parsing import make
 
 
 def signature(requests):

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.serving.allocator import Buddy, FirstFit
 from kvweb.serving.fragmentation import arena_experiment, internal_waste
-from kvweb.lab import ParamError, make
+from kvweb.lab import ParamError
+from kvweb.parsing import make
 from kvweb.serving.workload import Request
 
 ops_st = st.lists(st.tuples(st.booleans(), st.integers(1, 40), st.integers(0, 1000)), max_size=60)

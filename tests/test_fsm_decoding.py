@@ -16,7 +16,9 @@ from kvweb.constrained.decoding import decode
 from kvweb.constrained.dfa import compile_dfa
 from kvweb.constrained.jump_forward import CompressedFSM, JumpEdge, compress
 from kvweb.constrained.layout import back_edges, band_positions
-from kvweb.lab import ParamError, from_query, make
+from kvweb.lab import ParamError
+from kvweb.parsing import make
+from kvweb.query import from_query
 from kvweb.labs.fsm import PRESETS, Fsm
 from kvweb.kv.model import MiniModel
 from test_regex import compiled, patterns

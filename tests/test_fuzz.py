@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
 from kvweb.cli import main
-from kvweb.lab import LABS, MAX_MESSAGES, MAX_VALUE, ParamError, from_query, make, param_names, parse, shown, to_number
+from kvweb.lab import LABS, ParamError, param_names, shown
+from kvweb.parsing import MAX_VALUE, make, parse, to_number
+from kvweb.query import MAX_MESSAGES, from_query
 from kvweb.kv.model import sample
 from kvweb.serving.workload import MAX_JSON_DEPTH, parse_trace
 

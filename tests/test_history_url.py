@@ -3,15 +3,11 @@ and the exercises page (`exercise=KEY`, `answer=shown`); browser history is e2e/
 And the labs the shell keeps (`KEEP_LABS`): coming back to one puts its widgets and view back,
 and with the same parameters shows its last result without a rerun."""
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `app` is not an installed package
 
 import panel as pn  # noqa: E402
 from bokeh.document import Document  # noqa: E402

@@ -3,15 +3,11 @@
 The same URLs in a real browser (served app and static site) are e2e/test_hostile.py.
 """
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `app` is not an installed package
 
 import panel as pn  # noqa: E402
 from bokeh.document import Document  # noqa: E402
@@ -21,7 +17,7 @@ import app.shell  # noqa: E402
 from app import i18n  # noqa: E402
 from app.shell import Shell  # noqa: E402
 from app.url import RawLocation, install  # noqa: E402
-from kvweb.lab import MAX_MESSAGES  # noqa: E402
+from kvweb.query import MAX_MESSAGES  # noqa: E402
 
 # Each breaks Panel's own Location (panel.util.parse_query or its request parsing).
 PANEL_BREAKERS = ["?lab=roofline&tokens=%E2%91%A0", "?lab=roofline&tokens=" + "9" * 5000, "?lab=roofline&tokens=1?2"]
@@ -75,7 +71,7 @@ def test_hostile_page_and_language_show_the_tour(shell):
 
 
 def test_any_failure_while_opening_leaves_the_tour_and_a_message(shell, monkeypatch):
-    def broken(query):
+    def broken(query, ignore=()):
         raise RecursionError("somewhere deep")
 
     monkeypatch.setattr(app.shell, "from_query", broken)

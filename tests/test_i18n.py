@@ -8,20 +8,19 @@ import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `app` is not an installed package; `pytest` may run from anywhere
 
+import app  # noqa: E402
 import kvweb.labs  # noqa: E402, F401
 from app import i18n  # noqa: E402
+from app.catalogs import source  # noqa: E402
 from app.i18n import tr, tr_figure, tr_message  # noqa: E402
 from app.pages.tour import INTRO, STEPS  # noqa: E402
 from kvweb.exercises import EXERCISES  # noqa: E402
 from kvweb.lab import LABS, param_names  # noqa: E402
 from kvweb.reproduce import INTRO as REPORT_INTRO, reproduce  # noqa: E402
 
-APP = ROOT / "app"
-PO = APP / "locale" / "zh" / "LC_MESSAGES" / "kvweb.po"
+APP = Path(app.__file__).resolve().parent
+PO = source("zh")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Names that read the same in both languages (technical identifiers and units).
 TECHNICAL = re.compile(r"^([a-z0-9_\-]+|[A-Z0-9\-]+|KV/token \(KiB\)|KiB|GB)$")
@@ -106,7 +105,7 @@ def test_every_section_title_and_paper_quote_is_in_the_table():
 
 
 def test_the_app_reads_every_entry_of_the_catalog():
-    """The compiled catalog the app reads (.mo) holds what the .po says: nothing stale."""
+    """The catalog the app reads holds what the .po says: nothing stale."""
     assert len(CATALOG) > 700
     stale = [m.id for m in CATALOG if tr(m.id, m.context) != m.string]
     assert stale == []

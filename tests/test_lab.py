@@ -7,7 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
-from kvweb.lab import LABS, ParamError, flatten, from_query, jsonable, make, param_names, parse, to_query
+from kvweb.jsonable import flatten, jsonable
+from kvweb.lab import LABS, ParamError, param_names
+from kvweb.parsing import make, parse
+from kvweb.query import from_query, to_query
 
 
 def test_every_lab_has_a_bounded_schema_and_registers():

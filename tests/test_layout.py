@@ -1,7 +1,9 @@
 """The library's layout is its architecture: a part imports only from parts below it.
 
-Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (lab contract,
-labs/, cli, reproduce, exercises). Every part may use the lab contract (kvweb.lab).
+Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (labs/, cli,
+reproduce, exercises). Below them all is the base every part may use: the lab contract
+(kvweb.lab), outside text (kvweb.parsing), remembered results (kvweb.memo) and results as
+JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
 """
 import ast
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 KVWEB = Path(__file__).resolve().parent.parent / "kvweb"
 PARTS = ["gpu", "kv", "serving", "prefix", "constrained"]
 TOP = len(PARTS)
+BASE = {"kvweb.lab", "kvweb.parsing", "kvweb.memo", "kvweb.jsonable"}
 
 
 def rank(module: str) -> int:
@@ -30,16 +33,22 @@ def kvweb_imports(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("part", PARTS)
-def test_a_part_imports_only_from_parts_below_it_or_the_lab_contract(part: str) -> None:
+def test_a_part_imports_only_from_parts_below_it_or_the_base(part: str) -> None:
     own = PARTS.index(part)
     files = sorted((KVWEB / part).glob("*.py"))
     assert (KVWEB / part / "__init__.py") in files, f"kvweb/{part} has no __init__.py"
     for path in files:
         for module in kvweb_imports(path):
-            assert module == "kvweb.lab" or rank(module) <= own, f"{path.name} imports {module}"
+            assert module in BASE or rank(module) <= own, f"{path.name} imports {module}"
 
 
-def test_the_top_level_holds_only_the_contract_the_faces_and_the_parts() -> None:
+def test_the_base_imports_no_part() -> None:
+    for module in BASE:
+        path = KVWEB / (module.split(".")[1] + ".py")
+        assert all(m in BASE for m in kvweb_imports(path)), f"{path.name} imports a part"
+
+
+def test_the_top_level_holds_only_the_base_the_faces_and_the_parts() -> None:
     top = sorted(p.name for p in KVWEB.iterdir() if not p.name.startswith("__pycache__"))
-    assert top == sorted(["__init__.py", "cli.py", "exercises.py", "lab.py", "labs", "reproduce.py",
-                          "svg.py", *PARTS])
+    assert top == sorted(["__init__.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs", "memo.py",
+                          "parsing.py", "query.py", "reproduce.py", "svg.py", *PARTS])

@@ -2,13 +2,11 @@
 as textContent, never as markup and never as a string parameter (Panel would clean it with nh3,
 which the static site lacks)."""
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
 
 from bokeh.document import Document  # noqa: E402
 

@@ -4,7 +4,8 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.lab import LABS, PAPER_GPU, make, param_names
+from kvweb.lab import LABS, PAPER_GPU, param_names
+from kvweb.parsing import make
 from kvweb.labs.paper_gpu import PaperGPULab
 
 PRICED = ("roofline", "engine", "max-rate", "sweep", "recovery", "prefill-savings")

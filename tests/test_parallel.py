@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS, CostModel, LLMSpec
 import kvweb.labs  # noqa: F401 (registers the labs)
-from kvweb.lab import make
+from kvweb.parsing import make
 
 H100, A100 = GPUS["H100-SXM"], GPUS["A100-40GB"]
 L70 = MODELS["llama-3.1-70b"]

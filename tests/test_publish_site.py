@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.skipif(sys.platform == "emscripten", reason="a build script: CPython only")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 
 def site(folder: Path, page: str) -> Path:

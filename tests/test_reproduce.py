@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kvweb.cli import main
-from kvweb.lab import from_query, make
+from kvweb.parsing import make
+from kvweb.query import from_query
 from kvweb.reproduce import EXPERIMENTS, reproduce, to_html, to_markdown
 from kvweb.svg import Chart, Series, nice_top, render
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.lab import ParamError, make
+from kvweb.lab import ParamError
+from kvweb.parsing import make
 from kvweb.labs.schedulers import SchedulersLab, default_chunk_size, default_token_budget
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.arrivals import Arrivals
@@ -97,11 +98,32 @@ def test_whole_blocks_are_hit_but_never_the_last_token():
     assert hits == {"v1": 4 + 4, "sglang": 7 + 6}
 
 
+@pytest.mark.parametrize("check", [True, False])
+def test_a_prompt_is_admitted_when_all_of_it_fits_or_only_its_first_chunk(check):
+    # 9 blocks of 4, one of them the null block: 8 usable. Request 0 (prompt 4, output 20) holds 2
+    # blocks after its first decode and grows to 6. Request 1's prompt of 28 tokens needs 7 blocks.
+    # With the full-prompt check it waits until request 0 has left; checking only its first chunk
+    # (4 tokens, the budget) admits it at once, and its later chunks run out of blocks.
+    engine = v1(36, block_size=4, max_seqs=4, token_budget=4, full_prompt_check=check)
+    log: list = []
+    run = engine.run([req(0, 4, 20), req(1, 28, 2, arrival=0.001)],
+                     observer=lambda e, s: log.append(([q.id for q in e.prefilling], len(e.pool.free))))
+    first, second = run.sequences
+    if check:
+        assert run.preemptions == 0 and second.first_token_t > first.finish_t
+        assert all(prefilling == [] for prefilling, _ in log[:20])
+    else:
+        assert log[1] == ([1], 5)  # admitted in the second step: 4 tokens in 1 block beside request 0's 2
+        assert run.preemptions == 2 and run.recomputed_tokens > 0
+
+
 def test_the_latest_request_is_preempted_and_finds_its_own_blocks_again():
-    # 4 blocks of 4. Two requests of prompt 4 and output 8 (final KV 11 = 3 blocks each) cannot
-    # both finish: request 1, started last, is preempted when the blocks run out; its full
-    # blocks stay cached (hashed), so when it comes back it recomputes only what is not cached.
-    engine = v1(16, block_size=4, max_seqs=4, token_budget=16)
+    # 5 blocks of 4, one of them vLLM's null block. Two requests of prompt 4 and output 8 (final KV
+    # 11 = 3 blocks each) cannot both finish: request 1, started last, is preempted when the blocks
+    # run out; its full blocks stay cached (hashed), so when it comes back it recomputes only what
+    # is not cached.
+    engine = v1(20, block_size=4, max_seqs=4, token_budget=16)
+    assert engine.capacity == 16
     log: list = []
     run = engine.run([req(0, 4, 8), req(1, 4, 8)], observer=lambda e, s: log.append(sorted(e.running)))
     assert run.preemptions >= 1 and {s.id for s in run.sequences} == {0, 1}
@@ -152,6 +174,25 @@ def test_the_block_pool_counts_references_and_reuse():
     assert pool.take(3)[-1] == a[1] and pool.reusable == 0 and pool.lookup(["h1", "h2"]) == a[:1]
 
 
+def test_a_freed_block_without_a_hash_is_reused_first_and_a_copy_outlives_the_first():
+    # vLLM's free_blocks: a hashed block goes to the back of the free queue, one without a hash
+    # to the front; a block filled with a prefix already cached is a copy, found once the first goes.
+    pool = BlockPool(5, 2)
+    a, b = pool.take(2)  # two requests compute the same block, "h"
+    pool.register([a], ["h"], 0, 1)
+    pool.register([b], ["h"], 0, 1)
+    assert pool.lookup(["h"]) == [a] and pool.copies == {"h": {b: None}}
+    tail = pool.take(1)  # a third request's partial block, never hashed
+    pool.release([b])
+    pool.release(tail)
+    assert list(pool.free) == [tail[0], 3, 4, b]  # unhashed in front, hashed at the back
+    pool.release([a])
+    assert pool.take(3) == [tail[0], 3, 4] and pool.reusable == 2 and pool.cached == 4
+    assert pool.take(1) == [b] and pool.lookup(["h"]) == [a] and pool.copies == {}
+    pool.register([b], ["h"], 0, 1)  # b holds "h" again, a copy; a leaves the cache: b is found
+    assert pool.take(1) == [a] and pool.lookup(["h"]) == [b]
+
+
 def test_defaults_follow_the_engines():
     assert default_token_budget(GPUS["A100-80GB"]) == 2048 and default_token_budget(GPUS["H100-SXM"]) == 8192
     assert default_chunk_size(GPUS["A100-40GB"]) == 8192 and default_chunk_size(GPUS["H200"]) == 8192
@@ -161,12 +202,13 @@ def test_defaults_follow_the_engines():
 
 def test_v1_without_cache_and_budget_matches_the_papers_engine_when_nothing_is_preempted():
     # Admission FCFS with head-of-line blocking, whole prefills (an unlimited budget never cuts a
-    # prompt), decodes first: with no watermark and room for everyone, the same steps, costs and times.
+    # prompt), decodes first: with no watermark and room for everyone, the same steps, costs and times
+    # (the papers' engine with one block fewer: V1 keeps one out of use, the null block).
     rng = np.random.default_rng(3)
     requests = [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in
                 enumerate(zip(np.cumsum(rng.exponential(0.02, 60)), rng.integers(1, 300, 60), rng.integers(1, 200, 60)))]
     cost = cost_with(4000)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16), 16), EngineConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
+    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(512, 16, max_seqs=12, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions == 0
     assert [s.first_token_t for s in today.sequences] == pytest.approx([s.first_token_t for s in paper.sequences])
@@ -225,7 +267,7 @@ def check_v1(engine: V1Scheduler, step: int) -> None:
     cached block is full (hashed) and so never written, each request holds the blocks its KV needs."""
     pool, bs = engine.pool, engine.bs
     holders: Counter = Counter()
-    for seq in [*engine.running.values(), *engine.prefilling]:
+    for seq in [*engine.running.values(), *engine.prefilling, *engine.leaving]:
         assert len(set(seq.blocks)) == len(seq.blocks)
         holders.update(seq.blocks)
         kv = seq.kv(engine.dstep) if seq.id in engine.running else seq.computed
@@ -236,6 +278,8 @@ def check_v1(engine: V1Scheduler, step: int) -> None:
         assert pool.ref[b] == holders[b] and (b in pool.free) == (pool.ref[b] == 0)
         assert pool.ref[b] <= 1 or pool.block_hash[b] is not None
     assert all(pool.block_hash[b] == h for h, b in pool.table.items())
+    assert all(pool.block_hash[b] == h and pool.table[h] != b for h, copies in pool.copies.items() for b in copies)
+    assert sum(h is not None for h in pool.block_hash) == len(pool.table) + sum(map(len, pool.copies.values()))
     assert pool.reusable == sum(1 for b in pool.free if pool.block_hash[b] is not None)
     assert pool.shared_extra == sum(r - 1 for r in pool.ref if r > 0)
     assert len(engine.running) + len(engine.prefilling) <= engine.max_seqs
@@ -285,9 +329,9 @@ def workload(rows: list, shared: bool) -> list[Request]:
 def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(rows, shared, tokens, block, max_seqs, budget,
                                                                        caching, mode, lpm, mixed):
     requests = workload(rows, shared)
-    if mode == "v1":
+    if mode == "v1":  # (`lpm` and `mixed` draw the full-prompt check and async scheduling)
         engine = v1(tokens, max_len=128, block_size=block, max_seqs=max_seqs, token_budget=max_seqs + budget,
-                    prefix_caching=caching)
+                    prefix_caching=caching, full_prompt_check=lpm, async_scheduling=mixed)
         run = engine.run(requests, observer=check_v1)
         assert all(r == 0 for r in engine.pool.ref) and len(engine.pool.free) == engine.pool.n_blocks
     else:
@@ -345,9 +389,10 @@ def test_not_retrying_a_blocked_head_changes_nothing(rows, shared, tokens, block
 def test_v1_without_cache_and_budget_matches_the_papers_engine_even_when_it_preempts(seed):
     # vLLM V1 preempts the last request that started (`self.running.pop()`), like the papers' engine,
     # recomputes it, lets it come back before anything new, and admits nothing new in that step.
+    # The papers' engine gets one block fewer: V1 keeps one out of use (the null block).
     cost = cost_with(3000)
     requests = poisson_workload("sharegpt", 80, 20.0, 1024, seed)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16), 16), EngineConfig(1024, max_batch_tokens=10**6)).run(requests)
+    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(1024, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(1024, 16, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions > 50
     assert paper.recomputed_tokens == today.recomputed_tokens

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.kv.generate import Continued, generate_alone
 from kvweb.kv.model import MiniModel, encode
-from kvweb.lab import Memo, clear_memos, jsonable, make
+from kvweb.jsonable import jsonable
+from kvweb.memo import Memo, clear_memos
+from kvweb.parsing import make
 from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache

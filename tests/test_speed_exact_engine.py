@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvweb.lab import clear_memos, jsonable, make
+from kvweb.jsonable import jsonable
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 from kvweb.labs import max_rate, sweep
 from kvweb.labs.max_rate import Trial, trial
 from kvweb.serving.engine import Engine

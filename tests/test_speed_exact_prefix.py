@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.lab import clear_memos, make
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 from kvweb.labs import cache_schedule as workload_lab, prefix_hash
 from kvweb.prefix.cache_schedule import POLICIES, PrefixCache, RadixServer, Served, _Waiting, simulate
 from kvweb.prefix.cache_workload import Request, dfs_order, few_shot, multi_turn

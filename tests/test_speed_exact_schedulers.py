@@ -18,11 +18,14 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.lab import clear_memos, jsonable, make, no_progress
+from kvweb.jsonable import jsonable
+from kvweb.lab import no_progress
+from kvweb.memo import clear_memos
+from kvweb.parsing import make
 from kvweb.labs import schedulers
 from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
-from kvweb.serving import continuous_batching, radix_scheduler, v1_scheduler
+from kvweb.serving import continuous_batching, radix_scheduler, v1_quiet
 from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
@@ -63,7 +66,7 @@ def plain_v1_map(self, step, max_cells):  # noqa: ANN001, ANN201
     cached = [b for b in pool.free if pool.block_hash[b] is not None]
     owner[cached] = CACHED
     written[cached] = bs
-    seqs = [*self.running.values(), *self.prefilling]
+    seqs = [*self.running.values(), *self.prefilling, *self.leaving]
     if seqs:
         counts = np.array([len(s.blocks) for s in seqs])
         blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.int64, int(counts.sum()))
@@ -157,7 +160,7 @@ def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # 
 def quiet_array(request, monkeypatch):  # noqa: ANN001, ANN201
     """Run each test twice: with nearly every quiet stretch as arrays, and with the shipped threshold."""
     if request.param == "arrays":
-        for module in (continuous_batching, v1_scheduler, radix_scheduler):
+        for module in (continuous_batching, v1_quiet, radix_scheduler):
             monkeypatch.setattr(module, "QUIET_ARRAY", 2)
     return request.param
 
@@ -183,7 +186,9 @@ def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
     lab = make("schedulers", {"requests": "150", "rate": "5", "mem_util": "0.78"})
     requests = lab.workload_at(lab.rate)
     cost = lab.setup().cost_model()
-    for config in (V1Config(2048, 16, 64, 512, True), V1Config(2048, 4, 256, 256, True), V1Config(2048, 32, 8, 8192, False)):
+    for config in (V1Config(2048, 16, 64, 512, True), V1Config(2048, 4, 256, 256, True), V1Config(2048, 32, 8, 8192, False),
+                   V1Config(2048, 16, 64, 512, True, full_prompt_check=False),
+                   V1Config(2048, 16, 64, 512, True, async_scheduling=True)):
         both_ways(lambda config=config: V1Scheduler(cost, config), requests, trace=True)
     for chunk, policy, mixed, cache in ((1024, "lpm", True, True), (512, "fcfs", False, True), (8192, "lpm", False, False),
                                         (300, "fcfs", True, False)):
@@ -201,19 +206,20 @@ requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]), s
        lpm=st.booleans(), mixed=st.booleans(), trace=st.booleans(), array=st.sampled_from([1, 2, 5, 48]))
 def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, mode, lpm, mixed,
                                                   trace, array):
+    # (for V1, `lpm` and `mixed` draw the full-prompt check and async scheduling)
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
-    saved = continuous_batching.QUIET_ARRAY, v1_scheduler.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
-    continuous_batching.QUIET_ARRAY = v1_scheduler.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = array
+    saved = continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
+    continuous_batching.QUIET_ARRAY = v1_quiet.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = array
     try:
         if mode == "v1":
-            config = V1Config(256, block, max_seqs, max_seqs + budget, caching)
+            config = V1Config(256, block, max_seqs, max_seqs + budget, caching, lpm, mixed)
             both_ways(lambda: V1Scheduler(cost, config), requests, trace)
         else:
             config = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm" if lpm else "fcfs", mixed, caching)
             both_ways(lambda: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, trace)
     finally:
-        continuous_batching.QUIET_ARRAY, v1_scheduler.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
+        continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
 
 
 # -- memory maps, hashes, event bins ------------------------------------------------------------
@@ -241,6 +247,7 @@ def test_memory_maps_are_the_plain_ones(params):
        max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), cells=st.sampled_from([1, 7, 64, 1024]),
        dense=st.sampled_from([0, 1 << 16]))
 def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, cells, dense):
+    # (`dense` draws async scheduling for V1 too)
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
     radix_scheduler.DENSE_SLOTS, saved = dense, radix_scheduler.DENSE_SLOTS  # 0: every pool keyed where held
@@ -248,7 +255,7 @@ def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, ma
     def trace() -> TraceRecorder:
         return TraceRecorder(0.01, max_cells=cells, extra_curves=("cached", "hit_rate"))
 
-    v1 = V1Config(256, block, max_seqs, max_seqs + budget, caching)
+    v1 = V1Config(256, block, max_seqs, max_seqs + budget, caching, async_scheduling=bool(dense))
     same_run(V1Scheduler(cost, v1).run(requests, trace=trace()), PlainV1(cost, v1).run(requests, trace=trace()))
     radix = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm", False, caching)
     try:
@@ -357,7 +364,8 @@ def run_of(lab: SchedulersLab, mode: str) -> dict:
 
 UNREAD_CHANGES = {"token_budget": 512, "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True,
                   "prefix_caching": False, "allocator": "buddy", "watermark": 0.1, "preemption": "swap",
-                  "block_size": 8, "block_overhead_us": 50.0, "host_link_gb_s": 5.0, "swap_copies": "per-layer-kv"}
+                  "block_size": 8, "block_overhead_us": 50.0, "host_link_gb_s": 5.0, "swap_copies": "per-layer-kv",
+                  "full_prompt_check": False, "async_scheduling": True}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -386,7 +394,8 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
         if name not in ("search",):
             value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
                      "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
-                     "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0}[name]
+                     "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
+                     "async_scheduling": True}[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 
@@ -432,7 +441,7 @@ def state(s) -> tuple:  # noqa: ANN001
     if isinstance(s, V1Scheduler):
         p = s.pool
         return (*common, list(p.free), list(p.ref), list(p.block_hash), dict(p.table), p.version, p.reusable,
-                p.shared_extra, [q.id for q in s.prefilling])
+                p.shared_extra, [q.id for q in s.prefilling], [q.id for q in s.leaving])
     return (*common, s.pending, s.ratio, s.pool.available, s.tree.evictable_size, s.batch_is_full)
 
 
@@ -466,12 +475,12 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
             assert state(quiet) == state(full) and quiet.now == now
         most = 12
         planned, stepped = clone(s), clone(s)
-        saved = v1_scheduler.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
-        v1_scheduler.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = 1
+        saved = v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
+        v1_quiet.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = 1
         try:
             k, plan = planned._quiet_plan(most, float("inf"))
         finally:
-            v1_scheduler.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
+            v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
         quiet_ones = 0
         while quiet_ones < most and stepped._quiet_run(1, float("inf"), [0.0] * 5, [], []):
             quiet_ones += 1

@@ -3,14 +3,12 @@ page colours, a frame sends only what changes (never the cells' boxes again), an
 counts exactly the cells each map shows."""
 import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
 
 from bokeh.document import Document  # noqa: E402
 from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
@@ -89,7 +87,7 @@ def test_the_time_figures_span_exactly_the_curves():
 
 
 def test_the_engines_time_figures_span_both_runs():
-    from app.views.engine import EngineView
+    from app.views.memory_maps import EngineView
 
     lab = LABS["engine"](requests=40, rate=4.0)  # paged, compared with the oracle
     result = lab.run()
@@ -109,7 +107,7 @@ def test_the_engines_time_figures_span_both_runs():
 def test_an_engine_cell_and_the_host_strip_colour_a_request_alike():
     from bokeh.palettes import Category20_20
 
-    from app.views.engine import OWNER_COLORS, owner_color, owner_index
+    from app.views.memory_maps import OWNER_COLORS, owner_color, owner_index
 
     owners = np.array([0, 19, 20, 43, -1])
     assert owner_index(owners).tolist() == [0, 19, 0, 3, 20]  # id mod 20; free is the last colour

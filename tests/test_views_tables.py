@@ -2,13 +2,11 @@
 figure, each column is as wide as its text (a Chinese character counted twice), figures
 align right, and the header is in the session's language."""
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
 
 import kvweb.labs  # noqa: E402, F401
 from app import i18n  # noqa: E402

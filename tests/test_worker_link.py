@@ -5,13 +5,11 @@ the step a new result opens on is drawn once, and changes that lay out a figure 
 legends, what is shown) come before new data, so the page applies the batch without waiting a
 task in between (static/handler.js) and paints each figure once."""
 import sys
-from pathlib import Path
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `app` is not an installed package
 
 from bokeh.document import Document  # noqa: E402
 from bokeh.document.events import ColumnDataChangedEvent, ModelChangedEvent  # noqa: E402

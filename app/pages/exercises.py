@@ -21,7 +21,8 @@ from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
 from app.widgets import as_text, link_button, widget_for
 from kvweb.exercises import BY_KEY, EXERCISES, Exercise, Verdict
-from kvweb.lab import Lab, ParamError, Progress, shown, to_query
+from kvweb.lab import Lab, ParamError, Progress, shown
+from kvweb.query import to_query
 
 
 class AnswerJob:

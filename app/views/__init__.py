@@ -1,4 +1,5 @@
-"""Every module here is a view; importing the package registers them in app.view.VIEWS."""
+"""Every module here is a view, but drawing.py (what views share); importing the package registers
+them in app.view.VIEWS."""
 import importlib
 import pkgutil
 

@@ -13,7 +13,7 @@ from bokeh.transform import dodge
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, TextTable
-from app.views.engine import legend_below
+from app.views.drawing import legend_below
 from kvweb.lab import Lab
 
 ROWS = 8  # the arena is drawn wrapped over this many rows

@@ -12,7 +12,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
-from app.views.engine import legend_below
+from app.views.drawing import legend_below
 from kvweb.lab import Lab
 
 MANAGERS = ("max", "pow2", "oracle", "paged")

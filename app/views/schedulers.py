@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
-from app.views.engine import CELL, Cells, indexed_color, legend_below, request_hover
+from app.views.drawing import CELL, Cells, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 
@@ -115,6 +115,7 @@ class SchedulersView(LabView):
                                *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
             sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-schedulers-paper")
+        self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
         # The maps' key: a strip of its own above them, so no map loses room to it.
@@ -161,7 +162,7 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table, self.paper, self.player, self.step_text, self.key, maps,
+        return pn.Column(self.header, self.table, self.paper, self.checked, self.player, self.step_text, self.key, maps,
                          self.hits, self.batch, self.memory, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -198,6 +199,7 @@ class SchedulersView(LabView):
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
                             f"{tr('requests')}; {settings}")
         self.paper.text = tr(result["paper"])
+        self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
 
     def show_step(self, index: int) -> None:

@@ -10,7 +10,8 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
-from kvweb.lab import ADVANCED, Lab, Memo, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
+from kvweb.memo import Memo
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
 

@@ -7,7 +7,8 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, policy_hit_rate, sweep
 from kvweb.labs.cache_schedule import QueueLab
-from kvweb.lab import Memo, Progress, no_progress
+from kvweb.lab import Progress, no_progress
+from kvweb.memo import Memo
 
 # Remembered across runs (least recently used dropped first), shared by every session; each a
 # pure function of its key. A widget change reruns only what it touches: `alpha` only the aging

@@ -12,7 +12,8 @@ import numpy as np
 import param
 
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
-from kvweb.lab import ADVANCED, Memo, ParamError, Progress, Text, no_progress
+from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
+from kvweb.memo import Memo
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
 from kvweb.serving.workload import SHAPES, Request, parse_trace

@@ -15,7 +15,8 @@ from kvweb.constrained.dfa import DFA, compile_dfa
 from kvweb.kv.generate import Continued
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.constrained.layout import layers, order
-from kvweb.lab import Lab, Memo, ParamError, Progress, Text, no_progress
+from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
+from kvweb.memo import Memo
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
 from kvweb.constrained.regex_parser import PatternError, char_set, class_label
 

@@ -9,7 +9,8 @@ from typing import Any
 import param
 
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
-from kvweb.lab import Memo, ParamError, Progress
+from kvweb.lab import ParamError, Progress
+from kvweb.memo import Memo
 from kvweb.labs.engine import PAPER, ServingLab
 from kvweb.serving.max_rate import max_rate
 from kvweb.serving.metrics import attainment, throughput

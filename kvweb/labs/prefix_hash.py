@@ -7,7 +7,8 @@ from typing import Any
 import param
 
 from kvweb.prefix.cache_schedule import PrefixCache, RadixServer, simulate, summary
-from kvweb.lab import Memo, ParamError, Progress, no_progress
+from kvweb.lab import ParamError, Progress, no_progress
+from kvweb.memo import Memo
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.prefix.prefix_hash import PrefixHashCache
 

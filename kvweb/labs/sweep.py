@@ -5,7 +5,8 @@ from typing import Any
 
 import param
 
-from kvweb.lab import Memo, ParamError, Progress
+from kvweb.lab import ParamError, Progress
+from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab
 from kvweb.serving.engine_setup import ignored_by
 from kvweb.serving.metrics import summarize

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from kvweb.lab import Memo
+from kvweb.memo import Memo
 from kvweb.prefix.cache_workload import Request
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 

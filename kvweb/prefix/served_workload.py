@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvweb.lab import Memo
+from kvweb.memo import Memo
 from kvweb.prefix.cache_workload import Request as CacheRequest
 from kvweb.prefix.cache_workload import few_shot, multi_turn
 from kvweb.serving.workload import Request, unit_arrivals

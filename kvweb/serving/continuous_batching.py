@@ -187,6 +187,9 @@ class ContinuousBatching:
         """Work in progress besides the decoding requests (a prefill split into chunks)."""
         return False
 
+    def _idle(self) -> None:
+        """Nothing runs or waits until the next arrival: settle what a step left pending."""
+
     @property
     def occupied(self) -> int:
         """Tokens of memory held by running requests."""
@@ -294,6 +297,7 @@ class ContinuousBatching:
         coast = observer is None  # an observer sees every step go through `_iterate`
         while True:
             if not (running or waiting or self.busy):
+                self._idle()
                 if arrivals.next_t == float("inf"):
                     break
                 self.now = max(self.now, arrivals.next_t)

@@ -4,12 +4,14 @@ A full block's hash chains the previous block's hash with the block's tokens, so
 mean equal whole prefixes (vLLM V1 `kv_cache_utils.hash_block_tokens`). The table maps a hash
 to the block holding it; only full blocks are ever hashed, so a shared block is never written
 again. Every block has a reference count (the requests holding it). A block nobody holds is
-free and goes to the back of the free queue, still hashed: it stays reusable until an
-allocation takes it from the front (least recently used first), which erases its hash
-(`block_pool.py`: `free_blocks`, `get_new_blocks`, `_maybe_evict_cached_block`). A request's
-blocks are freed tail first, so its tail is evicted before its prefix. As in vLLM, a block
-filled with tokens whose hash is already in the table is not de-duplicated: the table keeps
-the first block.
+free: a hashed one goes to the back of the free queue, still hashed, and stays reusable until
+an allocation takes it from the front (least recently used first), which erases its hash
+(`block_pool.py`: `free_blocks`, `get_new_blocks`, `_maybe_evict_cached_block`); one without a
+hash can never be hit and goes to the front, to be reused first. A request's blocks are freed
+tail first, so its tail is evicted before its prefix. As in vLLM, a block
+filled with tokens whose hash is already in the table is not de-duplicated (block tables are
+append-only): it is hashed too, a copy (`BlockHashToBlockMap`); a lookup finds the earliest
+block of a hash still cached, and when that one is evicted the next copy takes its place.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class BlockPool:
         self.ref = [0] * n_blocks
         self.block_hash: list[Hashable | None] = [None] * n_blocks
         self.table: dict[Hashable, int] = {}  # hash -> the block holding that prefix's last block
+        self.copies: dict[Hashable, dict[int, None]] = {}  # hash -> later blocks with it, in order
         # Unreferenced blocks, least recently used first; the ones with a hash are the cache.
         self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(n_blocks))
         self.shared_extra = 0  # references beyond the first, over all blocks
@@ -55,8 +58,8 @@ class BlockPool:
 
     @property
     def cached(self) -> int:
-        """Tokens in hashed blocks (held or free)."""
-        return len(self.table) * self.block_size
+        """Tokens in hashed blocks (held or free), copies included."""
+        return (len(self.table) + sum(map(len, self.copies.values()))) * self.block_size
 
     def lookup(self, hashes: Iterable[Hashable]) -> list[int]:
         """The cached blocks of the longest run of leading hashes found in the table."""
@@ -98,7 +101,10 @@ class BlockPool:
             block, _ = free.popitem(last=False)
             old = block_hash[block]
             if old is not None:
-                del table[old]
+                if old in self.copies:
+                    self._drop_copy(old, block)
+                else:
+                    del table[old]
                 block_hash[block] = None
                 self.reusable -= 1
                 if block in self.watched:
@@ -107,26 +113,48 @@ class BlockPool:
             out.append(block)
         return out
 
+    def _drop_copy(self, h: Hashable, block: int) -> None:
+        """`block` loses hash h, which other blocks hold too: the earliest left is found from now on."""
+        copies = self.copies[h]
+        if self.table[h] == block:
+            self.table[h] = next(iter(copies))
+            del copies[self.table[h]]
+        else:
+            del copies[block]
+        if not copies:
+            del self.copies[h]
+
     def release(self, blocks: Sequence[int]) -> None:
-        """A request lets go of its blocks, tail first: the tail is evicted first."""
+        """A request lets go of its blocks, tail first (`free_blocks`): a hashed block goes to the
+        back of the free queue, so the cache evicts least recently used first and a tail before its
+        prefix; a block without a hash goes to the front, reused before any cached block is
+        evicted (vLLM PR #42656)."""
         ref, free, block_hash = self.ref, self.free, self.block_hash
+        front = []
         for block in reversed(blocks):
             ref[block] -= 1
             if ref[block] == 0:
-                free[block] = None
-                if block_hash[block] is not None:
+                if block_hash[block] is None:
+                    front.append(block)
+                else:
+                    free[block] = None
                     self.reusable += 1
             else:
                 self.shared_extra -= 1
+        for block in reversed(front):  # the tail ends up at the very front
+            free[block] = None
+            free.move_to_end(block, last=False)
 
     def register(self, blocks: Sequence[int], hashes: Sequence[Hashable], start: int, stop: int) -> None:
         """A request's blocks start..stop-1 are full: enter their hashes (a hash already in
-        the table keeps its first block)."""
+        the table keeps its first block, and this one is a copy)."""
         table, block_hash = self.table, self.block_hash
         for i in range(start, stop):
             h = hashes[i]
             if h not in table:
                 table[h] = blocks[i]
-                block_hash[blocks[i]] = h
                 if h == self.awaited:
                     self.version += 1
+            elif table[h] != blocks[i]:
+                self.copies.setdefault(h, {})[blocks[i]] = None
+            block_hash[blocks[i]] = h

@@ -30,12 +30,12 @@ from itertools import chain, islice
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
-from kvweb.serving.continuous_batching import (K_CACHED, K_FREE, K_SHARED, NOTHING, QUIET_ARRAY, ContinuousBatching, Seq,
-                                               key_cells)
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.metrics import SLO
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.step_cost import chunk_work
+from kvweb.serving.v1_quiet import V1QuietSteps
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,11 @@ class V1Config:
     max_seqs: int = 256  # max_num_seqs
     token_budget: int = 2048  # max_num_batched_tokens (vLLM's default for an API server on an A100)
     prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
+    full_prompt_check: bool = True  # scheduler_reserve_full_isl (on by default since vLLM PR #37307)
+    async_scheduling: bool = False  # AsyncScheduler (vLLM's default on GPUs)
 
 
-class V1Scheduler(ContinuousBatching):
+class V1Scheduler(V1QuietSteps, ContinuousBatching):
     kind = "vllm-v1"
 
     def __init__(self, cost: CostModel, config: V1Config, slo: SLO = SLO(), give_up_after: int | None = None) -> None:
@@ -56,9 +58,14 @@ class V1Scheduler(ContinuousBatching):
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.bs = config.block_size
-        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs), self.bs)
+        # vLLM keeps one block out of use, the null block (`BlockPool.null_block`, block 0)
+        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
+        # Async scheduling: requests that finished in the last iteration. The next iteration is
+        # scheduled before their last tokens are known, so they keep their blocks and batch slots
+        # through it (they are skipped: no token, no new block).
+        self.leaving: list[Seq] = []
         self._due: list[dict[int, Seq]] = [{} for _ in range(self.bs)]  # phase -> decoding requests
         # The waiting queue's head did not fit with this many free blocks, this table version (None:
         # no cached block can be its) and this budget: while it stays the head and until blocks are
@@ -69,15 +76,36 @@ class V1Scheduler(ContinuousBatching):
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
         if need > self.pool.n_blocks:
-            return f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks}"
+            return (f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks + 1}, "
+                    "one of them vLLM's null block")
         return None
 
     @property
     def busy(self) -> bool:
         return bool(self.prefilling)
 
+    def _idle(self) -> None:
+        self._leave()  # an idle engine has read every step's output
+
+    def _leave(self) -> None:
+        """Free the blocks of the requests that finished in the iteration before the last one."""
+        for seq in self.leaving:
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+        self.leaving = []
+
     # -- one iteration -----------------------------------------------------------
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        if not self.leaving:
+            return self._schedule(0)
+        out = self._schedule(len(self.leaving))
+        self._leave()  # the last iteration's output is read once this one is scheduled
+        if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
+            out = self._schedule(0)
+        return out
+
+    def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
+        """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
         pool, bs = self.pool, self.bs
         due = self._due[(self.dstep + 1) % bs]  # decoding requests whose last block is full
         preempted = False
@@ -117,25 +145,28 @@ class V1Scheduler(ContinuousBatching):
             f, b = chunk_work(self.cost, self.weights, n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
-            self._register(seq)
+            self._register(seq, seq.computed)
             if seq.computed == seq.tokens_to_compute:
                 self.prefilling.remove(seq)
                 self._start_decoding(seq, fresh)
         if self.waiting and not preempted and not blocked:
-            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) < self.max_seqs:
+            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) + leaving < self.max_seqs:
                 seq = self.waiting[0]
                 total = seq.tokens_to_compute
                 hits = self._hits(seq, total)
                 hit = len(hits) * bs
                 n = min(total - hit, budget)
                 new = -(-(hit + n) // bs) - len(hits)
-                if new + pool.evictable(hits) > len(pool.free):
+                # the whole prompt must fit (vLLM's `full_sequence_must_fit`), or only its first chunk
+                must_fit = -(-total // bs) - len(hits) if self.config.full_prompt_check else new
+                if must_fit + pool.evictable(hits) > len(pool.free):
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
                         # Losing a found block that is free (the only kind an allocation takes) costs a
-                        # new block and a free one at once: it can only help if the prompt's rest then
-                        # no longer fits the budget, which needs total > budget.
-                        pool.watch(hits if total > budget else [], seq.hashes[:(total - 1) // bs])
+                        # new block and a free one at once: it can only help if only the first chunk
+                        # must fit and the prompt's rest then no longer fits the budget (total > budget).
+                        losing_helps = total > budget and not self.config.full_prompt_check
+                        pool.watch(hits if losing_helps else [], seq.hashes[:(total - 1) // bs])
                     break  # head-of-line blocking, as in vLLM
                 self.waiting.popleft()
                 if seq.spans:
@@ -147,7 +178,7 @@ class V1Scheduler(ContinuousBatching):
                 f, b = chunk_work(self.cost, self.weights, n, hit)
                 flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
                 seq.computed = hit + n
-                self._register(seq)
+                self._register(seq, seq.computed)
                 if seq.computed == total:
                     self._start_decoding(seq, fresh)
                 else:
@@ -158,124 +189,6 @@ class V1Scheduler(ContinuousBatching):
         return (self.cost.step_time(flops, nbytes), batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
                 pool.reusable * bs)
 
-    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
-        """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling, the
-        blocks due fit, and the waiting queue is empty or its head stays blocked (taking the blocks
-        due does not change the version of the lookup it watches)."""
-        if self.prefilling:
-            return 0
-        pool, waiting, bs, due, n = self.pool, self.waiting, self.bs, self._due, len(self.running)
-        free_q, n_blocks, shared = pool.free, pool.n_blocks, pool.shared_extra * bs  # (taking shares nothing)
-        watched = None
-        if waiting:
-            head, free, version, blocked_budget = self._blocked
-            if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
-                    and waiting[0] is head):
-                return 0
-            if version is not None and pool.watched:
-                watched, block_hash = pool.watched, pool.block_hash
-        f0, fb, fc, b0, bb, bc = self.coef
-        flops0, nbytes0, step_time = f0 + fb * n, b0 + bb * n, self.cost.step_time
-        now, occupied_s, used_s, cached_s, last = clock
-        dstep, kv, ran = self.dstep, self.kv_tokens, 0
-        while ran < most:
-            phase = due[(dstep + 1) % bs]
-            need = len(phase)
-            if need > len(free_q):
-                break  # preemption
-            if waiting:
-                if len(free_q) - need > free:
-                    break  # the head is no longer blocked
-                if watched and any(b in watched and block_hash[b] is not None for b in islice(free_q, need)):
-                    break  # taking it changes the version: the head is tried again
-            if need:
-                for seq, block in zip(phase.values(), pool.take(need)):
-                    seq.blocks.append(block)
-            dstep += 1
-            kv += n
-            dt = step_time(flops0 + fc * kv, nbytes0 + bc * kv)
-            now = now + dt
-            occupied_s += (n_blocks - len(free_q)) * bs * dt
-            used_s += (kv - shared) * dt
-            cached_s += pool.reusable * bs * dt
-            itl_s.append(now - last)
-            itl_n.append(n)
-            last = now
-            ran += 1
-            if now >= limit:
-                break
-        if ran:
-            clock[:] = now, occupied_s, used_s, cached_s, last
-            self.now, self.dstep, self.kv_tokens, self.decoded = now, dstep, kv, n
-            self.step += ran
-        return ran
-
-    def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
-        """`_quiet_step` over many iterations: the blocks each takes come off the free queue's front
-        in order, so which are hashed (cached, reusable) and whether one is watched is known ahead."""
-        if self.prefilling:
-            return 0, None
-        pool, waiting, bs, n = self.pool, self.waiting, self.bs, len(self.running)
-        watched = None
-        if waiting:
-            head, free, version, blocked_budget = self._blocked
-            if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
-                    and waiting[0] is head):
-                return 0, None
-            if version is not None and pool.watched:
-                watched = pool.watched
-        f0, fb, fc, b0, bb, bc = self.coef
-        flops0, nbytes0, kv = f0 + fb * n, b0 + bb * n, self.kv_tokens
-        most = self._quiet_span(most, room_s, self.cost.step_time(flops0 + fc * (kv + n), nbytes0 + bc * (kv + n)))
-        if most < QUIET_ARRAY:
-            return most, None
-        # blocks each iteration takes (the decoding requests' phases repeat every block), and how
-        # many the iterations take together, as far as the free blocks go
-        dstep, left = self.dstep, len(pool.free)
-        needs = [len(self._due[(dstep + 1 + j) % bs]) for j in range(bs)]
-        if waiting and left - needs[0] > free:
-            return 0, None  # the head is no longer blocked (taking only makes `left` smaller)
-        taken = np.cumsum(np.resize(needs, most))
-        k = int(np.searchsorted(taken, left, side="right"))
-        if k < QUIET_ARRAY:
-            return k, None
-        taken = taken[:k]
-        total = int(taken[-1])
-        hashed = None  # which of the blocks taken are cached (free but hashed): they leave the cache
-        if pool.reusable and total:
-            block_hash = pool.block_hash
-            front = list(islice(pool.free, total))
-            hashed = [block_hash[b] is not None for b in front]
-            if watched and any(hashed):
-                first = next((i for i, b in enumerate(front) if hashed[i] and b in watched), None)
-                if first is not None:  # taking it changes the version: the head is tried again
-                    k = int(np.searchsorted(taken, first, side="right"))
-                    if k < QUIET_ARRAY:
-                        return k, None
-                    taken = taken[:k]
-        occupied = (taken + (pool.n_blocks - left)) * bs
-        if hashed is None:
-            cached = pool.reusable * bs
-        else:
-            upto = np.cumsum(hashed)  # hashed blocks among the first i + 1 taken
-            cached = (pool.reusable - np.where(taken > 0, upto[np.maximum(taken, 1) - 1], 0)) * bs
-        ctx = np.arange(kv + n, kv + n * k + 1, n)  # KV after each iteration
-        flops, nbytes = fc * ctx, bc * ctx
-        flops += flops0
-        nbytes += nbytes0
-        return k, (flops, nbytes, occupied, ctx - pool.shared_extra * bs, cached)
-
-    def _quiet_commit(self, m: int) -> None:
-        due, bs, n = self._due, self.bs, len(self.running)
-        phases = [due[step % bs] for step in range(self.dstep + 1, self.dstep + 1 + m)]
-        blocks = iter(self.pool.take(sum(map(len, phases))))  # in the iterations' order
-        for phase in phases:
-            for seq in phase.values():
-                seq.blocks.append(next(blocks))
-        self.dstep += m
-        self.decoded = n
-        self.kv_tokens += n * m
-
     def _start_decoding(self, seq: Seq, fresh: list[Seq]) -> None:
         self._sampled(seq, fresh)
         seq.phase = (self.dstep + 1 - seq.computed) % self.bs
@@ -285,9 +198,15 @@ class V1Scheduler(ContinuousBatching):
         """Preempt the last running request (vLLM's `self.running.pop()`); returns it."""
         if self.prefilling:
             seq = self.prefilling.pop()
+            known = seq.computed
         else:
             seq = next(reversed(self.running.values()))
+            decoded = seq.kv(self.dstep) > seq.kv0
             self._stop_decoding(seq)
+            # Async scheduling: the token sampled in the last step is not known yet, so vLLM has not
+            # hashed the block its KV completed (`cache_blocks` stops at the known tokens).
+            known = seq.computed - (decoded and self.config.async_scheduling)
+        self._register(seq, known)
         self._preempt(seq)
         self.waiting.appendleft(seq)
         return seq
@@ -318,20 +237,24 @@ class V1Scheduler(ContinuousBatching):
         that never ran (its keys are its own and none was ever entered)."""
         return self.config.prefix_caching and (seq.req.tokens is not None or bool(seq.spans))
 
-    def _register(self, seq: Seq) -> None:
-        """Enter the hashes of seq's blocks that are full of computed KV."""
-        full = seq.computed // self.bs
+    def _register(self, seq: Seq, tokens: int) -> None:
+        """Enter the hashes of seq's blocks full of its first `tokens` tokens of computed KV."""
+        full = tokens // self.bs
         if self.config.prefix_caching and full > seq.registered:
             self.pool.register(seq.blocks, self._hashes(seq, full), seq.registered, full)
             seq.registered = full
 
     # -- memory ----------------------------------------------------------------------
     def _release(self, seq: Seq, finished: bool) -> None:
-        self._register(seq)
-        self.pool.release(seq.blocks)
-        seq.blocks = []
+        if finished:
+            self._register(seq, seq.computed)  # (a preempted request's blocks: `_preempt_tail`)
         seq.registered = 0
         self._due[seq.phase].pop(seq.id, None)
+        if finished and self.config.async_scheduling:
+            self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
+        else:
+            self.pool.release(seq.blocks)
+            seq.blocks = []
 
     @property
     def occupied(self) -> int:
@@ -357,10 +280,10 @@ class V1Scheduler(ContinuousBatching):
         written = np.zeros(size, dtype=np.int64)
         # every block with a hash is cached; the running requests' own are drawn over it below (only
         # they hold blocks): no look at each block's reference count
-        cached = np.fromiter(pool.table.values(), np.intp, len(pool.table))
+        cached = np.fromiter(chain(pool.table.values(), *pool.copies.values()), np.intp)
         key[cached] = K_CACHED
         written[cached] = bs
-        seqs = [*self.running.values(), *self.prefilling]
+        seqs = [*self.running.values(), *self.prefilling, *self.leaving]
         if seqs:
             counts = [len(s.blocks) for s in seqs]
             blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.intp, sum(counts))

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.lab import ParamError, shown, to_number
+from kvweb.lab import ParamError, shown
+from kvweb.parsing import to_number
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import panel as pn
 from bokeh.models import (CDSView, ColumnDataSource, CustomJSHover, DataTable, FixedTicker, GroupFilter, HoverTool,
-                          Label, Legend, LegendItem, LinearColorMapper, Range1d, Span, TableColumn)
+                          Label, LegendItem, Range1d, Span, TableColumn)
 from bokeh.core.properties import value
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
@@ -23,11 +23,11 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
+from app.views.drawing import CELL, Cells, cell_boxes, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
 
 FREE = "#ffffff"
-GAP = 0.12
 RUN_COLORS = ("#1f77b4", "#ff7f0e")  # the lab's `memory`, then `compare`
 FREED, RETURNED = "#d62728", "#2ca02c"
 EVENT_MARKERS = {"preempt": "x", "swap_out": "inverted_triangle", "swap_in": "triangle", "recompute": "circle"}
@@ -35,8 +35,6 @@ EVENT_NAMES = {"preempt": "preempted (recompute later)", "swap_out": "swapped ou
                "recompute": "recomputed"}
 EVENT_LANES = {"preempt": "preempt", "swap_out": "swap out", "swap_in": "swap in", "recompute": "recompute"}  # short:
 # the events figure's axis labels set the left edge of every figure in the column
-CELL = ("left", "right", "top", "bottom")
-
 
 OWNER_COLORS = (*Category20_20, FREE)  # a request's colour (its id mod 20), then free
 
@@ -48,46 +46,6 @@ def owner_index(owners: np.ndarray) -> np.ndarray:
 
 def owner_color(owner: int) -> str:
     return OWNER_COLORS[owner_index(np.asarray(owner))]
-
-
-def cell_boxes(cells: np.ndarray, cols: int) -> dict[str, np.ndarray]:
-    """(left, right, top, bottom) of each of `cells` in a grid `cols` cells wide."""
-    left, top = (cells % cols).astype(float), -(cells // cols).astype(float)
-    return {"left": left, "right": left + 1 - GAP, "top": top, "bottom": top - 1 + GAP}
-
-
-def indexed_color(field: str, palette: list[str]) -> dict[str, Any]:
-    """A fill colour from a column of indices into `palette`, looked up in the page (the column
-    stays a number array, sent as bytes)."""
-    return {"field": field, "transform": LinearColorMapper(palette=palette, low=-0.5, high=len(palette) - 0.5)}
-
-
-def request_hover(none: str) -> CustomJSHover:
-    """A hover formatter of a cell's owner: the request id, or `none` for a cell no request holds."""
-    return CustomJSHover(args={"none": none}, code="return value >= 0 ? String(value) : none")
-
-
-class Cells:
-    """A memory map's cells as one ColumnDataSource of number arrays, which Bokeh sends as bytes
-    (lists went through its encoder one value at a time: 0.1-0.2 s of a redraw in Pyodide). The
-    cells' boxes go once per grid; then a frame sends only its own columns."""
-
-    def __init__(self, name: str, *shown: str) -> None:
-        self.source = ColumnDataSource(columns(*CELL, "fill_top", "written", *shown), name=name)
-        self.drawn = (0, 0)  # (cells, columns) of the boxes the page has
-        self.bottom = np.zeros(0)
-
-    def show(self, cols: int, written: np.ndarray, **shown: np.ndarray) -> None:
-        """One frame: each cell's percentage holding KV (filled from the bottom) and `shown`."""
-        grid = None
-        if self.drawn != (len(written), cols):
-            grid = cell_boxes(np.arange(len(written)), cols)
-            self.bottom, self.drawn = grid["bottom"], (len(written), cols)
-        data = {"fill_top": self.bottom + (1 - GAP) * written / 100, "written": written, **shown}
-        if grid is None:
-            self.source.data.update(data)  # a ColumnDataChangedEvent of these columns only
-        else:
-            self.source.data = {**grid, **data}
 
 
 class MemoryMap:
@@ -185,18 +143,6 @@ def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
         common["time"], common["finished"],
     ]
     return table_columns(rows, runs, [f"run{i}" for i in range(len(runs))])
-
-
-def legend_below(fig: figure, items: list[LegendItem] | None = None) -> None:
-    """A legend outside the plot area, under it (one item a row, so a phone has room), so it
-    never covers data; a click hides its line. Without `items`, the figure's own legend
-    (made by `legend_field`/`legend_label`) moves there."""
-    if items is None:
-        inside = fig.legend[0]
-        fig.center.remove(inside)
-        items = inside.items
-    fig.add_layout(Legend(items=items, orientation="vertical", click_policy="hide", label_text_font_size="11px",
-                          margin=0, padding=2, border_line_alpha=0), "below")
 
 
 class EngineView(LabView):

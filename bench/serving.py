@@ -1,6 +1,6 @@
 """Benchmark: the serving simulator's speed (simulated seconds per wall second).
 
-Run: .venv/bin/python bench/engine.py   (figures go to docs/engine.md by hand)
+Run: .venv/bin/python -m bench.serving   (figures go to docs/engine.md by hand)
 
 1. Scenario A, 1000 requests, each memory manager, at the engine lab's default rate (2/s) and
    at a saturating rate (10/s), with and without the animation trace.
@@ -9,7 +9,7 @@ Run: .venv/bin/python bench/engine.py   (figures go to docs/engine.md by hand)
 Best of a few repeats, to leave out the other work on a shared machine.
 
 In Pyodide under Node (the same run in the browser's Python):
-  node scripts/pyodide_run.mjs build/pyodide-test bench/engine.py
+  node scripts/pyodide_run.mjs build/pyodide-test -m bench.serving
 (build/pyodide-test comes from scripts/test-pyodide.sh; the repository's own kvweb is used.)
 """
 from __future__ import annotations
@@ -18,24 +18,11 @@ import cProfile
 import platform
 import pstats
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kvweb, also in Pyodide
 
 import kvweb.labs  # noqa: F401  (registers the labs)
+from bench.timing import best_of
+from kvweb.parsing import make
 from kvweb.serving.engine_setup import MEMORIES, Setup
-from kvweb.lab import make
-
-
-def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def speed_table() -> None:
