@@ -140,7 +140,7 @@ def test_the_recording_covers_what_the_issue_asks():
     categories = {w["category"] for w in RECORDED["workloads"]}
     assert len(RECORDED["workloads"]) >= 40
     assert {"random", "tight", "staggered", "few_shot", "multi_turn", "long_prompt", "max_num_seqs", "token_budget",
-            "prefix_caching"} <= categories
+            "prefix_caching", "copies"} <= categories
     assert sum(len(s) for w in RECORDED["workloads"] for s in w["runs"].values()) > 1000
 
 

@@ -44,9 +44,9 @@ PAPER = ("SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the thro
 # What the vllm-v1 mode was checked against (tests/test_parity_vllm.py replays the recording and
 # checks these figures).
 VLLM_VERSION = "0.33.0"
-CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step by step: 43 recorded workloads, "
-           "each synchronous, with the old first-chunk admission check and with async scheduling, 47,490 steps "
-           "and 627 preemptions, every decision identical")
+CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step by step: 47 recorded workloads, "
+           "each synchronous, with the old first-chunk admission check and with async scheduling, 48,886 steps "
+           "and 666 preemptions, every decision identical")
 
 # What each mode's run does not read (a remembered run leaves them out of its key): the papers'
 # engine has no token budget, chunking or prefix cache (and paged memory no allocator); vLLM V1

@@ -146,6 +146,19 @@ def _long(name, seed, n, prompt, out, spread, cfg, shared=0) -> dict:
     return {"name": name, "category": "long_prompt", "config": cfg, "requests": b.requests}
 
 
+def _repeats(name, seed, lengths, repeats, out, spread, cfg) -> dict:
+    """The same prompts sent again and again (retries, parallel samples): a prompt of whole blocks
+    is found cached only up to its last block (one token must be computed), so each repeat computes
+    that block again, a copy of a cached one."""
+    b = _Builder(seed)
+    r = b.rng
+    prompts = [b.seg(length) for length in lengths]
+    reqs = sorted((r.randint(0, spread), i) for i in range(len(prompts)) for _ in range(repeats))
+    for arrival, i in reqs:
+        b.add(arrival, [prompts[i]], r.randint(*out))
+    return {"name": name, "category": "copies", "config": cfg, "requests": b.requests}
+
+
 def _build() -> list[dict]:
     w: list[dict] = []
     # random lengths, enough memory (no preemption)
@@ -204,6 +217,11 @@ def _build() -> list[dict]:
     w.append(_few_shot("pc-on-tight", 903, 2, 10, 64, (300, 500), (10, 40), (60, 200), 5, _config(num_gpu_blocks=90)))
     w[-1]["category"] = "prefix_caching"
     w.append(_random("pc-on-tight-random", 904, 20, (100, 500), (50, 200), 0, _config(block_size=8, num_gpu_blocks=200), "prefix_caching"))
+    # repeated prompts of whole blocks: blocks computed again are copies of cached ones
+    w.append(_repeats("copies-1", 1001, [320], 12, (20, 100), 40, _config(num_gpu_blocks=120)))
+    w.append(_repeats("copies-2", 1002, [256, 480, 512], 6, (10, 80), 60, _config(num_gpu_blocks=100)))
+    w.append(_repeats("copies-3", 1003, [200, 96], 8, (30, 120), 20, _config(block_size=8, num_gpu_blocks=150)))
+    w.append(_repeats("copies-4", 1004, [640, 128], 6, (5, 60), 30, _config(num_gpu_blocks=90, max_num_batched_tokens=256)))
     for wl in w:
         _check(wl)
     return w
