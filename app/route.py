@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
+import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n
 from app.pages import pages
 from app.pages.tour import STEPS

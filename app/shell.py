@@ -14,7 +14,6 @@ from dataclasses import replace
 from typing import Any
 
 import app.views  # noqa: F401  (registers every view)
-import kvweb.labs  # noqa: F401  (registers every lab)
 from app import i18n, style
 from app.frame import LABS_NAV, Frame
 from app.lab_area import LabArea
