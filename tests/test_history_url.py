@@ -146,3 +146,14 @@ def test_the_history_box_carries_its_browser_part_on_its_own_model():
     popped = next(m for m in root.children if m is not entry)
     (callback,) = entry.js_property_callbacks["change:value"]
     assert callback.args["popped"] is popped and "pushState" in callback.code
+
+
+def test_a_language_switch_draws_the_same_route_in_the_other_language(shell, monkeypatch):
+    monkeypatch.setattr(ExercisesPage, "shown", lambda self: None)  # the answers are not needed here
+    shell.router.open("?lab=block-tables&num_blocks=16&step=3")
+    shell.frame.lang_select.value = "zh"
+    assert {k: shell.current().query()[k] for k in ("num_blocks", "step", "lang")} == {
+        "num_blocks": "16", "step": "3", "lang": "zh"}
+    shell.router.open("?page=exercises&exercise=watermark&answer=shown")
+    shell.frame.lang_select.value = "en"
+    assert shell.current().query() == {"page": "exercises", "exercise": "watermark", "answer": "shown"}
