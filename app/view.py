@@ -20,7 +20,7 @@ from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, 
 from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
-from app.worker import one_message
+from app.redraw import one_message
 from kvweb.lab import Lab
 
 VIEWS: dict[str, type[LabView]] = {}

@@ -16,7 +16,7 @@ serves build/site on 127.0.0.1 (bytes counted by the server). One run measures:
   its player ("next"), timed the same way;
 - lab switches: from picking a lab in the lab menu to the worker being idle and the next frame
   drawn, for every lab in turn (a first visit), then back to the one before (a lab the shell
-  keeps: `KEEP_LABS` in app/shell.py);
+  keeps: `KEEP_LABS` in app/panes.py);
 - the report page: from navigation to `ready` with its charts drawn (a fresh browser).
 
 Goals: first paint 1.5 s, interactive 3 s, each widget change 1 s, report 8 s. Figures are

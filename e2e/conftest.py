@@ -139,14 +139,23 @@ def nudge_slider(page: Page, name: str, key: str = "ArrowRight") -> None:
     handle.press(key)
 
 
+FINGERPRINT = """() => {
+    const parts = [];
+    for (const m of Bokeh.documents[0].all_models) {
+        if (m.data === undefined || m.selected === undefined) continue;
+        const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
+        parts.push(JSON.stringify(Object.keys(data).sort().map(k => [k, Array.from(data[k] ?? [])])));
+    }
+    return parts.sort().join('|');
+}"""
+
+
 def data_fingerprint(page: Page) -> str:
     """Every ColumnDataSource's data in the page's Bokeh document, as one string."""
-    return page.evaluate("""() => {
-        const parts = [];
-        for (const m of Bokeh.documents[0].all_models) {
-            if (m.data === undefined || m.selected === undefined) continue;
-            const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
-            parts.push(JSON.stringify(Object.keys(data).sort().map(k => [k, Array.from(data[k] ?? [])])));
-        }
-        return parts.sort().join('|');
-    }""")
+    return page.evaluate(FINGERPRINT)
+
+
+def wait_new_data(page: Page, before: str, timeout: float = 30_000) -> None:
+    """Wait until the page's data differs from `before` (a `data_fingerprint`): a loaded machine
+    can show the status line's "ready" before the page has applied the redraw's data."""
+    page.wait_for_function(f"before => ({FINGERPRINT})() !== before", arg=before, timeout=timeout)

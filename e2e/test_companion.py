@@ -6,7 +6,7 @@ import pytest
 from conftest import INJECTED, plain_text, set_param, wait_ready
 
 from app.pages.tour import STEPS
-from app.url import URL_EXTRAS
+from app.route import URL_EXTRAS
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import LABS
 from kvweb.query import from_query, to_query

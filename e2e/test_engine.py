@@ -110,8 +110,12 @@ def test_fragmentation_arena_animates(page, served_app):
     assert step_text.inner_text().startswith("request 21/400")  # a frame every 4th of 400 arrivals
     ranges = page.evaluate(CELLS, "fragmentation-ranges")
     assert len(ranges["left"]) > 0
+    drawn = f"name => JSON.stringify(({CELLS})(name))"
+    before = page.evaluate(drawn, "fragmentation-ranges")
     page.locator(".kv-player button.next").click()
     step_text.filter(has_text="request 25/400").wait_for()
+    # The step's text and its data reach the page in separate paints: wait for the data too.
+    page.wait_for_function(f"([name, before]) => ({drawn})(name) !== before", arg=["fragmentation-ranges", before])
     assert page.evaluate(CELLS, "fragmentation-ranges") != ranges
 
 

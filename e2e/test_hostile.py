@@ -7,8 +7,7 @@ import pytest
 from conftest import INJECTED, plain_text, set_param, wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
-from app.shell import MAX_QUERY
-from app.url import URL_EXTRAS
+from app.route import MAX_QUERY, URL_EXTRAS
 from app.i18n import translate
 from kvweb.query import MAX_MESSAGES, from_query
 

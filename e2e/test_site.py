@@ -137,7 +137,7 @@ def settled(page) -> list:
 
 
 def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, static_site):
-    """app/worker.py sends a view's redraw as one message (one task and one paint per figure
+    """app/site/link.py sends a view's redraw as one message (one task and one paint per figure
     in the page: counted here), and static/handler.js keeps to the page what Python never reads: here the
     figures' sizes, which change as a new scenario widens their axes' labels."""
     page.goto(f"{static_site}?lab=schedulers&requests=60")

@@ -2,7 +2,7 @@
 widget reruns the lab, redraws its figures and updates the URL, with no message shown."""
 import pytest
 
-from conftest import data_fingerprint, nudge_slider, plain_text, set_param, wait_ready
+from conftest import data_fingerprint, nudge_slider, plain_text, set_param, wait_new_data, wait_ready
 
 CASES = [  # lab, URL query, how a user changes it, what the URL says afterwards
     ("beam-search", "", lambda p: nudge_slider(p, "width"), "width=5"),
@@ -22,6 +22,7 @@ def test_widget_change_redraws(page, served_app, guard, lab, query, change, expe
     change(page)
     page.wait_for_function(f"() => location.search.includes('{expect}')")
     wait_ready(page)
+    wait_new_data(page, before)
     assert data_fingerprint(page) != before
     assert not plain_text(page, "kv-message").is_visible()
     assert guard.errors == []

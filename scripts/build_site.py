@@ -292,7 +292,8 @@ def size_mb(folder: Path) -> float:
 
 
 def convert(site: Path, packages: list[str]) -> None:
-    """Panel's own conversion, pointed at local files, with kvweb's worker and loading screen."""
+    """Panel's own conversion (app/site/convert.py), pointed at local files, with kvweb's worker
+    and loading screen."""
     os.environ["PANEL_CDN_ROOT"] = "./panel-cdn/"  # read when panel is imported
     logging.getLogger("bokeh.core.validation.check").setLevel(logging.ERROR)  # empty columns fill in Python
     import panel.io.convert as pc
@@ -308,13 +309,8 @@ def convert(site: Path, packages: list[str]) -> None:
     worker = (STATIC / "worker.mjs").read_text()
     worker = (worker.replace("@PACKAGES@", json.dumps(packages)).replace("@WHEELS@", json.dumps(wheels))
               .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]})))
-    pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
-    pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string((STATIC / "handler.js").read_text())
-    pc.PRE = pc.PRE + (STATIC / "location.py").read_text()
-    # No prerendering: the page shows the loading screen, not a stale default app, until
-    # Python has drawn the app the URL asks for (and the main thread stays free meanwhile).
-    html, worker_js = pc.script_to_html(str(ROOT / "app" / "main.py"), runtime="pyodide-worker",
-                                        prerender=False, inline=True)
+    from app.site.convert import convert as convert_app
+    html, worker_js = convert_app(ROOT / "app" / "main.py", worker, (STATIC / "handler.js").read_text())
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
     (site / "main.mjs").write_text(worker_js)

@@ -29,7 +29,7 @@ function unread(event) {
 // Models whose changes make BokehJS ask for a paint on the next frame, never a layout: data
 // sources, a figure's ranges, a time line; and a ReactiveHTML's data (a class BokehJS makes
 // for it, named "Model"): kvweb's step texts and player set their text themselves. The
-// history box (app/url.py) is hidden: its new value only goes to the address bar.
+// history box (app/site/history.py) is hidden: its new value only goes to the address bar.
 const PAINT_ONLY = new Set(["ColumnDataSource", "Range1d", "DataRange1d", "FactorRange", "Span"]);
 function paintOnly(event) {
   const model = event.model && pyodideWorker.jsdoc.get_model_by_id(event.model.id);
@@ -61,7 +61,7 @@ function send_change(jsdoc, event) {
   pyodideWorker.postMessage({ type: "patch", patch: patch });
 }
 
-// The URL the app wrote while it started (app/url.py History: "replace ?query"), put in the
+// The URL the app wrote while it started (app/site/history.py: "replace ?query"), put in the
 // address bar before the app is shown: it was written before the page could hear it.
 function adoptAppUrl(docs_json) {
   const walk = (node) => {
@@ -117,7 +117,7 @@ async function render(msg) {
   pyodideWorker.jsdoc = jsdoc;
   jsdoc.on_change(send_change.bind(null, jsdoc), false);
   // Back and Forward from the first load on (after a reload too): run the history box's
-  // callback once (app/url.py), which adds the popstate listener; the URL is already shown.
+  // callback once (app/site/history.py), which adds the popstate listener; the URL is already shown.
   for (const model of jsdoc.all_models) {
     if ((model.css_classes ?? []).includes("kv-history")) model.properties.value.change.emit();
   }
@@ -149,7 +149,7 @@ async function onMessage(event) {
     window.kvwebModules = msg.modules;
     await render(msg);
   } else if (msg.type === "patch") {
-    // A redraw comes as one patch (app/worker.py), applied change by change. BokehJS hands a
+    // A redraw comes as one patch (app/site/link.py), applied change by change. BokehJS hands a
     // source's new data to its glyphs asynchronously (each glyph's set_data is awaited), and a
     // change that may lay out the page paints at once: such a change after new data waits for
     // the next task (else a legend read the new rows with the old colours: "Offset is outside

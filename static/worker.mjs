@@ -57,16 +57,15 @@ self.onmessage = async (event) => {
     }
   } else if (msg.type === "rendered") {
     self.pyodide.runPythonAsync(`
-from panel.io.state import state
-from app.worker import link
-link(state.curdoc, sendPatch, setter='js')
+from app.site.link import link
+link(sendPatch)
 `);
   } else if (msg.type === "patch") {
     self.pyodide.globals.set("patch", msg.patch);
     try {
       await self.pyodide.runPythonAsync(`
-from panel.io.pyodide import _convert_json_patch
-state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
+from app.site.link import apply_patch
+apply_patch(patch)
 `);
     } catch (e) {
       console.error(e);  // a failing callback must not leave the page waiting for "idle"
@@ -76,13 +75,8 @@ state.curdoc.apply_json_patch(_convert_json_patch(patch), setter='js')
   } else if (msg.type === "location") {
     self.pyodide.globals.set("location", msg.location);
     self.pyodide.runPythonAsync(`
-import json
-from panel.io.state import state
-from panel.util import edit_readonly
-if state.location:
-    loc_data = json.loads(location)
-    with edit_readonly(state.location):
-        state.location.param.update({k: v for k, v in loc_data.items() if k in state.location.param})
+from app.site.location import follow_json
+follow_json(location)
 `);
   }
 };

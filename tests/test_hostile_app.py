@@ -13,10 +13,10 @@ import panel as pn  # noqa: E402
 from bokeh.document import Document  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
 
-import app.shell  # noqa: E402
+import app.route  # noqa: E402
 from app import i18n  # noqa: E402
 from app.shell import Shell  # noqa: E402
-from app.url import RawLocation, install  # noqa: E402
+from app.site.location import RawLocation, install  # noqa: E402
 from kvweb.query import MAX_MESSAGES  # noqa: E402
 
 # Each breaks Panel's own Location (panel.util.parse_query or its request parsing).
@@ -26,7 +26,7 @@ PANEL_BREAKERS = ["?lab=roofline&tokens=%E2%91%A0", "?lab=roofline&tokens=" + "9
 @pytest.fixture
 def shell():
     shell = Shell()
-    shell.runner._executor = None  # run labs in this thread: the result is there on return
+    shell.labs.runner._executor = None  # run labs in this thread: the result is there on return
     return shell
 
 
@@ -54,33 +54,33 @@ def test_the_raw_location_keeps_the_query_as_text(search):
      ["1000 unknown parameters for lab roofline ignored: 'k0'"]),
 ])
 def test_hostile_urls_open_the_lab_with_good_values_kept(shell, search, lab, kept, said):
-    shell.open_query(search)
-    assert shell.page is None and shell.lab.lab_name == lab
-    assert {k: getattr(shell.lab, k) for k in kept} == kept
-    lines = shell.message.text.split("\n")
-    assert shell.message.text and len(lines) <= MAX_MESSAGES + 1  # + the step's line
+    shell.router.open(search)
+    assert shell.route.page is None and shell.labs.lab.lab_name == lab
+    assert {k: getattr(shell.labs.lab, k) for k in kept} == kept
+    lines = shell.frame.message.text.split("\n")
+    assert shell.frame.message.text and len(lines) <= MAX_MESSAGES + 1  # + the step's line
     for words in said:
         assert any(words in line for line in lines), (words, lines)
 
 
 def test_hostile_page_and_language_show_the_tour(shell):
-    shell.open_query("?page=%E2%91%A0&lang=" + "x" * 20_000)
-    assert shell.page == "tour" and "the URL query is" in shell.message.text
-    shell.open_query("?page=%E2%91%A0&lang=%E2%91%A0")
-    assert shell.page == "tour" and "page: '①'" in shell.message.text and "lang: '①'" in shell.message.text
+    shell.router.open("?page=%E2%91%A0&lang=" + "x" * 20_000)
+    assert shell.route.page == "tour" and "the URL query is" in shell.frame.message.text
+    shell.router.open("?page=%E2%91%A0&lang=%E2%91%A0")
+    assert shell.route.page == "tour" and "page: '①'" in shell.frame.message.text and "lang: '①'" in shell.frame.message.text
 
 
 def test_any_failure_while_opening_leaves_the_tour_and_a_message(shell, monkeypatch):
     def broken(query, ignore=()):
         raise RecursionError("somewhere deep")
 
-    monkeypatch.setattr(app.shell, "from_query", broken)
-    shell.open_query("?lab=roofline&tokens=5")
-    assert shell.page == "tour"
-    assert shell.message.text == "this URL could not be opened (RecursionError); showing the tour"
+    monkeypatch.setattr(app.route, "from_query", broken)
+    shell.router.open("?lab=roofline&tokens=5")
+    assert shell.route.page == "tour"
+    assert shell.frame.message.text == "this URL could not be opened (RecursionError); showing the tour"
     monkeypatch.undo()
-    shell.open_query("?lab=roofline&tokens=5")  # and the app still works
-    assert shell.lab.tokens == 5 and shell.message.text == ""
+    shell.router.open("?lab=roofline&tokens=5")  # and the app still works
+    assert shell.labs.lab.tokens == 5 and shell.frame.message.text == ""
 
 
 @pytest.mark.parametrize("line, chinese", [

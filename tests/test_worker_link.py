@@ -1,4 +1,4 @@
-"""app/worker.py: the static site's worker sends document changes one by one, as Panel's link
+"""app/site/link.py: the static site's worker sends document changes one by one, as Panel's link
 does, except a redraw, which leaves as one message (that the page draws the same from it is
 e2e: every static-site test goes through this link). And a redraw as the page receives it:
 the step a new result opens on is drawn once, and changes that lay out a figure (titles,
@@ -16,9 +16,10 @@ from bokeh.document.events import ColumnDataChangedEvent, ModelChangedEvent  # n
 from bokeh.models import GlyphRenderer, LegendItem, TableColumn, Title  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
 
-import app.worker as worker  # noqa: E402
+from app import redraw  # noqa: E402
+from app.redraw import one_message  # noqa: E402
 from app.shell import Shell  # noqa: E402
-from app.worker import Link, one_message  # noqa: E402
+from app.site.link import Link  # noqa: E402
 
 
 class Event:
@@ -60,10 +61,11 @@ def test_a_failing_redraw_still_sends_what_it_changed():
 
 def test_one_message_goes_through_the_workers_link(monkeypatch):
     sent: list[list[Event]] = []
-    monkeypatch.setattr(worker, "_link", Link(sent.append))
+    link = Link(sent.append)
+    monkeypatch.setattr(redraw, "_batch", link.one_message)
     with one_message():
-        worker._link.on_change(Event("x"))
-        worker._link.on_change(Event("y"))
+        link.on_change(Event("x"))
+        link.on_change(Event("y"))
     assert names(sent) == [["x", "y"]]
 
 
@@ -81,23 +83,23 @@ def served(monkeypatch):
     doc, sent = Document(), []
     with set_curdoc(doc):
         shell = Shell()
-        shell.runner._executor = None
+        shell.labs.runner._executor = None
         shell.layout.server_doc(doc)
         link = Link(sent.append)
-        monkeypatch.setattr(worker, "_link", link)
+        monkeypatch.setattr(redraw, "_batch", link.one_message)
         doc.on_change(link.on_change)
         yield shell, sent
 
 
 def test_a_new_result_draws_its_opening_step_once_and_titles_come_before_data(served, monkeypatch):
     shell, sent = served
-    shell.open_query("?lab=schedulers&requests=60&tp=2&step=500")  # past the end: the player stops at the last step
-    view, draws = shell.view, []
+    shell.router.open("?lab=schedulers&requests=60&tp=2&step=500")  # past the end: the player stops at the last step
+    view, draws = shell.labs.view, []
     last = view.player.value
     show_step = view.show_step
     monkeypatch.setattr(view, "show_step", lambda index: (draws.append(index), show_step(index)))
     sent.clear()
-    shell.widgets["tp"].value = 1  # a shorter trace (the player moves back into it), on maps of other sizes
+    shell.labs.widgets["tp"].value = 1  # a shorter trace (the player moves back into it), on maps of other sizes
     assert view.player.end < last
     assert draws == [view.player.end] == [view.player.value]
     titles, data = changes_and_data(sent, Title)
@@ -112,8 +114,8 @@ LAYS_OUT = (Title, LegendItem, TableColumn, GlyphRenderer)  # what the page lays
                                              ("engine", ("compare", "contiguous"))])
 def test_a_redraw_lays_out_before_new_data(served, lab, change):
     shell, sent = served
-    shell.open_query(f"?lab={lab}&requests=40")
+    shell.router.open(f"?lab={lab}&requests=40")
     sent.clear()
-    shell.widgets[change[0]].value = change[1]
+    shell.labs.widgets[change[0]].value = change[1]
     laid, data = changes_and_data(sent, LAYS_OUT)
     assert laid and data and max(laid) < min(data)

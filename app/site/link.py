@@ -5,7 +5,8 @@ Panel's own link (`panel.io.pyodide._link_docs_worker`) posts every document cha
 message of its own. One redraw of a lab is 20-40 changes; the page applies each in a task of
 its own, repaints a figure once per message that touches it, and Panel walks the document's
 ~500 models after each change to mark them sent. `Link` sends changes one by one like Panel's,
-except inside `one_message()`, where they wait and leave together, in order, at its end.
+except inside `one_message()` (app/redraw.py), where they wait and leave together, in order, at
+its end.
 
 Only a redraw (a view drawing a result or a step) is wrapped: no progress is reported inside
 it, and it runs within one call from the page, so the page hears of it before "idle".
@@ -16,7 +17,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import panel as pn
+from bokeh.events import DocumentReady
+
+from app import redraw
+from app.site import upstream
+
 Send = Callable[[list[Any]], None]
+SETTER = "js"  # changes that came from the page carry it: the page has them already
 
 
 class Link:
@@ -49,39 +57,18 @@ class Link:
                 self.send(events)
 
 
-_link: Link | None = None
-
-
-def link(doc: Any, dispatch: Any, setter: str = "js") -> None:
-    """What `_link_docs_worker` does, through a `Link`: `dispatch(patch, buffers, msg_id)` is
-    static/worker.mjs's function that posts a patch to the page."""
-    global _link
-    import functools
-
-    import js
-    import pyodide.ffi
-    from bokeh.events import DocumentReady
-    from panel.io.pyodide import _dict_converter, _process_document_events
-    from panel.io.state import state
-
-    def send(events: list[Any]) -> None:
-        patch, buffers = _process_document_events(doc, events)
-        dispatch(pyodide.ffi.to_js(patch, dict_converter=_dict_converter),
-                 js.Map.new(js.Object.entries(pyodide.ffi.to_js(buffers))), None)
-
-    _link = Link(send, setter)
-    doc.on_change(_link.on_change)
+def link(dispatch: Any) -> None:
+    """What `_link_docs_worker` does for the current document, through a `Link`:
+    `dispatch(patch, buffers, msg_id)` is static/worker.mjs's function that posts a patch to the page."""
+    doc = pn.state.curdoc
+    sender = Link(lambda events: dispatch(*upstream.patch_message(doc, events), None), SETTER)
+    doc.on_change(sender.on_change)
+    redraw.batch_with(sender.one_message)
     doc.unhold()
-    doc.on_event("document_ready", functools.partial(state._schedule_on_load, doc))
+    doc.on_event("document_ready", upstream.onload_runner(doc))
     doc.callbacks.trigger_event(DocumentReady())
 
 
-@contextmanager
-def one_message() -> Iterator[None]:
-    """The document changes made inside reach the page as one message (static site; elsewhere
-    nothing changes: Bokeh's server has its own way)."""
-    if _link is None:
-        yield
-        return
-    with _link.one_message():
-        yield
+def apply_patch(patch: Any) -> None:
+    """A change the page made (a widget, the history box), applied to the current document."""
+    upstream.apply_page_patch(pn.state.curdoc, patch, SETTER)

@@ -1,0 +1,150 @@
+"""A lab's side of the app: its widgets, its run, and its view of the result.
+
+`show(lab, messages, step)` puts a lab's widgets and view in place and shows its result (kept
+or run); a widget change builds the lab again through `kvweb.lab.make`, exactly as the CLI and
+the URL do, and runs it. Each time what the lab shows changes (a result drawn, a step), it
+calls `remember()`, which writes the URL.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import panel as pn
+
+from app.downloads import Downloads
+from app.i18n import tr, tr_message
+from app.panes import LabPanes
+from app.redraw import one_message
+from app.runner import CANCELLED, Runner, under_lock
+from app.text import LiveText, plain
+from app.view import LabView
+from app.widgets import as_text
+from kvweb.jsonable import jsonable
+from kvweb.lab import Lab, ParamError
+from kvweb.parsing import make
+
+Say = Callable[[list[str]], None]
+
+
+class LabArea:
+    """The lab shown (`lab`, its `widgets`, `view` and last `result`), its sidebar and its main area."""
+
+    def __init__(self, say: Say, remember: Callable[[], None]) -> None:
+        self.say, self.remember = say, remember
+        self.lab: Lab | None = None
+        self.result: dict[str, Any] = {}
+        self.widgets: dict[str, pn.widgets.Widget] = {}  # the shown lab's
+        self.view: LabView | None = None
+        self.kept = LabPanes(self._on_widget, remember)
+        self._quiet = False  # while the widgets are set to follow the lab
+        self.summary = pn.pane.Markdown("", width=280)
+        self.controls = pn.Column()
+        self.status = LiveText(css_class="kv-status", mono=True, margin=(2, 10))  # as the widgets above it
+        # Whether the lab's model fits its GPU: one sentence when it does not (the view is then
+        # hidden: nothing is drawn as if it ran) or when the result is a what-if.
+        self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
+        self.fit_pane = pn.pane.Bokeh(self.fit_note, visible=False, sizing_mode="stretch_width")
+        self.main = pn.Column(sizing_mode="stretch_width")
+        self.runner = Runner()
+        downloads = Downloads(self._record)
+        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar,
+                        self.runner.cancel]
+
+    def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
+        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
+        self.lab = lab
+        self.summary.object = tr(lab.summary)
+        self.view = self.kept.view(lab)
+        pane = self.kept.pane(lab, self.view)
+        self.widgets = pane.widgets
+        self._quiet = True  # the widgets follow the lab: that is no learner's change
+        try:
+            for name, widget in pane.widgets.items():
+                widget.value = getattr(lab, name)
+        finally:
+            self._quiet = False
+        with _frozen():  # Bokeh walks the document's models once, not once per layout
+            self.controls.objects = [pane.controls]
+            self.main.objects = [self.fit_pane, pane.view]
+        if pane.result is not None and pane.values == lab.values():
+            self._show_result(pane.result, None, messages, step)
+        else:
+            self.run(messages, step)
+
+    @property
+    def step(self) -> int:
+        """The step the view shows (animated views; 0 before any view)."""
+        return self.view.player.value if self.view is not None else 0
+
+    def _on_widget(self, event: Any) -> None:
+        if not self._quiet:
+            under_lock(self._apply_widgets)
+
+    def _apply_widgets(self) -> None:
+        assert self.lab is not None
+        texts = {name: as_text(w.value) for name, w in self.widgets.items()}
+        try:
+            lab = make(type(self.lab), texts)
+        except ParamError as err:
+            self.say([str(err)])
+            pn.state.execute(self._revert_widgets)
+            return
+        if lab.values() == self.lab.values():
+            return  # a widget went back to the lab's value
+        self.lab = lab
+        self.run([], self.step)  # kept where the trace is long enough
+
+    async def _revert_widgets(self) -> None:
+        """Refused input: every box shows the lab's value again. Run as a task, after the
+        change event: a value set while Panel handles that widget's change is not sent back."""
+        for name, widget in self.widgets.items():
+            widget.value = getattr(self.lab, name)
+
+    def run(self, messages: list[str], step: int | None = 0) -> None:
+        assert self.lab is not None
+        self.status.text = f"{tr('running')} {self.lab.lab_name}"
+        self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
+
+    def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str],
+                     step: int | None) -> None:
+        if error == CANCELLED:
+            self.say([*messages, tr("run cancelled")])
+            self.status.text = tr("ready")
+            return
+        self.result = result or {}
+        self.say([*messages, error] if error else messages)
+        assert self.lab is not None
+        pane = self.kept.panes[self.lab.lab_name]  # a run for a lab no longer shown never ends here
+        if result is not None:
+            pane.values, pane.result = self.lab.values(), result
+        note, fits = self.result.get("fit_note"), self.result.get("fits", True)
+        self.fit_note.text = tr_message(note) if note else ""
+        self.fit_pane.visible = bool(note)
+        pane.view.visible = fits
+        with one_message():  # the redraw reaches the page at once (static site)
+            if self.view is not None and self.result and fits:
+                with self.view.steps_held():
+                    if self.kept.drawn.get(self.view) is not result:  # else the view shows it already
+                        self.view.update(self.lab, self.result)
+                        self.kept.drawn[self.view] = result
+                    step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
+                    self.view.player.value = step
+                self.view.show_step(step)
+            self.remember()
+            self.status.text = tr("ready")
+
+    def _record(self) -> dict[str, Any]:
+        assert self.lab is not None
+        return {"lab": self.lab.lab_name, "params": jsonable(self.lab.values()), "result": self.result}
+
+
+@contextmanager
+def _frozen() -> Iterator[None]:
+    doc = pn.state.curdoc
+    if doc is None:
+        yield
+        return
+    with doc.models.freeze():
+        yield

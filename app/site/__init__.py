@@ -1,0 +1,12 @@
+"""The browser side of the app: its address, its history, and (static site) the web worker's
+link to the page and Panel's conversion into a static page.
+
+- `location`: the browser's URL as raw text (Panel's own Location parses it and breaks on
+  hostile values), put in place before the app runs.
+- `history`: Back and Forward, which Panel's Location leaves alone.
+- `link`: the worker's link to the page (one message per redraw, app/redraw.py).
+- `convert`: Panel's conversion with kvweb's worker and page scripts (static/).
+- `upstream`: every private Panel API the above use, in one place (tests/test_site_upstream.py).
+
+The browser's own part is in static/ (handler.js, worker.mjs, early.html, loading.html).
+"""

@@ -1,0 +1,48 @@
+"""The browser's history, which Panel's Location leaves alone (it pushes an entry for every
+change, and never hears Back or Forward)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import panel as pn
+
+from app.site.upstream import LinkedTextInput
+
+
+class History:
+    """`show(search, push)` puts a query in the address bar, as a new entry or in place of the
+    current one; `on_pop(callback)` calls back with the query Back or Forward reached. Two hidden
+    text boxes carry these between Python and the browser (a Bokeh CustomJS on the first does
+    the browser's part), so the static site needs nothing Panel's Pyodide build lacks
+    (ReactiveHTML needs nh3).
+    """
+
+    def __init__(self) -> None:
+        self.popped = pn.widgets.TextInput()  # "N ?query": the Nth Back or Forward, and where it went
+        # "push ?query" or "replace ?query"
+        self.entry = LinkedTextInput(_SHOW, {"popped": self.popped}, css_classes=["kv-history"])
+        self.layout = pn.Row(self.popped, self.entry, visible=False)  # `popped`'s model is made first
+
+    def show(self, search: str, push: bool) -> None:
+        self.entry.value = f"{'push' if push else 'replace'} {search}"
+
+    def on_pop(self, callback: Callable[[str], None]) -> None:
+        self.popped.param.watch(lambda event: callback(event.new.partition(" ")[2]), "value")
+
+
+# The browser's part. The popstate listener is added the first time this runs: when the app
+# writes its first URL, or (static site, whose first URL is written before the page renders
+# and put in the address bar by static/handler.js) when handler.js runs it once after render,
+# so that entries from before a reload still bring Back and Forward into the app.
+_SHOW = """
+const [mode, search] = cb_obj.value.split(" ")
+if (!window.kvwebPopstate) {
+  window.kvwebPops = 0
+  window.kvwebPopstate = () => { window.kvwebPops += 1; popped.value = `${window.kvwebPops} ${window.location.search}` }
+  window.addEventListener("popstate", window.kvwebPopstate)
+}
+if (!search || search === window.location.search) return
+const url = window.location.pathname + search + window.location.hash
+if (mode === "push") window.history.pushState(null, "", url)
+else window.history.replaceState(null, "", url)
+"""

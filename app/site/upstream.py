@@ -1,0 +1,89 @@
+"""Every private Panel API kvweb uses, in one place: Panel offers no public way to do these.
+
+Each is checked by tests/test_site_upstream.py against the installed Panel (the Pyodide-only
+ones by name and signature there, and by what they do in e2e/test_site.py), so a Panel release
+that changes one fails there, not in a learner's browser. They are why Panel is pinned to one
+version (docs/site.md).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+from bokeh.document import Document
+from bokeh.models import CustomJS
+from panel.io.location import Location
+from panel.io.state import state
+from panel.util import edit_readonly
+
+
+def location_of(doc: Document) -> Location | None:
+    """The Location Panel made or was given for `doc` (`pn.state.location` returns it)."""
+    return state._locations.get(doc)
+
+
+def give_location(doc: Document, location: Location) -> None:
+    """Make `location` the document's: Panel then never makes its own for it."""
+    state._locations[doc] = location
+
+
+def set_readonly(obj: Any, values: dict[str, Any]) -> None:
+    """Set parameters Panel marks read-only (a Location's fields come from the browser)."""
+    with edit_readonly(obj):
+        obj.param.update(values)
+
+
+def onload_runner(doc: Document) -> Callable[[Any], None]:
+    """A `document_ready` handler that runs the document's `pn.state.onload` callbacks, as
+    Panel's own worker link does (`_link_docs_worker`)."""
+    return functools.partial(state._schedule_on_load, doc)
+
+
+def patch_message(doc: Document, events: list[Any]) -> tuple[Any, Any]:
+    """Document change events as the page's patch and buffers (JS objects). Pyodide only."""
+    import js
+    import pyodide.ffi
+    from panel.io.pyodide import _dict_converter, _process_document_events
+
+    patch, buffers = _process_document_events(doc, events)
+    return (pyodide.ffi.to_js(patch, dict_converter=_dict_converter),
+            js.Map.new(js.Object.entries(pyodide.ffi.to_js(buffers))))
+
+
+def apply_page_patch(doc: Document, patch: Any, setter: str) -> None:
+    """Apply a patch the page sent (a JS object) to the document. Pyodide only."""
+    from panel.io.pyodide import _convert_json_patch
+
+    doc.apply_json_patch(_convert_json_patch(patch), setter=setter)
+
+
+def use_conversion_scripts(worker: str, handler: str, pre: str) -> None:
+    """Make `panel.io.convert` write `worker` (a Jinja template) as the web worker, `handler`
+    as the page's side of it, and run `pre` before the app's code in the worker."""
+    import panel.io.convert as pc
+
+    pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
+    pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string(handler)
+    pc.PRE = pc.PRE + pre
+
+
+class LinkedTextInput(pn.widgets.TextInput):
+    """A text box whose Bokeh model runs `code` (a Bokeh CustomJS) when its value changes, with
+    the models of `args` (widgets of the same layout, made first) as its arguments.
+
+    Panel's `jscallback` would do the same, but then Panel walks every model of the page after
+    each layout change, looking for linked ones (0.1-0.3 s a lab switch in the browser).
+    """
+
+    def __init__(self, code: str, args: dict[str, pn.widgets.Widget], **params: Any) -> None:
+        super().__init__(**params)
+        self._js_code, self._js_args = code, args
+
+    def _get_model(self, doc: Document, root: Any = None, parent: Any = None, comm: Any = None) -> Any:
+        model = super()._get_model(doc, root, parent, comm)
+        ref = (root or model).ref["id"]
+        args = {name: widget._models[ref][0] for name, widget in self._js_args.items()}
+        model.js_on_change("value", CustomJS(args=args, code=self._js_code))
+        return model
