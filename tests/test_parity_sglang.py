@@ -13,7 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache, TreeNode
+from kvweb.serving.continuous_batching import Seq
+from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.workload import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts" / "parity"))
@@ -119,3 +123,50 @@ def test_kvweb_radix_cache_does_what_sglang_did(work: dict[str, Any], recorded: 
             pytest.fail(f"{work['name']} operation {i} {op[0]} {op[1:]}: first divergence (sglang, kvweb): {diff}; "
                         f"the operations before it: {context}")
     assert len(theirs) == len(ours) == len(work["ops"])
+
+
+def kvweb_round(r: dict[str, Any]) -> dict[str, Any]:
+    """The same prefill round on kvweb's RadixScheduler: its tree, running requests and waiting
+    queue set as SGLang's were, then one `_prefill_batch`."""
+    tree = RadixCache(r["pool"])
+    for run in r["cached"]:
+        tree.insert(run, tree.alloc(len(run)))
+    tree.alloc(r["held"])
+    sched = RadixScheduler(CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"]), tree, RadixConfig(
+        max_len=1 << 20, max_seqs=r["max_running"], chunk_size=r["chunk"], max_prefill_tokens=r["max_prefill"],
+        policy=r["policy"]))
+    sched.ratio = r["ratio"]
+    for i, (prompt, output, generated) in enumerate(r["running"]):
+        seq = Seq(Request(1000 + i, 0.0, prompt, output))
+        seq.gen0 = generated
+        sched.running[seq.id] = seq
+    for i, (tokens, output) in enumerate(r["waiting"]):
+        sched.waiting.append(Seq(Request(i, 0.0, len(tokens), output, tokens=np.array(tokens + [0] * output))))
+    order: list[int] = []
+    ordered = sched._ordered
+
+    def noted() -> list[Seq]:  # the policy's order, noted on the way
+        seqs = ordered()
+        order[:] = [seq.id for seq in seqs]
+        return seqs
+
+    sched._ordered = noted  # type: ignore[method-assign]
+    batch = sched._prefill_batch() or []
+    return {
+        "order": order,
+        "admitted": [[seq.id, seq.hit, n] for seq, n in batch],
+        "chunked": None if sched.chunked is None else sched.chunked.id,
+        "batch_is_full": sched.batch_is_full,
+    }
+
+
+def test_recorded_rounds_are_the_definitions(recorded: dict[str, Any]) -> None:
+    assert recorded["rounds_digest"] == sglang_workloads.digest(sglang_workloads.rounds())
+
+
+@pytest.mark.parametrize("r", sglang_workloads.rounds(), ids=lambda r: r["name"])
+def test_kvweb_radix_scheduler_admits_what_sglang_admitted(r: dict[str, Any], recorded: dict[str, Any]) -> None:
+    theirs = dict(recorded["rounds"][r["name"]])
+    stop = theirs.pop("stop")
+    ours = kvweb_round(r)
+    assert ours == theirs, f"{r['name']} (SGLang stopped at {stop}): sglang {theirs}, kvweb {ours}"

@@ -65,6 +65,11 @@ from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator  # 
 from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams  # noqa: E402
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
+from sglang.srt import runtime_context  # noqa: E402
+from sglang.srt.managers.schedule_batch import Req  # noqa: E402
+from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy  # noqa: E402
+from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
+from sglang.srt.server_args import ServerArgs  # noqa: E402
 
 
 class _Clock:
@@ -160,21 +165,69 @@ class SGLangCache:
         return node.last_access_time
 
 
+def _req(rid: str, tokens: list[int], max_new: int, generated: int = 0) -> Req:
+    req = Req(rid, "", array("q", tokens), SamplingParams(max_new_tokens=max_new))
+    req.output_ids.extend([0] * generated)
+    return req
+
+
+def prefill_round(r: dict[str, Any]) -> dict[str, Any]:
+    """One pass of Scheduler._get_new_batch_prefill_raw, with nothing chunked before it and the
+    features kvweb does not model off (LoRA, HiCache, priorities, mamba): SchedulePolicy.calc_priority,
+    then per request in that order init_next_round_input (the match, stopping a token short) and
+    PrefillAdder.add_one_req, until the batch is full or the adder says stop."""
+    cache = SGLangCache(r["pool"], 1)
+    for run in r["cached"]:
+        cache.insert(run, [cache.alloc(len(run))], 0)
+    cache.alloc(r["held"])  # the running requests' own KV
+    running = [_req(f"run{i}", [1] * p, out, gen) for i, (p, out, gen) in enumerate(r["running"])]
+    waiting = [_req(str(i), tokens, out) for i, (tokens, out) in enumerate(r["waiting"])]
+    SchedulePolicy(r["policy"], cache.tree, False, False, False).calc_priority(waiting)
+    adder = PrefillAdder(1, cache.tree, cache.allocator, types.SimpleNamespace(reqs=running), r["ratio"],
+                         r["max_prefill"], r["chunk"], max_running_requests=r["max_running"])
+    stop, full = "queue", False
+    for req in waiting:
+        if adder.budget_state() == AddReqResult.OTHER:
+            stop = "OTHER"
+            break
+        if len(adder.can_run_list) >= r["max_running"] - len(running):  # get_num_allocatable_reqs
+            stop, full = "running", True
+            break
+        req.init_next_round_input(cache.tree)
+        res = adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+        if res != AddReqResult.CONTINUE:
+            stop = res.name
+            if res == AddReqResult.NO_TOKEN:
+                full = len(adder.can_run_list) > 0 or len(running) > 0
+            break
+    return {
+        "order": [int(req.rid) for req in waiting],
+        "admitted": [[int(req.rid), req.prefix_len, req.extend_end - req.prefix_len] for req in adder.can_run_list],
+        "chunked": None if adder.new_chunked_req is None else int(adder.new_chunked_req.rid),
+        "stop": stop, "batch_is_full": full,
+    }
+
+
 def main() -> None:
     works = sglang_workloads.workloads()
     started = time.perf_counter()
     runs = {w["name"]: sglang_workloads.replay(w, SGLangCache(w["pool"], w["page_size"])) for w in works}
+    # PrefillAdder reads the server config (get_exec, get_schedule): SGLang's defaults, published as in its tests
+    runtime_context.publish(ServerArgs(model_path="dummy", device="cpu"), role="test")
+    rounds = {r["name"]: prefill_round(r) for r in sglang_workloads.rounds()}
     data = {
         "sglang": importlib.metadata.version("sglang"),
         "torch": importlib.metadata.version("torch"),
         "ops_digest": sglang_workloads.digest(works),
+        "rounds_digest": sglang_workloads.digest(sglang_workloads.rounds()),
         "runs": runs,
+        "rounds": rounds,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(OUT, "wt", compresslevel=9) as f:
         json.dump(data, f, separators=(",", ":"))
     n = sum(len(r) for r in runs.values())
-    print(f"{len(runs)} workloads, {n} operations in {time.perf_counter() - started:.1f} s -> "
+    print(f"{len(runs)} workloads, {n} operations, {len(rounds)} prefill rounds in {time.perf_counter() - started:.1f} s -> "
           f"{OUT.relative_to(HERE.parent.parent)} ({OUT.stat().st_size} bytes)")
 
 

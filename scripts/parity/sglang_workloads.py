@@ -251,3 +251,35 @@ def _cached(cache: Cache, tokens: list[int], page: int) -> int:
                 break
         else:
             return i
+
+
+def rounds() -> list[dict[str, Any]]:
+    """Prefill rounds for SGLang's scheduling policy (SchedulePolicy.calc_priority, then PrefillAdder
+    over the ordered waiting queue): a tree state, running requests, a waiting queue and budgets."""
+    out = []
+    for seed in range(1, 41):
+        rng = random.Random(f"round/{seed}")
+        heads = [[rng.randrange(VOCAB) for _ in range(rng.randint(20, 60))] for _ in range(3)]
+
+        def prompt() -> list[int]:
+            r = rng.random()
+            if r < 0.2 and cached:
+                return list(rng.choice(cached))  # a prompt cached whole
+            if r < 0.7:
+                return rng.choice(heads) + [rng.randrange(VOCAB) for _ in range(rng.randint(1, 30))]
+            return [rng.randrange(VOCAB) for _ in range(rng.randint(2, 60))]
+
+        cached: list[list[int]] = []
+        for _ in range(rng.randint(0, 5)):
+            cached.append(prompt())
+        pool = rng.choice((300, 600, 1200))
+        out.append({
+            "name": f"round-{seed}", "pool": pool, "policy": "lpm" if seed % 4 else "fcfs",
+            "ratio": rng.choice((0.7, 0.4, 0.098)), "max_prefill": rng.choice((16384, 120)),
+            "chunk": rng.choice((8192, 64, 100)), "max_running": rng.choice((256, 4)),
+            "cached": cached, "held": rng.randint(0, pool // 4),
+            "running": [[rng.randint(1, 40), out_, rng.randint(0, min(20, out_ - 1))]
+                        for out_ in (rng.randint(1, 200) for _ in range(rng.randint(0, 3)))],
+            "waiting": [[prompt(), rng.randint(1, 300)] for _ in range(rng.randint(1, 8))],
+        })
+    return out
