@@ -1,7 +1,9 @@
 """kvweb's radix cache replays what SGLang's own RadixCache did (sglang 0.5.23, recorded by
 scripts/parity/record_sglang.py) on the same operations, and must do the same at every step:
 match lengths, tokens inserted and evicted, sizes, free slots, the tree's shape, the LRU order of
-the evictable leaves and which runs lost their KV. SGLang itself is not needed here."""
+the evictable leaves and which runs lost their KV. Its scheduler replays SGLang's prefill rounds
+(SchedulePolicy order, PrefillAdder admissions). SGLang itself is not needed here; see
+scripts/parity/README-sglang.md."""
 from __future__ import annotations
 
 import gzip
