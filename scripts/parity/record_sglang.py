@@ -224,8 +224,8 @@ def main() -> None:
         "rounds": rounds,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT, "wt", compresslevel=9) as f:
-        json.dump(data, f, separators=(",", ":"))
+    with gzip.GzipFile(OUT, "wb", compresslevel=9, mtime=0) as f:  # mtime 0: the same data, the same bytes
+        f.write(json.dumps(data, separators=(",", ":")).encode())
     n = sum(len(r) for r in runs.values())
     print(f"{len(runs)} workloads, {n} operations, {len(rounds)} prefill rounds in {time.perf_counter() - started:.1f} s -> "
           f"{OUT.relative_to(HERE.parent.parent)} ({OUT.stat().st_size} bytes)")
