@@ -218,38 +218,57 @@ def test_double_free_is_refused() -> None:
 
 class Reference:
     """A brute-force radix cache: a dict from each cached page-aligned prefix to its LRU
-    stamp and lock count, with SGLang's rules written out position by position."""
+    stamp and lock count, with SGLang's rules written out position by position. Node
+    boundaries matter to one rule only (a walk that stops inside an edge cuts it there and
+    stamps its lower part too), so the prefixes where an edge ends are kept as well."""
 
     def __init__(self, page: int) -> None:
         self.page = page
         self.clock = 0
         self.stamp: dict[tuple[int, ...], int] = {}
         self.locks: dict[tuple[int, ...], int] = {}
+        self.ends: set[tuple[int, ...]] = set()  # cached prefixes where an edge ends
 
     def prefixes(self, run: list[int]) -> list[tuple[int, ...]]:
         return [tuple(run[:i]) for i in range(self.page, len(run) + 1, self.page)]
 
+    def cut(self, prefix: tuple[int, ...]) -> None:
+        """A walk stopped at `prefix`: inside an edge, the edge is split there and the rest of it
+        (the one chain of cached prefixes up to the edge's end) is stamped like the walked path."""
+        if not prefix or prefix in self.ends:
+            return
+        self.ends.add(prefix)
+        while True:
+            longer = [k for k in self.stamp if len(k) == len(prefix) + self.page and k[:len(prefix)] == prefix]
+            if not longer:
+                return
+            prefix = longer[0]
+            self.stamp[prefix] = self.clock
+            if prefix in self.ends:
+                return
+
     def match(self, run: list[int]) -> int:
         self.clock += 1
-        length = 0
+        length, last = 0, ()
         for prefix in self.prefixes(run):
             if prefix not in self.stamp:
                 break
-            self.stamp[prefix], length = self.clock, len(prefix)
+            self.stamp[prefix], length, last = self.clock, len(prefix), prefix
+        self.cut(last)
         return length
 
     def lock(self, path: tuple[int, ...], delta: int) -> None:
-        if delta > 0:
-            self.clock += 1
         for prefix in self.prefixes(list(path)):
             self.locks[prefix] = self.locks.get(prefix, 0) + delta
-            if delta > 0:
-                self.stamp[prefix] = self.clock
 
     def insert(self, run: list[int]) -> None:
         self.clock += 1
+        cached = [k for k in self.prefixes(run) if k in self.stamp]
+        self.cut(cached[-1] if cached else ())  # before the new tokens branch off there
         for prefix in self.prefixes(run):
             self.stamp[prefix] = self.clock
+        if self.prefixes(run):
+            self.ends.add(self.prefixes(run)[-1])
 
     def unlocked(self) -> set[tuple[int, ...]]:
         return {k for k in self.stamp if not self.locks.get(k)}
@@ -265,6 +284,7 @@ class Reference:
             assert max(self.stamp[k] for k in gone) <= min(self.stamp[k] for k in leaves), "not least recent"
         for k in gone:
             del self.stamp[k]
+        self.ends -= gone
 
 
 def tree_state(cache: RadixCache) -> dict[tuple[int, ...], tuple[int, int]]:

@@ -132,7 +132,9 @@ def test_the_latest_request_is_preempted_and_finds_its_own_blocks_again():
 
 
 def test_sglang_retracts_the_request_with_the_fewest_generated_tokens():
-    engine = sglang(24, max_seqs=4, chunk_size=64, max_prefill_tokens=64)
+    # 25 slots: SGLang reserves a page (a slot) per admitted request (per_req_token_overhead), so
+    # with 24 request 1 now waits until request 0 has finished instead of being admitted and retracted
+    engine = sglang(25, max_seqs=4, chunk_size=64, max_prefill_tokens=64)
     engine.init_ratio = engine.min_ratio = 0.0  # expect no more output: admit greedily, run out of slots
 
     run = engine.run([req(0, 6, 9), req(1, 6, 9, arrival=0.05)])

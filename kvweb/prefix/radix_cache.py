@@ -8,10 +8,12 @@ part ways), `lock` / `unlock` count the running requests reading a path so that 
 be evicted, and `evict` frees the least recently used unlocked leaves; a parent becomes a
 leaf when its last child goes.
 
-LRU rule: every operation ticks a logical clock, and a match, an insert or a lock stamps
-every node on the path it walks (root to its last node) with that time. Stamps therefore
-never decrease from a leaf towards the root, and eviction takes the unlocked leaf with the
-oldest stamp first (ties: the older node), i.e. the least recently *used* leaf.
+LRU rule: a match or an insert ticks a logical clock and stamps every node on the path it
+walks (root to its last node) with that time, and both halves of an edge it splits (SGLang
+stamps the edge before cutting it). Locking stamps nothing (SGLang's inc_lock_ref). Stamps
+therefore never decrease from a leaf towards the root, and eviction takes the unlocked leaf
+with the oldest stamp first (ties: the older node), i.e. the least recently *used* leaf.
+tests/test_parity_sglang.py checks all this against SGLang's own RadixCache.
 
 Cached and running KV share one pool: a request that needs room calls `alloc`, which
 evicts cache only as far as it must. There is no fixed cache partition.
@@ -249,9 +251,9 @@ class RadixCache:
             if child is None:
                 break
             k = self._common(child, run, i, data)
+            child.last_access = self.clock  # before a split: both halves of the edge walked are stamped
             if k < len(child.key):
                 child = self._split(child, k)
-            child.last_access = self.clock
             if parts is not None:
                 parts.append(child.value)
             node, i = child, i + k
@@ -295,9 +297,9 @@ class RadixCache:
                 break
             k = self._common(child, run, i, data)
             self._free_copies(slots[i - start:i - start + k], child.value[:k])
+            child.last_access = self.clock
             if k < len(child.key):
                 child = self._split(child, k)
-            child.last_access = self.clock
             node, i = child, i + k
         already = i
         if node is not self.root:
@@ -345,14 +347,12 @@ class RadixCache:
     # -- reference counts -------------------------------------------------
     def lock(self, node: TreeNode) -> None:
         """A running request reads the path root..node: protect it from eviction."""
-        self.clock += 1
         while node is not self.root:
             if node.lock_ref == 0:
                 self.evictable_size -= len(node.key)
                 self.protected_size += len(node.key)
                 self._leaves.discard(node)
             node.lock_ref += 1
-            node.last_access = self.clock
             assert node.parent is not None
             node = node.parent
 

@@ -11,8 +11,10 @@ whose prompt shares 32 or more leading tokens with an earlier waiting one while 
 at most 32 of them waits behind the rest: in-batch prefix caching), or `fcfs`. A chunked request
 goes first. Requests are taken while three budgets last: the pool (free + evictable cache, minus
 the tokens the running requests are expected to still generate: remaining output x
-`new_token_ratio`), `max_prefill_tokens` and the chunk size (`chunked_prefill_size`); the request
-that does not fit the chunk is cut there and continues in the next prefill batch. A prefix match
+`new_token_ratio`, minus what each admitted request takes: its new tokens, a page of slack and
+its output), `max_prefill_tokens` and the chunk size (`chunked_prefill_size`); the request
+that does not fit the chunk is cut there and continues in the next prefill batch (a chunk is cut
+to the memory left too). tests/test_parity_sglang.py replays SGLang 0.5.23's own decisions. A prefix match
 stops one token short of the request (the last token must be computed for the logits). A chunk's
 KV enters the tree at once (`cache_unfinished_req`), so later requests can share it.
 
@@ -20,10 +22,11 @@ Decode batch (`update_running_batch`): every running request needs one slot. Whe
 short, unlocked leaves are evicted least recently used first; when that is not enough, requests
 are retracted, fewest generated tokens (then longest prompt) first, until one decode step fits:
 a retracted request frees its own KV, keeps its cached prefix in the tree, and joins the back of
-the waiting queue to be prefilled again (prompt + generated tokens). `new_token_ratio` starts at
+the waiting queue to be prefilled again (prompt + generated tokens); after each, cache is evicted
+until the rest have room for 20 decode steps (`release_req`). `new_token_ratio` starts at
 0.7, decays by (0.7 - 0.098) / 600 per decode step, is re-estimated after a retraction and reset
-when the server idles. A finished request's prompt + output KV enters the tree and is unlocked
-(`cache_finished_req`).
+when the server idles. A finished request's prompt + output KV enters the tree, split at the
+prompt's end (the output's KV is evicted first), and is unlocked (`release_kv_cache`).
 
 Slots are token-granular (SGLang's default page size 1). A decoded token's slot is taken when
 its request leaves or when the memory map is drawn; until then the scheduler counts it, so the
@@ -48,6 +51,7 @@ POLICIES = ("lpm", "fcfs")
 LPM_QUEUE_LIMIT = 128  # longer waiting queues are served FCFS (prefix matching gets too costly)
 IN_BATCH_THRESHOLD = 32  # IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and ..._DEPRIORITIZE_THRESHOLD
 CLIP_MAX_NEW_TOKENS = 4096  # the most output a request is expected to still need
+PAGE_OVERHEAD = 1  # PrefillAdder.per_req_token_overhead: a page (one token) reserved per admitted request
 RETRACT_DECODE_STEPS = 20
 INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 0.7, 0.14, 600
 # Memory maps of pools up to this many slots are keyed slot by slot, larger ones only where slots are
@@ -130,9 +134,10 @@ class RadixScheduler(ContinuousBatching):
         self.no_match = NoMatch(tree.root)
 
     def never_fits(self, final_kv: int) -> str | None:
-        """SGLang admits a request while prompt + output (final KV + 1) stays below the free pool."""
-        if final_kv + 1 >= self.pool.size:
-            return f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only below the {self.pool.size} token slots of the GPU"
+        """SGLang admits a request while prompt + output (final KV + 1) and a page of slack stay below the free pool."""
+        if final_kv + 1 + PAGE_OVERHEAD >= self.pool.size:
+            return (f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only while they and a slot of "
+                    f"slack stay below the {self.pool.size} token slots of the GPU")
         return None
 
     @property
@@ -267,45 +272,44 @@ class RadixScheduler(ContinuousBatching):
                              for s in self.running.values()) * self.ratio
         rem_input, rem_chunk = cfg.max_prefill_tokens - mixed, cfg.chunk_size - mixed
         can_run: list[tuple[Seq, int]] = []
-        if self.chunked is not None:
+        if self.chunked is not None:  # `add_chunked_req`: the next chunk, cut to the memory left
             seq = self.chunked
             rest = seq.tokens_to_compute - seq.computed
-            n = min(rest, rem_chunk)
+            room = int(self._rem_total(offset))
+            n = min(rest, min(rem_chunk, room) if room > 0 else rem_chunk)
             if n == rest:
                 self.chunked = None
-                offset += n + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
+                offset += n + PAGE_OVERHEAD + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
             else:
-                offset += n
+                offset += n + PAGE_OVERHEAD
             rem_input, rem_chunk = rem_input - n, rem_chunk - n
             can_run.append((seq, n))
         for seq in self._ordered():
+            if rem_input <= 0 or rem_chunk <= 0:
+                break  # OTHER: a prefill budget is spent
             if running + len(can_run) >= self.max_seqs:
                 self.batch_is_full = True
                 break
             total = seq.tokens_to_compute
             match = self._match(seq, total)
+            if match and match.length == total:  # init_next_round_input matches a token short: cut there
+                match = self.tree.match_prefix(seq.content()[:total - 1])
             hit = min(match.length, total - 1) if match else 0
             n = total - hit
-            need = n + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
-            if need >= self._rem_total(offset):
-                self.batch_is_full = True  # NO_TOKEN
+            need = n + PAGE_OVERHEAD + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
+            if need >= self._rem_total(offset):  # NO_TOKEN: full unless nothing would run
+                self.batch_is_full = bool(can_run) or running > 0
                 break
-            if n >= rem_input and can_run:
-                break  # OTHER: the prefill budget is spent
             if match:
                 self.tree.lock(match.node)
                 if need >= self._rem_total(offset):  # locking made its prefix unevictable
                     self.tree.unlock(match.node)
-                    self.batch_is_full = True
+                    self.batch_is_full = bool(can_run) or running > 0
                     break
             if n > rem_chunk:
-                if rem_chunk <= 0:
-                    if match:
-                        self.tree.unlock(match.node)
-                    break
                 n = rem_chunk
                 self.chunked = seq
-                offset += n
+                offset += n + PAGE_OVERHEAD
             else:
                 offset += need
             rem_input, rem_chunk = rem_input - n, rem_chunk - n
@@ -318,8 +322,6 @@ class RadixScheduler(ContinuousBatching):
             can_run.append((seq, n))
             if self._rem_total(offset) <= 0:
                 self.batch_is_full = True
-                break
-            if rem_input <= 0 or rem_chunk <= 0:
                 break
         self.matches.clear()
         for seq, n in can_run:  # slots last, once every admitted prefix is locked against eviction
@@ -402,7 +404,7 @@ class RadixScheduler(ContinuousBatching):
             self._stop_decoding(seq)
             self._preempt(seq)
             self.waiting.append(seq)
-            short = len(order) - self.free_slots
+            short = len(order) * RETRACT_DECODE_STEPS - self.free_slots  # release_req: room for 20 steps
             if short > 0:
                 self.tree.evict(short)
         done = sum(s.generated(self.dstep) for s in order)
@@ -423,7 +425,10 @@ class RadixScheduler(ContinuousBatching):
             self._materialize(seq, seq.computed)
             slots = np.concatenate([seq.prefix, *seq.own])
             if self.config.radix_cache:
-                self.tree.insert(seq.content()[:seq.computed], slots)
+                tokens = seq.content()[:seq.computed]
+                self.tree.insert(tokens, slots)
+                if 0 < seq.req.prompt < seq.computed:  # checkpoint(split_prompt=True): the output's KV is a
+                    self.tree.match_prefix(tokens[:seq.req.prompt])  # leaf of its own, evicted before the prompt's
             else:
                 self.pool.free(slots)
             self.batch_is_full = False
