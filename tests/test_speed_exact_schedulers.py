@@ -25,7 +25,7 @@ from kvweb.parsing import make
 from kvweb.labs import schedulers
 from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
-from kvweb.serving import continuous_batching, radix_scheduler, v1_quiet
+from kvweb.serving import continuous_batching, radix_quiet, radix_scheduler, v1_quiet
 from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
@@ -160,7 +160,7 @@ def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # 
 def quiet_array(request, monkeypatch):  # noqa: ANN001, ANN201
     """Run each test twice: with nearly every quiet stretch as arrays, and with the shipped threshold."""
     if request.param == "arrays":
-        for module in (continuous_batching, v1_quiet, radix_scheduler):
+        for module in (continuous_batching, v1_quiet, radix_quiet):
             monkeypatch.setattr(module, "QUIET_ARRAY", 2)
     return request.param
 
@@ -209,8 +209,8 @@ def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, m
     # (for V1, `lpm` and `mixed` draw the full-prompt check and async scheduling)
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
-    saved = continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
-    continuous_batching.QUIET_ARRAY = v1_quiet.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = array
+    saved = continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY
+    continuous_batching.QUIET_ARRAY = v1_quiet.QUIET_ARRAY = radix_quiet.QUIET_ARRAY = array
     try:
         if mode == "v1":
             config = V1Config(256, block, max_seqs, max_seqs + budget, caching, lpm, mixed)
@@ -219,7 +219,7 @@ def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, m
             config = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm" if lpm else "fcfs", mixed, caching)
             both_ways(lambda: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, trace)
     finally:
-        continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
+        continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY = saved
 
 
 # -- memory maps, hashes, event bins ------------------------------------------------------------
@@ -475,12 +475,12 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
             assert state(quiet) == state(full) and quiet.now == now
         most = 12
         planned, stepped = clone(s), clone(s)
-        saved = v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY
-        v1_quiet.QUIET_ARRAY = radix_scheduler.QUIET_ARRAY = 1
+        saved = v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY
+        v1_quiet.QUIET_ARRAY = radix_quiet.QUIET_ARRAY = 1
         try:
             k, plan = planned._quiet_plan(most, float("inf"))
         finally:
-            v1_quiet.QUIET_ARRAY, radix_scheduler.QUIET_ARRAY = saved
+            v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY = saved
         quiet_ones = 0
         while quiet_ones < most and stepped._quiet_run(1, float("inf"), [0.0] * 5, [], []):
             quiet_ones += 1

@@ -13,6 +13,7 @@ is known when it starts decoding.
 
 Most iterations are quiet: they only decode. A scheduler runs those without the general path
 (`_quiet_run`, one by one in a tight loop) and long stretches of them as arrays (`_quiet_plan`),
+each in a module of its own beside its rules (`v1_quiet.py`, `radix_quiet.py`),
 with every figure the same to the last bit (tests/test_speed_exact_schedulers.py compares them
 with the run that takes every iteration through `_iterate`, as an observer makes it).
 """

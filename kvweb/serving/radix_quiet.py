@@ -1,0 +1,89 @@
+"""SGLang's quiet iterations, fast: the decode batches that take nothing but a slot per request.
+
+While no prefill batch is tried (nothing is chunked, and the batch is full or nobody waits) and
+the free slots suffice (no eviction, no retraction), an iteration of `RadixScheduler` only decodes
+every running request. `RadixQuietSteps` runs such iterations one by one in a tight loop
+(`_quiet_run`) or, in long stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
+state exactly as `RadixScheduler._iterate` would (tests/test_speed_exact_schedulers.py compares
+them); it is kept apart from the scheduling rules (radix_scheduler.py), which it only reads.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kvweb.serving.continuous_batching import QUIET_ARRAY, ContinuousBatching
+
+
+class RadixQuietSteps(ContinuousBatching):
+    """The quiet-iteration methods of `ContinuousBatching`, for `RadixScheduler`'s state."""
+
+    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+        """`_iterate`'s decode batch, one by one: while no prefill batch is tried (nothing chunked,
+        and the batch is full or nobody waits) and the free slots suffice (no eviction, no retraction)."""
+        if self.chunked is not None or not (self.batch_is_full or not self.waiting):
+            return 0
+        n = len(self.running)
+        most = min(most, (self.pool.available - self.pending) // n)  # each batch takes a slot per request
+        if most <= 0:
+            return 0
+        f0, fb, fc, b0, bb, bc = self.coef
+        fbn, bbn, step_time = fb * n, bb * n, self.cost.step_time
+        ratio, decay, floor = self.ratio, self.decay, self.min_ratio
+        cached = self.tree.evictable_size
+        used, pending = self.pool.used, self.pending  # the pool hands out nothing meanwhile
+        now, occupied_s, used_s, cached_s, last = clock
+        dstep, kv, ran = self.dstep, self.kv_tokens, 0
+        while ran < most:
+            dstep += 1
+            kv += n
+            pending += n
+            ratio = max(ratio - decay, floor)
+            held = used + pending - cached
+            dt = step_time(f0 + (fbn + fc * kv), b0 + (bbn + bc * kv))
+            now = now + dt
+            occupied_s += held * dt
+            used_s += held * dt
+            cached_s += cached * dt
+            itl_s.append(now - last)
+            itl_n.append(n)
+            last = now
+            ran += 1
+            if now >= limit:
+                break
+        clock[:] = now, occupied_s, used_s, cached_s, last
+        self.now, self.dstep, self.kv_tokens, self.pending, self.ratio, self.decoded = now, dstep, kv, pending, ratio, n
+        self.step += ran
+        return ran
+
+    def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
+        """`_quiet_step` over many decode batches: each takes one slot per request from the free room."""
+        if self.chunked is not None or not (self.batch_is_full or not self.waiting):
+            return 0, None
+        n, kv = len(self.running), self.kv_tokens
+        f0, fb, fc, b0, bb, bc = self.coef
+        fbn, bbn = fb * n, bb * n
+        most = min(most, (self.pool.available - self.pending) // n)
+        most = self._quiet_span(most, room_s, self.cost.step_time(f0 + (fbn + fc * (kv + n)), b0 + (bbn + bc * (kv + n))))
+        if most < QUIET_ARRAY:
+            return max(most, 0), None
+        ctx = np.arange(kv + n, kv + n * most + 1, n)  # KV after each batch
+        flops, nbytes = fc * ctx, bc * ctx
+        flops += fbn
+        flops += f0
+        nbytes += bbn
+        nbytes += b0
+        held = ctx + (self.pool.used + self.pending - self.tree.evictable_size - kv)
+        return most, (flops, nbytes, held, held, self.tree.evictable_size)
+
+    def _quiet_commit(self, m: int) -> None:
+        n = len(self.running)
+        self.dstep += m
+        self.decoded = n
+        self.kv_tokens += n * m
+        self.pending += n * m
+        ratio, decay, floor = self.ratio, self.decay, self.min_ratio
+        for _ in range(m):
+            if ratio == floor:
+                break  # it stays there
+            ratio = max(ratio - decay, floor)
+        self.ratio = ratio
