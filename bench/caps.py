@@ -1,6 +1,11 @@
 """Benchmark: every lab at its work caps, time and peak memory (figures go to docs/input.md).
 
-Run: .venv/bin/python bench/caps.py [--timeout S] [--choices] [LAB ...]
+Run: .venv/bin/python bench/caps.py [--timeout S] [--choices] [--budget] [LAB ...]
+
+With --budget, each variant is first brought within the work budget (kvweb/budget.py): the
+parameters its estimate grows with move from their defaults towards the caps, and those it
+shrinks with towards the bottom, by one fraction, the largest whose estimate the budget accepts;
+the table then gives the estimate beside the measured time. None may take over 1.5x the budget.
 
 "At its caps": every number at the top of its bounds, then, as a URL would be opened
 (`from_query`), the fewest values the lab's own check refuses put back to their defaults.
@@ -23,9 +28,11 @@ from typing import Any
 import param
 
 import kvweb.labs  # noqa: F401  (registers every lab)
+from kvweb.budget import BUDGET_S
 from kvweb.lab import LABS, from_query, param_names
 
 SLOW_S = 30.0
+OVER_BUDGET = 1.5  # a run the estimate accepts may take at most this many budgets
 SMALLER_IS_MORE_WORK = ("block_size", "page_size", "rel_tol")
 
 
@@ -44,19 +51,48 @@ def variants(name: str, choices: bool) -> list[dict[str, str]]:
     return out
 
 
+def within_budget(query: dict[str, str]) -> dict[str, str]:
+    """The query with its work parameters moved from their defaults by the largest fraction of the
+    way to the query's values that the budget accepts (bisected; the rules' refusals count as over)."""
+    cls = LABS[query["lab"]]
+    lab, _ = from_query(query, budget_s=float("inf"))
+    top, estimate = lab.values(), lab.estimate()
+    moving = [n for n in (*estimate.lower, *estimate.higher) if isinstance(cls.param[n], param.Number)]
+
+    def at(f: float) -> dict[str, str]:
+        values = dict(top)
+        for n in moving:
+            default = cls.param[n].default
+            value = default + f * (top[n] - default)
+            values[n] = round(value) if isinstance(cls.param[n], param.Integer) else value
+        return {"lab": query["lab"], **{n: str(v).lower() if isinstance(v, bool) else str(v) for n, v in values.items()}}
+
+    def accepted(f: float) -> bool:
+        return not from_query(at(f))[1]  # nothing put back: within the rules and the budget
+
+    lo, hi = 0.0, 1.0
+    if accepted(hi):
+        return at(hi)
+    for _ in range(16):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if accepted(mid) else (lo, mid)
+    return at(lo)
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 def child(query: dict[str, str]) -> None:
     """Run one lab; print {params, messages, seconds, peak_mb} as JSON."""
-    lab, messages = from_query(query)
+    lab, messages = from_query(query, budget_s=float("inf"))
+    estimate = lab.estimate().seconds
     base = peak_rss_mb()
     start = time.perf_counter()
     lab.run()
     seconds = time.perf_counter() - start
     print(json.dumps({"params": lab.values(), "messages": messages, "seconds": seconds,
-                      "peak_mb": peak_rss_mb() - base}))
+                      "peak_mb": peak_rss_mb() - base, "estimate": estimate}))
 
 
 def measure(query: dict[str, str], timeout: float) -> dict[str, Any]:
@@ -64,7 +100,7 @@ def measure(query: dict[str, str], timeout: float) -> dict[str, Any]:
         done = subprocess.run([sys.executable, __file__, "--child", json.dumps(query)],
                               capture_output=True, text=True, timeout=timeout, check=True)
     except subprocess.TimeoutExpired:
-        return {"query": query, "seconds": None, "peak_mb": None, "messages": []}
+        return {"query": query, "seconds": None, "peak_mb": None, "messages": [], "estimate": None}
     return {"query": query, **json.loads(done.stdout.splitlines()[-1])}
 
 
@@ -86,10 +122,14 @@ def main() -> None:
     parser.add_argument("labs", nargs="*", default=sorted(LABS))
     parser.add_argument("--timeout", type=float, default=SLOW_S + 5, help="seconds per run")
     parser.add_argument("--choices", action="store_true", help="also try every other option of every choice")
+    parser.add_argument("--budget", action="store_true", help="each variant at the largest work the budget accepts")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
+        return
+    if args.budget:
+        budget_table(args)
         return
     print("| lab | runs | slowest s | its peak MB | the slowest run (besides defaults; * = refused by the check) |")
     print("|---|---|---|---|---|")
@@ -103,6 +143,23 @@ def main() -> None:
         peak = "?" if worst["peak_mb"] is None else f"{worst['peak_mb']:.0f}"
         print(f"| {name} | {len(runs)} | {seconds} | {peak} | {described(worst)} |", flush=True)
     print(f"\nover {SLOW_S:.0f} s: {', '.join(slow) or 'none'}")
+
+
+def budget_table(args: argparse.Namespace) -> None:
+    """Per lab, its slowest variant within the budget: the estimate beside the measured time."""
+    print(f"| lab | runs | estimate s | measured s | its peak MB | the slowest run within {BUDGET_S:g} s |")
+    print("|---|---|---|---|---|---|")
+    over = []
+    for name in args.labs:
+        runs = [measure(within_budget(q), args.timeout) for q in variants(name, args.choices)]
+        worst = max(runs, key=lambda r: float("inf") if r["seconds"] is None else r["seconds"])
+        if worst["seconds"] is None or worst["seconds"] > OVER_BUDGET * BUDGET_S:
+            over.append(name)
+        seconds = f"> {args.timeout:.0f}" if worst["seconds"] is None else f"{worst['seconds']:.2f}"
+        estimate = "?" if worst["estimate"] is None else f"{worst['estimate']:.1f}"
+        peak = "?" if worst["peak_mb"] is None else f"{worst['peak_mb']:.0f}"
+        print(f"| {name} | {len(runs)} | {estimate} | {seconds} | {peak} | {described(worst)} |", flush=True)
+    print(f"\nover {OVER_BUDGET:g} x {BUDGET_S:g} s: {', '.join(over) or 'none'}")
 
 
 if __name__ == "__main__":

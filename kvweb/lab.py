@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import param
 
+from kvweb.budget import BUDGET_S, Estimate, refusal
+
 Progress = Callable[[float, str], None]
 
 
@@ -77,6 +79,18 @@ class Lab(param.Parameterized):
 
     def check(self) -> None:
         """Cross-parameter rules (e.g. a prompt that must fit the pool); raise ParamError."""
+
+    def estimate(self) -> Estimate:
+        """The run's work, counted from the parameters without running anything (kvweb/budget.py)."""
+        raise NotImplementedError
+
+    def admit(self, budget_s: float = BUDGET_S) -> None:
+        """What a run from outside must pass: the lab's own rules, then its work estimate against
+        the budget (seconds); raise ParamError."""
+        self.check()
+        estimate = self.estimate()
+        if estimate.seconds > budget_s:
+            raise ParamError(refusal(estimate, budget_s))
 
     def values(self) -> dict[str, Any]:
         """The parameter values as plain JSON types."""
@@ -186,11 +200,12 @@ def parse(lab: type[Lab], name: str, text: str) -> Any:
     return text
 
 
-def make(lab: type[Lab] | str, texts: Mapping[str, str]) -> Lab:
-    """Strictly build a lab from outside text (CLI): any bad value is an error."""
+def make(lab: type[Lab] | str, texts: Mapping[str, str], budget_s: float = BUDGET_S) -> Lab:
+    """Strictly build a lab from outside text (CLI, the app's widgets): any bad value, or work over
+    the budget (seconds), is an error."""
     cls = get_lab(lab) if isinstance(lab, str) else lab
     instance = cls(**{k: parse(cls, k, v) for k, v in texts.items()})
-    instance.check()
+    instance.admit(budget_s)
     return instance
 
 
@@ -198,10 +213,10 @@ MAX_MESSAGES = 8  # lines from one URL; the rest are counted
 _SHOWN_NAMES = 5  # unknown parameter names listed in their one line
 
 
-def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
+def from_query(query: Mapping[str, str], budget_s: float = BUDGET_S) -> tuple[Lab, list[str]]:
     """Leniently build a lab from a URL query: each bad value falls back to its default alone.
 
-    A failing cross-parameter `check()` resets the fewest given values it takes (see
+    A failing cross-parameter `check()` or work over the budget (`Lab.admit`) resets the fewest given values it takes (see
     `_settle`), and says which; every other value is kept. Unknown keys are listed in one
     line, and at most MAX_MESSAGES lines come back. Raises nothing for any query (a
     ParamError only if a lab's own defaults failed its check).
@@ -228,7 +243,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Lab, list[str]]:
         names = [shown(k, 20) for k in unknown[:_SHOWN_NAMES]] + (["..."] if len(unknown) > _SHOWN_NAMES else [])
         messages.append(f"{len(unknown)} unknown parameter{'s' if len(unknown) > 1 else ''} for lab {cls.lab_name} "
                         f"ignored: {', '.join(names)}; allowed: {', '.join(param_names(cls))}")
-    instance, problem = _settle(cls, values)
+    instance, problem = _settle(cls, values, budget_s)
     messages += [problem] if problem else []
     if len(messages) > MAX_MESSAGES:
         messages[MAX_MESSAGES - 1:] = [f"... and {len(messages) - MAX_MESSAGES + 1} more problems"]
@@ -240,8 +255,8 @@ def _mentioned(cls: type[Lab], message: str) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"\w+", message, re.ASCII)) if w in param_names(cls)]
 
 
-def _settle(cls: type[Lab], values: Mapping[str, Any]) -> tuple[Lab, str | None]:
-    """The lab with the fewest given values reset to their defaults that passes `check()`.
+def _settle(cls: type[Lab], values: Mapping[str, Any], budget_s: float = BUDGET_S) -> tuple[Lab, str | None]:
+    """The lab with the fewest given values reset to their defaults that passes `admit()`.
 
     Values the error names are reset first, then any other given value, one at a time,
     until the check passes; then resets the check turns out not to need are undone.
@@ -250,7 +265,7 @@ def _settle(cls: type[Lab], values: Mapping[str, Any]) -> tuple[Lab, str | None]
     def attempt(reset: Iterable[str]) -> tuple[Lab, ParamError | None]:
         instance = cls(**{k: v for k, v in values.items() if k not in reset})
         try:
-            instance.check()
+            instance.admit(budget_s)
         except ParamError as err:
             return instance, err
         return instance, None

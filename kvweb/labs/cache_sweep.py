@@ -7,6 +7,7 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, policy_hit_rate, sweep
 from kvweb.labs.cache_schedule import QueueLab
+from kvweb.budget import Estimate, work
 from kvweb.lab import Memo, Progress, no_progress
 
 # Remembered across runs (least recently used dropped first), shared by every session; each a
@@ -28,6 +29,11 @@ class CacheSweep(QueueLab):
     )
 
     points = param.Integer(8, bounds=(2, 12), doc="capacities tried (geometrically spaced)")
+
+    def estimate(self) -> Estimate:
+        """Every order, and the offline optimum, at every capacity."""
+        per_point = [part for p in (*POLICIES, "optimal") for part in self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue)]
+        return work(*((n * self.points, unit) for n, unit in per_point), lower=("queue", "points", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

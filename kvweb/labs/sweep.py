@@ -5,6 +5,7 @@ from typing import Any
 
 import param
 
+from kvweb.budget import Estimate, work
 from kvweb.lab import Memo, ParamError, Progress
 from kvweb.labs.engine import ServingLab
 from kvweb.serving.engine_setup import ignored_by
@@ -51,6 +52,12 @@ class SweepLab(ServingLab):
             return [{"watermark": w} for w in WATERMARKS]
         return [{"rate": self.rate * f, "block_size": b, "preemption": p}
                 for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
+
+    def estimate(self) -> Estimate:
+        points = self.points()
+        requests = self.workload_at(self.rate)
+        return work(*(part for point in points for part in self.served_work(requests, point.get("block_size", self.block_size))),
+                    **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()

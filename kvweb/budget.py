@@ -1,0 +1,79 @@
+"""A work estimate before every run, and the budget it must stay under.
+
+Many runs the parameter bounds allow take minutes (a browser is 2-3x slower again), so every
+lab counts its work from its parameters, without running anything (`Lab.estimate`), in a unit
+of its own with a stated cost per unit. A run whose estimate is over the budget is refused
+with one plain line naming the estimate, the budget and the parameters to lower. Unit costs
+are CPython seconds on the 2-core machine of docs/input.md, measured by `bench/caps.py
+--budget`; they are the slow end of what was measured, so an accepted run should not take much
+longer than its estimate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BUDGET_S = 20.0  # seconds of work a run may take (the CLI's --budget raises it)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a lab counts, and what one of them costs."""
+
+    name: str  # plural, as read after a count: "memory-map blocks"
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A run's work: so many of each unit, and the parameters it grows with (`lower`, the main ones
+    first) or shrinks with (`higher`)."""
+
+    parts: tuple[tuple[float, Unit], ...]
+    lower: tuple[str, ...] = ()
+    higher: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return sum(n * unit.seconds for n, unit in self.parts)
+
+
+def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[str, ...] = ()) -> Estimate:
+    """An estimate of these parts, those of one unit added up."""
+    total: dict[Unit, float] = {}
+    for n, unit in parts:
+        total[unit] = total.get(unit, 0.0) + n
+    return Estimate(tuple((n, unit) for unit, n in total.items()), lower, higher)
+
+
+# The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs).
+FIXED = Unit("seconds of a run its bounds keep short", 1.0)
+MAP_CELLS = Unit("memory-map cells drawn", 1e-7)
+ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
+ENGINE_BLOCKS = Unit("KV blocks filled", 2.5e-7)
+STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)
+HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-6)
+CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 2e-7)
+PEEKS = Unit("prefix-cache lookups", 1.5e-6)
+HASHES = Unit("blocks hashed", 5e-8)
+MODEL_PAIRS = Unit("mini-model attention pairs", 1.5e-5)
+MODEL_CALLS = Unit("mini-model forward calls", 1e-3)
+
+
+def constant(seconds: float) -> Estimate:
+    """The estimate of a lab that is short at any value its bounds allow."""
+    return Estimate(((seconds, FIXED),))
+
+
+def _either(names: tuple[str, ...]) -> str:
+    return " or ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def refusal(estimate: Estimate, budget_s: float) -> str:
+    """The one line that refuses a run over the budget. It starts with the parameters to change, as
+    a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
+    names = estimate.lower + estimate.higher
+    parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED)
+    change = " or ".join(f"{verb} {_either(group)}" for verb, group in (("lower", estimate.lower),
+                                                                      ("raise", estimate.higher)) if group)
+    return (f"{', '.join(names) or 'work'}: this run is estimated at {estimate.seconds:.0f} s of work"
+            f"{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; {change or 'it cannot run'}")
