@@ -49,13 +49,13 @@ def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[
 FIXED = Unit("seconds of a run its bounds keep short", 1.0)
 MAP_CELLS = Unit("memory-map cells drawn", 1e-7)
 ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
-ENGINE_BLOCKS = Unit("KV blocks filled", 2.5e-7)
+ENGINE_BLOCKS = Unit("KV blocks filled", 2e-6)
 STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)
 HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-6)
 CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 2e-7)
 PEEKS = Unit("prefix-cache lookups", 1.5e-6)
 HASHES = Unit("blocks hashed", 5e-8)
-MODEL_PAIRS = Unit("mini-model attention pairs", 1.5e-5)
+MODEL_PAIRS = Unit("mini-model attention pairs", 2e-5)
 MODEL_CALLS = Unit("mini-model forward calls", 1e-3)
 
 
@@ -64,16 +64,12 @@ def constant(seconds: float) -> Estimate:
     return Estimate(((seconds, FIXED),))
 
 
-def _either(names: tuple[str, ...]) -> str:
-    return " or ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " or " + names[-1]
-
-
 def refusal(estimate: Estimate, budget_s: float) -> str:
     """The one line that refuses a run over the budget. It starts with the parameters to change, as
     a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
-    names = estimate.lower + estimate.higher
+    lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
     parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED)
-    change = " or ".join(f"{verb} {_either(group)}" for verb, group in (("lower", estimate.lower),
-                                                                      ("raise", estimate.higher)) if group)
-    return (f"{', '.join(names) or 'work'}: this run is estimated at {estimate.seconds:.0f} s of work"
-            f"{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; {change or 'it cannot run'}")
+    change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
+    return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
+            f"{estimate.seconds:.0f} s of work{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; "
+            f"{change or 'raise --budget'}")
