@@ -34,6 +34,20 @@ from kvweb.lab import LABS, from_query, param_names
 SLOW_S = 30.0
 OVER_BUDGET = 1.5  # a run the estimate accepts may take at most this many budgets
 SMALLER_IS_MORE_WORK = ("block_size", "page_size", "rel_tol")
+# The runs issue 25 found slow (minutes in CPython), tried too with --budget (brought within it)
+HEAVY = [
+    {"lab": "schedulers", "scenario": "B", "workload": "long-context", "requests": "5000", "rate": "1000", "block_size": "1",
+     "max_seqs": "1024", "token_budget": "1024", "chunk_size": "256", "search": "true"},
+    {"lab": "prefix-hash", "workload": "few-shot", "tasks": "32", "per_task": "64", "question_len": "450",
+     "output_len": "1024", "queue": "1024", "capacity": "2000", "block_size": "1"},
+    {"lab": "cache-sweep", "workload": "few-shot", "tasks": "32", "per_task": "64", "question_len": "450",
+     "output_len": "1024", "queue": "1024", "points": "12"},
+    {"lab": "schedulers", "scenario": "B", "workload": "few-shot", "requests": "244", "tasks": "64", "examples_len": "7500",
+     "block_size": "1", "chunk_size": "256", "mixed_chunk": "true", "search": "true"},
+    {"lab": "radix-demo", "system": "x" * 400, "questions": "|".join(["q"] * 200), "max_new": "64", "pool": "1000"},
+    {"lab": "engine", "scenario": "B", "workload": "fixed", "prompt_len": "4096", "output_len": "4095", "requests": "5000",
+     "rate": "1000", "block_size": "1"},
+]
 
 
 def variants(name: str, choices: bool) -> list[dict[str, str]]:
@@ -88,10 +102,10 @@ def child(query: dict[str, str]) -> None:
     lab, messages = from_query(query, budget_s=float("inf"))
     estimate = lab.estimate().seconds
     base = peak_rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     lab.run()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"params": lab.values(), "messages": messages, "seconds": seconds,
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"params": lab.values(), "messages": messages, "seconds": seconds, "cpu_s": cpu,
                       "peak_mb": peak_rss_mb() - base, "estimate": estimate}))
 
 
@@ -100,7 +114,7 @@ def measure(query: dict[str, str], timeout: float) -> dict[str, Any]:
         done = subprocess.run([sys.executable, __file__, "--child", json.dumps(query)],
                               capture_output=True, text=True, timeout=timeout, check=True)
     except subprocess.TimeoutExpired:
-        return {"query": query, "seconds": None, "peak_mb": None, "messages": [], "estimate": None}
+        return {"query": query, "seconds": None, "cpu_s": None, "peak_mb": None, "messages": [], "estimate": None}
     return {"query": query, **json.loads(done.stdout.splitlines()[-1])}
 
 
@@ -146,20 +160,24 @@ def main() -> None:
 
 
 def budget_table(args: argparse.Namespace) -> None:
-    """Per lab, its slowest variant within the budget: the estimate beside the measured time."""
-    print(f"| lab | runs | estimate s | measured s | its peak MB | the slowest run within {BUDGET_S:g} s |")
-    print("|---|---|---|---|---|---|")
+    """Per lab, its slowest variant within the budget: the estimate beside the measured time. The
+    verdict reads CPU seconds, what the run takes on an idle machine: on a shared one wall-clock
+    time also counts the other processes' turns."""
+    print(f"| lab | runs | estimate s | CPU s | wall s | its peak MB | the slowest run within {BUDGET_S:g} s |")
+    print("|---|---|---|---|---|---|---|")
     over = []
     for name in args.labs:
         runs = [measure(within_budget(q), args.timeout) for q in variants(name, args.choices)]
-        worst = max(runs, key=lambda r: float("inf") if r["seconds"] is None else r["seconds"])
-        if worst["seconds"] is None or worst["seconds"] > OVER_BUDGET * BUDGET_S:
+        runs += [measure(within_budget(q), args.timeout) for q in HEAVY if q["lab"] == name]
+        worst = max(runs, key=lambda r: float("inf") if r["cpu_s"] is None else r["cpu_s"])
+        if worst["cpu_s"] is None or worst["cpu_s"] > OVER_BUDGET * BUDGET_S:
             over.append(name)
-        seconds = f"> {args.timeout:.0f}" if worst["seconds"] is None else f"{worst['seconds']:.2f}"
+        cpu = f"> {args.timeout:.0f}" if worst["cpu_s"] is None else f"{worst['cpu_s']:.2f}"
+        wall = f"> {args.timeout:.0f}" if worst["seconds"] is None else f"{worst['seconds']:.2f}"
         estimate = "?" if worst["estimate"] is None else f"{worst['estimate']:.1f}"
         peak = "?" if worst["peak_mb"] is None else f"{worst['peak_mb']:.0f}"
-        print(f"| {name} | {len(runs)} | {estimate} | {seconds} | {peak} | {described(worst)} |", flush=True)
-    print(f"\nover {OVER_BUDGET:g} x {BUDGET_S:g} s: {', '.join(over) or 'none'}")
+        print(f"| {name} | {len(runs)} | {estimate} | {cpu} | {wall} | {peak} | {described(worst)} |", flush=True)
+    print(f"\nover {OVER_BUDGET:g} x {BUDGET_S:g} s of CPU: {', '.join(over) or 'none'}")
 
 
 if __name__ == "__main__":

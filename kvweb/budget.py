@@ -47,16 +47,17 @@ def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[
 
 # The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs).
 FIXED = Unit("seconds of a run its bounds keep short", 1.0)
-MAP_CELLS = Unit("memory-map cells drawn", 1e-7)
+MAP_CELLS = Unit("memory-map cells drawn", 6e-8)
 ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
-ENGINE_BLOCKS = Unit("KV blocks filled", 2e-6)
+ENGINE_BLOCKS = Unit("KV blocks filled", 1.2e-6)
 STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)
-HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-6)
-CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 2e-7)
-PEEKS = Unit("prefix-cache lookups", 1.5e-6)
-HASHES = Unit("blocks hashed", 5e-8)
-MODEL_PAIRS = Unit("mini-model attention pairs", 2e-5)
+HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-7)
+CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 5e-8)
+PEEKS = Unit("prefix-cache lookups", 5e-7)
+HASHES = Unit("blocks hashed", 2.5e-8)
+MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
 MODEL_CALLS = Unit("mini-model forward calls", 1e-3)
+CONTEXT_READS = Unit("mini-model tokens x context", 2e-6)  # a prefill or a cached decode: one batched call
 
 
 def constant(seconds: float) -> Estimate:

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 
 import kvweb.labs  # noqa: F401
-from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHES, MAP_CELLS,
+from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHES, MAP_CELLS,
                           MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError, from_query, make
@@ -107,7 +107,7 @@ def test_mini_model_labs_count_calls_and_attention():
     assert beam[MODEL_CALLS] == 4 * 3 + 1 + 2 * 2  # 4 paged searches of 3 steps; the naive one's forwards
     assert units(LABS["fsm"](samples=2, max_len=10).estimate())[MODEL_CALLS] == 3 * 2 * 10
     radix = LABS["radix-demo"](system="ab", questions="c|d", follow_up="", max_new=3)
-    assert units(radix.estimate()) == {MODEL_PAIRS: 2 * 5 * 5 / 2, MODEL_CALLS: 2 * 3 * 2}  # 2 + 1 + 3 - 1 slots each
+    assert units(radix.estimate()) == {CONTEXT_READS: 2 * 5 * 5 / 2, MODEL_CALLS: 2 * 3 * 2}  # 2 + 1 + 3 - 1 slots each
 
 
 def test_an_over_budget_run_is_refused_with_one_line_naming_estimate_budget_and_parameters():

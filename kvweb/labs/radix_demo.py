@@ -6,7 +6,7 @@ from typing import Any
 
 import param
 
-from kvweb.budget import MODEL_CALLS, MODEL_PAIRS, Estimate, work
+from kvweb.budget import CONTEXT_READS, MODEL_CALLS, Estimate, work
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.kv.model import MiniModel, decode, encode
 from kvweb.prefix.radix_demo import run_demo
@@ -64,10 +64,10 @@ class RadixDemo(Lab):
         return lengths
 
     def estimate(self) -> Estimate:
-        """Each request's KV computed (attention pairs: tokens x context) and its tokens decoded,
-        once through the radix cache and once for the reference."""
+        """Each request's tokens read against their context (about n^2 / 2 for n slots) and its tokens
+        decoded, once through the radix cache and once for the reference."""
         lengths = self.kv_lengths()
-        return work((sum(n * n for n in lengths) / 2, MODEL_PAIRS), (2 * self.max_new * len(lengths), MODEL_CALLS),
+        return work((sum(n * n for n in lengths) / 2, CONTEXT_READS), (2 * self.max_new * len(lengths), MODEL_CALLS),
                     lower=("questions", "system", "max_new"))
 
     def check(self) -> None:
