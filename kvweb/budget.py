@@ -56,8 +56,8 @@ CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 5e-8)
 PEEKS = Unit("prefix-cache lookups", 5e-7)
 HASHES = Unit("blocks hashed", 2.5e-8)
 MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
-MODEL_CALLS = Unit("mini-model forward calls", 1e-3)
-CONTEXT_READS = Unit("mini-model tokens x context", 2e-6)  # a prefill or a cached decode: one batched call
+MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
+CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
 
 
 def constant(seconds: float) -> Estimate:
@@ -71,6 +71,7 @@ def refusal(estimate: Estimate, budget_s: float) -> str:
     lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
     parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED)
     change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
+    seconds = f"{estimate.seconds:,.0f}" if estimate.seconds >= 1 else f"{estimate.seconds:.2g}"
     return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
-            f"{estimate.seconds:.0f} s of work{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; "
+            f"{seconds} s of work{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; "
             f"{change or 'raise --budget'}")

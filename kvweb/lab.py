@@ -216,8 +216,8 @@ _SHOWN_NAMES = 5  # unknown parameter names listed in their one line
 def from_query(query: Mapping[str, str], budget_s: float = BUDGET_S) -> tuple[Lab, list[str]]:
     """Leniently build a lab from a URL query: each bad value falls back to its default alone.
 
-    A failing cross-parameter `check()` or work over the budget (`Lab.admit`) resets the fewest given values it takes (see
-    `_settle`), and says which; every other value is kept. Unknown keys are listed in one
+    A failing cross-parameter `check()` or work over the budget (`Lab.admit`) resets the fewest
+    given values it takes (see `_settle`), and says which; every other value is kept. Unknown keys are listed in one
     line, and at most MAX_MESSAGES lines come back. Raises nothing for any query (a
     ParamError only if a lab's own defaults failed its check).
     """

@@ -126,8 +126,8 @@ class CacheSchedule(CapacityLab):
     def estimate(self) -> Estimate:
         """The fcfs, lspf and chosen orders' servings, and the offline optimum's."""
         orders = dict.fromkeys(("fcfs", "lspf", self.policy, "dfs"))
-        return work(*(part for p in orders for part in self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue)),
-                    lower=("queue", *self.lengths()))
+        runs = [self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue) for p in orders]
+        return work(*(part for run in runs for part in run), lower=("queue", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

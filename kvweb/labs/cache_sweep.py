@@ -32,8 +32,8 @@ class CacheSweep(QueueLab):
 
     def estimate(self) -> Estimate:
         """Every order, and the offline optimum, at every capacity."""
-        per_point = [part for p in (*POLICIES, "optimal") for part in self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue)]
-        return work(*((n * self.points, unit) for n, unit in per_point), lower=("queue", "points", *self.lengths()))
+        runs = [self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue) for p in (*POLICIES, "optimal")]
+        return work(*((n * self.points, unit) for run in runs for n, unit in run), lower=("queue", "points", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

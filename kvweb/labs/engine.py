@@ -102,7 +102,7 @@ class ServingLab(PaperGPULab):
         return {"lower": ("requests", *lengths), "higher": ("block_size",)}
 
     def served_work(self, requests: list[Request], block_size: int = 0, map_cells: int = 0,
-                    stepwise: bool = False) -> list[tuple[float, Unit]]:
+                    stepwise: bool = False, max_seqs: int = Setup.max_seqs) -> list[tuple[float, Unit]]:
         """One simulated run's work: its requests and its tokens in blocks of `block_size` (0: a
         reserved manager, about 16 tokens of work each); `stepwise` (a scheduler that goes through
         every decode step, not only those where something happens, and caches prefixes), its output
@@ -118,7 +118,7 @@ class ServingLab(PaperGPULab):
             serial_s = (sum(r.output for r in requests) * cost.decode_step_cost(1, 0)
                         + len(requests) * cost.prefill_cost(prompt))  # one request at a time, one token a step
             # as many at once as memory and the batch limit allow; steps of a full batch take longer
-            together = max(1, min(getattr(self, "max_seqs", 256), len(requests), cost.kv_capacity_tokens * len(requests) // tokens))
+            together = max(1, min(max_seqs, len(requests), cost.kv_capacity_tokens * len(requests) // tokens))
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
             longest = horizon + sum(r.delay for r in requests) + 4 * serial_s / together
             parts.append((frames_at_most(horizon, longest) * map_cells, MAP_CELLS))
@@ -147,11 +147,12 @@ class EngineLab(ServingLab):
                              doc="a second manager run on the same requests, shown side by side")
 
     def estimate(self) -> Estimate:
+        """Each manager's traced run: paged memory's map has a cell per block, a reserved one's 1024."""
         requests = self.workload_at(self.rate)
         kinds = [self.memory] + ([] if self.compare == "none" else [self.compare])
         blocks = self.setup().cost_model().kv_capacity_blocks(self.block_size)
-        runs = [self.served_work(requests, self.block_size, blocks) if kind == "paged" else self.served_work(requests, 0, 1024)
-                for kind in kinds]
+        runs = [self.served_work(requests, self.block_size, blocks) if kind == "paged"
+                else self.served_work(requests, 0, 1024) for kind in kinds]
         return work(*(part for run in runs for part in run), **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:

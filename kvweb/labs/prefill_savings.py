@@ -29,7 +29,8 @@ class PrefillSavings(CapacityLab, PaperGPULab):
 
     def estimate(self) -> Estimate:
         """The fcfs and lspf servings."""
-        return work(*self.served_work(peeking=False), *self.served_work(queue=self.queue), lower=("queue", *self.lengths()))
+        return work(*self.served_work(peeking=False), *self.served_work(queue=self.queue),
+                    lower=("queue", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

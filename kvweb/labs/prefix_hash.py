@@ -47,7 +47,7 @@ class PrefixHash(CapacityLab):
                   *((b, name == "hash") for b in BLOCK_SWEEP for name in CACHES if b <= self.capacity)]
         peeking = self.policy == "lspf"
         return work(*(part for b, hashed in caches for part in self.served_work(b, peeking, self.queue, hashed)),
-                    lower=("queue", *self.lengths()))
+                    lower=("queue", *self.lengths()), higher=("block_size",))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

@@ -223,9 +223,9 @@ class SchedulersLab(ServingLab):
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
-        runs = [self.served_work(requests, self.block_size, blocks),
-                self.served_work(requests, self.block_size, blocks, stepwise=True),
-                self.served_work(requests, 1, cost.kv_capacity_tokens, stepwise=True)]  # SGLang's slots: tokens
+        runs = [self.served_work(requests, self.block_size, blocks, max_seqs=self.max_seqs),
+                self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
+                self.served_work(requests, 1, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]  # SGLang: tokens
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)

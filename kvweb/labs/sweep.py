@@ -54,10 +54,10 @@ class SweepLab(ServingLab):
                 for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
 
     def estimate(self) -> Estimate:
-        points = self.points()
+        """One untraced run a point (the preemption sweep's rates change arrivals, not the work)."""
         requests = self.workload_at(self.rate)
-        return work(*(part for point in points for part in self.served_work(requests, point.get("block_size", self.block_size))),
-                    **self.work_knobs())
+        runs = [self.served_work(requests, point.get("block_size", self.block_size)) for point in self.points()]
+        return work(*(part for run in runs for part in run), **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()
