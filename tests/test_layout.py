@@ -1,7 +1,7 @@
 """The library's layout is its architecture: a part imports only from parts below it.
 
-Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (lab contract,
-labs/, cli, reproduce, exercises). Every part may use the lab contract (kvweb.lab).
+Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (lab contract and
+its work budget, labs/, cli, reproduce, exercises). Every part may use the lab contract (kvweb.lab).
 """
 import ast
 from pathlib import Path
@@ -41,5 +41,5 @@ def test_a_part_imports_only_from_parts_below_it_or_the_lab_contract(part: str) 
 
 def test_the_top_level_holds_only_the_contract_the_faces_and_the_parts() -> None:
     top = sorted(p.name for p in KVWEB.iterdir() if not p.name.startswith("__pycache__"))
-    assert top == sorted(["__init__.py", "cli.py", "exercises.py", "lab.py", "labs", "reproduce.py",
+    assert top == sorted(["__init__.py", "budget.py", "cli.py", "exercises.py", "lab.py", "labs", "reproduce.py",
                           "svg.py", *PARTS])
