@@ -69,25 +69,32 @@ def variants(name: str, choices: bool) -> list[dict[str, str]]:
 
 
 def within_budget(query: dict[str, str]) -> dict[str, str]:
-    """The query with its work parameters moved from their defaults by the largest fraction of the
-    way to the query's values that the budget accepts (bisected; the rules' refusals count as over)."""
+    """The query with its work parameters (those its estimate names) moved from their defaults by
+    the largest fraction of the way to the query's values that the budget accepts (bisected; the
+    rules' refusals count as over); if its defaults are over too (a heavy choice), the fraction of
+    the way to the other end of their bounds that brings it within. A text is cut to its share."""
     cls = LABS[query["lab"]]
     lab, _ = from_query(query, budget_s=float("inf"))
     top, estimate = lab.values(), lab.estimate()
-    moving = [n for n in (*estimate.lower, *estimate.higher) if isinstance(cls.param[n], param.Number)]
+    moving = [n for n in (*estimate.lower, *estimate.higher) if isinstance(cls.param[n], (param.Number, param.String))]
 
     def at(f: float) -> dict[str, str]:
         values = dict(top)
         for n in moving:
-            default = cls.param[n].default
-            value = default + f * (top[n] - default)
-            values[n] = round(value) if isinstance(cls.param[n], param.Integer) else value
+            p, default = cls.param[n], cls.param[n].default
+            if isinstance(p, param.String):
+                values[n] = top[n][:max(1, round(f * len(top[n])))] if f > 0 else default
+                continue
+            low, high = p.bounds
+            end = top[n] if f >= 0 else (low if n in estimate.lower else high)
+            value = default + abs(f) * (end - default)
+            values[n] = round(value) if isinstance(p, param.Integer) else value
         return {"lab": query["lab"], **{n: str(v).lower() if isinstance(v, bool) else str(v) for n, v in values.items()}}
 
     def accepted(f: float) -> bool:
         return not from_query(at(f))[1]  # nothing put back: within the rules and the budget
 
-    lo, hi = 0.0, 1.0
+    lo, hi = (0.0, 1.0) if accepted(0.0) else (-1.0, 0.0)  # accepted at lo (so to speak), not at hi
     if accepted(hi):
         return at(hi)
     for _ in range(16):

@@ -9,8 +9,8 @@ from unittest import mock
 import pytest
 
 import kvweb.labs  # noqa: F401
-from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHES, MAP_CELLS,
-                          MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHED_PEEKS, HASHES,
+                          MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError, from_query, make
 from kvweb.labs.engine import frames_at_most
@@ -98,6 +98,7 @@ def test_prefix_hash_hashes_block_by_block():
     sweep = sum(1 / b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256))
     tokens, lookups = 6 * 39, 6 * 4
     assert got[PEEKS] == lookups * (3 + 2 * 9)  # the radix tree, both caches at 16, both at each sweep size
+    assert got[HASHED_PEEKS] == lookups * (1 + 9)  # the hash table's: at 16 and at each sweep size
     assert got[HASHES] == pytest.approx((tokens + lookups * 35) * (1 / 16 + sweep))
 
 

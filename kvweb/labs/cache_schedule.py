@@ -10,7 +10,7 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
-from kvweb.budget import CACHE_BLOCKS, HASHES, PEEKS, Estimate, Unit, work
+from kvweb.budget import CACHE_BLOCKS, HASHED_PEEKS, HASHES, PEEKS, Estimate, Unit, work
 from kvweb.lab import ADVANCED, Lab, Memo, ParamError, Progress, no_progress
 
 MAX_PROMPT_TOKENS = 2_000_000  # all prompts of a workload together
@@ -78,7 +78,7 @@ class WorkloadLab(Lab):
         lookups = n * min(queue, n) if peeking else 0
         parts = [(tokens / block_size, CACHE_BLOCKS), (lookups, PEEKS)]
         hashes = (tokens + lookups * self.prompt_tokens() / n) / block_size
-        return parts + [(hashes, HASHES)] if hashed else parts
+        return parts + [(lookups, HASHED_PEEKS), (hashes, HASHES)] if hashed else parts
 
     def workload_key(self) -> str:
         """Every workload parameter and its value: what the requests depend on."""
