@@ -225,12 +225,13 @@ class SchedulersLab(ServingLab):
         blocks = cost.kv_capacity_blocks(self.block_size)
         runs = [self.served_work(requests, self.block_size, blocks, max_seqs=self.max_seqs),
                 self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
-                self.served_work(requests, 1, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]  # SGLang: tokens
+                # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
+                self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
             runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
-                     for block, stepwise in ((self.block_size, False), (self.block_size, True), (1, True))]
+                     for block, stepwise in ((self.block_size, False), (self.block_size, True), (16, True))]
         knobs = self.work_knobs()
         return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
                     higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
