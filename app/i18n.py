@@ -78,7 +78,7 @@ _MESSAGES = [
     (r"^unknown parameter '(.*)' for lab (\S+); allowed: (.*?)(; using the default|; ignored)?$",
      "unknown parameter '{0}' for lab {1}; allowed: {2}{3}"),
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "unknown lab '{0}'; allowed: {1}{2}"),
-    (r"^(.*?): this run is estimated at (\d+) s of work( \(.*\))?, over the budget of (\S+) s; (.*)$",
+    (r"^(.*?): this run is estimated at (\S+) s of work( \(.*\))?, over the budget of (\S+) s; (.*)$",
      "{0}: this run is estimated at {1} s of work{2}, over the budget of {3} s; {4}"),
     (r"^the URL query is (\d+) characters long; at most (\d+) are read$",
      "the URL query is {0} characters long; at most {1} are read"),

@@ -3,10 +3,10 @@
 Many runs the parameter bounds allow take minutes (a browser is 2-3x slower again), so every
 lab counts its work from its parameters, without running anything (`Lab.estimate`), in a unit
 of its own with a stated cost per unit. A run whose estimate is over the budget is refused
-with one plain line naming the estimate, the budget and the parameters to lower. Unit costs
-are CPython seconds on the 2-core machine of docs/input.md, measured by `bench/caps.py
---budget`; they are the slow end of what was measured, so an accepted run should not take much
-longer than its estimate.
+with one plain line naming the estimate, the budget and the parameters to change. Unit costs
+are CPU seconds of CPython on the 2-core machine of docs/input.md (what a run takes there when
+idle), measured by `bench/caps.py --budget` and the runs of issue 25; they are the slow end of
+what was measured, so an accepted run should not take much longer than its estimate.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ BUDGET_S = 20.0  # seconds of work a run may take (the CLI's --budget raises it)
 class Unit:
     """What a lab counts, and what one of them costs."""
 
-    name: str  # plural, as read after a count: "memory-map blocks"
+    name: str  # plural, as read after a count: "memory-map cells drawn"
     seconds: float
 
 
