@@ -77,6 +77,8 @@ _MESSAGES = [
     (r"^unknown parameter '(.*)' for lab (\S+); allowed: (.*?)(; using the default|; ignored)?$",
      "unknown parameter '{0}' for lab {1}; allowed: {2}{3}"),
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "unknown lab '{0}'; allowed: {1}{2}"),
+    (r"^(.*?): this run is estimated at (\S+) s of work( \(.*\))?, over the budget of (\S+) s; (.*)$",
+     "{0}: this run is estimated at {1} s of work{2}, over the budget of {3} s; {4}"),
     (r"^the URL query is (\d+) characters long; at most (\d+) are read$",
      "the URL query is {0} characters long; at most {1} are read"),
     (r"^(\S+) does not fit on one (\S+): its weights take (\S+) GB and (\S+) GB is usable \((\S+) of (\S+) GB\), "
@@ -102,6 +104,9 @@ _PHRASES = [
     (r"^; using the default$", "; using the default"),
     (r"^; ignored$", "; ignored"),
     (r"^; showing (\S+)$", "; showing {0}"),
+    (r"^lower (\S+) or raise (\S+)$", "lower {0} or raise {1}"),
+    (r"^lower (\S+)$", "lower {0}"),
+    (r"^raise (\S+)$", "raise {0}"),
     (r"^fits$", "fits"),
     (r"^does not fit$", "does not fit"),
 ]

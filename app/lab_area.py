@@ -1,7 +1,7 @@
 """A lab's side of the app: its widgets, its run, and its view of the result.
 
 `show(lab, messages, step)` puts a lab's widgets and view in place and shows its result (kept
-or run); a widget change builds the lab again through `kvweb.lab.make`, exactly as the CLI and
+or run); a widget change builds the lab again through `kvweb.parsing.make`, exactly as the CLI and
 the URL do, and runs it. Each time what the lab shows changes (a result drawn, a step), it
 calls `remember()`, which writes the URL.
 """

@@ -10,13 +10,15 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
+from kvweb.budget import BUDGET_S
 from kvweb.jsonable import flatten, jsonable
-from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names
-from kvweb.parsing import allowed, make
+from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names, shown
+from kvweb.parsing import allowed, make, to_number
 
 COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "labs": [("kvweb labs", "list lab names, one per line")],
     "run": [("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
+            ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
             ("kvweb run LAB --help", "the lab's parameters, defaults and limits")],
     "reproduce": [("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
                   ("", "DIR/report.md and DIR/report.html (default DIR: report)")],
@@ -36,8 +38,8 @@ class UsageError(ParamError):
     pass
 
 
-def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool]:
-    """Split `LAB --name value --name=value --json --help` into its parts.
+def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool, float]:
+    """Split `LAB --name value --name=value --json --help --budget S` into its parts.
 
     A boolean flag given without a value means true.
     """
@@ -70,7 +72,15 @@ def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool
         if key in texts:
             raise UsageError(f"--{key}: given twice")
         texts[key] = value
-    return lab, texts, as_json, want_help
+    return lab, texts, as_json, want_help, budget_seconds(texts.pop("budget", str(BUDGET_S)))
+
+
+def budget_seconds(text: str) -> float:
+    """--budget: the seconds of estimated work a run may take (kvweb/budget.py)."""
+    seconds = to_number(text)
+    if seconds is None or seconds <= 0:
+        raise UsageError(f"--budget: {shown(text)} is not allowed; expected seconds, a number above 0")
+    return seconds
 
 
 def describe(cls: type[Lab]) -> str:
@@ -80,6 +90,8 @@ def describe(cls: type[Lab]) -> str:
         lines.append(f"  --{name} (default {p.default}; {allowed(p)})")
         if p.doc:
             lines.append(f"      {p.doc}")
+    lines += [f"  --budget SECONDS (default {BUDGET_S:g})",
+              "      refuse a run whose work is estimated over this many seconds; raise it to allow a larger run"]
     return "\n".join(lines) + "\n"
 
 
@@ -151,11 +163,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
             return reproduce_command(rest, out, err)
         if command != "run":
             raise UsageError(f"unknown command '{command}'; allowed: labs, run, reproduce")
-        name, texts, as_json, want_help = parse_run_args(rest)
+        name, texts, as_json, want_help, budget_s = parse_run_args(rest)
         if want_help:
             out.write(describe(get_lab(name)))
             return 0
-        lab = make(name, texts)
+        lab = make(name, texts, budget_s)
         progress = (lambda f, msg: err.write(f"\r{f:4.0%} {msg}\033[K")) if err.isatty() else (lambda f, msg: None)
         result = jsonable(lab.run(progress))
     except ParamError as error:

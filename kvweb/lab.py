@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 
 import param
 
+from kvweb.budget import BUDGET_S, Estimate, refusal
+
 Progress = Callable[[float, str], None]
 
 
@@ -71,6 +73,18 @@ class Lab(param.Parameterized):
 
     def check(self) -> None:
         """Cross-parameter rules (e.g. a prompt that must fit the pool); raise ParamError."""
+
+    def estimate(self) -> Estimate:
+        """The run's work, counted from the parameters without running anything (kvweb/budget.py)."""
+        raise NotImplementedError
+
+    def admit(self, budget_s: float = BUDGET_S) -> None:
+        """What a run from outside must pass: the lab's own rules, then its work estimate against
+        the budget (seconds); raise ParamError."""
+        self.check()
+        estimate = self.estimate()
+        if estimate.seconds > budget_s:
+            raise ParamError(refusal(estimate, budget_s))
 
     def values(self) -> dict[str, Any]:
         """The parameter values as plain JSON types."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import param
 
+from kvweb.budget import BUDGET_S
 from kvweb.lab import Lab, ParamError, Text, get_lab, param_names, shown
 
 
@@ -93,9 +94,10 @@ def parse(lab: type[Lab], name: str, text: str) -> Any:
     return text
 
 
-def make(lab: type[Lab] | str, texts: Mapping[str, str]) -> Lab:
-    """Strictly build a lab from outside text (CLI): any bad value is an error."""
+def make(lab: type[Lab] | str, texts: Mapping[str, str], budget_s: float = BUDGET_S) -> Lab:
+    """Strictly build a lab from outside text (CLI, the app's widgets): any bad value, or work over
+    the budget (seconds), is an error."""
     cls = get_lab(lab) if isinstance(lab, str) else lab
     instance = cls(**{k: parse(cls, k, v) for k, v in texts.items()})
-    instance.check()
+    instance.admit(budget_s)
     return instance

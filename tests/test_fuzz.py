@@ -117,7 +117,7 @@ def test_cli_exits_0_or_2_with_the_error_of_the_first_bad_value(name, data):
         assert (code, out) == (2, "") and err.startswith(head), (argv, err)
     else:
         try:
-            cls(**{k: parse(cls, k, v) for k, v in given_texts.items()}).check()
+            cls(**{k: parse(cls, k, v) for k, v in given_texts.items()}).admit()
         except ParamError as error:
             assert (code, out, err) == (2, "", f"kvweb: {error}\n")
         else:
@@ -131,14 +131,14 @@ def test_from_query_resets_only_the_bad_values_and_says_which(name, data):
     query = data.draw(given_values(cls))
     lab, messages = from_query({"lab": name, **query})
     assert type(lab) is cls
-    lab.check()  # what the app runs always passes the lab's own rules
+    lab.admit()  # what the app runs always passes the lab's own rules and the work budget
     assert len(messages) <= MAX_MESSAGES and all("\n" not in m and len(m) < 2000 for m in messages)
     reset = [m.rpartition("; using the defaults for ")[2].split(", ") for m in messages if "; using the defaults for " in m]
     reset_names = reset[0] if reset else []
     assert set(reset_names) <= set(query)
     for key in reset_names:  # each reset was needed: giving that value back fails the check again
         with pytest.raises(ParamError):
-            cls(**{**lab.values(), key: parse(cls, key, query[key])}).check()
+            cls(**{**lab.values(), key: parse(cls, key, query[key])}).admit()
     default = cls()
     for key, text in query.items():
         if not parses(cls, key, text):

@@ -165,3 +165,10 @@ def test_the_tensor_parallel_fit_notes_are_translated():
     assert unfit.startswith("llama-3.1-405b 放不进 8 块 H100-SXM：权重每块 GPU 占 101.5 GB，可用的只有 72.0 GB")
     heads = tr_message(CostModel(h100, MODELS["qwen2.5-7b"], tp=8).fit()["fit_note"])
     assert heads == "qwen2.5-7b 无法分到 8 块 GPU 上：它的 28 个查询头不是 8 的倍数，所以不计价"
+
+
+def test_the_budget_refusal_is_translated():
+    line = ("requests, block_size: this run is estimated at 95 s of work (10 requests through the papers' engine), "
+            "over the budget of 20 s; lower requests or raise block_size")
+    assert tr_message(line) == ("requests, block_size：这次运行估计需要 95 秒的计算 (10 requests through the papers' engine)，"
+                                "超出了 20 秒的预算；调低 requests 或调高 block_size")

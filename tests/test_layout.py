@@ -2,8 +2,8 @@
 
 Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (labs/, cli,
 reproduce, exercises). Below them all is the base every part may use: the lab contract
-(kvweb.lab), outside text (kvweb.parsing), remembered results (kvweb.memo) and results as
-JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
+(kvweb.lab) and its work budget (kvweb.budget), outside text (kvweb.parsing), remembered
+results (kvweb.memo) and results as JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
 """
 import ast
 from pathlib import Path
@@ -13,7 +13,7 @@ import pytest
 KVWEB = Path(__file__).resolve().parent.parent / "kvweb"
 PARTS = ["gpu", "kv", "serving", "prefix", "constrained"]
 TOP = len(PARTS)
-BASE = {"kvweb.lab", "kvweb.parsing", "kvweb.memo", "kvweb.jsonable"}
+BASE = {"kvweb.lab", "kvweb.budget", "kvweb.parsing", "kvweb.memo", "kvweb.jsonable"}
 
 
 def rank(module: str) -> int:
@@ -50,5 +50,5 @@ def test_the_base_imports_no_part() -> None:
 
 def test_the_top_level_holds_only_the_base_the_faces_and_the_parts() -> None:
     top = sorted(p.name for p in KVWEB.iterdir() if not p.name.startswith("__pycache__"))
-    assert top == sorted(["__init__.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs", "memo.py",
-                          "parsing.py", "query.py", "reproduce.py", "svg.py", *PARTS])
+    assert top == sorted(["__init__.py", "budget.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs",
+                          "memo.py", "parsing.py", "query.py", "reproduce.py", "svg.py", *PARTS])

@@ -6,6 +6,7 @@ from typing import Any
 import param
 
 from kvweb.kv.beam_search import Beam, beam_search, beam_search_naive, lineage
+from kvweb.budget import MODEL_CALLS, MODEL_PAIRS, Estimate, work
 from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.kv.model import MiniModel, ModelConfig, decode
 from kvweb.kv.paged_store import MAX_TRACE_BLOCKS, PagedStore, Tracer, first_step_with
@@ -33,6 +34,13 @@ class BeamSearch(Lab):
     def pool_blocks(self, width: int) -> int:
         """Enough blocks even without sharing: `width` private block tables."""
         return width * -(-(self.prompt_len + self.steps) // self.block_size)
+
+    def estimate(self) -> Estimate:
+        """The paged searches (this width and the sweep's) step by step, and the naive search, which
+        recomputes every beam's whole context every step (attention pairs: tokens x context)."""
+        naive = sum((1 if t == 0 else self.width) * (self.prompt_len + t) ** 2 / 2 for t in range(self.steps))
+        calls = (1 + len(SWEEP_WIDTHS)) * self.steps + 1 + (self.steps - 1) * self.width
+        return work((naive, MODEL_PAIRS), (calls, MODEL_CALLS), lower=("prompt_len", "width", "steps"))
 
     def check(self) -> None:
         need = self.pool_blocks(max(self.width, *SWEEP_WIDTHS))

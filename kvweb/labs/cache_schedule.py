@@ -10,6 +10,7 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
+from kvweb.budget import CACHE_BLOCKS, HASHED_PEEKS, HASHES, PEEKS, Estimate, Unit, work
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 
@@ -60,6 +61,26 @@ class WorkloadLab(Lab):
             raise ParamError(f"workload: its prompts add up to {total:,} tokens; at most {MAX_PROMPT_TOKENS:,} "
                              f"(lower {sizes} or the lengths)")
 
+    def request_count(self) -> int:
+        return self.tasks * self.per_task if self.workload == "few-shot" else self.sessions * self.turns
+
+    def lengths(self) -> tuple[str, ...]:
+        """The parameters the workload's size grows with."""
+        sizes = ("tasks", "per_task", "examples_len") if self.workload == "few-shot" else ("sessions", "turns")
+        return (*sizes, "system_len", "question_len", "output_len")
+
+    def served_work(self, block_size: int = 1, peeking: bool = True, queue: int = 1,
+                    hashed: bool = False) -> list[tuple[float, Unit]]:
+        """One serving of the workload (`simulate`) on a cache of `block_size`-token blocks: every
+        prompt and output inserted and, `peeking` (lspf, aging), every waiting request's prompt
+        looked up at every step, up to `queue` of them (a `hashed` cache hashes both block by block)."""
+        n = self.request_count()
+        tokens = self.prompt_tokens() + n * self.output_len
+        lookups = n * min(queue, n) if peeking else 0
+        parts = [(tokens / block_size, CACHE_BLOCKS), (lookups, PEEKS)]
+        hashes = (tokens + lookups * self.prompt_tokens() / n) / block_size
+        return parts + [(lookups, HASHED_PEEKS), (hashes, HASHES)] if hashed else parts
+
     def workload_key(self) -> str:
         """Every workload parameter and its value: what the requests depend on."""
         return repr([(name, getattr(self, name)) for name in WorkloadLab.param if name != "name"])
@@ -102,6 +123,12 @@ class CacheSchedule(CapacityLab):
     )
 
     policy = param.Selector(objects=list(POLICIES), default="lspf", doc="order in which waiting requests are served")
+
+    def estimate(self) -> Estimate:
+        """The fcfs, lspf and chosen orders' servings, and the offline optimum's."""
+        orders = dict.fromkeys(("fcfs", "lspf", self.policy, "dfs"))
+        runs = [self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue) for p in orders]
+        return work(*(part for run in runs for part in run), lower=("queue", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

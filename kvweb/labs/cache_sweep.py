@@ -7,6 +7,7 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, capacity_grid, policy_hit_rate, sweep
 from kvweb.labs.cache_schedule import QueueLab
+from kvweb.budget import Estimate, work
 from kvweb.lab import Progress, no_progress
 from kvweb.memo import Memo
 
@@ -29,6 +30,11 @@ class CacheSweep(QueueLab):
     )
 
     points = param.Integer(8, bounds=(2, 12), doc="capacities tried (geometrically spaced)")
+
+    def estimate(self) -> Estimate:
+        """Every order, and the offline optimum, at every capacity."""
+        runs = [self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue) for p in (*POLICIES, "optimal")]
+        return work(*((n * self.points, unit) for run in runs for n, unit in run), lower=("queue", "points", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

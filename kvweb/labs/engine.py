@@ -5,12 +5,14 @@ memory knobs, SLO, the paper GPU's assumptions), so `max-rate` and `sweep` read 
 """
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from typing import Any
 
 import numpy as np
 import param
 
+from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
@@ -95,6 +97,43 @@ class ServingLab(PaperGPULab):
     def serve(self, progress: Progress) -> dict[str, Any]:
         raise NotImplementedError
 
+    def work_knobs(self) -> dict[str, tuple[str, ...]]:
+        """The parameters a serving run's work grows with (`lower`) and shrinks with (`higher`)."""
+        lengths = ("prompt_len", "output_len") if self.workload in ("fixed", "uniform") else ()
+        return {"lower": ("requests", *lengths), "higher": ("block_size",)}
+
+    def served_work(self, requests: list[Request], block_size: int = 0, map_cells: int = 0,
+                    stepwise: bool = False, max_seqs: int = Setup.max_seqs) -> list[tuple[float, Unit]]:
+        """One simulated run's work: its requests and its tokens in blocks of `block_size` (0: a
+        reserved manager, about 16 tokens of work each); `stepwise` (a scheduler that goes through
+        every decode step, not only those where something happens, and caches prefixes), its output
+        tokens and its blocks hashed too; when traced, the memory maps it draws (`frames_at_most`, of
+        `map_cells` cells each)."""
+        tokens = sum(r.prompt + r.output for r in requests)
+        parts = [(len(requests), ENGINE_REQUESTS), (tokens / (block_size or 16), ENGINE_BLOCKS)]
+        if stepwise:
+            parts += [(sum(r.output for r in requests), STEP_TOKENS), (tokens / block_size, HASHED_BLOCKS)]
+        if map_cells and requests:
+            cost = self.setup().cost_model()
+            prompt = sum(r.prompt for r in requests) // len(requests)
+            serial_s = (sum(r.output for r in requests) * cost.decode_step_cost(1, 0)
+                        + len(requests) * cost.prefill_cost(prompt))  # one request at a time, one token a step
+            # as many at once as memory and the batch limit allow; steps of a full batch take longer
+            together = max(1, min(max_seqs, len(requests), cost.kv_capacity_tokens * len(requests) // tokens))
+            horizon = max((r.arrival for r in requests), default=0.0) or 1.0
+            longest = horizon + sum(r.delay for r in requests) + 4 * serial_s / together
+            parts.append((frames_at_most(horizon, longest) * map_cells, MAP_CELLS))
+        return parts
+
+
+def frames_at_most(horizon: float, longest_s: float) -> int:
+    """Memory maps a traced run of at most `longest_s` simulated seconds draws (TraceRecorder:
+    one every horizon / 50 s, 80 at most, then every other dropped and the interval doubled)."""
+    interval = horizon / 50
+    if longest_s <= 80 * interval:
+        return math.ceil(longest_s / interval) + 1
+    return 80 + 40 * math.ceil(math.log2(longest_s / (80 * interval))) + 1
+
 
 class EngineLab(ServingLab):
     lab_name = "engine"
@@ -107,6 +146,15 @@ class EngineLab(ServingLab):
                             doc="KV memory manager: reserved max / pow2 / oracle (Orca), or paged (vLLM)")
     compare = param.Selector(objects=["none", *MEMORIES], default="oracle",
                              doc="a second manager run on the same requests, shown side by side")
+
+    def estimate(self) -> Estimate:
+        """Each manager's traced run: paged memory's map has a cell per block, a reserved one's 1024."""
+        requests = self.workload_at(self.rate)
+        kinds = [self.memory] + ([] if self.compare == "none" else [self.compare])
+        blocks = self.setup().cost_model().kv_capacity_blocks(self.block_size)
+        runs = [self.served_work(requests, self.block_size, blocks) if kind == "paged"
+                else self.served_work(requests, 0, 1024) for kind in kinds]
+        return work(*(part for run in runs for part in run), **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.workload_at(self.rate)

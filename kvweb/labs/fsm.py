@@ -15,6 +15,7 @@ from kvweb.constrained.dfa import DFA, compile_dfa
 from kvweb.kv.generate import Continued
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.constrained.layout import layers, order
+from kvweb.budget import MODEL_CALLS, Estimate, work
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
@@ -100,6 +101,10 @@ class Fsm(Lab):
                 f"max_len: {self.max_len} is shorter than the shortest text the pattern allows; "
                 f"allowed: at least {shortest}")
         return fsm
+
+    def estimate(self) -> Estimate:
+        """Each sample decoded three ways (plain, with jumps, unconstrained), a token a call."""
+        return work((3 * self.samples * self.max_len, MODEL_CALLS), lower=("samples", "max_len"))
 
     def check(self) -> None:
         self.compile()

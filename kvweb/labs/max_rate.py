@@ -8,6 +8,7 @@ from typing import Any
 
 import param
 
+from kvweb.budget import Estimate, work
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.lab import ParamError, Progress
 from kvweb.memo import Memo
@@ -49,6 +50,7 @@ def trial(setup: Setup, base: list[Request], rate: float, allowed: int) -> Trial
 # alone (block size and preemption beside a reserved manager, the allocator beside paged memory)
 # reruns only the others. Each entry is a few dozen numbers.
 SEARCHES_KEPT = 16
+SEARCH_DOUBLINGS = 5  # runs a search takes to bracket the max rate (up to 16 req/s), for the estimate
 TRIALS_KEPT = 256  # per key: a few searches' worth
 _SEARCHES: Memo[dict[float, Trial]] = Memo(SEARCHES_KEPT)
 
@@ -68,6 +70,16 @@ class MaxRateLab(ServingLab):
         super().check()
         if self.workload == "trace":
             raise ParamError("workload: trace is not allowed here; a max-rate search needs Poisson arrivals")
+
+    def estimate(self) -> Estimate:
+        """Each manager's search: doubling from 1 req/s up to 16 (or halving down), then
+        bisecting to `rel_tol`; runs at rates that fail give up early, so this is on the high side."""
+        runs = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(self.rel_tol)))
+        requests = self.workload_at(1.0)
+        per_manager = [self.served_work(requests, self.block_size if kind == "paged" else 0) for kind in MEMORIES]
+        knobs = self.work_knobs()
+        return work(*((n * runs, unit) for run in per_manager for n, unit in run),
+                    lower=knobs["lower"], higher=(*knobs["higher"], "rel_tol"))
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         base: list[Request] = []  # arrivals at 1 request/s, made when a trial first needs them

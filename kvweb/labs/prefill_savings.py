@@ -8,6 +8,7 @@ import param
 
 from kvweb.prefix.cache_schedule import RadixServer, hit_rate, prefill_seconds, simulate
 from kvweb.gpu import GPUS, MODELS
+from kvweb.budget import Estimate, work
 from kvweb.lab import Progress, no_progress
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.labs.paper_gpu import PaperGPULab
@@ -25,6 +26,11 @@ class PrefillSavings(CapacityLab, PaperGPULab):
 
     gpu = param.Selector(objects=list(GPUS), default="H100-SXM", doc="GPU of the cost model")
     model = param.Selector(objects=list(MODELS), default="llama-3-8b", doc="model of the cost model")
+
+    def estimate(self) -> Estimate:
+        """The fcfs and lspf servings."""
+        return work(*self.served_work(peeking=False), *self.served_work(queue=self.queue),
+                    lower=("queue", *self.lengths()))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

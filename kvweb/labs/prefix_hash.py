@@ -7,6 +7,7 @@ from typing import Any
 import param
 
 from kvweb.prefix.cache_schedule import PrefixCache, RadixServer, simulate, summary
+from kvweb.budget import Estimate, work
 from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.cache_schedule import CapacityLab
@@ -40,6 +41,14 @@ class PrefixHash(CapacityLab):
         if self.capacity < self.block_size:
             raise ParamError(f"capacity: {self.capacity} tokens hold no block of {self.block_size}; "
                              f"allowed: at least block_size")
+
+    def estimate(self) -> Estimate:
+        """The radix tree, and both caches at `block_size` and at every size of the sweep."""
+        caches = [(1, False), (self.block_size, False), (self.block_size, True),
+                  *((b, name == "hash") for b in BLOCK_SWEEP for name in CACHES if b <= self.capacity)]
+        peeking = self.policy == "lspf"
+        return work(*(part for b, hashed in caches for part in self.served_work(b, peeking, self.queue, hashed)),
+                    lower=("queue", *self.lengths()), higher=("block_size",))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

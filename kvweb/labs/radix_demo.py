@@ -6,6 +6,7 @@ from typing import Any
 
 import param
 
+from kvweb.budget import CONTEXT_READS, MODEL_CALLS, Estimate, work
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.kv.model import MiniModel, decode, encode
 from kvweb.prefix.radix_demo import run_demo
@@ -61,6 +62,13 @@ class RadixDemo(Lab):
         for i, (j, question) in follow.items():
             lengths[i] = len(prompts[j]) + self.max_new + len(question) + self.max_new - 1
         return lengths
+
+    def estimate(self) -> Estimate:
+        """Each request's tokens read against their context (about n^2 / 2 for n slots) and its tokens
+        decoded, once through the radix cache and once for the reference."""
+        lengths = self.kv_lengths()
+        return work((sum(n * n for n in lengths) / 2, CONTEXT_READS), (2 * self.max_new * len(lengths), MODEL_CALLS),
+                    lower=("questions", "system", "max_new"))
 
     def check(self) -> None:
         longest = max(self.kv_lengths())

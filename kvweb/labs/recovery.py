@@ -6,6 +6,7 @@ from typing import Any
 import param
 
 from kvweb.gpu import GPUS, MODELS
+from kvweb.budget import Estimate, constant
 from kvweb.lab import Progress, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
 
@@ -37,6 +38,10 @@ class RecoveryLab(PaperGPULab):
             rows.append({"block_size": bs, "swap_s": swap, "swap_in_s": swap_in, "recompute_s": recompute,
                          "faster": "swap" if swap < recompute else "recompute"})
         return rows
+
+    def estimate(self) -> Estimate:
+        """Short at any value its bounds allow: a handful of formulas."""
+        return constant(0.1)
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         cm = self.cost_model(self.gpu, MODELS[self.model])

@@ -7,6 +7,7 @@ from typing import Any
 import param
 
 from kvweb.gpu import GPUS, MODELS, LLMSpec
+from kvweb.budget import Estimate, constant
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
 
@@ -38,6 +39,10 @@ class Roofline(PaperGPULab):
     custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension", precedence=ADVANCED)
     custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size", precedence=ADVANCED)
     custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary", precedence=ADVANCED)
+
+    def estimate(self) -> Estimate:
+        """Short at any value its bounds allow: a handful of formulas."""
+        return constant(0.1)
 
     def check(self) -> None:
         if self.model == "custom" and self.custom_heads % self.custom_kv_heads:

@@ -9,15 +9,18 @@ serving part may not import the prefix part.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import param
 
+from kvweb.budget import Estimate, work
 from kvweb.gpu.specs import GPUSpec
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
+from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
@@ -232,6 +235,31 @@ class SchedulersLab(ServingLab):
             return {"mode": mode, **self.figures(run), "trace": run.trace}, frame_counts(run.trace["frames"])
 
         return _RUNS.get(self.key(("search", "target", *UNREAD_BY[mode]), mode=mode), serve)
+
+    def estimate(self) -> Estimate:
+        """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
+        requests, cost = self.requests_at(self.rate), self.setup().cost_model()
+        blocks = cost.kv_capacity_blocks(self.block_size)
+        runs = [self.served_work(requests, self.block_size, blocks, max_seqs=self.max_seqs),
+                self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
+                # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
+                self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
+        if self.search:
+            searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
+            base = self.requests_at(1.0)
+            runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
+                     for block, stepwise in ((self.block_size, False), (self.block_size, True), (16, True))]
+        knobs = self.work_knobs()
+        return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
+                    higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
+
+    def workload_lengths(self) -> tuple[str, ...]:
+        """The lengths of a prefix workload's requests (the parameters its work grows with)."""
+        if self.workload == "few-shot":
+            return ("examples_len", "question_len", "output_len")
+        if self.workload == "multi-turn":
+            return ("turns", "question_len", "output_len")
+        return ()
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.requests_at(self.rate)

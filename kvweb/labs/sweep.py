@@ -5,6 +5,7 @@ from typing import Any
 
 import param
 
+from kvweb.budget import Estimate, work
 from kvweb.lab import ParamError, Progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab
@@ -52,6 +53,12 @@ class SweepLab(ServingLab):
             return [{"watermark": w} for w in WATERMARKS]
         return [{"rate": self.rate * f, "block_size": b, "preemption": p}
                 for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
+
+    def estimate(self) -> Estimate:
+        """One untraced run a point (the preemption sweep's rates change arrivals, not the work)."""
+        requests = self.workload_at(self.rate)
+        runs = [self.served_work(requests, point.get("block_size", self.block_size)) for point in self.points()]
+        return work(*(part for run in runs for part in run), **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         points = self.points()

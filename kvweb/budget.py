@@ -1,0 +1,78 @@
+"""A work estimate before every run, and the budget it must stay under.
+
+Many runs the parameter bounds allow take minutes (a browser is 2-3x slower again), so every
+lab counts its work from its parameters, without running anything (`Lab.estimate`), in a unit
+of its own with a stated cost per unit. A run whose estimate is over the budget is refused
+with one plain line naming the estimate, the budget and the parameters to change. Unit costs
+are CPU seconds of CPython on the 2-core machine of docs/input.md (what a run takes there when
+idle), measured by `bench/caps.py --budget` and the runs of issue 25; they are the slow end of
+what was measured, so an accepted run should not take much longer than its estimate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BUDGET_S = 20.0  # seconds of work a run may take (the CLI's --budget raises it)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a lab counts, and what one of them costs."""
+
+    name: str  # plural, as read after a count: "memory-map cells drawn"
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A run's work: so many of each unit, and the parameters it grows with (`lower`, the main ones
+    first) or shrinks with (`higher`)."""
+
+    parts: tuple[tuple[float, Unit], ...]
+    lower: tuple[str, ...] = ()
+    higher: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return sum(n * unit.seconds for n, unit in self.parts)
+
+
+def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[str, ...] = ()) -> Estimate:
+    """An estimate of these parts, those of one unit added up."""
+    total: dict[Unit, float] = {}
+    for n, unit in parts:
+        total[unit] = total.get(unit, 0.0) + n
+    return Estimate(tuple((n, unit) for unit, n in total.items()), lower, higher)
+
+
+# The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs).
+FIXED = Unit("seconds of a run its bounds keep short", 1.0)
+MAP_CELLS = Unit("memory-map cells drawn", 6e-8)
+ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
+ENGINE_BLOCKS = Unit("KV blocks filled", 1.2e-6)
+STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)
+HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-7)
+CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 5e-8)
+PEEKS = Unit("prefix-cache lookups", 7e-7)
+HASHED_PEEKS = Unit("lookups in a block-hash table", 9e-6)
+HASHES = Unit("blocks hashed", 1e-8)
+MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
+MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
+CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
+
+
+def constant(seconds: float) -> Estimate:
+    """The estimate of a lab that is short at any value its bounds allow."""
+    return Estimate(((seconds, FIXED),))
+
+
+def refusal(estimate: Estimate, budget_s: float) -> str:
+    """The one line that refuses a run over the budget. It starts with the parameters to change, as
+    a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
+    lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
+    parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED)
+    change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
+    seconds = f"{estimate.seconds:,.0f}" if estimate.seconds >= 1 else f"{estimate.seconds:.2g}"
+    return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
+            f"{seconds} s of work{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; "
+            f"{change or 'raise --budget'}")

@@ -1,0 +1,171 @@
+"""The work estimate before every run (kvweb/budget.py): hand-counted units, the refusal, --budget.
+
+The unit costs themselves are measured by bench/caps.py --budget (docs/input.md), not here.
+"""
+import io
+import math
+from unittest import mock
+
+import pytest
+
+import kvweb.labs  # noqa: F401
+from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHED_PEEKS, HASHES,
+                          MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+from kvweb.cli import main
+from kvweb.lab import LABS, ParamError
+from kvweb.parsing import make
+from kvweb.query import from_query
+from kvweb.labs.engine import frames_at_most
+from kvweb.labs.max_rate import SEARCH_DOUBLINGS
+
+# Scenario B's fixed-length workload: 4096 + 4095 tokens a request, blocks of one token (issue 25: 63 s)
+HUGE_ENGINE = {"scenario": "B", "workload": "fixed", "prompt_len": "4096", "output_len": "4095",
+               "requests": "5000", "rate": "1000", "block_size": "1"}
+
+
+def huge_engine():
+    return LABS["engine"](scenario="B", workload="fixed", prompt_len=4096, output_len=4095, requests=5000, rate=1000.0,
+                          block_size=1)
+
+
+def units(estimate: Estimate) -> dict[Unit, float]:
+    return {unit: n for n, unit in estimate.parts}
+
+
+@pytest.mark.parametrize("name", sorted(LABS))
+def test_every_lab_estimates_its_defaults_well_within_the_budget(name):
+    assert LABS[name]().estimate().seconds <= BUDGET_S / 2
+
+
+def test_parts_of_one_unit_are_added_up():
+    a = Unit("a", 0.5)
+    estimate = work((2, a), (3, FIXED), (4, a), lower=("x",))
+    assert estimate.parts == ((6, a), (3, FIXED)) and estimate.seconds == 6.0
+
+
+def test_frames_of_a_traced_run():
+    # one frame every horizon / 50 s: 50 s of horizon, 1 s apart; 80 fit before the first thinning
+    assert frames_at_most(50.0, 30.0) == 31
+    assert frames_at_most(50.0, 80.0) == 81
+    # 4x as long: two doublings of the interval, 40 new frames after each
+    assert frames_at_most(50.0, 320.0) == 80 + 2 * 40 + 1
+    assert frames_at_most(50.0, 321.0) == 80 + 3 * 40 + 1
+
+
+def test_engine_counts_requests_and_blocks_of_each_manager():
+    lab = LABS["engine"](workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16,
+                         memory="paged", compare="max")
+    got = units(lab.estimate())
+    assert got[ENGINE_REQUESTS] == 20  # 10 requests, twice
+    assert got[ENGINE_BLOCKS] == 10 * 128 / 16 + 10 * 128 / 16  # paged: blocks of 16; reserved: about 16 tokens each
+    blocks = lab.setup().cost_model().kv_capacity_blocks(16)
+    assert got[MAP_CELLS] % 1 == 0 and got[MAP_CELLS] > blocks  # a paged map's cells are blocks, more than one frame
+
+
+def test_sweep_runs_every_block_size():
+    lab = LABS["sweep"](workload="fixed", prompt_len=100, output_len=28, requests=10)
+    got = units(lab.estimate())
+    assert got[ENGINE_REQUESTS] == 9 * 10
+    assert got[ENGINE_BLOCKS] == pytest.approx(10 * 128 * sum(1 / b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)))
+
+
+def test_max_rate_searches_every_manager():
+    lab = LABS["max-rate"](workload="fixed", prompt_len=100, output_len=28, requests=10, rel_tol=0.02)
+    runs = SEARCH_DOUBLINGS + 6  # bisecting a factor of 2 down to 2 %: log2(ln 2 / ln 1.02) = 5.1 steps
+    assert units(lab.estimate())[ENGINE_REQUESTS] == 4 * runs * 10
+
+
+def test_schedulers_count_three_modes_and_their_searches():
+    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16)
+    plain = units(LABS["schedulers"](**base).estimate())
+    assert plain[ENGINE_REQUESTS] == 3 * 10
+    assert plain[STEP_TOKENS] == 2 * 10 * 28  # vLLM V1 and SGLang decode step by step
+    searched = units(LABS["schedulers"](**base, search=True).estimate())
+    assert searched[ENGINE_REQUESTS] == 3 * 10 + 3 * (SEARCH_DOUBLINGS + 6) * 10
+
+
+def test_cache_schedule_counts_insertions_and_lookups():
+    # few-shot: 2 tasks x 3 requests of 10 + 20 + 5 prompt tokens and 4 output tokens; queue of 4
+    lab = LABS["cache-schedule"](workload="few-shot", tasks=2, per_task=3, system_len=10, examples_len=20,
+                                 question_len=5, output_len=4, queue=4, policy="lspf")
+    got = units(lab.estimate())
+    assert got[CACHE_BLOCKS] == 3 * (6 * 35 + 6 * 4)  # fcfs, lspf and the offline depth-first order
+    assert got[PEEKS] == 6 * 4  # lspf only: each of 6 steps looks up at most 4 waiting prompts
+
+
+def test_prefix_hash_hashes_block_by_block():
+    lab = LABS["prefix-hash"](workload="few-shot", tasks=2, per_task=3, system_len=10, examples_len=20,
+                              question_len=5, output_len=4, queue=4, block_size=16, capacity=2000)
+    got = units(lab.estimate())
+    sweep = sum(1 / b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256))
+    tokens, lookups = 6 * 39, 6 * 4
+    assert got[PEEKS] == lookups * (3 + 2 * 9)  # the radix tree, both caches at 16, both at each sweep size
+    assert got[HASHED_PEEKS] == lookups * (1 + 9)  # the hash table's: at 16 and at each sweep size
+    assert got[HASHES] == pytest.approx((tokens + lookups * 35) * (1 / 16 + sweep))
+
+
+def test_mini_model_labs_count_calls_and_attention():
+    beam = units(LABS["beam-search"](width=2, prompt_len=4, steps=3).estimate())
+    assert beam[MODEL_PAIRS] == 16 / 2 + 2 * 25 / 2 + 2 * 36 / 2  # naive: 1 beam, then 2, of 4 + t tokens
+    assert beam[MODEL_CALLS] == 4 * 3 + 1 + 2 * 2  # 4 paged searches of 3 steps; the naive one's forwards
+    assert units(LABS["fsm"](samples=2, max_len=10).estimate())[MODEL_CALLS] == 3 * 2 * 10
+    radix = LABS["radix-demo"](system="ab", questions="c|d", follow_up="", max_new=3)
+    assert units(radix.estimate()) == {CONTEXT_READS: 2 * 5 * 5 / 2, MODEL_CALLS: 2 * 3 * 2}  # 2 + 1 + 3 - 1 slots each
+
+
+def test_an_over_budget_run_is_refused_with_one_line_naming_estimate_budget_and_parameters():
+    with pytest.raises(ParamError) as refused:
+        make("engine", HUGE_ENGINE)
+    message = str(refused.value)
+    seconds = huge_engine().estimate().seconds
+    assert seconds > 60  # issue 25 measured 63 s
+    assert message.startswith(f"requests, prompt_len, output_len, block_size: this run is estimated at {seconds:.0f} s of "
+                              "work (10,000 requests through the papers' engine, ")
+    assert message.endswith(", over the budget of 20 s; lower requests/prompt_len/output_len or raise block_size")
+    assert "memory-map cells drawn" in message and "\n" not in message
+
+
+def test_the_refusal_reads_as_one_line():
+    estimate = Estimate(((3_000_000, Unit("widgets", 1e-5)),), lower=("n",), higher=("size",))
+    assert refusal(estimate, 20.0) == ("n, size: this run is estimated at 30 s of work (3,000,000 widgets), over the "
+                                       "budget of 20 s; lower n or raise size")
+
+
+def test_a_url_over_budget_puts_back_what_it_names_first():
+    lab, messages = from_query({"lab": "engine", **HUGE_ENGINE})
+    lab.admit()
+    assert len(messages) == 1 and messages[0].startswith("requests, prompt_len, output_len, block_size: this run is")
+    reset = messages[0].rpartition("; using the defaults for ")[2].split(", ")
+    assert reset[0] in ("requests", "prompt_len", "output_len", "block_size")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_refuses_over_budget_and_budget_raises_it():
+    args = ["run", "engine", *(f"--{k}={v}" for k, v in HUGE_ENGINE.items())]
+    code, out, err = cli(*args)
+    assert code == 2 and out == "" and "over the budget of 20 s" in err and err.count("\n") == 1
+    with mock.patch.object(LABS["engine"], "run", lambda self, progress=None: {"stubbed": True}):
+        assert cli(*args, "--budget", "1e6")[0] == 0
+        code, out, err = cli(*args, "--budget=30")
+    assert code == 2 and "over the budget of 30 s" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "lots", "1e309"])
+def test_cli_budget_must_be_positive_seconds(value):
+    code, out, err = cli("run", "roofline", "--budget", value)
+    assert (code, out) == (2, "") and err.startswith("kvweb: --budget: ")
+
+
+def test_help_says_how_to_raise_the_budget():
+    assert "--budget SECONDS" in cli("run", "--help")[1]
+    assert "--budget SECONDS (default 20)" in cli("run", "engine", "--help")[1]
+
+
+def test_constant_estimates_are_the_seconds_themselves():
+    estimate = LABS["roofline"]().estimate()
+    assert estimate.parts == ((0.1, FIXED),) and math.isclose(estimate.seconds, 0.1)
