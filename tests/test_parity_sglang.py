@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ from kvweb.serving.continuous_batching import Seq
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.workload import Request
 
+from kvweb.labs.schedulers import CHECKED
+from parity import sglang_workloads  # scripts/parity/ (pytest's pythonpath holds scripts/)
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts" / "parity"))
-import sglang_workloads  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "parity" / "sglang-0.5.23-radix.json.gz"
 FIELDS = ("result", "evicted", "evictable", "protected", "free", "nodes", "edge lengths", "shape",
@@ -172,3 +172,9 @@ def test_kvweb_radix_scheduler_admits_what_sglang_admitted(r: dict[str, Any], re
     stop = theirs.pop("stop")
     ours = kvweb_round(r)
     assert ours == theirs, f"{r['name']} (SGLang stopped at {stop}): sglang {theirs}, kvweb {ours}"
+
+
+def test_the_lab_says_what_was_checked(recorded: dict[str, Any]) -> None:
+    operations = sum(map(len, recorded["runs"].values()))
+    assert (f"SGLang {recorded['sglang']}'s own RadixCache: {len(recorded['runs'])} workloads, {operations:,} operations "
+            f"and {len(recorded['rounds'])} admission rounds") in CHECKED
