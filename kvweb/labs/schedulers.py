@@ -125,7 +125,7 @@ class SchedulersLab(ServingLab):
                                                 "preempts over and over when long prompts fill the memory")
     async_scheduling = param.Boolean(False, precedence=ADVANCED,
                                      doc="vLLM V1: schedule the next step before the last one's tokens are known "
-                                         "(vLLM's default on GPUs): a finished request keeps its blocks and batch slot "
+                                         "(on by default in vLLM 0.33.0): a finished request keeps its blocks and batch slot "
                                          "one step longer; the paper GPU prices no CPU time, so nothing is hidden")
     token_budget = param.Integer(0, bounds=(0, 65536),
                                  doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "

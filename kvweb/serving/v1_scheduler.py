@@ -46,7 +46,7 @@ class V1Config:
     token_budget: int = 2048  # max_num_batched_tokens (vLLM's default for an API server on an A100)
     prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
     full_prompt_check: bool = True  # scheduler_reserve_full_isl (on by default since vLLM PR #37307)
-    async_scheduling: bool = False  # AsyncScheduler (vLLM's default on GPUs)
+    async_scheduling: bool = False  # AsyncScheduler (on by default in vLLM 0.33.0)
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
