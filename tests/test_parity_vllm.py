@@ -1,7 +1,7 @@
 """kvweb's vLLM V1 scheduler replayed step by step against vLLM's own `Scheduler`.
 
 `tests/data/parity/vllm-<version>.json.gz` holds seeded workloads and, for each, what vLLM's
-real scheduler decided in every step (recorded on a CPU by `bash scripts/parity/record.sh`; CI
+real scheduler decided in every step (recorded on a CPU by `bash scripts/parity/record-vllm.sh`; CI
 never installs vLLM). Here kvweb's `V1Scheduler` serves the same requests with the same number
 of blocks, budget and batch limit, one iteration per step vLLM computed something, and must
 decide the same: the tokens each request computes, the requests admitted with their prefix-cache

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Records vLLM's real V1 scheduler on scripts/parity/workloads.py into
-# tests/data/parity/vllm-<version>.json.gz (see scripts/parity/README.md). One command:
-#   bash scripts/parity/record.sh [record_vllm.py options, e.g. --only tight-1 long-1]
-# Sets up .parity/vllm first (idempotent; setup-vllm.sh's environment variables apply).
+# Records both engines' own decisions for the parity tests (tests/test_parity_*.py), each in its
+# own environment under .parity/ (made on first use): vLLM's V1 scheduler
+# (scripts/parity/README.md) and SGLang's radix cache and admission
+# (scripts/parity/README-sglang.md). One command:
+#   bash scripts/parity/record.sh
+# Each engine alone: bash scripts/parity/record-vllm.sh [record_vllm.py options] or
+# bash scripts/parity/record-sglang.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash scripts/parity/setup-vllm.sh
-exec .parity/vllm/bin/python scripts/parity/record_vllm.py "$@"
+bash scripts/parity/record-vllm.sh
+bash scripts/parity/record-sglang.sh
