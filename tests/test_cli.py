@@ -62,7 +62,7 @@ def test_cache_sweep_table_is_the_json():
     argv = ("run", "cache-sweep", "--points", "4")
     result = json.loads(run(*argv, "--json")[1])["result"]
     rows = block(run(*argv)[1], "capacity, hit_rate:")
-    names = ["fcfs", "lspf", "dfs", "aging", "optimal"]
+    names = ["fcfs", "lspf", "dfs-rank", "aging", "optimal"]
     assert rows[0] == ["capacity", *(f"hit_rate.{n}" for n in names)]
     assert len(rows) == 1 + 4
     for i, row in enumerate(rows[1:]):

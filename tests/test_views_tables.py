@@ -97,7 +97,7 @@ def test_the_cache_and_hash_tables_hold_the_hit_rates():
     result, header, rows = shown(CacheScheduleView, "cache-schedule", capacity=2000, policy="lspf")
     assert header == ["order", "hit rate", "longest wait", "mean wait"]
     assert rows[0] == ["FCFS", "50.0%", "31", f"{result['runs']['fcfs']['mean_wait']:.1f}"]
-    assert rows[-1][:2] == ["optimal (offline DFS)", f"{result['optimal_hit_rate']:.1%}"]
+    assert rows[-1][:2] == ["optimum: offline DFS order", f"{result['optimal_hit_rate']:.1%}"]
     result, header, rows = shown(PrefixHashView, "prefix-hash")
     assert header == ["block size", "radix tree", "radix tree, pages of a block", "chained block hashes"]
     sweep = result["block_sweep"]

@@ -16,14 +16,15 @@ from app.text import plain
 from app.view import LabView, TextTable
 from kvweb.lab import Lab
 
-COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs": "#55a868", "aging": "#8172b3", "optimal": "#333333",
+COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs-rank": "#55a868", "aging": "#8172b3", "optimal": "#333333",
           "radix": "#dd8452", "radix_paged": "#c44e52", "hash": "#4c72b0"}
-NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs": "DFS (in the queue)", "aging": "aging",
-         "optimal": "optimal (offline DFS)", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
+NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs-rank": "DFS rank, within the queue (online)", "aging": "aging",
+         "optimal": "optimum: offline DFS order", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
          "hash": "chained block hashes"}
+SHORT = {"dfs-rank": "DFS rank", "optimal": "optimum"}  # bar labels
 # Curves that may coincide stay told apart: a wide pale line under a dashed one under a dotted
 # one, and a different marker on each point of a sweep.
-STYLE = {"fcfs": ("solid", 2.0, "circle"), "lspf": ("dashed", 2.5, "triangle"), "dfs": ("dotted", 3.0, "square"),
+STYLE = {"fcfs": ("solid", 2.0, "circle"), "lspf": ("dashed", 2.5, "triangle"), "dfs-rank": ("dotted", 3.0, "square"),
          "aging": ("dashdot", 2.0, "diamond"), "optimal": ("dashed", 1.5, "x"),
          "radix": ("solid", 7.0, "circle"), "radix_paged": ("dashed", 3.5, "triangle"),
          "hash": ("dotted", 2.0, "square")}
@@ -114,7 +115,7 @@ class CacheScheduleView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        keys = ("fcfs", "lspf", "dfs", "aging")
+        keys = ("fcfs", "lspf", "dfs-rank", "aging")
         self.hit = _figure(tr("running hit rate (prompt tokens read from the cache so far)"),
                            tr("requests served"), tr("hit rate"), y_range=(0, 1))
         self.hit_curves = CurveSet(self.hit, keys, "cache-hit")
@@ -141,11 +142,16 @@ class CacheScheduleView(LabView):
         self.queue_line.location = lab.queue - 1
         rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
         _show_bars(self.bar_plot, self.bars,
-                   [(tr(NAMES[k].split(" (")[0]), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
+                   [(tr(SHORT.get(k, NAMES[k])), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
+        waits = {round(r["mean_wait"], 9) for r in runs.values()}
         self.summary.text = (
             f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
             f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
-            f"({tr('dotted line: FCFS never waits longer than queue - 1')})")
+            f"({tr('dotted line: FCFS never waits longer than queue - 1')})"
+            + ("\n" + tr("The mean wait is the same for every order, and rightly: every request is waiting from "
+                          "the start and one leaves per step, so the waits add up to the same total whoever leaves "
+                          "first (Little's law). The longest wait tells the orders apart.")
+               if len(waits) == 1 and len(runs) > 1 else ""))
         self.table.show([tr("order"), tr("hit rate"), tr("longest wait"), tr("mean wait")],
                         [[tr(NAMES[k]), f"{r['hit_rate']:.1%}", str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
                          for k, r in runs.items()]
@@ -157,7 +163,7 @@ class CacheSweepView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys = ("fcfs", "lspf", "dfs", "aging", "optimal")
+        self.keys = ("fcfs", "lspf", "dfs-rank", "aging", "optimal")
         self.chart = SweepChart(tr("hit rate against cache capacity"), tr("capacity (tokens, log scale)"), self.keys,
                                 "cache-sweep")
         self.summary = plain(css_class="kv-sweep-summary")
