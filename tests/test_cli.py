@@ -90,6 +90,7 @@ def test_schedulers_table_shows_the_modes_side_by_side():
     (["run", "roofline", "stray"], "unexpected argument 'stray'"),
     (["run", "roofline", "--tokens", "5", "--tokens", "6"], "--tokens: given twice"),
     (["frobnicate"], "unknown command 'frobnicate'"),
+    (["run", "cache-schedule", "--policy", "dfs"], "policy: 'dfs' is not allowed; expected one of fcfs, lspf, dfs-rank, aging"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, needle):
     code, out, err = run(*argv)
