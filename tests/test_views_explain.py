@@ -9,7 +9,7 @@ if sys.platform == "emscripten":
     pytest.skip("the app (Panel) is tested in CPython only", allow_module_level=True)
 
 import kvweb.labs  # noqa: E402, F401
-from app.views.cache_schedule import CacheScheduleView  # noqa: E402
+from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: E402
 from app.views.sharing import SharingView  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
 
@@ -50,3 +50,13 @@ def test_the_beam_peak_saving_names_its_blocks():
     assert peak == (9, 16) and result["saving_peak"] == 1 - 9 / 16
     assert "at the peak: 9 blocks with sharing (step 5) against 16 without (step 5)" in view.summary.text
     assert "the pool a server must reserve" in view.summary.text
+
+
+def test_block_hashes_ahead_of_the_radix_tree_are_explained_by_eviction():
+    result, view = updated(PrefixHashView, "prefix-hash")
+    sweep = result["block_sweep"]
+    assert sweep["hit_rate"]["hash"][:2] > sweep["hit_rate"]["radix"][:2]  # blocks of 1 and 2 tokens
+    assert sweep["hit_rate"]["hash"][2] < sweep["hit_rate"]["radix"][2]
+    assert "\nblock size 1, 2: the block hashes beat the radix tree here. It is the unit of eviction" in view.summary.text
+    result, view = updated(PrefixHashView, "prefix-hash", capacity=100_000)  # nothing evicted: never ahead
+    assert "unit of eviction" not in view.summary.text

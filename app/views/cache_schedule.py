@@ -209,6 +209,14 @@ class PrefixHashView(LabView):
             f"{tr('radix tree, pages of a block')} {result['radix_paged_hit_rate']:.1%}, "
             f"{tr('chained block hashes')} {result['hash_hit_rate']:.1%}"
         )
+        ahead = [b for b, h, r in zip(sweep["block_size"], sweep["hit_rate"]["hash"], sweep["hit_rate"]["radix"])
+                 if h > r]
+        if ahead:
+            self.summary.text += (
+                f"\n{tr('block size')} {', '.join(map(str, ahead))}: "
+                + tr("the block hashes beat the radix tree here. It is the unit of eviction: the hashes free one "
+                     "block at a time, a request's tail first, while the tree frees a whole leaf (a question and "
+                     "its answer, say) at once. At larger blocks, reusing whole blocks only loses more than that."))
 
 
 class PrefillSavingsView(LabView):
