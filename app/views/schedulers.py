@@ -46,7 +46,7 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
 
     common = serving_rows()
     rows = [
-        common["throughput"], common["slo"],
+        common["throughput"], common["requests"], common["slo"],
         (tr("TTFT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["ttft_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("TPOT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["tpot_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("inter-token latency p99 / max (ms)"), lambda m: f"{ms(m['itl_s'], 'p99')} / {ms(m['itl_s'], 'max')}"),
@@ -195,9 +195,11 @@ class SchedulersView(LabView):
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}")
+        sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
+                    f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
-                            f"{tr('requests')}; {settings}")
+                            f"{tr('requests')}{sessions}; {settings}")
         self.paper.text = tr(result["paper"])
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
