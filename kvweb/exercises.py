@@ -94,8 +94,8 @@ def run(lab: Lab, progress: Progress = no_progress) -> dict[str, Any]:
 
 def block_arithmetic(lab: Lab, progress: Progress) -> Answer:
     r = run(lab, progress)
-    per_token, b = r["kv_bytes_per_token"], lab.block_size
-    v = {"kv_bytes_per_token": per_token, "block_bytes": r["kv_bytes_per_block"],
+    per_token, b = r["kv_bytes_per_token_total"], lab.block_size
+    v = {"kv_bytes_per_token": per_token, "block_bytes": r["kv_bytes_per_block_total"],
          "blocks": r["kv_capacity_blocks"], "capacity_tokens": r["kv_capacity_tokens"],
          "paged_worst_waste_bytes": (b - 1) * per_token,
          "reserved_worst_waste_bytes": (RESERVED_LEN - 1) * per_token,

@@ -103,16 +103,16 @@ SCENARIO_RATE = {"A": "10", "B": "100"}  # saturating rates (requests/s) for the
 def _paper_gpu(params: list[Result], results: list[Result]) -> Summary:
     lecture, real, llama = results
     return Summary(
-        figures=[("OPT-13B-like: KV bytes per token", f"{lecture['kv_bytes_per_token'] / 1024:.0f} KiB"),
+        figures=[("OPT-13B-like: KV bytes per token", f"{lecture['kv_bytes_per_token_total'] / 1024:.0f} KiB"),
                  ("OPT-13B-like: weights (share of an A100-40GB)",
-                  f"{lecture['weight_bytes'] / 1e9:.1f} GB ({pct(lecture['weight_bytes'] / lecture['gpu']['hbm_bytes'])})"),
+                  f"{lecture['weight_bytes_total'] / 1e9:.1f} GB ({pct(lecture['weight_bytes_total'] / lecture['gpu']['hbm_bytes'])})"),
                  ("OPT-13B-like on A100-40GB: KV capacity (tokens)", num(lecture["kv_capacity_tokens"])),
                  ("OPT-13B (real, LM head tied) on A100-40GB: KV capacity (tokens)", num(real["kv_capacity_tokens"])),
                  ("Llama-3-8B on H100-SXM: KV capacity (tokens)", num(llama["kv_capacity_tokens"]))],
         columns=["model", "GPU", "parameters (billions)", "KV/token (KiB)", "weights (GB)", "KV capacity (tokens)",
                  "blocks of 16"],
-        rows=[[m, r["gpu"]["name"], round(r["params_count"] / 1e9, 2), r["kv_bytes_per_token"] / 1024,
-               round(r["weight_bytes"] / 1e9, 1), r["kv_capacity_tokens"], r["kv_capacity_blocks"]]
+        rows=[[m, r["gpu"]["name"], round(r["params_count"] / 1e9, 2), r["kv_bytes_per_token_total"] / 1024,
+               round(r["weight_bytes_total"] / 1e9, 1), r["kv_capacity_tokens"], r["kv_capacity_blocks"]]
               for m, r in zip((p["model"] for p in params), results)],
     )
 

@@ -28,10 +28,10 @@ def test_run_json_is_one_object_with_lab_params_result():
     assert set(data) == {"lab", "params", "result"} and data["lab"] == "roofline"
     assert data["params"]["gpu"] == "H100-SXM" and data["params"]["block_size"] == 32
     r = data["result"]
-    for key in ("kv_bytes_per_token", "weight_bytes", "kv_capacity_tokens", "kv_capacity_blocks",
+    for key in ("kv_bytes_per_token_total", "weight_bytes_total", "kv_capacity_tokens", "kv_capacity_blocks",
                 "prefill_s", "decode_step_s", "swap_roundtrip_s", "recompute_s"):
         assert key in r
-    assert r["kv_bytes_per_token"] == 131_072
+    assert r["kv_bytes_per_token_total"] == 131_072
     assert r["kv_capacity_blocks"] == r["kv_capacity_tokens"] // 32
 
 

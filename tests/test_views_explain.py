@@ -1,6 +1,6 @@
 """The views say what a figure is where a careful reader could take it for another: the online
 DFS rank beside the offline optimum, a mean wait that every order shares, a peak saving below
-the time-averaged one."""
+the time-averaged one, a what-if decode, two request rates."""
 import sys
 
 import pytest
@@ -10,6 +10,7 @@ if sys.platform == "emscripten":
 
 import kvweb.labs  # noqa: E402, F401
 from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: E402
+from app.views.roofline import RooflineView  # noqa: E402
 from app.views.schedulers import SchedulersView  # noqa: E402
 from app.views.sharing import SharingView  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
@@ -71,3 +72,12 @@ def test_the_schedulers_view_names_the_session_rate_and_both_request_rates():
     for m in result["modes"]:
         assert data[m["mode"]][row] == f"{m['arrival_rate_per_s']:.2f} / {m['requests_per_s_whole_run']:.2f}"
         assert m["requests_per_s_whole_run"] < m["arrival_rate_per_s"] < 2  # the closed loop comes slower
+
+
+def test_the_roofline_table_names_a_what_if_decode():
+    result, view = updated(RooflineView, "roofline")
+    data = view.table.source.data
+    figures = dict(zip(data["c0"], data["c1"]))
+    assert figures["one decode step, what-if (ms)"] == f"{1e3 * result['decode_step_s_what_if']:.4g}"  # 43.14
+    assert figures["decode throughput, what-if (tokens/s)"] == "741.8"  # 32 / 43.14 ms
+    assert figures["KV capacity (tokens)"] == "11,969" and figures["weights, all GPUs (GB)"] == "26.19"
