@@ -21,7 +21,7 @@ from html import escape
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.jsonable import jsonable
+from kvweb.jsonable import jsonable, number
 from kvweb.lab import Progress, no_progress
 from kvweb.parsing import make
 from kvweb.query import to_query
@@ -75,11 +75,8 @@ def pct(x: float | None) -> str:
 
 
 def num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, int) or float(x).is_integer() and abs(x) >= 1:
-        return f"{int(x):,}".replace(",", " ")
-    return f"{x:.{digits}g}"
+    """The CLI's rule (`kvweb.jsonable.number`): 11,969 and 1,555, never 1.55e+03."""
+    return number(x, digits)
 
 
 def times(x: float | None) -> str:

@@ -14,6 +14,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs-rank": "#55a868", "aging": "#8172b3", "optimal": "#333333",
@@ -246,7 +247,7 @@ class PrefillSavingsView(LabView):
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         bars = [(tr("no cache"), "no_cache", "#999999"), ("FCFS", "fcfs", COLORS["fcfs"]),
                 ("LSPF", "lspf", COLORS["lspf"])]
-        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"], f"{result[f'prefill_s_{key}']:.3g} s",
+        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"], f"{number(result[f'prefill_s_{key}'], 3)} s",
                                                color) for name, key, color in bars])
         curve = result["suffix_curve"]
         self.curve.data = {"x": curve["uncached"], "y": curve["prefill_s"]}
@@ -254,6 +255,6 @@ class PrefillSavingsView(LabView):
         self.bar_plot.y_range.end = 1.15 * max(result[f"prefill_s_{key}"] for _, key, _ in bars)  # room for labels
         self.table.show([tr("order"), tr("hit rate"), tr("prefill time saved"), tr("prefill seconds")],
                         [[name, f"{result.get(f'hit_rate_{key}', 0):.1%}", f"{result.get(f'time_saved_{key}', 0):.1%}",
-                          f"{result[f'prefill_s_{key}']:.3g}"] for name, key, _ in bars])
+                          number(result[f"prefill_s_{key}"], 3)] for name, key, _ in bars])
         floor = tr("dashed line: one read of the weights plus the step overhead, the least any prefill costs")
         self.summary.text = f"{floor} ({curve['floor_s'] * 1e3:.2f} ms)"

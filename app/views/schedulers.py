@@ -22,6 +22,7 @@ from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
 from app.views.drawing import CELL, Cells, indexed_color, legend_below, request_hover
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 
@@ -55,8 +56,8 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
         (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
         common["batch"], common["preemptions"], common["recomputed"],
-        (tr("of them found cached again"), lambda m: str(m["resumed_hit_tokens"])),
-        (tr("max rate within the SLO (requests/s)"), lambda m: f"{m['max_rate']:.3g}" if "max_rate" in m else "-"),
+        (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
+        (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
     ]
     return table_columns(rows, modes, [m["mode"] for m in modes])
