@@ -59,7 +59,8 @@ def test_block_hashes_ahead_of_the_radix_tree_are_explained_by_eviction():
     sweep = result["block_sweep"]
     assert sweep["hit_rate"]["hash"][:2] > sweep["hit_rate"]["radix"][:2]  # blocks of 1 and 2 tokens
     assert sweep["hit_rate"]["hash"][2] < sweep["hit_rate"]["radix"][2]
-    assert "\nblock size 1, 2: the block hashes beat the radix tree here. It is the unit of eviction" in view.summary.text
+    assert "\nblock size 1, 2: the block hashes beat the radix tree here. It is the unit of eviction" in (
+        view.summary.text)
     result, view = updated(PrefixHashView, "prefix-hash", capacity=100_000)  # nothing evicted: never ahead
     assert "unit of eviction" not in view.summary.text
 

@@ -247,8 +247,9 @@ class PrefillSavingsView(LabView):
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         bars = [(tr("no cache"), "no_cache", "#999999"), ("FCFS", "fcfs", COLORS["fcfs"]),
                 ("LSPF", "lspf", COLORS["lspf"])]
-        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"], f"{number(result[f'prefill_s_{key}'], 3)} s",
-                                               color) for name, key, color in bars])
+        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"],
+                                               f"{number(result[f'prefill_s_{key}'], 3)} s", color)
+                                              for name, key, color in bars])
         curve = result["suffix_curve"]
         self.curve.data = {"x": curve["uncached"], "y": curve["prefill_s"]}
         self.floor.location = curve["floor_s"]

@@ -19,7 +19,7 @@ class Roofline(PaperGPULab):
         "step, swapping and recomputing cost on a roofline model, on tp tensor-parallel GPUs "
         "(each holds its share of the weights and of every token's KV, and the layers' "
         "all-reduces add to every step) at the chosen weight and KV precision. Decimal units: "
-        "1 GB = 1e9 B; bytes and FLOPs are one GPU's."
+        "1 GB = 1e9 B; bytes and FLOPs are one GPU's unless named total (all GPUs); token counts are all GPUs'."
     )
 
     gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 and FP8 FLOP/s, bandwidth, host link, NVLink)")
