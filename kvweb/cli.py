@@ -141,14 +141,12 @@ def result_text(results: list[tuple[str, Any]], width: int) -> list[str]:
     or point) each their own, lists of numbers side by side with their neighbours of equal length."""
     lines, tables, group = [], [], []
     for key, value in results:
-        if _is_scalars(value) and (not group or len(group[-1][1]) == len(value)):
+        if group and not (_is_scalars(value) and len(group[-1][1]) == len(value)):
+            tables.append(columns_table(group))
+            group = []
+        if _is_scalars(value):
             group.append((key, value))
             continue
-        if group:
-            tables.append(columns_table(group))
-            group = [(key, value)] if _is_scalars(value) else []
-            if group:
-                continue
         records = (records_table(key, value) if isinstance(value, list) and 0 < len(value) <= MAX_ROWS
                    and all(isinstance(v, dict) for v in value) else [])
         if records:
