@@ -328,7 +328,7 @@ def _schedule(params: list[Result], results: list[Result]) -> Summary:
                  ("hit rate FCFS / LSPF / optimal", f"{pct(runs['fcfs']['hit_rate'])} / {pct(runs['lspf']['hit_rate'])} / {pct(best)}"),
                  ("longest wait FCFS / LSPF / aging", f"{runs['fcfs']['max_wait']} / {runs['lspf']['max_wait']} / {aging['max_wait']}"),
                  *([("mean wait, the same for every order (Little's law: all wait from the start, one leaves per step)",
-                     num(aging["mean_wait"]))] if len({round(x["mean_wait"], 9) for x in runs.values()}) == 1 else [])],
+                     num(aging["mean_wait"]))] if aging["mean_wait_same_in_every_order"] else [])],
         columns=["policy", "hit rate", "of optimal", "longest wait", "mean wait"],
         rows=[[p, pct(x["hit_rate"]), pct(x["hit_rate"] / best if best else None), x["max_wait"], round(x["mean_wait"], 1)]
               for p, x in runs.items()],

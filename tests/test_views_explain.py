@@ -38,10 +38,10 @@ def test_an_equal_mean_wait_is_explained_only_when_it_is_equal():
     # 128 requests present at step 0, 32 in the queue: waits 0..31 for the first 32 served, then
     # every later one waited 31 steps in the queue: (31 x 32 / 2 + 96 x 31) / 128 = 27.125
     assert waits == {(31 * 32 / 2 + 96 * 31) / 128} == {27.125}
-    assert "Little's law" in view.summary.text
+    assert result["mean_wait_same_in_every_order"] is True and "Little's law" in view.summary.text
     result, view = updated(CacheScheduleView, "cache-schedule", workload="multi-turn", policy="aging")
     assert len({r["mean_wait"] for r in result["runs"].values()}) == 3
-    assert "Little's law" not in view.summary.text
+    assert result["mean_wait_same_in_every_order"] is False and "Little's law" not in view.summary.text
 
 
 def test_the_beam_peak_saving_names_its_blocks():
@@ -49,7 +49,8 @@ def test_the_beam_peak_saving_names_its_blocks():
     # 4 beams of a 20-token prompt in blocks of 8: at step 5 the third block (4 + 4 tokens) is full and
     # every beam starts a new block: 4 x 4 = 16 blocks without sharing; with it, 9
     peak = max(m["shared"] for m in result["memory"]), max(m["unshared"] for m in result["memory"])
-    assert peak == (9, 16) and result["saving_peak"] == 1 - 9 / 16
+    assert peak == (9, 16) == (result["peak_blocks_with_sharing"], result["peak_blocks_without_sharing"])
+    assert result["saving_peak"] == 1 - 9 / 16
     assert "at the peak: 9 blocks with sharing (step 5) against 16 without (step 5)" in view.summary.text
     assert "the pool a server must reserve" in view.summary.text
 

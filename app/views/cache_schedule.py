@@ -144,7 +144,6 @@ class CacheScheduleView(LabView):
         rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
         _show_bars(self.bar_plot, self.bars,
                    [(tr(SHORT.get(k, NAMES[k])), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
-        waits = {round(r["mean_wait"], 9) for r in runs.values()}
         self.summary.text = (
             f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
             f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
@@ -152,7 +151,7 @@ class CacheScheduleView(LabView):
             + ("\n" + tr("The mean wait is the same for every order, and rightly: every request is waiting from "
                           "the start and one leaves per step, so the waits add up to the same total whoever leaves "
                           "first (Little's law). The longest wait tells the orders apart.")
-               if len(waits) == 1 and len(runs) > 1 else ""))
+               if result["mean_wait_same_in_every_order"] and len(runs) > 1 else ""))
         self.table.show([tr("order"), tr("hit rate"), tr("longest wait"), tr("mean wait")],
                         [[tr(NAMES[k]), f"{r['hit_rate']:.1%}", str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
                          for k, r in runs.items()]

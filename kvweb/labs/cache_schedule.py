@@ -127,5 +127,8 @@ class CacheSchedule(CapacityLab):
             "ratio_to_optimal": chosen["hit_rate"] / best if best else None,
             "max_wait": chosen["max_wait"],
             "mean_wait": chosen["mean_wait"],
+            # Little's law: when every request waits from the start and one leaves per step, the
+            # waits add up to the same total whatever the order (few-shot); said, not left to look odd
+            "mean_wait_same_in_every_order": len({round(r["mean_wait"], 9) for r in runs.values()}) == 1,
             "runs": runs,
         }
