@@ -294,7 +294,8 @@ EXERCISES: tuple[Exercise, ...] = (
         ("capacity", "policy", "workload"),
         "The cache and the running request share one pool. A request longer than the pool cannot keep its "
         "own tokens cached, so it leaves nothing behind for the next one: the hit rate is 0 whatever the "
-        "order. Depth-first order is optimal only once the cache holds at least the longest request.",
+        "order. The offline depth-first order (the optimum, not the online dfs-rank policy) is optimal only "
+        "once the cache holds at least the longest request.",
         radix_too_small,
         Check("What hit rate (in %) does the radix cache reach at this capacity?",
               lambda a: 100 * a.values["hit_rate"], tolerance=1)),
