@@ -164,13 +164,15 @@ def serving_rows() -> dict[str, tuple[str, Any]]:
     """The figures-table rows the engine's and the schedulers' tables both show, by key, in
     the session's language: (label, run -> cell text)."""
     return {
-        "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:.1f}"),
+        "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:,.1f}"),
         "slo": (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
+        "requests": (tr("requests/s: arrived / served over the whole run (drain included)"),
+                     lambda r: f"{r['arrival_rate_per_s']:.2f} / {r['requests_per_s_whole_run']:.2f}"),
         "batch": (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
-        "preemptions": (tr("preemptions"), lambda r: str(r["preemptions"])),
-        "recomputed": (tr("recomputed tokens"), lambda r: str(r["recomputed_tokens"])),
+        "preemptions": (tr("preemptions"), lambda r: f"{r['preemptions']:,}"),
+        "recomputed": (tr("recomputed tokens"), lambda r: f"{r['recomputed_tokens']:,}"),
         "time": (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
-        "finished": (tr("finished / rejected"), lambda r: f"{r['finished']} / {r['rejected']}"),
+        "finished": (tr("finished / rejected"), lambda r: f"{r['finished']:,} / {r['rejected']:,}"),
     }
 
 

@@ -96,7 +96,7 @@ def test_fcfs_and_lspf_hit_rates_differ(page, served_app):
     bars = model_data(page, "cache-hit-bars")
     rates = dict(zip(bars["name"], bars["value"]))
     assert abs(rates["FCFS"] - 0.494) < 0.01 and abs(rates["LSPF"] - 0.859) < 0.01  # few-shot, random order
-    assert len(model_data(page, "cache-hit-lspf")["y"]) == 128 and model_data(page, "cache-hit-dfs")["y"] == []
+    assert len(model_data(page, "cache-hit-lspf")["y"]) == 128 and model_data(page, "cache-hit-dfs-rank")["y"] == []
     assert "128 requests, 67,840 prompt tokens" in plain_text(page, "kv-cache-summary").inner_text()
     cells = model_data(page, "cache-table")  # the table's columns: order, hit rate, longest wait, mean wait
     assert [cells["c0"][0], cells["c1"][0], cells["c2"][0]] == ["FCFS", "49.4%", "31"]

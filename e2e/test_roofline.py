@@ -23,13 +23,13 @@ def query(page):
 def test_loads_and_a_widget_change_updates_figure_and_url(page, served_app):
     page.goto(f"{served_app}?lab=roofline")  # with no lab and no page the guided tour opens
     wait_ready(page)
-    assert "KV capacity (tokens)" in numbers(page) and "1.197e+04" in numbers(page)  # 11,969 tokens
+    assert "KV capacity (tokens)" in numbers(page) and "11,969" in numbers(page)  # never 1.197e+04
     assert query(page)["lab"] == "roofline"
     page.locator(".kv-param-gpu select").select_option("A100-80GB")
     page.wait_for_function("() => location.search.includes('gpu=A100-80GB')")
     wait_ready(page)
     # (0.9 * 80e9 - 26,194,984,960) // 819,200 = 55,914 tokens (the lecture's OPT-13B-like, own LM head)
-    cell(page, "5.591e+04").wait_for()
+    cell(page, "55,914").wait_for()
     set_param(page, "tokens", "4096")
     page.wait_for_function("() => location.search.includes('tokens=4096')")
 
@@ -40,7 +40,7 @@ def test_share_url_restores_parameters(page, served_app):
     assert page.locator(".kv-param-gpu select").input_value() == "H100-SXM"
     assert page.locator(".kv-param-model select").input_value() == "llama-3-8b"
     assert page.locator(".kv-param-block_size input").input_value() == "32"
-    assert "128" in numbers(page) and "4.268e+05" in numbers(page)  # 426,788 tokens of 128 KiB
+    assert "128" in numbers(page) and "426,788" in numbers(page)  # 426,788 tokens of 128 KiB
     q = query(page)
     assert q["gpu"] == "H100-SXM" and q["block_size"] == "32"
     assert not plain_text(page, "kv-message").is_visible()
@@ -57,7 +57,7 @@ def test_a_model_that_does_not_fit_says_so_and_draws_nothing(page, served_app):
     page.wait_for_function("() => location.search.includes('ignore_weights=true')")
     wait_ready(page)
     note.filter(has_text="what-if: the weights of llama-3-70b (141.1 GB)").wait_for()
-    cell(page, "2.197e+05").wait_for()  # 72e9 // 327,680 tokens
+    cell(page, "219,726").wait_for()  # 72e9 // 327,680 tokens
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=llama-3-70b&lang=zh")
     wait_ready(page)
     assert "放不进一块 H100-SXM" in plain_text(page, "kv-fit-note").inner_text()
@@ -87,13 +87,13 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     page.wait_for_function("() => location.search.includes('tp=4')")
     wait_ready(page)
     # (72 GB - 70.55 GB x 2 B / 4) // 81,920 B of 16-bit KV per token on each GPU = 448,288 tokens
-    cell(page, "4.483e+05").wait_for()
+    cell(page, "448,288").wait_for()
     page.locator(".kv-param-weight_precision select").select_option("fp8")
     page.locator(".kv-param-kv_precision select").select_option("fp8")
     page.wait_for_function("() => location.search.includes('kv_precision=fp8')")
     wait_ready(page)
     # FP8 weights and KV: (72 GB - 17.64 GB) // 40,960 B = 1,327,194 tokens; the all-reduce share shown
-    cell(page, "1.327e+06").wait_for()
+    cell(page, "1,327,194").wait_for()
     assert "of which all-reduce (ms)" in numbers(page) and "19.5" in numbers(page)
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
     wait_ready(page)

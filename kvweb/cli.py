@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.budget import BUDGET_S
-from kvweb.jsonable import flatten, jsonable
+from kvweb.jsonable import flatten, jsonable, number
 from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names, shown
 from kvweb.parsing import allowed, make, to_number
 
@@ -95,22 +95,90 @@ def describe(cls: type[Lab]) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_ROWS = 24  # a longer list (a trace, a curve, a step log) prints as a count: --json holds it
+MAX_CELL = 60  # so does a list with a longer text (a sampled output, a prompt)
+
+
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
     if isinstance(value, list):
         return f"[{len(value)} items; see --json]"
-    return str(value)
+    return number(value)
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Text columns, figures aligned right (each line indented two spaces)."""
+    widths = [max(len(c) for c in column) for column in zip(header, *rows)]
+    right = [all(c[:1].isdigit() or c[:1] == "-" and c[1:2].isdigit() or c == "-" for c in column)
+             for column in zip(*rows)]
+    return ["  " + "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(line, widths, right)).rstrip()
+            for line in [header, *rows]]
+
+
+def _short(texts: list[str]) -> bool:
+    return all(len(t) <= MAX_CELL and "\n" not in t for t in texts)
+
+
+def records_table(key: str, items: list[dict[str, Any]]) -> list[str]:
+    """A list of results (modes, sweep points) as a table of their scalar figures: side by side,
+    one column per item, when they have more figures than there are items, else one row each
+    (no table when a cell is long text)."""
+    cells = [dict((k, v) for k, v in flatten(item, expand_lists=False) if not isinstance(v, list)) for item in items]
+    names = list(dict.fromkeys(k for c in cells for k in c))
+    text = [[_fmt(c.get(n)) for n in names] for c in cells]
+    if not _short([t for row in text for t in row]):
+        return []
+    if len(names) <= len(items):
+        return [f"{key}:", *_grid(names, text)]
+    label = next((n for n in names if all(isinstance(c.get(n), str) for c in cells)
+                  and len({c[n] for c in cells}) == len(cells)), None)
+    header = [label or "", *(c[label] if label else f"{key}[{i}]" for i, c in enumerate(cells))]
+    return [f"{key}, one column each:",
+            *_grid(header, [[n, *(row[j] for row in text)] for j, n in enumerate(names) if n != label])]
+
+
+def columns_table(rows: list[tuple[str, list[Any]]]) -> list[str]:
+    """Lists of equal length (a sweep's points) as one table, a column each, named by key."""
+    keys = [k for k, _ in rows]
+    return [", ".join(dict.fromkeys(k.split(".")[0] for k in keys)) + ":",
+            *_grid(keys, [[_fmt(v) for v in values] for values in zip(*(v for _, v in rows))])]
+
+
+def _is_scalars(value: Any) -> bool:
+    return (isinstance(value, list) and 0 < len(value) <= MAX_ROWS
+            and not any(isinstance(v, (dict, list)) for v in value) and _short([_fmt(v) for v in value]))
+
+
+def result_text(results: list[tuple[str, Any]], width: int) -> list[str]:
+    """The result's scalar rows, then its short lists as tables: lists of results (one per mode
+    or point) each their own, lists of numbers side by side with their neighbours of equal length."""
+    lines, tables, group = [], [], []
+    for key, value in results:
+        if group and not (_is_scalars(value) and len(group[-1][1]) == len(value)):
+            tables.append(columns_table(group))
+            group = []
+        if _is_scalars(value):
+            group.append((key, value))
+            continue
+        records = (records_table(key, value) if isinstance(value, list) and 0 < len(value) <= MAX_ROWS
+                   and all(isinstance(v, dict) for v in value) else [])
+        if records:
+            tables.append(records)
+        else:
+            lines.append(f"  {key:<{width}}  {_fmt(value)}")
+    if group:
+        tables.append(columns_table(group))
+    return lines + [line for t in tables for line in ["", *t]]
 
 
 def table(lab: Lab, result: dict[str, Any]) -> str:
-    """A readable two-column view: parameters, then scalar results (nested dicts flattened)."""
+    """A readable view: parameters, then scalar results (nested dicts flattened), then the
+    result's short lists as tables (longer ones as a count)."""
     rows = flatten(lab.values())
     results = flatten(result, expand_lists=False)
     width = max(len(k) for k, _ in rows + results)
     lines = [f"{lab.lab_name}: {lab.title}", ""]
     lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in rows] + ["", "result:"]
-    lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in results]
+    lines += result_text(results, width)
     return "\n".join(lines) + "\n"
 
 

@@ -94,8 +94,8 @@ def run(lab: Lab, progress: Progress = no_progress) -> dict[str, Any]:
 
 def block_arithmetic(lab: Lab, progress: Progress) -> Answer:
     r = run(lab, progress)
-    per_token, b = r["kv_bytes_per_token"], lab.block_size
-    v = {"kv_bytes_per_token": per_token, "block_bytes": r["kv_bytes_per_block"],
+    per_token, b = r["kv_bytes_per_token_total"], lab.block_size
+    v = {"kv_bytes_per_token": per_token, "block_bytes": r["kv_bytes_per_block_total"],
          "blocks": r["kv_capacity_blocks"], "capacity_tokens": r["kv_capacity_tokens"],
          "paged_worst_waste_bytes": (b - 1) * per_token,
          "reserved_worst_waste_bytes": (RESERVED_LEN - 1) * per_token,
@@ -294,7 +294,8 @@ EXERCISES: tuple[Exercise, ...] = (
         ("capacity", "policy", "workload"),
         "The cache and the running request share one pool. A request longer than the pool cannot keep its "
         "own tokens cached, so it leaves nothing behind for the next one: the hit rate is 0 whatever the "
-        "order. Depth-first order is optimal only once the cache holds at least the longest request.",
+        "order. The offline depth-first order (the optimum, not the online dfs-rank policy) is optimal only "
+        "once the cache holds at least the longest request.",
         radix_too_small,
         Check("What hit rate (in %) does the radix cache reach at this capacity?",
               lambda a: 100 * a.values["hit_rate"], tolerance=1)),

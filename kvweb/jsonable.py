@@ -1,4 +1,4 @@
-"""Results as plain JSON types and as (dotted key, scalar) rows."""
+"""Results as plain JSON types, as (dotted key, scalar) rows, and as text."""
 from __future__ import annotations
 
 import math
@@ -57,3 +57,18 @@ def flatten(value: Any, prefix: str = "", expand_lists: bool = True) -> list[tup
             rows += flatten(item, f"{prefix}.{key}" if prefix else str(key), expand_lists)
         return rows
     return [(prefix, value)]
+
+
+def number(value: Any, digits: int = 6) -> str:
+    """A figure as text, by one rule for the CLI, the app's tables and the report: integers
+    (and whole floats, such as byte counts) with thousands separators, other floats to `digits`
+    significant digits and never in exponent form from 1 up (1,555 rather than 1.55e+03)."""
+    if value is None or isinstance(value, (bool, str)):
+        return "-" if value is None else str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer() and abs(value) < 1e18:
+        return f"{int(value):,}"
+    if abs(value) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}g}"

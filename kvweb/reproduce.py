@@ -21,7 +21,7 @@ from html import escape
 from typing import Any
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.jsonable import jsonable
+from kvweb.jsonable import jsonable, number
 from kvweb.lab import Progress, no_progress
 from kvweb.parsing import make
 from kvweb.query import to_query
@@ -75,11 +75,8 @@ def pct(x: float | None) -> str:
 
 
 def num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, int) or float(x).is_integer() and abs(x) >= 1:
-        return f"{int(x):,}".replace(",", " ")
-    return f"{x:.{digits}g}"
+    """The CLI's rule (`kvweb.jsonable.number`): 11,969 and 1,555, never 1.55e+03."""
+    return number(x, digits)
 
 
 def times(x: float | None) -> str:
@@ -103,16 +100,16 @@ SCENARIO_RATE = {"A": "10", "B": "100"}  # saturating rates (requests/s) for the
 def _paper_gpu(params: list[Result], results: list[Result]) -> Summary:
     lecture, real, llama = results
     return Summary(
-        figures=[("OPT-13B-like: KV bytes per token", f"{lecture['kv_bytes_per_token'] / 1024:.0f} KiB"),
+        figures=[("OPT-13B-like: KV bytes per token", f"{lecture['kv_bytes_per_token_total'] / 1024:.0f} KiB"),
                  ("OPT-13B-like: weights (share of an A100-40GB)",
-                  f"{lecture['weight_bytes'] / 1e9:.1f} GB ({pct(lecture['weight_bytes'] / lecture['gpu']['hbm_bytes'])})"),
+                  f"{lecture['weight_bytes_total'] / 1e9:.1f} GB ({pct(lecture['weight_bytes_total'] / lecture['gpu']['hbm_bytes'])})"),
                  ("OPT-13B-like on A100-40GB: KV capacity (tokens)", num(lecture["kv_capacity_tokens"])),
                  ("OPT-13B (real, LM head tied) on A100-40GB: KV capacity (tokens)", num(real["kv_capacity_tokens"])),
                  ("Llama-3-8B on H100-SXM: KV capacity (tokens)", num(llama["kv_capacity_tokens"]))],
         columns=["model", "GPU", "parameters (billions)", "KV/token (KiB)", "weights (GB)", "KV capacity (tokens)",
                  "blocks of 16"],
-        rows=[[m, r["gpu"]["name"], round(r["params_count"] / 1e9, 2), r["kv_bytes_per_token"] / 1024,
-               round(r["weight_bytes"] / 1e9, 1), r["kv_capacity_tokens"], r["kv_capacity_blocks"]]
+        rows=[[m, r["gpu"]["name"], round(r["params_count"] / 1e9, 2), r["kv_bytes_per_token_total"] / 1024,
+               round(r["weight_bytes_total"] / 1e9, 1), r["kv_capacity_tokens"], r["kv_capacity_blocks"]]
               for m, r in zip((p["model"] for p in params), results)],
     )
 
@@ -329,7 +326,9 @@ def _schedule(params: list[Result], results: list[Result]) -> Summary:
     return Summary(
         figures=[("LSPF / optimal hit rate", pct(lspf["ratio_to_optimal"])),
                  ("hit rate FCFS / LSPF / optimal", f"{pct(runs['fcfs']['hit_rate'])} / {pct(runs['lspf']['hit_rate'])} / {pct(best)}"),
-                 ("longest wait FCFS / LSPF / aging", f"{runs['fcfs']['max_wait']} / {runs['lspf']['max_wait']} / {aging['max_wait']}")],
+                 ("longest wait FCFS / LSPF / aging", f"{runs['fcfs']['max_wait']} / {runs['lspf']['max_wait']} / {aging['max_wait']}"),
+                 *([("mean wait, the same for every order (Little's law: all wait from the start, one leaves per step)",
+                     num(aging["mean_wait"]))] if aging["mean_wait_same_in_every_order"] else [])],
         columns=["policy", "hit rate", "of optimal", "longest wait", "mean wait"],
         rows=[[p, pct(x["hit_rate"]), pct(x["hit_rate"] / best if best else None), x["max_wait"], round(x["mean_wait"], 1)]
               for p, x in runs.items()],

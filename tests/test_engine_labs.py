@@ -36,6 +36,16 @@ def test_engine_json_has_the_listed_keys_for_both_managers():
     assert r["throughput_tok_s"] > r["compare"]["throughput_tok_s"]
 
 
+def test_the_served_rate_over_the_whole_run_stands_beside_the_arrival_rate():
+    lab = make("engine", {"requests": "50"})
+    r = lab.run()
+    last = max(q.arrival for q in lab.workload_at(lab.rate))
+    assert r["slo_attainment"] == 1 and r["finished"] == 50
+    assert r["arrival_rate_per_s"] == pytest.approx(50 / last)  # 1.80 at the nominal 2 requests/s
+    assert r["requests_per_s_whole_run"] == pytest.approx(50 / r["sim_time_s"])
+    assert r["requests_per_s_whole_run"] < 0.5 * r["arrival_rate_per_s"]  # 50 requests: the drain is long
+
+
 def test_engine_trace_shows_reserved_but_unused_space_for_max():
     r = make("engine", {"requests": "40", "rate": "5", "memory": "max", "compare": "paged"}).run()
     trace = r["trace"]

@@ -94,7 +94,7 @@ def test_swap_per_layer_loses_at_small_blocks():
 
 
 def test_radix_cache_smaller_than_a_request_hits_nothing():
-    for policy in ("fcfs", "lspf", "dfs", "aging"):
+    for policy in ("fcfs", "lspf", "dfs-rank", "aging"):
         v = answer("radix-too-small", policy=policy)
         assert v["longest_request"] == 100 + 400 + 30 + 20  # system + examples + question + answer
         assert v["hit_rate"] == 0.0

@@ -104,7 +104,7 @@ def test_a_model_that_does_not_fit_says_so():
     assert what_if.fits and what_if.kv_capacity_tokens == 72e9 // 327_680 == 219_726
     assert "what-if" in what_if.fit()["fit_note"] and "does not fit" in what_if.fit()["fit_note"]
     ok = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"]).fit()
-    assert ok["fits"] and ok["fit_note"] is None and ok["usable_bytes"] == 72e9
+    assert ok["fits"] and ok["fit_note"] is None and ok["usable_bytes_per_gpu"] == 72e9
     # weights that fit with no room for one token of KV cannot run either
     tight = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"], mem_util=26_194_984_960 / 40e9)
     assert tight.kv_capacity_tokens == 0 and not tight.fits

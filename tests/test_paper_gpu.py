@@ -68,7 +68,8 @@ def test_llama_70b_on_one_h100_is_not_priced_as_if_it_ran():
 
 def test_the_what_if_is_explicit_and_labelled():
     r = make("roofline", {"model": "llama-3-70b", "gpu": "H100-SXM", "ignore_weights": "true"}).run()
-    assert r["fits"] is True and r["fit_note"].startswith("what-if:") and "for real it does not fit" in r["fit_note"]
+    assert r["fits_what_if"] is True and r["fits_for_real"] is False and "fits" not in r
+    assert r["fit_note"].startswith("what-if:") and "for real it does not fit" in r["fit_note"]
     assert r["kv_capacity_tokens"] == 72e9 // (2 * 80 * 8 * 128 * 2) and r["decode_tokens_per_s"] > 0
     assert make("roofline", {"model": "llama-3-8b", "gpu": "H100-SXM"}).run()["fit_note"] is None
 
@@ -83,3 +84,13 @@ def test_a_serving_lab_whose_model_does_not_fit_serves_nothing(lab):
     ok = make(lab, {"scenario": "A", "requests": "20", "rel_tol": "0.5"} if lab == "max-rate" else
               {"scenario": "A", "requests": "20"}).run()
     assert ok["fits"] is True and ok["fit_note"] is None and ok["kv_capacity_tokens"] == 11_969
+
+
+def test_a_decode_batch_that_does_not_fit_is_priced_as_a_named_what_if():
+    r = make("roofline", {}).run()  # 32 sequences x 1024 tokens = 32,768 > 11,969 tokens of KV
+    assert r["decode_batch_fits"] is False and r["kv_capacity_tokens"] == 11_969
+    assert {"decode_step_s_what_if", "decode_allreduce_s_what_if", "decode_tokens_per_s_what_if"} <= set(r)
+    assert not {"decode_step_s", "decode_allreduce_s", "decode_tokens_per_s"} & set(r)
+    assert r["decode_tokens_per_s_what_if"] == pytest.approx(32 / r["decode_step_s_what_if"])
+    fits = make("roofline", {"batch": "8"}).run()  # 8 x 1024 = 8,192 tokens fit
+    assert fits["decode_batch_fits"] is True and fits["decode_tokens_per_s"] == pytest.approx(8 / fits["decode_step_s"])

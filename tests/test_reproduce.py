@@ -7,9 +7,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kvweb.cli import main
+from kvweb.jsonable import number
 from kvweb.parsing import make
 from kvweb.query import from_query
-from kvweb.reproduce import EXPERIMENTS, reproduce, to_html, to_markdown
+from kvweb.reproduce import EXPERIMENTS, _cell, num, reproduce, to_html, to_markdown
 from kvweb.svg import Chart, Series, nice_top, render
 
 LECTURE = {  # issue 7's list, SPEC sections 2-6
@@ -129,3 +130,8 @@ def test_every_quoted_figure_names_its_source():
     for _, paper in quotes.values():
         if "96.3 %" in paper:
             assert "not checked" in paper
+
+
+def test_the_report_formats_figures_as_the_cli_does():
+    assert num(1554.7) == "1,555" == number(1554.7, 3)  # not 1.55e+03
+    assert _cell(11_969) == "11,969" and _cell(26_194_984_960.0) == "26,194,984,960" and _cell(0.0431) == "0.0431"

@@ -29,7 +29,7 @@ def _priority(policy: str, server: PrefixCache, rank: dict[int, int], alpha: flo
         return lambda w: -w.order
     if policy == "lspf":
         return lambda w: server.peek(w.request.prompt)
-    if policy == "dfs":
+    if policy == "dfs-rank":
         return lambda w: -rank[w.request.rid]
     if policy == "aging":
         return lambda w: server.peek(w.request.prompt) + alpha * (now - w.entered)
@@ -39,7 +39,7 @@ def _priority(policy: str, server: PrefixCache, rank: dict[int, int], alpha: flo
 def plain_simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queue: int,
                    alpha: float) -> list[Served]:
     """`simulate` as it was: the pick is a max over (score, -entry order)."""
-    rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs" else {}
+    rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs-rank" else {}
     by_rid = {r.rid: r for r in requests}
     next_turns: dict[int, list[Request]] = {}
     arrivals: list[tuple[int, int]] = []
@@ -159,7 +159,7 @@ WORKLOADS = {
 
 
 @pytest.mark.parametrize("workload", list(WORKLOADS))
-@pytest.mark.parametrize("policy", ["fcfs", "lspf", "dfs", "aging"])
+@pytest.mark.parametrize("policy", ["fcfs", "lspf", "dfs-rank", "aging"])
 @pytest.mark.parametrize("capacity", [70, 160, 5000])
 @pytest.mark.parametrize("page", [1, 4])
 def test_the_radix_schedule_is_the_plain_one(workload: str, policy: str, capacity: int, page: int) -> None:

@@ -14,16 +14,18 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 
-COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs": "#55a868", "aging": "#8172b3", "optimal": "#333333",
+COLORS = {"fcfs": "#4c72b0", "lspf": "#dd8452", "dfs-rank": "#55a868", "aging": "#8172b3", "optimal": "#333333",
           "radix": "#dd8452", "radix_paged": "#c44e52", "hash": "#4c72b0"}
-NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs": "DFS (in the queue)", "aging": "aging",
-         "optimal": "optimal (offline DFS)", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
+NAMES = {"fcfs": "FCFS", "lspf": "LSPF", "dfs-rank": "DFS rank, within the queue (online)", "aging": "aging",
+         "optimal": "optimum: offline DFS order", "radix": "radix tree", "radix_paged": "radix tree, pages of a block",
          "hash": "chained block hashes"}
+SHORT = {"dfs-rank": "DFS rank", "optimal": "optimum"}  # bar labels
 # Curves that may coincide stay told apart: a wide pale line under a dashed one under a dotted
 # one, and a different marker on each point of a sweep.
-STYLE = {"fcfs": ("solid", 2.0, "circle"), "lspf": ("dashed", 2.5, "triangle"), "dfs": ("dotted", 3.0, "square"),
+STYLE = {"fcfs": ("solid", 2.0, "circle"), "lspf": ("dashed", 2.5, "triangle"), "dfs-rank": ("dotted", 3.0, "square"),
          "aging": ("dashdot", 2.0, "diamond"), "optimal": ("dashed", 1.5, "x"),
          "radix": ("solid", 7.0, "circle"), "radix_paged": ("dashed", 3.5, "triangle"),
          "hash": ("dotted", 2.0, "square")}
@@ -114,7 +116,7 @@ class CacheScheduleView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        keys = ("fcfs", "lspf", "dfs", "aging")
+        keys = ("fcfs", "lspf", "dfs-rank", "aging")
         self.hit = _figure(tr("running hit rate (prompt tokens read from the cache so far)"),
                            tr("requests served"), tr("hit rate"), y_range=(0, 1))
         self.hit_curves = CurveSet(self.hit, keys, "cache-hit")
@@ -141,11 +143,15 @@ class CacheScheduleView(LabView):
         self.queue_line.location = lab.queue - 1
         rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
         _show_bars(self.bar_plot, self.bars,
-                   [(tr(NAMES[k].split(" (")[0]), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
+                   [(tr(SHORT.get(k, NAMES[k])), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
         self.summary.text = (
             f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
             f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
-            f"({tr('dotted line: FCFS never waits longer than queue - 1')})")
+            f"({tr('dotted line: FCFS never waits longer than queue - 1')})"
+            + ("\n" + tr("The mean wait is the same for every order, and rightly: every request is waiting from "
+                          "the start and one leaves per step, so the waits add up to the same total whoever leaves "
+                          "first (Little's law). The longest wait tells the orders apart.")
+               if result["mean_wait_same_in_every_order"] and len(runs) > 1 else ""))
         self.table.show([tr("order"), tr("hit rate"), tr("longest wait"), tr("mean wait")],
                         [[tr(NAMES[k]), f"{r['hit_rate']:.1%}", str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
                          for k, r in runs.items()]
@@ -157,7 +163,7 @@ class CacheSweepView(LabView):
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys = ("fcfs", "lspf", "dfs", "aging", "optimal")
+        self.keys = ("fcfs", "lspf", "dfs-rank", "aging", "optimal")
         self.chart = SweepChart(tr("hit rate against cache capacity"), tr("capacity (tokens, log scale)"), self.keys,
                                 "cache-sweep")
         self.summary = plain(css_class="kv-sweep-summary")
@@ -203,6 +209,14 @@ class PrefixHashView(LabView):
             f"{tr('radix tree, pages of a block')} {result['radix_paged_hit_rate']:.1%}, "
             f"{tr('chained block hashes')} {result['hash_hit_rate']:.1%}"
         )
+        ahead = [b for b, h, r in zip(sweep["block_size"], sweep["hit_rate"]["hash"], sweep["hit_rate"]["radix"])
+                 if h > r]
+        if ahead:
+            self.summary.text += (
+                f"\n{tr('block size')} {', '.join(map(str, ahead))}: "
+                + tr("the block hashes beat the radix tree here. It is the unit of eviction: the hashes free one "
+                     "block at a time, a request's tail first, while the tree frees a whole leaf (a question and "
+                     "its answer, say) at once. At larger blocks, reusing whole blocks only loses more than that."))
 
 
 class PrefillSavingsView(LabView):
@@ -232,14 +246,15 @@ class PrefillSavingsView(LabView):
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         bars = [(tr("no cache"), "no_cache", "#999999"), ("FCFS", "fcfs", COLORS["fcfs"]),
                 ("LSPF", "lspf", COLORS["lspf"])]
-        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"], f"{result[f'prefill_s_{key}']:.3g} s",
-                                               color) for name, key, color in bars])
+        _show_bars(self.bar_plot, self.bars, [(name, result[f"prefill_s_{key}"],
+                                               f"{number(result[f'prefill_s_{key}'], 3)} s", color)
+                                              for name, key, color in bars])
         curve = result["suffix_curve"]
         self.curve.data = {"x": curve["uncached"], "y": curve["prefill_s"]}
         self.floor.location = curve["floor_s"]
         self.bar_plot.y_range.end = 1.15 * max(result[f"prefill_s_{key}"] for _, key, _ in bars)  # room for labels
         self.table.show([tr("order"), tr("hit rate"), tr("prefill time saved"), tr("prefill seconds")],
                         [[name, f"{result.get(f'hit_rate_{key}', 0):.1%}", f"{result.get(f'time_saved_{key}', 0):.1%}",
-                          f"{result[f'prefill_s_{key}']:.3g}"] for name, key, _ in bars])
+                          number(result[f"prefill_s_{key}"], 3)] for name, key, _ in bars])
         floor = tr("dashed line: one read of the weights plus the step overhead, the least any prefill costs")
         self.summary.text = f"{floor} ({curve['floor_s'] * 1e3:.2f} ms)"

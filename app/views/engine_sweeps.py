@@ -14,6 +14,7 @@ from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
 from app.views.drawing import legend_below
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 SERIES = ("xs", "ys", "label", "color", "dash")
@@ -22,9 +23,9 @@ MARKERS = ("circle", "square", "triangle", "diamond", "inverted_triangle", "hex"
 SWEPT = {"rate": "arrival rate (requests/s)", "block_size": "block size", "preemption": "preemption",
          "watermark": "watermark"}
 FIGURES = [  # (column title, result key, cell format)
-    ("throughput (tokens/s)", "throughput_tok_s", "{:.0f}"), ("SLO attainment", "slo_attainment", "{:.1%}"),
+    ("throughput (tokens/s)", "throughput_tok_s", "{:,.0f}"), ("SLO attainment", "slo_attainment", "{:.1%}"),
     ("mean batch", "mean_batch", "{:.1f}"), ("KV / occupied", "utilisation", "{:.1%}"),
-    ("preemptions", "preemptions", "{}"), ("recomputed tokens", "recomputed_tokens", "{}"),
+    ("preemptions", "preemptions", "{:,}"), ("recomputed tokens", "recomputed_tokens", "{:,}"),
     ("swapped (GB, both ways)", "swapped_bytes", "{:.1f}"),
 ]
 
@@ -32,7 +33,7 @@ FIGURES = [  # (column title, result key, cell format)
 def sweep_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The sweep's rows as a table: the swept parameters, then the run's figures."""
     head = ["rate", "block_size", "preemption"] if result["sweep"] == "preemption" else [result["sweep"]]
-    rows = [[f"{r[h]:.4g}" if isinstance(r[h], float) else str(r[h]) for h in head]
+    rows = [[number(r[h], 4) for h in head]
             + [fmt.format(r[k] / 1e9 if k == "swapped_bytes" else r[k]) for _, k, fmt in FIGURES]
             for r in result["rows"]]
     return [tr(SWEPT[h]) for h in head] + [tr(title) for title, _, _ in FIGURES], rows

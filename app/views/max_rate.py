@@ -13,6 +13,7 @@ from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
 from app.views.drawing import legend_below
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 MANAGERS = ("max", "pow2", "oracle", "paged")
@@ -71,7 +72,7 @@ class MaxRateView(LabView):
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rates = result["max_rate"]
         self.bars.data = {**self.bars.data, "rate": [rates[m] for m in MANAGERS],
-                          "label": [f"{rates[m]:.3g}" for m in MANAGERS]}
+                          "label": [number(rates[m], 3) for m in MANAGERS]}
         self.rates.y_range.end = 1.15 * max(max(rates.values()), 1e-9)  # room for the labels above the bars
         trials = [(row["memory"], t) for row in result["managers"] for t in row["trials"]]
         trials.sort(key=lambda mt: mt[1]["slo_attainment"] is None)  # the legend draws each manager's first row

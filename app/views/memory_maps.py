@@ -132,7 +132,7 @@ def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
     """The runs' figures as table columns: a label, then one column per run."""
     common = serving_rows()
     rows = [
-        common["throughput"], common["slo"], common["batch"],
+        common["throughput"], common["requests"], common["slo"], common["batch"],
         (tr("memory occupied (time avg)"), lambda r: f"{100 * r['occupied_frac']:.1f} %"),
         (tr("memory holding KV (time avg)"), lambda r: f"{100 * r['used_frac']:.1f} %"),
         (tr("KV / occupied"), lambda r: f"{100 * r['utilisation']:.1f} %"),

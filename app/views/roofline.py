@@ -12,15 +12,16 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 INTENSITIES = np.logspace(-1, 4, 120)
 
 FIGURES = [  # (result key, label, unit divisor, unit)
     ("tp", "tensor parallelism", 1, "GPUs"),
-    ("kv_bytes_per_token", "KV per token, all GPUs", 1024, "KiB"),
+    ("kv_bytes_per_token_total", "KV per token, all GPUs", 1024, "KiB"),
     ("kv_bytes_per_token_per_gpu", "KV per token, one GPU", 1024, "KiB"),
-    ("weight_bytes", "weights, all GPUs", 1e9, "GB"),
+    ("weight_bytes_total", "weights, all GPUs", 1e9, "GB"),
     ("weight_bytes_per_gpu", "weights, one GPU", 1e9, "GB"),
     ("kv_bytes_free_per_gpu", "memory left for KV, one GPU", 1e9, "GB"),
     ("kv_capacity_tokens", "KV capacity", 1, "tokens"),
@@ -35,10 +36,18 @@ FIGURES = [  # (result key, label, unit divisor, unit)
 ]
 
 
+def figure_value(result: dict[str, Any], key: str) -> tuple[float, bool]:
+    """A figure and whether it is a what-if (the lab names such a figure `KEY_what_if`)."""
+    return (result[key], False) if key in result else (result[f"{key}_what_if"], True)
+
+
 def figures_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The lab's figures, one a row: what (unit), value."""
-    return [tr("figure"), tr("value")], [[f"{tr(label)} ({tr(unit)})", f"{result[key] / div:,.4g}"]
-                                         for key, label, div, unit in FIGURES]
+    """The lab's figures, one a row: what (unit), value; a what-if says so."""
+    rows = []
+    for key, label, div, unit in FIGURES:
+        value, what_if = figure_value(result, key)
+        rows.append([f"{tr(label)}{', ' + tr('what-if') if what_if else ''} ({tr(unit)})", number(value / div, 4)])
+    return [tr("figure"), tr("value")], rows
 
 
 class RooflineView(LabView):
@@ -102,8 +111,8 @@ class RooflineView(LabView):
             "flops": [f"{p['attainable_flops_s']:.3g}" for p in points],
         }
         self.bars.patch({"seconds": [(slice(0, 2), [result["swap_roundtrip_s"], result["recompute_s"]])]})
-        allreduce = [result["prefill_allreduce_s"], result["decode_allreduce_s"]]
-        total = [result["prefill_s"], result["decode_step_s"]]
+        allreduce = [result["prefill_allreduce_s"], figure_value(result, "decode_allreduce_s")[0]]
+        total = [result["prefill_s"], figure_value(result, "decode_step_s")[0]]
         self.steps.patch({"roofline": [(slice(0, 2), [(t - a) * 1e3 for t, a in zip(total, allreduce)])],
                           "allreduce": [(slice(0, 2), [a * 1e3 for a in allreduce])]})
 

@@ -22,6 +22,7 @@ from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
 from app.views.drawing import CELL, Cells, indexed_color, legend_below, request_hover
+from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
 
@@ -46,7 +47,7 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
 
     common = serving_rows()
     rows = [
-        common["throughput"], common["slo"],
+        common["throughput"], common["requests"], common["slo"],
         (tr("TTFT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["ttft_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("TPOT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["tpot_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("inter-token latency p99 / max (ms)"), lambda m: f"{ms(m['itl_s'], 'p99')} / {ms(m['itl_s'], 'max')}"),
@@ -55,8 +56,8 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
         (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
         common["batch"], common["preemptions"], common["recomputed"],
-        (tr("of them found cached again"), lambda m: str(m["resumed_hit_tokens"])),
-        (tr("max rate within the SLO (requests/s)"), lambda m: f"{m['max_rate']:.3g}" if "max_rate" in m else "-"),
+        (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
+        (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
     ]
     return table_columns(rows, modes, [m["mode"] for m in modes])
@@ -195,9 +196,11 @@ class SchedulersView(LabView):
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}")
+        sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
+                    f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
-                            f"{tr('requests')}; {settings}")
+                            f"{tr('requests')}{sessions}; {settings}")
         self.paper.text = tr(result["paper"])
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))

@@ -193,9 +193,16 @@ class SharingView(BlockTraceView):
     @staticmethod
     def _beam_summary(result: dict[str, Any]) -> str:
         sweep = ", ".join(f"{s['width']}: {s['saving_mean']:.0%} / {s['saving_peak']:.0%}" for s in result["sweep"])
+        memory = result["memory"]
+        shared, unshared = (max(memory, key=lambda m: m[k]) for k in ("shared", "unshared"))
         return (
             f"{tr('identical to a beam search recomputing from scratch')}: {result['identical']}\n"
             f"{tr('memory saved')}: {result['saving_mean']:.1%} {tr('time-averaged')}, "
             f"{result['saving_peak']:.1%} {tr('at the peak')}\n"
+            f"{tr('at the peak')}: {shared['shared']} {tr('blocks with sharing')} ({tr('step')} {shared['step']}) "
+            f"{tr('against')} {unshared['unshared']} {tr('without')} ({tr('step')} {unshared['step']}), "
+            + tr("the pool a server must reserve; time-averaged: the blocks held, summed over every step. The share "
+                 "saved changes from step to step (least just after the beams start new blocks of their own), so "
+                 "the two differ") + "\n"
             f"{tr('by width (time-averaged / peak)')}: {sweep}"
         )

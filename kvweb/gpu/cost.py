@@ -154,11 +154,19 @@ class CostModel:
                     f"usable ({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
                     "ignore_weights=true prices it as a what-if")
         elif self.ignore_weights:
-            real = "fits" if replace(self, ignore_weights=False).fits else "does not fit"
+            real = replace(self, ignore_weights=False).fits
             note = (f"what-if: the weights of {m.name} ({weights}) are left out of {g.name}'s {usable}; "
-                    f"for real it {real}")
-        return {"fits": self.fits, "fit_note": note, "tp": tp, "weight_bytes": self.weight_bytes,
-                "weight_bytes_per_gpu": self.weight_bytes_per_gpu, "usable_bytes": self.usable_bytes,
+                    f"for real it {'fits' if real else 'does not fit'}")
+            # named as the what-if it is (`fits` is left out: a reader of it sees a priced run)
+            return {"fits_what_if": True, "fits_for_real": real, **self._fit_figures(note)}
+        return {"fits": self.fits, **self._fit_figures(note)}
+
+    def _fit_figures(self, note: str | None) -> dict[str, object]:
+        """Memory figures, each named by its scope: one GPU's, or the tensor-parallel group's
+        (total; token counts are the group's)."""
+        tp = self.tp
+        return {"fit_note": note, "tp": tp, "weight_bytes_total": self.weight_bytes,
+                "weight_bytes_per_gpu": self.weight_bytes_per_gpu, "usable_bytes_per_gpu": self.usable_bytes,
                 "kv_capacity_tokens": self.kv_capacity_tokens,
                 "kv_bytes_free_per_gpu": self.kv_bytes_free_per_gpu,
                 "kv_bytes_free_total": self.kv_bytes_free_per_gpu * tp}

@@ -84,15 +84,15 @@ class ServingLab(PaperGPULab):
         return {"name": self.scenario, "about": setup.spec.about, "gpu": setup.spec.gpu, "model": setup.spec.model,
                 "max_len": setup.spec.max_len, "kv_capacity_tokens": cost.kv_capacity_tokens,
                 "kv_capacity_blocks": cost.kv_capacity_blocks(self.block_size),
-                "kv_bytes_per_token": cost.kv_bytes_per_token, "units": "decimal (1 GB = 1e9 B)",
+                "kv_bytes_per_token_total": cost.kv_bytes_per_token, "units": "decimal (1 GB = 1e9 B)",
                 "host_tokens": cost.kv_capacity_tokens}  # swap space: the engine's default, as large as the GPU's KV
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         """`serve`'s result beside whether the scenario's model fits under these assumptions;
         when it does not, nothing is served and no serving figure is made up."""
-        fit = self.setup().cost_model().fit()
-        served = self.serve(progress) if fit["fits"] else {}
-        return {**fit, "scenario": self.scenario_info(), **served}
+        cost = self.setup().cost_model()
+        served = self.serve(progress) if cost.fits else {}  # (a what-if is served)
+        return {**cost.fit(), "scenario": self.scenario_info(), **served}
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         raise NotImplementedError

@@ -20,7 +20,7 @@ class Roofline(PaperGPULab):
         "step, swapping and recomputing cost on a roofline model, on tp tensor-parallel GPUs "
         "(each holds its share of the weights and of every token's KV, and the layers' "
         "all-reduces add to every step) at the chosen weight and KV precision. Decimal units: "
-        "1 GB = 1e9 B; bytes and FLOPs are one GPU's."
+        "1 GB = 1e9 B; bytes and FLOPs are one GPU's unless named total (all GPUs); token counts are all GPUs'."
     )
 
     gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 and FP8 FLOP/s, bandwidth, host link, NVLink)")
@@ -62,7 +62,8 @@ class Roofline(PaperGPULab):
         cm = self.cost_model(self.gpu, self.llm())
         m, g = cm.model, cm.gpu
         facts = {
-            "units": "decimal (1 GB = 1e9 B); bytes and FLOPs of one GPU unless named total",
+            "units": "decimal (1 GB = 1e9 B); bytes and FLOPs of one GPU unless named total (the tensor-parallel "
+                     "group's); token and block counts are the group's",
             "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": cm.peak_flops,
                     "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": cm.link,
                     "interconnect_bandwidth": cm.interconnect},
@@ -70,9 +71,9 @@ class Roofline(PaperGPULab):
             "params_count": m.params,
             "active_params_count": m.active_params,
             "kv_heads_per_gpu": cm.kv_heads_per_gpu,
-            "kv_bytes_per_token": cm.kv_bytes_per_token,
+            "kv_bytes_per_token_total": cm.kv_bytes_per_token,
             "kv_bytes_per_token_per_gpu": cm.kv_bytes_per_token_per_gpu,
-            "kv_bytes_per_block": cm.kv_bytes_per_token * self.block_size,
+            "kv_bytes_per_block_total": cm.kv_bytes_per_token * self.block_size,
         }
         if not cm.fits:
             return facts
@@ -87,16 +88,17 @@ class Roofline(PaperGPULab):
                 "bound": "compute" if ai >= cm.ridge_intensity else "memory",
             })
         decode_s = cm.decode_step_cost(self.batch, self.batch * self.context)
-        needed = self.batch * self.context
+        batch_fits = self.batch * self.context <= cm.kv_capacity_tokens
+        decode_step = {"decode_step_s": decode_s, "decode_allreduce_s": cm.allreduce_time(self.batch),
+                       "decode_tokens_per_s": self.batch / decode_s}
         return {
             **facts,
             "kv_capacity_blocks": cm.kv_capacity_blocks(self.block_size),
             "prefill_s": cm.prefill_cost(self.tokens),
             "prefill_allreduce_s": cm.allreduce_time(self.tokens),
-            "decode_step_s": decode_s,
-            "decode_allreduce_s": cm.allreduce_time(self.batch),
-            "decode_tokens_per_s": self.batch / decode_s,
-            "decode_batch_fits": needed <= cm.kv_capacity_tokens,
+            # a decode batch whose KV does not fit is priced as a what-if, and named so
+            **{k if batch_fits else f"{k}_what_if": v for k, v in decode_step.items()},
+            "decode_batch_fits": batch_fits,
             "swap_out_s": cm.swap_cost(self.tokens, self.block_size),
             "swap_roundtrip_s": cm.swap_roundtrip_cost(self.tokens, self.block_size),
             "recompute_s": cm.recompute_cost(self.tokens),

@@ -116,7 +116,10 @@ class SchedulersLab(ServingLab):
                               doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
                                   "chat sessions sharing prefixes, or the uploaded trace")
     requests = param.Integer(300, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
-    rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
+    rate = param.Number(2.0, bounds=(0.01, 1000.0),
+                        doc="Poisson arrival rate, requests per second; multi-turn: chat sessions start at rate / "
+                            "turns per second, and each later turn waits for the answer before it (plus think_s), "
+                            "so requests come more slowly (arrival_rate_per_s says how fast)")
     prefix_caching = param.Boolean(True, doc="vLLM V1's automatic prefix caching and SGLang's radix cache; off: a "
                                              "finished request's KV is freed")
     full_prompt_check = param.Boolean(True, doc="vLLM V1: admit a waiting request only if its whole uncached prompt fits "

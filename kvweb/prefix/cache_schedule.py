@@ -4,8 +4,10 @@ A server handles one request at a time. Requests arrive into a waiting queue of 
 size (the rest wait outside, in arrival order); each step the policy picks one, which
 matches its prompt against the cache, then inserts prompt + output, evicting least
 recently used leaves when the pool is full. Orders: first come first served, longest
-shared prefix first (SGLang's `lpm`), the offline depth-first order of the prompts'
-prefix tree, and aging (match length + alpha x steps waited), which bounds starvation.
+shared prefix first (SGLang's `lpm`), `dfs-rank` (an online policy: the waiting request that
+comes first in the offline depth-first order of the prompts' prefix tree, whatever is cached
+now), and aging (match length + alpha x steps waited), which bounds starvation. The offline
+depth-first order itself, every request served back to back, is `optimal`.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from kvweb.prefix.cache_workload import Request, dfs_order
 from kvweb.gpu import CostModel
 from kvweb.prefix.radix_cache import RadixCache
 
-POLICIES = ("fcfs", "lspf", "dfs", "aging")
+POLICIES = ("fcfs", "lspf", "dfs-rank", "aging")
 
 
 class PrefixCache(Protocol):
@@ -83,7 +85,7 @@ def _scores(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float
     """The priority of each waiting request, in queue order (peeks at the cache in that order)."""
     if policy == "fcfs":
         return [-w.order for w in waiting]
-    if policy == "dfs":
+    if policy == "dfs-rank":
         return [-rank[w.request.rid] for w in waiting]
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
@@ -97,7 +99,7 @@ def simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queu
              alpha: float = 1.0) -> list[Served]:
     """Serve every request, one per step, in the order the policy picks from the queue.
     Ties go to the request that entered the queue first."""
-    rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs" else {}
+    rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs-rank" else {}
     by_rid = {r.rid: r for r in requests}
     next_turns: dict[int, list[Request]] = {}
     arrivals: list[tuple[int, int]] = []
