@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.engine import Engine, EngineConfig
+from kvweb.serving.paper_engine import Engine, EngineConfig
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.reserved_memory import ReservedMemory

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.parsing import make
-from kvweb.serving.engine import Engine, EngineConfig
+from kvweb.serving.paper_engine import Engine, EngineConfig
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.workload import Request

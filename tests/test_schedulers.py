@@ -17,7 +17,7 @@ from kvweb.parsing import make
 from kvweb.labs.schedulers import SchedulersLab, default_chunk_size, default_token_budget
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.arrivals import Arrivals
-from kvweb.serving.engine import Engine, EngineConfig
+from kvweb.serving.paper_engine import Engine, EngineConfig
 from kvweb.serving.metrics import weighted_distribution
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.prefix_caching import BlockPool

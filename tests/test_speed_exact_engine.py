@@ -11,7 +11,7 @@ from kvweb.memo import clear_memos
 from kvweb.parsing import make
 from kvweb.labs import max_rate, sweep
 from kvweb.labs.max_rate import Trial, trial
-from kvweb.serving.engine import Engine
+from kvweb.serving.paper_engine import Engine
 from kvweb.serving.engine_setup import Setup
 from kvweb.serving.workload import Request
 from test_speed_exact import fresh, full_path, same_run, warm

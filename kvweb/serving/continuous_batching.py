@@ -29,7 +29,7 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.engine import Run, Sequence
+from kvweb.serving.paper_engine import Run, Sequence
 from kvweb.serving.engine_trace import TraceRecorder, cell_group
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.engine import Engine, EngineConfig, MemoryManager, Run
+from kvweb.serving.paper_engine import Engine, EngineConfig, MemoryManager, Run
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.lab import Progress, no_progress

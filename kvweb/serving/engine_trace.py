@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kvweb.serving.engine import MemoryManager
+    from kvweb.serving.paper_engine import MemoryManager
 
 
 class EvenSamples:

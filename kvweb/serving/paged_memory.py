@@ -17,7 +17,7 @@ import numpy as np
 from kvweb.serving.engine_trace import blocks_to_cells, cell_group
 
 if TYPE_CHECKING:
-    from kvweb.serving.engine import Sequence
+    from kvweb.serving.paper_engine import Sequence
 
 
 class PagedMemory:
