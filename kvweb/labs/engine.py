@@ -19,6 +19,7 @@ from kvweb.memo import Memo
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
 from kvweb.serving.workload import SHAPES, Request, parse_trace
+from kvweb.serving.paged_memory import BLOCK_SIZE
 
 PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "
          "the request rate of Orca (Oracle) and 2.7-8x that of Orca (Max) at similar latency (request "
@@ -41,7 +42,7 @@ class ServingLab(PaperGPULab):
                               doc="request lengths: the scenario's own, a named shape, or the uploaded trace")
     rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
     requests = param.Integer(1000, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
-    block_size = param.Integer(16, bounds=(1, 256), doc="paged: tokens per KV block (also the unit of swap copies)")
+    block_size = param.Integer(BLOCK_SIZE, bounds=(1, 256), doc="paged: tokens per KV block (also the unit of swap copies)")
     watermark = param.Number(0.01, bounds=(0.0, 0.5), doc="paged: fraction of blocks kept free when admitting")
     preemption = param.Selector(objects=list(PREEMPTIONS), default="recompute",
                                 doc="how a preempted request comes back: recompute its KV, or swap it out and in over the host link")

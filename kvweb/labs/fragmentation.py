@@ -11,6 +11,7 @@ from kvweb.serving.fragmentation import arena_experiment, internal_waste
 from kvweb.budget import Estimate, constant
 from kvweb.lab import Lab, ParamError, Progress, no_progress
 from kvweb.serving.workload import poisson_workload
+from kvweb.serving.paged_memory import BLOCK_SIZE
 
 MEAN_SIZES = (512, 2048, 4096)
 MAX_LIVE = 1000  # requests in the arena at once that an animation frame may have to draw
@@ -30,7 +31,7 @@ class FragmentationLab(Lab):
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of sizes, arrivals and stays")
     load = param.Number(0.9, bounds=(0.05, 3.0), doc="offered load: mean tokens requested at any time / arena")
     allocator = param.Selector(objects=list(ALLOCATORS), default="first-fit", doc="how ranges are placed")
-    block_size = param.Integer(16, bounds=(1, 256), doc="paged block size for the internal-waste comparison")
+    block_size = param.Integer(BLOCK_SIZE, bounds=(1, 256), doc="paged block size for the internal-waste comparison")
 
     def estimate(self) -> Estimate:
         """Short at any value its bounds allow: 0.4 s at its caps, 2.4 s on a loaded machine (docs/input.md)."""

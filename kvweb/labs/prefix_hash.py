@@ -12,6 +12,7 @@ from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.prefix.prefix_hash import PrefixHashCache
+from kvweb.serving.paged_memory import BLOCK_SIZE
 
 BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CACHES: dict[str, Callable[[int, int], PrefixCache]] = {"radix_paged": RadixServer, "hash": PrefixHashCache}  # whole blocks only
@@ -34,7 +35,7 @@ class PrefixHash(CapacityLab):
     )
 
     policy = param.Selector(objects=["fcfs", "lspf"], default="lspf", doc="order in which waiting requests are served")
-    block_size = param.Integer(16, bounds=(1, 256), doc="tokens per block (hash) and per radix page")
+    block_size = param.Integer(BLOCK_SIZE, bounds=(1, 256), doc="tokens per block (hash) and per radix page")
 
     def check(self) -> None:
         super().check()

@@ -10,6 +10,7 @@ from kvweb.gpu import GPUS, MODELS, LLMSpec
 from kvweb.budget import Estimate, constant
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
+from kvweb.serving.paged_memory import BLOCK_SIZE
 
 
 class Roofline(PaperGPULab):
@@ -31,7 +32,7 @@ class Roofline(PaperGPULab):
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
-    block_size = param.Integer(16, bounds=(1, 1024), doc="tokens per KV block")
+    block_size = param.Integer(BLOCK_SIZE, bounds=(1, 1024), doc="tokens per KV block")
     custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers", precedence=ADVANCED)
     custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model", precedence=ADVANCED)
     custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads", precedence=ADVANCED)

@@ -15,6 +15,7 @@ import numpy as np
 
 from kvweb.memo import Memo
 from kvweb.prefix.cache_workload import Request
+from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 
 
@@ -46,7 +47,7 @@ class _Peeked:
 
 
 class PrefixHashCache(BlockPool):
-    def __init__(self, capacity: int, block_size: int = 16) -> None:
+    def __init__(self, capacity: int, block_size: int = BLOCK_SIZE) -> None:
         super().__init__(capacity // max(block_size, 1), block_size)
         # A scheduler peeks at the same waiting prompts every step, and between two steps one
         # request changes the table a little: each peek starts from the prompt's last answer.

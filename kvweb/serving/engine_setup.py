@@ -17,7 +17,7 @@ from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.metrics import SLO
-from kvweb.serving.paged_memory import PagedMemory
+from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.reserved_memory import ReservedMemory
 from kvweb.serving.workload import Request, poisson_workload
 
@@ -61,7 +61,7 @@ class Setup:
 
     scenario: str = "A"
     memory: str = "paged"
-    block_size: int = 16
+    block_size: int = BLOCK_SIZE
     watermark: float = 0.01
     preemption: str = "recompute"
     allocator: str = "first-fit"

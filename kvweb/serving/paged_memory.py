@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from kvweb.serving.paper_engine import Sequence
 
 
+BLOCK_SIZE = 16  # tokens per KV block: vLLM's default, and every block size's default here
+
+
 class PagedMemory:
     kind = "paged"
 

@@ -32,6 +32,7 @@ from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import SLO
+from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
 
@@ -113,7 +114,7 @@ class Sequence:
 class EngineConfig:
     max_len: int  # the model's limit on prompt + output
     preemption: str = "recompute"  # or "swap"
-    block_size: int = 16  # swap copies whole blocks, paying a per-block overhead
+    block_size: int = BLOCK_SIZE  # swap copies whole blocks, paying a per-block overhead
     max_seqs: int = 256  # running sequences per step (vLLM's max_num_seqs)
     max_batch_tokens: int = 0  # prefill tokens per step; 0 means max_len
     host_tokens: int | None = None  # swap space; None means the GPU's KV capacity

@@ -33,6 +33,7 @@ from kvweb.gpu.cost import CostModel
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.metrics import SLO
+from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.step_cost import chunk_work
 from kvweb.serving.v1_quiet import V1QuietSteps
@@ -41,7 +42,7 @@ from kvweb.serving.v1_quiet import V1QuietSteps
 @dataclass(frozen=True)
 class V1Config:
     max_len: int  # the model's limit on prompt + output
-    block_size: int = 16
+    block_size: int = BLOCK_SIZE
     max_seqs: int = 256  # max_num_seqs
     token_budget: int = 2048  # max_num_batched_tokens (vLLM's default for an API server on an A100)
     prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
