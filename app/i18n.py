@@ -146,6 +146,22 @@ def _phrase(text: str) -> str:
     return text
 
 
+_WORK = re.compile(r"^ \((.*)\)$")  # a budget refusal's work: " (10,000 requests ..., 43 KV blocks filled)"
+
+
+def _part(text: str) -> str:
+    """A group of a message: a phrase of ours, a work estimate's units, or a whole message inside
+    another (a refusal whose values were then reset: "...; using the defaults for ...")."""
+    phrase = _phrase(text)
+    if phrase != text:
+        return phrase
+    work = _WORK.match(text)
+    if work:
+        units = [count.partition(" ") for count in work.group(1).split(", ")]
+        return tr(" ({0})", "message").format(tr(", ", "message").join(f"{n} {tr(name, 'unit')}" for n, _, name in units))
+    return tr_message(text) if any(re.match(pattern, text) for pattern, _ in _MESSAGES) else text
+
+
 def tr_message(line: str) -> str:
     """Translate one library message line; user text inside it is kept as it was."""
     if current() == "en":
@@ -153,6 +169,6 @@ def tr_message(line: str) -> str:
     for pattern, template in _MESSAGES:
         m = re.match(pattern, line)
         if m:
-            return tr(template, "message").format(*(_phrase(g) if g else "" for g in m.groups()))
+            return tr(template, "message").format(*(_part(g) if g else "" for g in m.groups()))
     phrase = _phrase(line)
     return phrase if phrase != line else tr(line)

@@ -170,5 +170,16 @@ def test_the_tensor_parallel_fit_notes_are_translated():
 def test_the_budget_refusal_is_translated():
     line = ("requests, block_size: this run is estimated at 95 s of work (10 requests through the papers' engine), "
             "over the budget of 20 s; lower requests or raise block_size")
-    assert tr_message(line) == ("requests, block_size：这次运行估计需要 95 秒的计算 (10 requests through the papers' engine)，"
+    assert tr_message(line) == ("requests, block_size：这次运行估计需要 95 秒的计算（10 个经过论文引擎的请求），"
                                 "超出了 20 秒的预算；调低 requests 或调高 block_size")
+    # a URL's refusal, its values then reset: the refusal inside is translated too
+    reset = "requests: this run is estimated at 30 s of work (5 KV blocks filled, 7 blocks hashed), over the budget " \
+            "of 20 s; lower requests; using the defaults for requests"
+    assert tr_message(reset) == ("requests：这次运行估计需要 30 秒的计算（5 个填满的 KV 块，7 个计算哈希的块），超出了 20 秒的预算；"
+                                 "调低 requests；改用以下参数的默认值：requests")
+
+
+def test_every_unit_of_work_has_chinese():
+    import kvweb.budget as budget
+    units = [u for u in vars(budget).values() if isinstance(u, budget.Unit)]
+    assert len(units) >= 12 and all(CJK.search(tr(u.name, "unit")) for u in units)
