@@ -196,7 +196,7 @@ class SharingView(BlockTraceView):
         memory = result["memory"]
         shared, unshared = (max(memory, key=lambda m: m[k]) for k in ("shared", "unshared"))
         return (
-            f"{tr('identical to a beam search recomputing from scratch')}: {result['identical']}\n"
+            f"{tr('identical to a beam search recomputing from scratch')}: {tr('yes' if result['identical'] else 'no')}\n"
             f"{tr('memory saved')}: {result['saving_mean']:.1%} {tr('time-averaged')}, "
             f"{result['saving_peak']:.1%} {tr('at the peak')}\n"
             f"{tr('at the peak')}: {shared['shared']} {tr('blocks with sharing')} ({tr('step')} {shared['step']}) "
