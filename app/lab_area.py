@@ -31,8 +31,8 @@ Say = Callable[[list[str]], None]
 class LabArea:
     """The lab shown (`lab`, its `widgets`, `view` and last `result`), its sidebar and its main area."""
 
-    def __init__(self, say: Say, remember: Callable[[], None]) -> None:
-        self.say, self.remember = say, remember
+    def __init__(self, say: Say, remember: Callable[[], None], restore: Callable[[], None]) -> None:
+        self.say, self.remember, self.restore = say, remember, restore
         self.lab: Lab | None = None
         self.result: dict[str, Any] = {}
         self.widgets: dict[str, pn.widgets.Widget] = {}  # the shown lab's
@@ -109,9 +109,10 @@ class LabArea:
 
     def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str],
                      step: int | None) -> None:
-        if error == CANCELLED:
-            self.say([*messages, tr("run cancelled")])
+        if error == CANCELLED:  # back to what the URL shows: the state before this run
             self.status.text = tr("ready")
+            self.restore()
+            self.say([*messages, tr("run cancelled")])
             return
         self.result = result or {}
         self.say([*messages, error] if error else messages)
