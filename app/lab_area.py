@@ -49,8 +49,7 @@ class LabArea:
         self.main = pn.Column(sizing_mode="stretch_width")
         self.runner = Runner()
         downloads = Downloads(self._record)
-        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar,
-                        self.runner.cancel]
+        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar]
 
     def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
         """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""

@@ -61,11 +61,12 @@ class Runner:
         # makes Bokeh lay out the whole page again (about 0.5 s each time on a big lab in a
         # browser). The style goes on a box around it: Panel copies a widget's own first style
         # onto its inner element and never updates it there.
+        # The cancel button is in that box too: the page stops a browser run itself (static/handler.js).
         self.progress = pn.indicators.Progress(value=0, max=1000, width=280, css_classes=["kv-progress"])
         self.left = LiveText(css_class="kv-progress-text", margin=(0, 10))  # "40 %, about 3 s left"
-        self.bar = pn.Column(self.progress, self.left, styles=HIDDEN, margin=0)
-        self.cancel = pn.widgets.Button(name=tr("cancel"), visible=False, width=100, css_classes=["kv-cancel"])
+        self.cancel = pn.widgets.Button(name=tr("cancel"), width=100, css_classes=["kv-cancel"])
         self.cancel.on_click(lambda event: self._stop())
+        self.bar = pn.Column(self.progress, self.left, self.cancel, styles=HIDDEN, margin=0)
         self.pool = pool if pool is not None or IN_BROWSER else server_pool()
         self._generation = 0
         self._fraction = 0.0
@@ -146,12 +147,10 @@ class Runner:
             self._ticker.stop()
             self._ticker = None
         self.bar.styles = HIDDEN
-        self.cancel.visible = False
 
     def _tick(self) -> None:
         if time.monotonic() - self._started > SHOW_AFTER_S:
             self.bar.styles = SHOWN
-            self.cancel.visible = True
             self.progress.value = int(self._fraction * 1000)
             text = f"{int(self._fraction * 100)} %"
             if self._seconds is not None:

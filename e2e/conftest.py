@@ -80,8 +80,10 @@ def guard() -> Guard:
 
 
 @pytest.fixture
-def page(browser: Browser, guard: Guard) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def page(request: pytest.FixtureRequest, browser: Browser, guard: Guard) -> Iterator[Page]:
+    """A fresh context's page; parametrized indirectly, the param is more context options
+    (e.g. `{"service_workers": "block"}`)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, **getattr(request, "param", {}))
 
     def route(r):  # noqa: ANN001
         host = urlparse(r.request.url).hostname
