@@ -21,7 +21,7 @@ from typing import Any
 import panel as pn
 
 from app.i18n import tr
-from app.pool import RunPool, server_pool
+from app.pool import QUICK_S, RunPool, server_pool
 from app.text import LiveText
 from kvweb.jsonable import jsonable
 from kvweb.lab import Cancelled, Lab, ParamError
@@ -103,7 +103,7 @@ class Runner:
                 outcome = err
             doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
 
-        self.pool.submit(self, run)
+        self.pool.submit(self, run, quick=self._seconds is not None and self._seconds < QUICK_S)
 
     def _call(self, lab: Lab, generation: int) -> Outcome:
         def progress(fraction: float, message: str) -> None:

@@ -69,6 +69,25 @@ def test_a_newer_run_replaces_the_waiting_one_in_its_turn():
     assert pool.waiting() == 0
 
 
+def test_a_quick_run_takes_the_quick_lane_while_every_slot_computes():
+    log: list[str] = []
+    pool = RunPool(workers=1, quick_lane=1)
+    heavy, quick, other, quick_too = (Gate(n, log) for n in ("heavy", "quick", "other", "quick too"))
+    pool.submit("a", heavy)
+    assert heavy.started.wait(WAIT)
+    pool.submit("b", other)  # not quick: waits for the slot
+    pool.submit("c", quick, quick=True)  # passes it, in the quick lane
+    assert quick.started.wait(WAIT)
+    pool.submit("a", quick_too, quick=True)  # still one run per session: a's heavy one computes
+    quick.go.set()
+    assert not other.started.is_set() and not quick_too.started.is_set()
+    heavy.go.set()  # the slot takes the oldest waiting (b); the lane takes a's quick one
+    assert other.started.wait(WAIT) and quick_too.started.wait(WAIT)
+    other.go.set()
+    quick_too.go.set()
+    assert log[:2] == ["heavy", "quick"] and sorted(log[2:]) == ["other", "quick too"]
+
+
 def test_drop_forgets_the_waiting_run():
     log: list[str] = []
     pool = RunPool(workers=1)
@@ -166,3 +185,37 @@ def test_a_sessions_newer_run_cancels_its_running_one_and_replaces_its_waiting_o
     run_ticks(ticks, third.done)
     assert first.outcomes == [] and second.outcomes == [] and not waiting.reached.is_set()
     assert third.outcomes == [({"steps": 1000}, None)]
+
+
+class Light(Lab):
+    def run(self, progress=None):
+        return {}
+
+
+class Estimated(Light):
+    """A lab with a work estimate (kvweb/budget.py's `estimate().seconds`)."""
+
+    seconds = 0.1
+
+    def estimate(self):
+        return type("Estimate", (), {"seconds": self.seconds})()
+
+
+class Submitted:
+    """A pool that only records whether each run was sent to the quick lane."""
+
+    def __init__(self) -> None:
+        self.quick: list[bool] = []
+
+    def submit(self, session, run, quick=False) -> None:
+        self.quick.append(quick)
+
+
+def test_the_runner_sends_runs_estimated_quick_to_the_quick_lane(served):
+    pool = Submitted()
+    runner = Runner(pool)
+    heavy = Estimated()
+    heavy.seconds = 12.0
+    for lab in (Estimated(), heavy, Light()):  # the last has no estimate
+        runner.start(lab, Finished())
+    assert pool.quick == [True, False, False]
