@@ -53,8 +53,9 @@ def under_lock(callback: Callable[[], object]) -> None:
 
 
 class Runner:
-    """One session's runs: the latest counts; `pool` is None where a run is simply called (the
-    browser, and tests that want the result on return)."""
+    """One session's runs; the latest counts. Under `panel serve` they go to `pool` (the
+    server's unless one is given); in the browser `pool` is None and a run is simply called
+    (tests that want the result on return set it to None too)."""
 
     def __init__(self, pool: RunPool | None = None) -> None:
         # The bar keeps its place and its box is hidden by style: showing and hiding a component
