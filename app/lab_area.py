@@ -31,8 +31,8 @@ Say = Callable[[list[str]], None]
 class LabArea:
     """The lab shown (`lab`, its `widgets`, `view` and last `result`), its sidebar and its main area."""
 
-    def __init__(self, say: Say, remember: Callable[[], None]) -> None:
-        self.say, self.remember = say, remember
+    def __init__(self, say: Say, remember: Callable[[], None], restore: Callable[[], None]) -> None:
+        self.say, self.remember, self.restore = say, remember, restore
         self.lab: Lab | None = None
         self.result: dict[str, Any] = {}
         self.widgets: dict[str, pn.widgets.Widget] = {}  # the shown lab's
@@ -49,8 +49,7 @@ class LabArea:
         self.main = pn.Column(sizing_mode="stretch_width")
         self.runner = Runner()
         downloads = Downloads(self._record)
-        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar,
-                        self.runner.cancel]
+        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar]
 
     def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
         """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
@@ -109,9 +108,10 @@ class LabArea:
 
     def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str],
                      step: int | None) -> None:
-        if error == CANCELLED:
-            self.say([*messages, tr("run cancelled")])
+        if error == CANCELLED:  # back to what the URL shows: the state before this run
             self.status.text = tr("ready")
+            self.restore()
+            self.say([*messages, tr("run cancelled")])
             return
         self.result = result or {}
         self.say([*messages, error] if error else messages)

@@ -64,6 +64,12 @@ class Router:
             self.draw(Route(i18n.current(), DEFAULT_PAGE),
                       [f"this URL could not be opened ({type(err).__name__}); showing the tour"])
 
+    def reopen(self) -> None:
+        """Draw again the route last written (what the URL shows), as after a cancelled run."""
+        search, self._search = self._search, None
+        if search is not None:
+            self.open(search)
+
     def navigate(self, query: dict[str, str]) -> None:
         """Open a URL query (a lab with parameters, or a page) as if it had been typed."""
         if i18n.current() != "en":

@@ -1,33 +1,45 @@
 """Running a lab without freezing the app: progress, cancel, and only the latest run counts.
 
-Under `panel serve` a run goes to a worker thread, so the server keeps answering; a
-periodic callback shows the lab's progress and the cancel button stops it at the lab's
-next progress report. In the browser (Pyodide) the app already runs in a web worker, so
-the page stays responsive and the run is simply called; its own progress reports then draw
-the bar (each change reaches the page at once, while the run goes on). There is no cancel
-there: a click reaches Python only once the run has ended, since the worker's Python cannot
-read a message while it computes (docs/site.md says why).
+Under `panel serve` a run goes to the server's bounded pool of threads (app/pool.py), so the
+server keeps answering; a periodic callback shows the lab's progress and the cancel button stops
+it at the lab's next progress report. In the browser (Pyodide) the app already runs in a web
+worker, so the page stays responsive and the run is simply called; its own progress reports then
+draw the bar (each change reaches the page at once, while the run goes on). A click on cancel
+reaches Python only once the run has ended, so there the page stops the run itself
+(static/handler.js): through Pyodide's interrupt buffer when the page is cross-origin isolated
+(a KeyboardInterrupt in the run, allowed only inside `stoppable()`, which the worker plugs in:
+app/site/interrupt.py), else by starting a fresh worker on the URL as it was (docs/site.md).
 """
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import panel as pn
 
 from app.i18n import tr
+from app.pool import QUICK_S, RunPool, server_pool
+from app.text import LiveText
 from kvweb.jsonable import jsonable
 from kvweb.lab import Cancelled, Lab, ParamError
 
 Finish = Callable[[dict[str, Any] | None, str | None], None]
+Outcome = tuple[dict[str, Any] | None, str | None]
 IN_BROWSER = sys.platform == "emscripten"
 SHOW_AFTER_S = 0.3  # short runs never flash a progress bar
 REDRAW_S = 0.1  # in the browser, the bar is redrawn at most this often (each redraw is a message)
 HIDDEN, SHOWN = {"visibility": "hidden"}, {"visibility": "visible"}
 CANCELLED = "cancelled"  # the error `finish` gets when the user stopped the run
+_stoppable: Callable[[], AbstractContextManager[None]] = nullcontext
+
+
+def stoppable_with(guard: Callable[[], AbstractContextManager[None]]) -> None:
+    """Make a browser run happen inside `guard()`, the only place the page may interrupt it."""
+    global _stoppable
+    _stoppable = guard
 
 
 def under_lock(callback: Callable[[], object]) -> None:
@@ -41,19 +53,26 @@ def under_lock(callback: Callable[[], object]) -> None:
 
 
 class Runner:
-    def __init__(self) -> None:
+    """One session's runs; the latest counts. Under `panel serve` they go to `pool` (the
+    server's unless one is given); in the browser `pool` is None and a run is simply called
+    (tests that want the result on return set it to None too)."""
+
+    def __init__(self, pool: RunPool | None = None) -> None:
         # The bar keeps its place and its box is hidden by style: showing and hiding a component
         # makes Bokeh lay out the whole page again (about 0.5 s each time on a big lab in a
         # browser). The style goes on a box around it: Panel copies a widget's own first style
         # onto its inner element and never updates it there.
+        # The cancel button is in that box too: the page stops a browser run itself (static/handler.js).
         self.progress = pn.indicators.Progress(value=0, max=1000, width=280, css_classes=["kv-progress"])
-        self.bar = pn.Column(self.progress, styles=HIDDEN, margin=0)
-        self.cancel = pn.widgets.Button(name=tr("cancel"), visible=False, width=100, css_classes=["kv-cancel"])
+        self.left = LiveText(css_class="kv-progress-text", margin=(0, 10))  # "40 %, about 3 s left"
+        self.cancel = pn.widgets.Button(name=tr("cancel"), width=100, css_classes=["kv-cancel"])
         self.cancel.on_click(lambda event: self._stop())
-        self._executor = None if IN_BROWSER else ThreadPoolExecutor(max_workers=1)
+        self.bar = pn.Column(self.progress, self.left, self.cancel, styles=HIDDEN, margin=0)
+        self.pool = pool if pool is not None or IN_BROWSER else server_pool()
         self._generation = 0
         self._fraction = 0.0
         self._started = 0.0
+        self._seconds: float | None = None  # the lab's estimate of the whole run, if it has one
         self._drawn = 0.0  # when the browser's bar was last redrawn
         self._ticker: Any = None
         self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
@@ -63,8 +82,13 @@ class Runner:
         self._generation += 1
         generation = self._generation
         self._fraction, self._started, self._drawn = 0.0, time.monotonic(), 0.0
-        if self._executor is None:
-            outcome = self._call(lab, generation)
+        self._seconds = estimated_seconds(lab)
+        if self.pool is None:
+            try:
+                with _stoppable():
+                    outcome = self._call(lab, generation)
+            except KeyboardInterrupt:  # the page's stop, as the run ended
+                outcome = None, CANCELLED
             self._hide()
             finish(*outcome)
             return
@@ -72,36 +96,50 @@ class Runner:
         doc = pn.state.curdoc
         if self._ticker is None:
             self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
-        future = self._executor.submit(self._call, lab, generation)
-        future.add_done_callback(lambda f: doc.add_next_tick_callback(lambda: self._done(generation, f, finish)))
 
-    def _call(self, lab: Lab, generation: int) -> tuple[dict[str, Any] | None, str | None]:
+        def run() -> None:
+            try:
+                outcome: Outcome | Exception = self._call(lab, generation)
+            except Exception as err:  # noqa: BLE001  (raised again under the lock, where Panel logs it)
+                outcome = err
+            doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
+
+        self.pool.submit(self, run, quick=self._seconds is not None and self._seconds < QUICK_S)
+
+    def _call(self, lab: Lab, generation: int) -> Outcome:
         def progress(fraction: float, message: str) -> None:
             if generation != self._generation:
                 raise Cancelled
             self._fraction = fraction
-            if self._executor is None and time.monotonic() - self._drawn >= REDRAW_S:
+            if self.pool is None and time.monotonic() - self._drawn >= REDRAW_S:
                 self._drawn = time.monotonic()
                 self._tick()
 
         try:
+            if generation != self._generation:
+                raise Cancelled  # replaced or cancelled while it waited for the pool
             return jsonable(lab.run(progress)), None
         except ParamError as err:
             return None, str(err)
-        except Cancelled:  # a newer run or the cancel button took over; `_done` drops this one
+        except (Cancelled, KeyboardInterrupt):  # a newer run, cancel, or the page's stop
             return None, CANCELLED
 
-    def _done(self, generation: int, future: Future, finish: Finish) -> None:
+    def _done(self, generation: int, outcome: Outcome | Exception, finish: Finish) -> None:
         if generation != self._generation:
             return  # a newer run replaced this one, or it was cancelled
         self._finish = None
         self._hide()
-        finish(*future.result())
+        if isinstance(outcome, Exception):
+            raise outcome
+        finish(*outcome)
 
     def _stop(self) -> None:
-        """The running lab stops at its next progress report; the app says so at once."""
+        """The running lab stops at its next progress report (a waiting one never starts); the
+        app says so at once."""
         finish, self._finish = self._finish, None
         self._generation += 1
+        if self.pool is not None:
+            self.pool.drop(self)
         if finish is not None:
             under_lock(lambda: (self._hide(), finish(None, CANCELLED)))
 
@@ -110,10 +148,24 @@ class Runner:
             self._ticker.stop()
             self._ticker = None
         self.bar.styles = HIDDEN
-        self.cancel.visible = False
 
     def _tick(self) -> None:
         if time.monotonic() - self._started > SHOW_AFTER_S:
             self.bar.styles = SHOWN
-            self.cancel.visible = self._executor is not None
             self.progress.value = int(self._fraction * 1000)
+            text = f"{int(self._fraction * 100)} %"
+            if self._seconds is not None:
+                left = max(1, round(self._seconds * (1 - self._fraction)))
+                text += ", " + tr("about {seconds} s left").format(seconds=left)
+            self.left.text = text
+
+
+def estimated_seconds(lab: Lab) -> float | None:
+    """The lab's own estimate of its run, where labs have one (`estimate().seconds`)."""
+    estimate = getattr(lab, "estimate", None)
+    if estimate is None:
+        return None
+    try:
+        return float(estimate().seconds)
+    except ParamError:
+        return None  # the run itself says why

@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -40,9 +41,9 @@ def wait_http(url: str, timeout: float = 60) -> None:
             time.sleep(0.3)
 
 
-@pytest.fixture(scope="session")
-def served_app() -> Iterator[str]:
-    """Base URL of the app under `panel serve` (append `?lab=...`)."""
+@contextmanager
+def serve_app() -> Iterator[str]:
+    """`panel serve app/main.py` on a free port, one process; yields the app's base URL."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
@@ -55,6 +56,13 @@ def served_app() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def served_app() -> Iterator[str]:
+    """Base URL of the app under `panel serve` (append `?lab=...`)."""
+    with serve_app() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -80,8 +88,10 @@ def guard() -> Guard:
 
 
 @pytest.fixture
-def page(browser: Browser, guard: Guard) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def page(request: pytest.FixtureRequest, browser: Browser, guard: Guard) -> Iterator[Page]:
+    """A fresh context's page; parametrized indirectly, the param is more context options
+    (e.g. `{"service_workers": "block"}`)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, **getattr(request, "param", {}))
 
     def route(r):  # noqa: ANN001
         host = urlparse(r.request.url).hostname

@@ -79,6 +79,9 @@ def test_back_and_forward_restore_the_served_app(page, served_app):
     back_and_forward(page, served_app, static=False)
 
 
+# Without the service worker: a first visit's reload is the first isolated load (docs/site.md,
+# "Stopping a run"), and the entries from before it then load the page anew.
+@pytest.mark.parametrize("page", [{"service_workers": "block"}], indirect=True)
 def test_back_and_forward_restore_the_static_site(page, static_site):
     back_and_forward(page, static_site, static=True)
 

@@ -4,7 +4,7 @@ stay, and the app stays usable. And sessions under `panel serve` stay apart."""
 from urllib.parse import parse_qsl, quote
 
 import pytest
-from conftest import INJECTED, plain_text, set_param, wait_ready
+from conftest import INJECTED, data_fingerprint, plain_text, set_param, wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 from app.route import MAX_QUERY, URL_EXTRAS
@@ -49,9 +49,6 @@ def widget_value(page, name: str) -> str:
     return page.locator(f".kv-param-{name} select, .kv-param-{name} input").first.input_value()
 
 
-def lab_in_url(page) -> str:
-    return page.evaluate("() => new URLSearchParams(location.search).get('lab')")
-
 
 @pytest.mark.parametrize("case", CASES)
 def test_hostile_url_keeps_good_values_and_names_the_bad(page, open_app, guard, case):
@@ -78,32 +75,51 @@ def test_an_overlong_url_is_refused_whole_and_the_tour_opens(page, open_app, gua
 
 
 def test_sessions_stay_apart(browser, served_app):
-    """Three people at once, each in a different lab and language: nothing crosses over."""
-    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(3)]
+    """Four people at once: one runs a heavy search; two change the same lab together, in two
+    languages, at two steps; one is in another lab. Nothing crosses over, and the light changes
+    finish while the heavy run still computes (the run pool, app/pool.py)."""
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(4)]
     try:
-        pages = roofline, tables, fragments = [c.new_page() for c in contexts]
-        queries = ["lab=roofline&lang=zh", "lab=block-tables&num_blocks=1&seed=3", "lab=fragmentation&requests=300"]
+        heavy = contexts[0].new_page()
+        heavy.goto(f"{served_app}?lab=max-rate&scenario=B&requests=50")
+        wait_ready(heavy)
+        set_param(heavy, "requests", "5000")
+        heavy_bar = heavy.locator("progress.kv-progress")
+        heavy_bar.wait_for(state="visible", timeout=30_000)  # it computes from now on
+        pages = tables_zh, tables, fragments = [c.new_page() for c in contexts[1:]]
+        queries = ["lab=block-tables&num_blocks=1&seed=3&step=2&lang=zh", "lab=block-tables&seed=4&step=5",
+                   "lab=fragmentation&requests=300"]
         for page, query in zip(pages, queries):
             page.goto(f"{served_app}?{query}", wait_until="commit")  # all three load at once
         for page in pages:
             wait_ready(page)
         zh_header = translate("kvweb: the KV cache of LLM serving, computed for real", "zh")
-        assert "num_blocks: 1 blocks" in plain_text(tables, "kv-message").inner_text()
-        assert not plain_text(roofline, "kv-message").is_visible() and not plain_text(fragments, "kv-message").is_visible()
-        set_param(roofline, "tokens", "4096")  # three changes in flight together
-        set_param(tables, "seed", "5")
+        assert "num_blocks: 1 blocks" in plain_text(tables_zh, "kv-message").inner_text()
+        assert not plain_text(tables, "kv-message").is_visible() and not plain_text(fragments, "kv-message").is_visible()
+        set_param(tables_zh, "seed", "5")  # three changes in flight together, two to the same lab
+        set_param(tables, "seed", "6")
         set_param(fragments, "requests", "400")
-        for page, words in zip(pages, ("tokens=4096", "seed=5", "requests=400")):
+        for page, words in zip(pages, ("seed=5", "seed=6", "requests=400")):
             page.wait_for_function(f"() => location.search.includes('{words}')")
             wait_ready(page)
+        assert heavy_bar.is_visible()  # the light changes were answered while the heavy run computes
+        heavy.locator(".kv-cancel button").click()
+        plain_text(heavy, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
+        assert query_of(heavy, "requests") == "50"
         assert [p.get_by_text(zh_header).count() for p in pages] == [1, 0, 0]
-        assert [lab_in_url(p) for p in pages] == ["roofline", "block-tables", "fragmentation"]
-        assert (widget_value(tables, "num_blocks"), widget_value(tables, "seed")) == ("12", "5")
-        assert (widget_value(roofline, "tokens"), widget_value(fragments, "requests")) == ("4096", "400")
-        fresh = contexts[0].new_page()  # and the server still answers, in English by default
-        fresh.goto(f"{served_app}?lab=roofline")
+        assert [query_of(p, "lab") for p in pages] == ["block-tables", "block-tables", "fragmentation"]
+        assert [query_of(p, "step") for p in pages[:2]] == ["2", "5"]
+        assert (widget_value(tables_zh, "num_blocks"), widget_value(tables_zh, "seed")) == ("12", "5")
+        assert (widget_value(tables, "seed"), widget_value(fragments, "requests")) == ("6", "400")
+        fresh = contexts[1].new_page()  # a new session with the same URL: in English, with the same results
+        fresh.goto(f"{served_app}{tables.evaluate('() => location.search')}")
         wait_ready(fresh)
         assert fresh.get_by_text(zh_header).count() == 0 and fresh.get_by_text("kvweb: the KV cache").count() == 1
+        assert data_fingerprint(fresh) == data_fingerprint(tables)
     finally:
         for c in contexts:
             c.close()
+
+
+def query_of(page, key: str) -> str:
+    return page.evaluate(f"() => new URLSearchParams(location.search).get('{key}')")

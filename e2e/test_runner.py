@@ -1,10 +1,17 @@
-"""A long run under `panel serve`: the progress bar moves, and cancel stops it at once."""
-from conftest import plain_text, wait_ready
+"""A long run can be stopped: under `panel serve` (the cancel button stops it at its next
+progress report) and in the static site (the page interrupts Python where it is cross-origin
+isolated, else starts a fresh worker); either way the app goes back to the URL's state."""
+import pytest
+from conftest import plain_text, set_param, wait_ready
+from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
 
 def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
-    # the max-rate search over 5000 requests of scenario B takes seconds, not milliseconds
-    page.goto(f"{served_app}?lab=max-rate&scenario=B&requests=5000")
+    # the max-rate search over 3000 requests of scenario B takes seconds, not milliseconds
+    page.goto(f"{served_app}?lab=max-rate&scenario=B&requests=50")
+    wait_ready(page)
+    before = page.evaluate("() => location.search")
+    set_param(page, "requests", "3000")
     bar = page.locator("progress.kv-progress")
     bar.wait_for(state="visible", timeout=30_000)
     for _ in range(100):  # the lab's progress reports reach the bar while it runs
@@ -12,10 +19,44 @@ def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
             break
         page.wait_for_timeout(100)
     assert 0 < int(bar.get_attribute("value")) < 1000
+    assert "%" in plain_text(page, "kv-progress-text").inner_text()
     page.locator(".kv-cancel button").click()
     plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
     wait_ready(page)
     assert not bar.is_visible()
+    assert page.evaluate("() => location.search") == before and requests_shown(page) == "50"
     # the app still answers: another lab runs to the end
     page.locator(".kv-lab-select select").select_option(label="Paper GPU (roofline)")
     page.locator(".kv-roofline-numbers .slick-cell", has_text="KV capacity (tokens)").wait_for()
+
+
+def requests_shown(page) -> str:
+    return page.locator(".kv-param-requests input").first.input_value()
+
+
+@pytest.mark.parametrize("page, isolated", [({"service_workers": "allow"}, True), ({"service_workers": "block"}, False)],
+                         indirect=["page"], ids=["isolated", "fresh-worker"])
+def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolated):
+    url = f"{static_site}?lab=max-rate&scenario=B&requests=50"
+    page.goto(url)
+    wait_live(page)
+    if isolated:  # the first visit registers the service worker; from the next one on it isolates the page
+        page.evaluate("() => navigator.serviceWorker.ready.then(() => null)")
+        page.goto(url)
+        wait_live(page)
+    assert page.evaluate("() => crossOriginIsolated") is isolated
+    wait_ready(page)
+    before, loaded = page.evaluate("() => [location.search, document.body.dataset.kvwebReady]")
+    set_param(page, "requests", "3000")
+    page.locator("progress.kv-progress").wait_for(state="visible", timeout=60_000)
+    page.locator(".kv-cancel button").click()
+    if isolated:  # Python stopped where it was, and says so
+        plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=30_000)
+    else:  # a fresh worker draws the URL's state: about a cold load
+        page.wait_for_function("before => (document.body.dataset.kvwebReady ?? before) !== before", arg=loaded,
+                               timeout=90_000)
+    wait_ready(page)
+    assert page.evaluate("() => location.search") == before and requests_shown(page) == "50"
+    set_param(page, "requests", "60")  # and the page still answers
+    page.wait_for_function("() => location.search.includes('requests=60')", timeout=60_000)
+    wait_ready(page)

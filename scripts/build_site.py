@@ -303,6 +303,7 @@ def convert(site: Path, packages: list[str]) -> None:
     for part in ("css", "bundled/theme", "bundled/reactiveesm"):
         shutil.copytree(DIST_DIR / part, cdn / part)
     shutil.copy2(DIST_DIR / "images" / "favicon.ico", site / "favicon.ico")
+    shutil.copy2(STATIC / "isolate-sw.js", site / "isolate-sw.js")  # cross-origin isolation (docs/site.md)
 
     lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
     wheels = [[p["file_name"], "sha256-" + base64.b64encode(bytes.fromhex(p["sha256"])).decode()] for p in lock.values()]

@@ -1,10 +1,9 @@
 // kvweb's page side of the Pyodide worker (replaces Panel's pyodide_handler.js): shows
 // progress while Python starts, renders the document the worker sends, then keeps the page
 // and the worker in sync. Worker text is only ever shown with textContent, never as HTML.
-const pyodideWorker = window.kvwebWorker;
-pyodideWorker.busy = false;
-pyodideWorker.queue = [];
+let pyodideWorker = window.kvwebWorker;
 let patching = 0;
+let stopWord = null;  // the worker's interrupt buffer, where the page is cross-origin isolated
 window.kvwebTimings = [];  // [status, worker ms] pairs, read by bench/site_load.py
 
 function showStatus(text, fraction, failed) {
@@ -93,6 +92,34 @@ function guardDataTables() {
   view.prototype.kvwebGuarded = true;
 }
 
+// Stop: the cancel button while a run computes (docs/site.md, "Stopping a run"). Its click would
+// reach Python only after the run, so the page stops the run itself: isolated, through Pyodide's
+// interrupt buffer (a KeyboardInterrupt in the run; the click then reaches Python, which has
+// nothing left to stop); otherwise by ending the worker and starting a fresh one on the URL, which
+// still holds the state from before the run (the app writes it only when a run has ended).
+function onStop(event) {
+  if (!event.composedPath().some((el) => el.classList?.contains("kv-cancel"))) return;
+  if (stopWord != null) {
+    if (Atomics.load(stopWord, 1) === 1) Atomics.store(stopWord, 0, 2);  // SIGINT
+  } else if (pyodideWorker.busy) {
+    event.stopPropagation();
+    restart();
+  }
+}
+
+function restart() {
+  pyodideWorker.terminate();
+  window.removeEventListener("popstate", window.kvwebPopstate);  // the old document's
+  window.kvwebPopstate = undefined;
+  delete document.body.dataset.kvwebReady;
+  const box = window.kvwebLoadingBox.cloneNode(true);
+  box.classList.remove("kv-beside");
+  document.body.prepend(box);
+  showStatus("The run was stopped: starting Python again", 0.02, false);
+  pyodideWorker = window.kvwebStart();
+  attach(pyodideWorker);
+}
+
 async function render(msg) {
   guardDataTables();
   const docs_json = JSON.parse(msg.docs_json);
@@ -123,6 +150,7 @@ async function render(msg) {
   }
   pyodideWorker.postMessage({ type: "rendered" });
   pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });
+  window.kvwebLoadingBox ??= document.getElementById("kv-loading")?.cloneNode(true);
   document.getElementById("kv-loading")?.remove();
   document.getElementById("kv-early-tour")?.remove();
   document.body.dataset.kvwebReady = String(Math.round(performance.now()));  // ms since navigation
@@ -139,6 +167,8 @@ async function onMessage(event) {
     } else {
       pyodideWorker.busy = false;
     }
+  } else if (msg.type === "stop") {
+    stopWord = new Int32Array(msg.buffer);
   } else if (msg.type === "status") {
     window.kvwebTimings.push([msg.msg, msg.ms]);
     showStatus(msg.msg, msg.fraction, false);
@@ -179,6 +209,13 @@ function onMessageInTurn(event) {
   handled = handled.then(() => onMessage(event)).catch((error) => console.error(error));
 }
 
-pyodideWorker.onerror = (event) => showStatus(`The Python worker failed: ${event.message}`, null, true);
-pyodideWorker.onmessage = onMessageInTurn;
+function attach(worker) {
+  worker.busy = false;
+  worker.queue = [];
+  worker.onerror = (event) => showStatus(`The Python worker failed: ${event.message}`, null, true);
+  worker.onmessage = onMessageInTurn;
+}
+
+attach(pyodideWorker);
 for (const event of window.kvwebEarly.splice(0)) onMessageInTurn(event);
+window.addEventListener("click", onStop, true);

@@ -21,6 +21,16 @@ globalThis.fetch = (input, init) => {
   return response ?? networkFetch(input, init);
 };
 
+// Stopping a run in place, where the page is cross-origin isolated (docs/site.md, "Stopping a
+// run"): [0] is Pyodide's interrupt word (the page writes 2, SIGINT: a KeyboardInterrupt in the
+// running Python), [1] is 1 while a run may be stopped (app/site/interrupt.py). The page gets
+// the buffer with the first status message.
+const stop = self.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(8)) : null;
+function stoppable(on) {
+  Atomics.store(stop, 1, on ? 1 : 0);
+  if (!on) Atomics.store(stop, 0, 0);  // a stop that came as the run ended stops nothing else
+}
+
 function status(msg, fraction) {
   self.postMessage({ type: "status", msg, fraction, ms: Math.round(performance.now()) });
 }
@@ -30,8 +40,10 @@ function sendPatch(patch, buffers, msg_id) {
 }
 
 async function start(location) {
+  if (stop) self.postMessage({ type: "stop", buffer: stop.buffer });
   status("Starting Python (Pyodide)", 0.05);
   const pyodide = await loadPyodide({ indexURL: "./pyodide/", env: ENV });
+  if (stop) pyodide.setInterruptBuffer(stop);
   status(`Installing ${PACKAGES.length} packages`, 0.35);
   await pyodide.loadPackage(PACKAGES, { messageCallback: () => {}, errorCallback: (msg) => console.error(msg) });
   self.pyodide = pyodide;
@@ -60,6 +72,13 @@ self.onmessage = async (event) => {
 from app.site.link import link
 link(sendPatch)
 `);
+    if (stop) {
+      self.pyodide.globals.set("stoppable", stoppable);
+      self.pyodide.runPythonAsync(`
+from app.site.interrupt import install
+install(stoppable)
+`);
+    }
   } else if (msg.type === "patch") {
     self.pyodide.globals.set("patch", msg.patch);
     try {

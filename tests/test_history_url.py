@@ -27,7 +27,7 @@ def shell(monkeypatch):
     """A shell that runs labs in this thread (the result is there on return) and lists the
     parameters of each run in `shell.runs`."""
     shell = Shell()
-    shell.labs.runner._executor = None
+    shell.labs.runner.pool = None
     shell.runs = []
     call = shell.labs.runner._call
     monkeypatch.setattr(shell.labs.runner, "_call",

@@ -26,7 +26,7 @@ PANEL_BREAKERS = ["?lab=roofline&tokens=%E2%91%A0", "?lab=roofline&tokens=" + "9
 @pytest.fixture
 def shell():
     shell = Shell()
-    shell.labs.runner._executor = None  # run labs in this thread: the result is there on return
+    shell.labs.runner.pool = None  # run labs in this thread: the result is there on return
     return shell
 
 

@@ -83,7 +83,7 @@ def served(monkeypatch):
     doc, sent = Document(), []
     with set_curdoc(doc):
         shell = Shell()
-        shell.labs.runner._executor = None
+        shell.labs.runner.pool = None
         shell.layout.server_doc(doc)
         link = Link(sent.append)
         monkeypatch.setattr(redraw, "_batch", link.one_message)
