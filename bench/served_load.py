@@ -2,8 +2,8 @@
 fresh session take to load, and a light widget change to be answered?
 
 One `panel serve` process (the run pool: app/pool.py); `--heavy N` sessions each keep a heavy
-run computing (the max-rate search over 5000 requests of scenario B, started again whenever it
-ends); one more session is timed, first with no heavy run, then with them:
+run computing (a cache sweep over 745 queued few-shot requests at 11 capacities, about 16 s of
+work by its estimate, within the 20 s budget; started again whenever it ends); one more session is timed, first with no heavy run, then with them:
 
 - load: a new browser context opens the roofline lab, from navigation to the status `ready`;
 - light change: the roofline lab's `tokens` typed and committed, until the URL holds the new
@@ -25,15 +25,16 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, serve_app, set_param, wait_ready  # run from the repository's root
 
-HEAVY = 5000  # max-rate requests: 15-30 s of computing on this 2-core machine
+LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&queue=745&points=2"
+HEAVY = 11  # capacities swept: about 16 s of work by the lab's estimate
 
 
 def keep_heavy(page: Page) -> None:
-    """Make sure `page` (the max-rate lab) is computing a heavy run: a new one, if it ended."""
+    """Make sure `page` (the cache-sweep lab) is computing a heavy run: a new one, if it ended."""
     bar = page.locator("progress.kv-progress")
     if not bar.is_visible():
-        shown = page.locator(".kv-param-requests input").first.input_value()
-        set_param(page, "requests", str(HEAVY if shown != str(HEAVY) else HEAVY - 1))
+        shown = page.locator(".kv-param-points input").first.input_value()
+        set_param(page, "points", str(HEAVY if shown != str(HEAVY) else HEAVY - 1))
         bar.wait_for(state="visible", timeout=60_000)
 
 
@@ -81,7 +82,7 @@ def main() -> None:
         heavy = []
         for _ in range(args.heavy):
             page = browser.new_context().new_page()
-            page.goto(f"{url}?lab=max-rate&scenario=B&requests=50")
+            page.goto(f"{url}?{LIGHT}")
             wait_ready(page)
             heavy.append(page)
         rows.append((f"{args.heavy} heavy session(s)", measure(browser, url, heavy, args.runs)))

@@ -5,13 +5,17 @@ import pytest
 from conftest import plain_text, set_param, wait_ready
 from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
+# A cache sweep over 745 queued few-shot requests: 2 capacities take seconds, 11 (about 16 s of
+# work by its estimate, within the 20 s budget) keep it computing long enough to be stopped.
+LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&queue=745&points=2"
+HEAVY_POINTS = "11"
+
 
 def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
-    # the max-rate search over 3000 requests of scenario B takes seconds, not milliseconds
-    page.goto(f"{served_app}?lab=max-rate&scenario=B&requests=50")
+    page.goto(f"{served_app}?{LIGHT}")
     wait_ready(page)
     before = page.evaluate("() => location.search")
-    set_param(page, "requests", "3000")
+    set_param(page, "points", HEAVY_POINTS)
     bar = page.locator("progress.kv-progress")
     bar.wait_for(state="visible", timeout=30_000)
     for _ in range(100):  # the lab's progress reports reach the bar while it runs
@@ -24,20 +28,20 @@ def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
     plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
     wait_ready(page)
     assert not bar.is_visible()
-    assert page.evaluate("() => location.search") == before and requests_shown(page) == "50"
+    assert page.evaluate("() => location.search") == before and points_shown(page) == "2"
     # the app still answers: another lab runs to the end
     page.locator(".kv-lab-select select").select_option(label="Paper GPU (roofline)")
     page.locator(".kv-roofline-numbers .slick-cell", has_text="KV capacity (tokens)").wait_for()
 
 
-def requests_shown(page) -> str:
-    return page.locator(".kv-param-requests input").first.input_value()
+def points_shown(page) -> str:
+    return page.locator(".kv-param-points input").first.input_value()
 
 
 @pytest.mark.parametrize("page, isolated", [({"service_workers": "allow"}, True), ({"service_workers": "block"}, False)],
                          indirect=["page"], ids=["isolated", "fresh-worker"])
 def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolated):
-    url = f"{static_site}?lab=max-rate&scenario=B&requests=50"
+    url = f"{static_site}?{LIGHT}"
     page.goto(url)
     wait_live(page)
     if isolated:  # the first visit registers the service worker; from the next one on it isolates the page
@@ -47,7 +51,7 @@ def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolate
     assert page.evaluate("() => crossOriginIsolated") is isolated
     wait_ready(page)
     before, loaded = page.evaluate("() => [location.search, document.body.dataset.kvwebReady]")
-    set_param(page, "requests", "3000")
+    set_param(page, "points", HEAVY_POINTS)
     page.locator("progress.kv-progress").wait_for(state="visible", timeout=60_000)
     page.locator(".kv-cancel button").click()
     if isolated:  # Python stopped where it was, and says so
@@ -56,7 +60,7 @@ def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolate
         page.wait_for_function("before => (document.body.dataset.kvwebReady ?? before) !== before", arg=loaded,
                                timeout=90_000)
     wait_ready(page)
-    assert page.evaluate("() => location.search") == before and requests_shown(page) == "50"
-    set_param(page, "requests", "60")  # and the page still answers
-    page.wait_for_function("() => location.search.includes('requests=60')", timeout=60_000)
+    assert page.evaluate("() => location.search") == before and points_shown(page) == "2"
+    set_param(page, "points", "3")  # and the page still answers
+    page.wait_for_function("() => location.search.includes('points=3')", timeout=60_000)
     wait_ready(page)
