@@ -5,7 +5,7 @@ At most `MAX_RUNNING` runs compute at once on a server, and at most one per sess
 run waits while its previous one is still computing (cancelled, it stops at its next progress
 report: app/runner.py). A session has at most one run waiting; a newer one takes its place in
 the queue (the older one is dropped, never started). Sessions are served in the order their runs
-came. A run the lab estimates under `QUICK_S` (`estimate().seconds`, where labs have one) may
+came. A run the lab estimates under `QUICK_S` (`estimate().seconds`, kvweb/budget.py) may
 also take the quick lane, `QUICK_LANE` more threads that take only such runs: a light change is
 answered even while every slot computes a heavy run. The runs are threads of the server's
 process, so a memory limit (`resource.setrlimit`) would be the whole server's: there is no

@@ -14,6 +14,7 @@ from panel.io.state import set_curdoc  # noqa: E402
 
 from app.pool import RunPool  # noqa: E402
 from app.runner import CANCELLED, Runner  # noqa: E402
+from kvweb.budget import Estimate, constant  # noqa: E402
 from kvweb.lab import Lab  # noqa: E402
 
 WAIT = 10  # seconds: a bound for a thread to get going, never a timing goal
@@ -109,6 +110,9 @@ class Steps(Lab):
     release: threading.Event
     reached: threading.Event
 
+    def estimate(self) -> Estimate:
+        return constant(5.0)
+
     def run(self, progress=None):
         for i in range(1000):
             progress(i / 1000, "step")
@@ -188,17 +192,17 @@ def test_a_sessions_newer_run_cancels_its_running_one_and_replaces_its_waiting_o
 
 
 class Light(Lab):
+    seconds = 1.0  # its work estimate (kvweb/budget.py)
+
     def run(self, progress=None):
         return {}
 
+    def estimate(self) -> Estimate:
+        return constant(self.seconds)
+
 
 class Estimated(Light):
-    """A lab with a work estimate (kvweb/budget.py's `estimate().seconds`)."""
-
     seconds = 0.1
-
-    def estimate(self):
-        return type("Estimate", (), {"seconds": self.seconds})()
 
 
 class Submitted:
@@ -216,6 +220,6 @@ def test_the_runner_sends_runs_estimated_quick_to_the_quick_lane(served):
     runner = Runner(pool)
     heavy = Estimated()
     heavy.seconds = 12.0
-    for lab in (Estimated(), heavy, Light()):  # the last has no estimate
+    for lab in (Estimated(), heavy, Light()):  # estimated 0.1, 12 and 1 s
         runner.start(lab, Finished())
     assert pool.quick == [True, False, False]

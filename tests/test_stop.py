@@ -15,6 +15,7 @@ from app.runner import CANCELLED, Runner  # noqa: E402
 from app.shell import Shell  # noqa: E402
 from app.site.interrupt import install  # noqa: E402
 from app.site.location import install as install_location  # noqa: E402
+from kvweb.budget import Estimate, constant  # noqa: E402
 from kvweb.lab import Lab  # noqa: E402
 
 
@@ -25,10 +26,16 @@ class Interrupted(Lab):
         progress(0.1, "going")
         raise KeyboardInterrupt
 
+    def estimate(self) -> Estimate:
+        return constant(1.0)
+
 
 class Quick(Lab):
     def run(self, progress=None):
         return {"done": True}
+
+    def estimate(self) -> Estimate:
+        return constant(0.1)
 
 
 @pytest.fixture
