@@ -166,7 +166,7 @@ def serving_rows() -> dict[str, tuple[str, Any]]:
     return {
         "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:,.1f}"),
         "slo": (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
-        "requests": (tr("requests/s: arrived / served over the whole run (drain included)"),
+        "requests": (tr("requests/s: arrived / served (whole run)"),
                      lambda r: f"{r['arrival_rate_per_s']:.2f} / {r['requests_per_s_whole_run']:.2f}"),
         "batch": (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
         "preemptions": (tr("preemptions"), lambda r: f"{r['preemptions']:,}"),

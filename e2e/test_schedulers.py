@@ -61,8 +61,9 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     page.locator(".kv-param-prefix_caching input").click()
     page.wait_for_function("() => location.search.includes('prefix_caching=false')")
     wait_ready(page)
-    page.wait_for_function(f"() => Bokeh.documents[0].get_model_by_name('schedulers-figures').data"
-                           f"['vllm-v1'][5] === '0.0 %'")
+    page.wait_for_function("label => { const d = Bokeh.documents[0].get_model_by_name('schedulers-figures').data;"
+                           " return d['vllm-v1'][d.figure.indexOf(label)] === '0.0 %'; }",
+                           arg="prefix hit rate (prompt tokens)")
     rows = table(page)
     assert rows["prefix hit rate (prompt tokens)"] == {"paper": "0.0 %", "vllm-v1": "0.0 %", "sglang": "0.0 %"}
     page.locator(".kv-player button.last").click()

@@ -70,7 +70,7 @@ def test_the_schedulers_view_names_the_session_rate_and_both_request_rates():
     result, view = updated(SchedulersView, "schedulers", requests=60)
     assert "chat sessions start at rate / turns per second: 2 / 6 = 0.333" in view.header.text
     data = view.table_data.data
-    row = data["figure"].index("requests/s: arrived / served over the whole run (drain included)")
+    row = data["figure"].index("requests/s: arrived / served (whole run)")
     for m in result["modes"]:
         assert data[m["mode"]][row] == f"{m['arrival_rate_per_s']:.2f} / {m['requests_per_s_whole_run']:.2f}"
         assert m["requests_per_s_whole_run"] < m["arrival_rate_per_s"] < 2  # the closed loop comes slower
