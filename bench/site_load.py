@@ -134,7 +134,8 @@ def cold_load(pw, server: SiteServer) -> dict:  # noqa: ANN001
 
 def versions(site: Path) -> dict[str, str]:
     """Each package the site ships, with its version."""
-    return {name: p["version"] for name, p in json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"].items()}
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())
+    return {name: p["version"] for name, p in lock["packages"].items()}
 
 
 def floor_site(site: Path) -> Path:
@@ -269,7 +270,8 @@ def main() -> None:
     if not (site / "index.html").exists():
         raise SystemExit(f"{site} has no index.html: run scripts/build-site.sh first")
     floor = None if args.no_floor else floor_site(site)
-    with SiteServer(site) as server, (SiteServer(floor) if floor else nullcontext()) as floor_server, sync_playwright() as pw:
+    floor_server = SiteServer(floor) if floor else nullcontext()
+    with SiteServer(site) as server, floor_server, sync_playwright() as pw:
         loads, floor_loads = [], []
         for i in range(args.runs):  # alternating, so that both see the host as it is at the time
             loads.append(cold_load(pw, server))
@@ -279,8 +281,8 @@ def main() -> None:
             if floor:
                 floor_loads.append(cold_load(pw, floor_server))
                 print(f"floor load {i + 1}: interactive {floor_loads[-1]['ready_ms']} ms", flush=True)
-            print(f"  the app's part: {r['app_ms']} ms" + (f", the floor's {floor_loads[-1]['app_ms']} ms" if floor else ""),
-                  flush=True)
+            floor_part = f", the floor's {floor_loads[-1]['app_ms']} ms" if floor else ""
+            print(f"  the app's part: {r['app_ms']} ms{floor_part}", flush=True)
         with fresh_page(pw, server) as page:
             changes = widget_changes(page, server, args.labs)
         switches = []
