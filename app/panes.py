@@ -14,7 +14,7 @@ from typing import Any
 import panel as pn
 
 from app.i18n import tr
-from app.view import VIEWS, LabView
+from app.view import LabView, view_class
 from app.widgets import widgets_for
 from kvweb.lab import ADVANCED, PAPER_GPU, Lab
 
@@ -44,11 +44,11 @@ class LabPanes:
         self.drawn: dict[LabView, dict[str, Any]] = {}  # the result each view draws
 
     def view(self, lab: Lab) -> LabView:
-        view_class = VIEWS[lab.lab_name]
-        if view_class not in self.views:
-            self.views[view_class] = view_class()
-            self.views[view_class].player.param.watch(lambda event: self.on_step(), "value")
-        return self.views[view_class]
+        cls = view_class(lab.lab_name)
+        if cls not in self.views:
+            self.views[cls] = cls()
+            self.views[cls].player.param.watch(lambda event: self.on_step(), "value")
+        return self.views[cls]
 
     def pane(self, lab: Lab, view: LabView) -> LabPane:
         """The lab's kept widgets (made on its first showing), now the most recently shown."""

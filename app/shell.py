@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import app.views  # noqa: F401  (registers every view)
 from app import i18n, style
 from app.frame import LABS_NAV, Frame
 from app.lab_area import LabArea

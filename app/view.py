@@ -23,7 +23,15 @@ from app.i18n import columns as text_width, tr
 from app.redraw import one_message
 from kvweb.lab import Lab
 
-VIEWS: dict[str, type[LabView]] = {}
+VIEWS: dict[str, type[LabView]] = {}  # filled by importing app.views: `view_class`
+
+
+def view_class(lab_name: str) -> type[LabView]:
+    """The view of `lab_name`. The views are imported when the first lab is shown, not at start:
+    the start page is the tour (a shorter cold load in the static site)."""
+    import app.views  # noqa: F401  (registers every view)
+
+    return VIEWS[lab_name]
 
 
 def columns(*names: str) -> dict[str, list]:

@@ -8,6 +8,7 @@ HTML conversion with bokehjs and panel.min.js inlined. Downloads are cached in .
 Versions live in scripts/site-pins.toml.
 
     python scripts/build_site.py site     # -> build/site/
+    python scripts/build_site.py floor    # -> build/site-floor/ (bench/floor_app.py: the cold load's floor)
     python scripts/build_site.py test     # -> build/pyodide-test/ (for scripts/test-pyodide.sh)
 """
 from __future__ import annotations
@@ -272,9 +273,17 @@ def build_test_bundle() -> Path:
 
 # -- the site ------------------------------------------------------------------------
 
-def build_site() -> Path:
-    site = BUILD / "site"
-    staging = BUILD / "wheels-site"
+# The floor of the site's cold load (bench/site_load.py --floor): the same site, packages and
+# page scripts, with a one-figure, one-widget Panel page for the app.
+SITES = {"site": (ROOT / "app" / "main.py", BUILD / "site"),
+         "floor": (ROOT / "bench" / "floor_app.py", BUILD / "site-floor")}
+
+
+def build_site(which: str = "site") -> Path:
+    """One of `SITES`: kvweb's app, or the floor's page, which ships the same wheels, so that the
+    two differ only by the app's own start-up work."""
+    script, site = SITES[which]
+    staging = BUILD / f"wheels-{site.name}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     pins = PINS["site"]
@@ -282,7 +291,7 @@ def build_site() -> Path:
     ours = [build_kvweb_wheel(staging), build_app_wheel(staging, built_report())]
     shutil.rmtree(site, ignore_errors=True)
     packages = write_distribution(site / "pyodide", pins["from_lock"], wheels, set(pins["drop"]["names"]), ours)
-    convert(site, packages)
+    convert(site, packages, script)
     say(f"site: {site.relative_to(ROOT)} ({size_mb(site):.1f} MB)")
     return site
 
@@ -291,9 +300,9 @@ def size_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def convert(site: Path, packages: list[str]) -> None:
-    """Panel's own conversion (app/site/convert.py), pointed at local files, with kvweb's worker
-    and loading screen."""
+def convert(site: Path, packages: list[str], script: Path) -> None:
+    """Panel's own conversion of `script` (app/site/convert.py), pointed at local files, with
+    kvweb's worker and loading screen."""
     os.environ["PANEL_CDN_ROOT"] = "./panel-cdn/"  # read when panel is imported
     logging.getLogger("bokeh.core.validation.check").setLevel(logging.ERROR)  # empty columns fill in Python
     import panel.io.convert as pc
@@ -311,7 +320,7 @@ def convert(site: Path, packages: list[str]) -> None:
     worker = (worker.replace("@PACKAGES@", json.dumps(packages)).replace("@WHEELS@", json.dumps(wheels))
               .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]})))
     from app.site.convert import convert as convert_app
-    html, worker_js = convert_app(ROOT / "app" / "main.py", worker, (STATIC / "handler.js").read_text())
+    html, worker_js = convert_app(script, worker, (STATIC / "handler.js").read_text())
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
     (site / "main.mjs").write_text(worker_js)
@@ -350,10 +359,10 @@ def early_tour() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["site", "test"])
+    parser.add_argument("what", choices=[*SITES, "test"])
     args = parser.parse_args()
     try:
-        build_site() if args.what == "site" else build_test_bundle()
+        build_site(args.what) if args.what in SITES else build_test_bundle()
     except (BuildError, subprocess.CalledProcessError) as err:
         print(f"[build-site] FAILED: {err}", file=sys.stderr)
         sys.exit(1)
