@@ -72,7 +72,7 @@ class Runner:
         self._generation = 0
         self._fraction = 0.0
         self._started = 0.0
-        self._seconds = 0.0  # the lab's estimate of the whole run (kvweb/budget.py)
+        self._seconds: float | None = None  # the lab's estimate of the whole run (kvweb/budget.py)
         self._drawn = 0.0  # when the browser's bar was last redrawn
         self._ticker: Any = None
         self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
@@ -82,7 +82,9 @@ class Runner:
         self._generation += 1
         generation = self._generation
         self._fraction, self._started, self._drawn = 0.0, time.monotonic(), 0.0
-        self._seconds = lab.estimate().seconds
+        # a lab's work estimate; the report's and the exercises' jobs are no labs and have none
+        estimate = getattr(lab, "estimate", None)
+        self._seconds = estimate().seconds if estimate is not None else None
         if self.pool is None:
             try:
                 with _stoppable():
@@ -104,7 +106,7 @@ class Runner:
                 outcome = err
             doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
 
-        self.pool.submit(self, run, quick=self._seconds < QUICK_S)
+        self.pool.submit(self, run, quick=self._seconds is not None and self._seconds < QUICK_S)
 
     def _call(self, lab: Lab, generation: int) -> Outcome:
         def progress(fraction: float, message: str) -> None:
@@ -154,7 +156,8 @@ class Runner:
             self.bar.styles = SHOWN
             self.progress.value = int(self._fraction * 1000)
             text = f"{int(self._fraction * 100)} %"
-            left = max(1, round(self._seconds * (1 - self._fraction)))
-            text += ", " + tr("about {seconds} s left").format(seconds=left)
+            if self._seconds is not None:
+                left = max(1, round(self._seconds * (1 - self._fraction)))
+                text += ", " + tr("about {seconds} s left").format(seconds=left)
             self.left.text = text
 

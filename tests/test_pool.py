@@ -220,6 +220,7 @@ def test_the_runner_sends_runs_estimated_quick_to_the_quick_lane(served):
     runner = Runner(pool)
     heavy = Estimated()
     heavy.seconds = 12.0
-    for lab in (Estimated(), heavy, Light()):  # estimated 0.1, 12 and 1 s
+    job = type("ReportLikeJob", (), {"run": lambda self, progress=None: {}})()  # no lab: no estimate
+    for lab in (Estimated(), heavy, Light(), job):  # estimated 0.1, 12 and 1 s, and not at all
         runner.start(lab, Finished())
-    assert pool.quick == [True, False, False]
+    assert pool.quick == [True, False, False, False]
