@@ -2,8 +2,9 @@
 fresh session take to load, and a light widget change to be answered?
 
 One `panel serve` process (the run pool: app/pool.py); `--heavy N` sessions each keep a heavy
-run computing (a cache sweep over 745 queued few-shot requests at 11 capacities, about 16 s of
-work by its estimate, within the 20 s budget; started again whenever it ends); one more session is timed, first with no heavy run, then with them:
+run computing (a cache sweep of 1250 few-shot requests at 11 capacities with 745 of them in the
+waiting queue, about 16 s of work by its estimate, within the 20 s budget; started again
+whenever it ends); one more session is timed, first with no heavy run, then with them:
 
 - load: a new browser context opens the roofline lab, from navigation to the status `ready`;
 - light change: the roofline lab's `tokens` typed and committed, until the URL holds the new
@@ -25,16 +26,16 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, serve_app, set_param, wait_ready  # run from the repository's root
 
-LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&queue=745&points=2"
-HEAVY = 11  # capacities swept: about 16 s of work by the lab's estimate
+LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&points=11&queue=8"
+HEAVY = 745  # requests in the waiting queue: about 16 s of work by the lab's estimate
 
 
 def keep_heavy(page: Page) -> None:
     """Make sure `page` (the cache-sweep lab) is computing a heavy run: a new one, if it ended."""
     bar = page.locator("progress.kv-progress")
     if not bar.is_visible():
-        shown = page.locator(".kv-param-points input").first.input_value()
-        set_param(page, "points", str(HEAVY if shown != str(HEAVY) else HEAVY - 1))
+        shown = page.locator(".kv-param-queue input").first.input_value()
+        set_param(page, "queue", str(HEAVY if shown != str(HEAVY) else HEAVY - 1))
         bar.wait_for(state="visible", timeout=60_000)
 
 

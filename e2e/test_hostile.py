@@ -81,9 +81,9 @@ def test_sessions_stay_apart(browser, served_app):
     contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(4)]
     try:
         heavy = contexts[0].new_page()
-        heavy.goto(f"{served_app}?lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&queue=745&points=2")
+        heavy.goto(f"{served_app}?lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&points=11&queue=8")
         wait_ready(heavy)
-        set_param(heavy, "points", "11")  # about 16 s of work by its estimate, within the budget
+        set_param(heavy, "queue", "745")  # about 16 s of work by its estimate, within the budget
         heavy_bar = heavy.locator("progress.kv-progress")
         heavy_bar.wait_for(state="visible", timeout=30_000)  # it computes from now on
         pages = tables_zh, tables, fragments = [c.new_page() for c in contexts[1:]]
@@ -105,7 +105,7 @@ def test_sessions_stay_apart(browser, served_app):
         assert heavy_bar.is_visible()  # the light changes were answered while the heavy run computes
         heavy.locator(".kv-cancel button").click()
         plain_text(heavy, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
-        assert query_of(heavy, "requests") == "50"
+        assert query_of(heavy, "queue") == "8"  # the URL as it was before the stopped run
         assert [p.get_by_text(zh_header).count() for p in pages] == [1, 0, 0]
         assert [query_of(p, "lab") for p in pages] == ["block-tables", "block-tables", "fragmentation"]
         assert [query_of(p, "step") for p in pages[:2]] == ["2", "5"]

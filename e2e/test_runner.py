@@ -5,17 +5,18 @@ import pytest
 from conftest import plain_text, set_param, wait_ready
 from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
-# A cache sweep over 745 queued few-shot requests: 2 capacities take seconds, 11 (about 16 s of
-# work by its estimate, within the 20 s budget) keep it computing long enough to be stopped.
-LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&queue=745&points=2"
-HEAVY_POINTS = "11"
+# A cache sweep of 1250 few-shot requests at 11 capacities: with 8 in the waiting queue it takes
+# seconds; with 745 (about 16 s of work by its estimate, within the 20 s budget) it computes long
+# enough to be stopped.
+LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&points=11&queue=8"
+HEAVY_QUEUE = "745"
 
 
 def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
     page.goto(f"{served_app}?{LIGHT}")
     wait_ready(page)
     before = page.evaluate("() => location.search")
-    set_param(page, "points", HEAVY_POINTS)
+    set_param(page, "queue", HEAVY_QUEUE)
     bar = page.locator("progress.kv-progress")
     bar.wait_for(state="visible", timeout=30_000)
     for _ in range(100):  # the lab's progress reports reach the bar while it runs
@@ -28,14 +29,14 @@ def test_long_run_shows_progress_and_can_be_cancelled(page, served_app):
     plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
     wait_ready(page)
     assert not bar.is_visible()
-    assert page.evaluate("() => location.search") == before and points_shown(page) == "2"
+    assert page.evaluate("() => location.search") == before and queue_shown(page) == "8"
     # the app still answers: another lab runs to the end
     page.locator(".kv-lab-select select").select_option(label="Paper GPU (roofline)")
     page.locator(".kv-roofline-numbers .slick-cell", has_text="KV capacity (tokens)").wait_for()
 
 
-def points_shown(page) -> str:
-    return page.locator(".kv-param-points input").first.input_value()
+def queue_shown(page) -> str:
+    return page.locator(".kv-param-queue input").first.input_value()
 
 
 @pytest.mark.parametrize("page, isolated", [({"service_workers": "allow"}, True), ({"service_workers": "block"}, False)],
@@ -51,7 +52,7 @@ def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolate
     assert page.evaluate("() => crossOriginIsolated") is isolated
     wait_ready(page)
     before, loaded = page.evaluate("() => [location.search, document.body.dataset.kvwebReady]")
-    set_param(page, "points", HEAVY_POINTS)
+    set_param(page, "queue", HEAVY_QUEUE)
     page.locator("progress.kv-progress").wait_for(state="visible", timeout=60_000)
     page.locator(".kv-cancel button").click()
     if isolated:  # Python stopped where it was, and says so
@@ -60,7 +61,7 @@ def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolate
         page.wait_for_function("before => (document.body.dataset.kvwebReady ?? before) !== before", arg=loaded,
                                timeout=90_000)
     wait_ready(page)
-    assert page.evaluate("() => location.search") == before and points_shown(page) == "2"
-    set_param(page, "points", "3")  # and the page still answers
-    page.wait_for_function("() => location.search.includes('points=3')", timeout=60_000)
+    assert page.evaluate("() => location.search") == before and queue_shown(page) == "8"
+    set_param(page, "queue", "9")  # and the page still answers
+    page.wait_for_function("() => location.search.includes('queue=9')", timeout=60_000)
     wait_ready(page)
