@@ -1,5 +1,7 @@
-"""vLLM V1's scheduler on the paper GPU: one token budget per step, chunked prefill, automatic
-prefix caching, recompute-only preemption (vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`).
+"""vLLM V1's scheduler on the paper GPU, as released in vLLM 0.33.0: one token budget per step,
+chunked prefill, automatic prefix caching, recompute-only preemption
+(vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`). tests/test_parity_vllm.py replays vLLM's
+own recorded decisions on it, step by step.
 
 Each iteration (V1 has no prefill or decode phase; a request's computed tokens catch up with its
 tokens):
@@ -11,9 +13,13 @@ tokens):
 2. Only if nothing was preempted: waiting requests, first come first served, while budget,
    `max_num_seqs` and memory allow. A request that has not started looks up its longest run of
    cached full blocks (at most prompt - 1 tokens: one token must be computed for the logits),
-   then takes blocks for its first chunk; the first that does not fit stops admission.
+   then takes blocks for its first chunk, if the blocks for its whole uncached prompt are free
+   (`scheduler_reserve_full_isl`; or only its first chunk's, the older rule); the first that
+   does not fit stops admission.
 3. Full blocks get their chained hash (`prefix_caching.BlockPool`); a finished request's blocks
-   stay cached, free, until an allocation needs them.
+   stay cached, free, until an allocation needs them. vLLM keeps one block out of use (the null
+   block). With async scheduling a finished request keeps its blocks and batch slot through the
+   next iteration (`leaving`).
 
 Because decoding requests are served before prefills and V1 requires the budget to be at least
 `max_num_seqs`, every decoding request decodes in every iteration, and a request still
