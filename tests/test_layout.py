@@ -1,6 +1,6 @@
 """The library's layout is its architecture: a part imports only from parts below it.
 
-Order (the lecture's): gpu < kv < serving < prefix < constrained < the top (labs/, cli,
+Order (the lecture's): gpu < kv < serving < prefix < constrained < fleet < the top (labs/, cli,
 reproduce, exercises). Below them all is the base every part may use: the lab contract
 (kvweb.lab) and its work budget (kvweb.budget), outside text (kvweb.parsing), remembered
 results (kvweb.memo) and results as JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 KVWEB = Path(__file__).resolve().parent.parent / "kvweb"
-PARTS = ["gpu", "kv", "serving", "prefix", "constrained"]
+PARTS = ["gpu", "kv", "serving", "prefix", "constrained", "fleet"]
 TOP = len(PARTS)
 BASE = {"kvweb.lab", "kvweb.budget", "kvweb.parsing", "kvweb.memo", "kvweb.jsonable"}
 

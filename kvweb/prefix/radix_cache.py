@@ -229,6 +229,22 @@ class RadixCache:
             self._walks[id(tokens)] = _Walk(tokens, length, path, sum(map(_EPOCH, path)), end, follow)
         return length
 
+    def peek_length(self, tokens: Tokens) -> int:
+        """`match_length(tokens)` without its effects (no split, no LRU stamp): a router asks
+        every replica, and asking is not using, so the cache must stay as it was."""
+        run = self._tokens(tokens)
+        data = run.tobytes()
+        node, i = self.root, 0
+        while i < len(run):
+            child = node.children.get(self._child_key(run, i))
+            if child is None:
+                break
+            k = self._common(child, run, i, data)
+            i, node = i + k, child
+            if k < len(child.key):
+                break
+        return i
+
     def _replay(self, tokens: Tokens) -> _Walk | None:
         """The remembered walk of `tokens`, stamped as a new walk, if it is still the walk."""
         walk = self._walks.get(id(tokens))

@@ -1,0 +1,7 @@
+"""Part 6, a fleet of replicas behind one router: what each router may read of a replica
+(`replica_view`: its load, its queue, its real cached prefix, its blocks to prefill and to
+decode), the `routers` (round robin, least outstanding, SGLang's cache-aware router over its
+`approximate_tree`, llm-d's exact prefix scorer, Dynamo's cost router) and the `regret` of each
+decision (prefix tokens another replica had cached). The fleet's simulation and its lab come
+next (docs/fleet.md).
+"""

@@ -1,0 +1,203 @@
+"""The fleet's routers: which replica gets a request, from read-only replica views.
+
+Every router answers `route(request, replicas) -> replica index` at the request's arrival (its
+clock), keeps its own state (round robin's counter, the cache-aware router's tree) and says in
+`reason` which of its rules chose. Ties go to the lowest index. docs/fleet.md, "Routers", says
+what each follows in its project and where kvweb simplifies:
+
+- `RoundRobin`: the next replica in turn.
+- `LeastOutstanding`: the fewest requests running + waiting.
+- `CacheAware`: SGLang's router (sgl-router `policies/cache_aware.rs`) over an `ApproximateTree`
+  of what it sent where, with its documented defaults.
+- `ExactPrefix`: llm-d's precise prefix-cache scorer with its queue scorer: each replica's real
+  cached prefix (KV events there, the cache itself here) against its waiting queue.
+- `CostRouter`: Dynamo's KV router: overlap weight x blocks to prefill + blocks decoding, lowest.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from kvweb.fleet.approximate_tree import ApproximateTree
+from kvweb.fleet.replica_view import ReplicaView
+from kvweb.serving.workload import Request
+
+NO_TOKENS = np.zeros(0, dtype=np.int64)
+
+
+def prompt_of(request: Request) -> np.ndarray:
+    """The request's prompt tokens (none when it has no content: it shares no prefix)."""
+    return NO_TOKENS if request.tokens is None else request.tokens[:request.prompt]
+
+
+def lowest(values: Sequence[float]) -> int:
+    """Index of the smallest value, the first of equals."""
+    return min(range(len(values)), key=values.__getitem__)
+
+
+class Router:
+    name = ""
+
+    def __init__(self) -> None:
+        self.reason = ""  # the rule that chose the last replica
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        raise NotImplementedError
+
+
+class RoundRobin(Router):
+    name = "round-robin"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        self.reason = "turn"
+        i = self.count % len(replicas)
+        self.count += 1
+        return i
+
+
+class LeastOutstanding(Router):
+    name = "least-outstanding"
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        self.reason = "load"
+        return lowest([r.outstanding() for r in replicas])
+
+
+class CacheAware(Router):
+    """SGLang's cache-aware router. Load imbalanced (max - min > `balance_abs_threshold` and
+    max > `balance_rel_threshold` x min, load = outstanding requests): the least loaded replica.
+    Else the tree's longest match, if it covers more than `cache_threshold` of the prompt, goes
+    to the replica it names; otherwise the replica with the smallest tree. Either way the prompt
+    is inserted for the chosen replica. Every `eviction_interval` seconds the tree is trimmed to
+    `max_tree_size` tokens per replica. Defaults: sgl-router's command line (0.3, 64, 1.5,
+    120 s, 2^26)."""
+
+    name = "cache-aware"
+
+    def __init__(self, n_replicas: int, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
+                 balance_rel_threshold: float = 1.5, eviction_interval: float = 120.0,
+                 max_tree_size: int = 2 ** 26) -> None:
+        super().__init__()
+        self.tree = ApproximateTree(n_replicas)
+        self.cache_threshold = cache_threshold
+        self.balance_abs_threshold = balance_abs_threshold
+        self.balance_rel_threshold = balance_rel_threshold
+        self.eviction_interval = eviction_interval
+        self.max_tree_size = max_tree_size
+        self.next_eviction: float | None = None  # the first request starts the eviction clock
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        now = request.arrival
+        self._trim(now)
+        prompt = prompt_of(request)
+        loads = [r.outstanding() for r in replicas]
+        high, low = max(loads), min(loads)
+        if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:
+            self.reason, i = "balance", lowest(loads)
+        else:
+            matched, tenant = self.tree.prefix_match(prompt, now)
+            if len(prompt) and matched / len(prompt) > self.cache_threshold and tenant is not None:
+                self.reason, i = "match", tenant
+            else:
+                self.reason, i = "smallest tree", self.tree.smallest_tenant()
+        self.tree.insert(prompt, i, now)
+        return i
+
+    def _trim(self, now: float) -> None:
+        """The periodic eviction, run when its time has come (SGLang: a background thread)."""
+        if self.next_eviction is None:
+            self.next_eviction = now + self.eviction_interval
+        elif now >= self.next_eviction:
+            self.tree.evict(self.max_tree_size)
+            periods = math.floor((now - self.next_eviction) / self.eviction_interval) + 1
+            self.next_eviction += periods * self.eviction_interval
+
+
+class ExactPrefix(Router):
+    """llm-d's precise prefix-cache scorer beside its queue scorer, then the highest total.
+    Prefix score: each replica's real cached prefix of the prompt, min-max normalised over the
+    replicas (all equal: 1 each); queue score: (most waiting - waiting) / (most - fewest) (all
+    equal: 1). Weights 2 and 1, as llm-d's precise-prefix examples (their kv-cache-utilization
+    scorer, weight 1 there, is left out). A replica with less cached wins only on a shorter queue:
+    `reason` "queue" then, "prefix" otherwise."""
+
+    name = "exact-prefix"
+
+    def __init__(self, prefix_weight: float = 2.0, queue_weight: float = 1.0) -> None:
+        super().__init__()
+        self.prefix_weight = prefix_weight
+        self.queue_weight = queue_weight
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        prompt = prompt_of(request)
+        matches = [r.prefix_match(prompt) for r in replicas]
+        queue = [-r.waiting() for r in replicas]  # fewer waiting scores higher
+        total = [self.prefix_weight * p + self.queue_weight * q
+                 for p, q in zip(_min_max(matches), _min_max(queue))]
+        i = lowest([-t for t in total])
+        self.reason = "prefix" if matches[i] == max(matches) else "queue"
+        return i
+
+
+def _min_max(values: Sequence[float]) -> list[float]:
+    """Values scaled to [0, 1] over their range; all 1 when they are all equal (llm-d's
+    `indexedScoresToNormalizedScoredPods`)."""
+    low, high = min(values), max(values)
+    return [1.0] * len(values) if high == low else [(v - low) / (high - low) for v in values]
+
+
+class CostRouter(Router):
+    """Dynamo's KV router. For each replica, if the request went there:
+    prefill blocks = (its tokens still to prefill + the prompt's tokens not in whole cached
+    blocks) / block size; decode blocks = its active blocks + the prompt's blocks not cached;
+    cost = `overlap_score_weight` x prefill blocks + decode blocks. Temperature 0 (the default)
+    takes the lowest cost; above it, a softmax over the costs scaled by their spread, from a
+    seeded generator."""
+
+    name = "cost"
+
+    def __init__(self, block_size: int = 16, overlap_score_weight: float = 1.0, temperature: float = 0.0,
+                 seed: int = 0) -> None:
+        super().__init__()
+        self.block_size = block_size
+        self.overlap_score_weight = overlap_score_weight
+        self.temperature = temperature
+        self.rng = np.random.default_rng(seed)
+        self.costs: list[float] = []  # the last request's cost per replica
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        prompt = prompt_of(request)
+        bs = self.block_size
+        costs = []
+        for r in replicas:
+            cached = r.prefix_match(prompt) // bs  # whole blocks, as Dynamo's overlap counts
+            prefill = (r.prefill_tokens() + len(prompt) - cached * bs) / bs
+            decode = r.decode_blocks() + -(-len(prompt) // bs) - cached
+            costs.append(self.overlap_score_weight * prefill + decode)
+        self.costs = costs
+        self.reason = "cost"
+        return lowest(costs) if self.temperature == 0 else self._sample(costs)
+
+    def _sample(self, costs: list[float]) -> int:
+        """Dynamo's `softmax_sample`: logits -cost / (max - min) / temperature."""
+        spread = max(costs) - min(costs)
+        if spread == 0:
+            return int(self.rng.integers(len(costs)))
+        logits = np.array([-c / spread / self.temperature for c in costs])
+        p = np.exp(logits - logits.max())
+        return int(self.rng.choice(len(costs), p=p / p.sum()))
+
+
+ROUTERS: dict[str, Callable[[int], Router]] = {
+    RoundRobin.name: lambda n: RoundRobin(),
+    LeastOutstanding.name: lambda n: LeastOutstanding(),
+    CacheAware.name: CacheAware,
+    ExactPrefix.name: lambda n: ExactPrefix(),
+    CostRouter.name: lambda n: CostRouter(),
+}
