@@ -125,6 +125,9 @@ def test_random_programs_keep_a_valid_radix_tree(page: int, size: int, program: 
             assert freed >= arg or cache.evictable_size == 0
             assert freed == before - cache.cached_size
         elif op == "match":
+            clock, shape = cache.clock, cache.describe()
+            assert cache.peek_length(arg) == brute_match(set(live), arg, page)  # a router's probe...
+            assert (cache.clock, cache.describe()) == (clock, shape)  # ...changes nothing
             m = cache.match_prefix(arg)
             assert m.length == brute_match(set(live), arg, page)
             assert m.slots.tolist() == [s for i in range(page, m.length + 1, page) for s in live[tuple(arg[:i])]]
