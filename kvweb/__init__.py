@@ -6,6 +6,7 @@ The library follows the lecture's parts; each subpackage's docstring names its l
   serving/      3. the serving simulator: workloads, memory managers, engine, metrics
   prefix/       4. prefix reuse: radix cache, cache-aware scheduling, block hashes
   constrained/  5. constrained decoding: regex -> NFA -> DFA -> jump-forward
+  fleet/        6. a fleet behind a router: replica views, five routers, regret (docs/fleet.md)
   labs/ (one module per lab), cli.py, reproduce.py, exercises.py, query.py (the share URL)
 A lower part never imports from a higher one. Every part may use the base: lab.py (the lab
 contract), parsing.py (outside text -> parameter values), memo.py (remembered results) and
