@@ -18,7 +18,9 @@ import heapq
 import itertools
 from collections.abc import Sequence
 
-Tokens = Sequence[int]
+import numpy as np
+
+Tokens = Sequence[int] | np.ndarray
 
 
 class Node:
@@ -42,7 +44,7 @@ class ApproximateTree:
 
     def insert(self, tokens: Tokens, tenant: int, now: float) -> None:
         """The router sent `tokens` to `tenant` at `now`: stamp (or add) the path for it."""
-        run = tuple(tokens)
+        run = _run(tokens)
         node, i = self.root, 0
         while i < len(run):
             child = node.children.get(run[i])
@@ -65,7 +67,7 @@ class ApproximateTree:
         tokens, as SGLang's does) and a tenant holding it: of the last node's tenants the most
         recently used (ties: the lowest index; SGLang takes its hash map's first). The path is
         stamped for that tenant. (0, None) when nothing matches."""
-        run = tuple(tokens)
+        run = _run(tokens)
         node, i = self.root, 0
         while i < len(run):
             child = node.children.get(run[i])
@@ -134,8 +136,15 @@ class ApproximateTree:
         return set(node.tenants) - below
 
 
+def _run(tokens: Tokens) -> tuple[int, ...]:
+    """Tokens as a tuple of Python ints (numpy's hash and compare slower, one by one)."""
+    return tuple(tokens.tolist() if isinstance(tokens, np.ndarray) else tokens)
+
+
 def _common(key: tuple[int, ...], run: tuple[int, ...], i: int) -> int:
     """Length of the common prefix of `key` and run[i:]."""
+    if run[i:i + len(key)] == key:  # the whole edge, most often: asked in one comparison
+        return len(key)
     k = 0
     for a, b in zip(key, run[i:]):
         if a != b:
