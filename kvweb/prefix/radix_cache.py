@@ -6,7 +6,8 @@ it ends inside, as SGLang's `_match_prefix_helper` does, so that a lock covers e
 matched tokens), `insert` adds a finished request (splitting a node where the new tokens
 part ways), `lock` / `unlock` count the running requests reading a path so that it cannot
 be evicted, and `evict` frees the least recently used unlocked leaves; a parent becomes a
-leaf when its last child goes.
+leaf when its last child goes. `peek_length` gives a match's length with no effect at all: a
+fleet's router asks every replica, and asking is not using.
 
 LRU rule: a match or an insert ticks a logical clock and stamps every node on the path it
 walks (root to its last node) with that time, and both halves of an edge it splits (SGLang
