@@ -345,9 +345,9 @@ def preemption_throughput(lab: Lab, progress: Progress) -> Answer:
 
     return Answer(v, [
         ("as set: preemptions / tokens recomputed / mean batch / tokens per second", figures(pre)),
+        ("as set: tokens recomputed per prompt token", f"{pre['recomputed_tokens'] / max(1, pre['prompt_tokens']):.2f}"),
         ("max_num_seqs capped at the maximum concurrency (rounded down)", str(cap)),
         ("capped: preemptions / tokens recomputed / mean batch / tokens per second", figures(cut)),
-        ("as set: tokens recomputed per prompt token", f"{pre['recomputed_tokens'] / max(1, pre['prompt_tokens']):.2f}"),
     ])
 
 
