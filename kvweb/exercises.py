@@ -219,14 +219,16 @@ def full_prompt_check(lab: Lab, progress: Progress) -> Answer:
     """vLLM V1 with the full-prompt admission check and without it (older vLLM), same requests."""
     v = {}
     for i, check in enumerate((True, False)):
-        def part(f: float, m: str, i: int = i) -> None:
-            progress((i + f) / 2, m)
-
-        row = mode_row(run(variant(lab, full_prompt_check=check), part))
+        row = mode_row(run(variant(lab, full_prompt_check=check), part_of(progress, i, 2)))
         v["on" if check else "off"] = {k: row[k] for k in ("preemptions", "recomputed_tokens", "throughput_tok_s")}
     return Answer(v, [(f"full-prompt check {k}: preemptions / tokens recomputed / tokens per second",
                        f"{x['preemptions']} / {x['recomputed_tokens']:,} / {x['throughput_tok_s']:.0f}")
                       for k, x in v.items()])
+
+
+def part_of(progress: Progress, i: int, n: int) -> Progress:
+    """The progress of the i-th of n runs an answer makes, as a share of the whole answer."""
+    return lambda f, m: progress((i + f) / n, m)
 
 
 def mode_row(result: dict[str, Any], mode: str = "vllm-v1") -> dict[str, Any]:
@@ -270,14 +272,12 @@ def gqa_bytes(lab: Lab, progress: Progress) -> Answer:
                       custom_kv_heads=m.heads, custom_head_dim=m.head_dim, custom_d_ff=m.d_ff, custom_vocab=m.vocab))
     per_token, without = r["kv_bytes_per_token_total"], mha["kv_bytes_per_token_total"]
     v = {"kv_bytes_per_token": per_token, "without_gqa": without, "layers": m.layers, "kv_heads": m.kv_heads,
-         "heads": m.heads, "head_dim": m.head_dim, "d_model": m.d_model,
-         "capacity_tokens": r.get("kv_capacity_tokens"), "capacity_tokens_without_gqa": mha.get("kv_capacity_tokens")}
-    capacity = " / ".join("-" if t is None else f"{t:,}" for t in (v["capacity_tokens"], v["capacity_tokens_without_gqa"]))
+         "heads": m.heads, "head_dim": m.head_dim, "d_model": m.d_model, "capacity_tokens": r.get("kv_capacity_tokens")}
     return Answer(v, [
         ("layers, query heads, KV heads, head_dim, hidden size", f"{m.layers}, {m.heads}, {m.kv_heads}, {m.head_dim}, {m.d_model}"),
         ("KV bytes per token (2 x layers x KV heads x head_dim x bytes)", f"{per_token:,} B"),
         ("KV bytes per token if every query head had its own KV head (no GQA)", f"{without:,} B"),
-        ("tokens of KV that fit: with GQA / without", capacity),
+        ("tokens of KV that fit beside the weights", "-" if v["capacity_tokens"] is None else f"{v['capacity_tokens']:,}"),
     ])
 
 
@@ -304,10 +304,7 @@ def budget_itl(lab: Lab, progress: Progress) -> Answer:
     """The lab's token budget against vLLM's default for the GPU (`token_budget=0`), same requests."""
     v = {}
     for i, (name, budget) in enumerate((("yours", lab.token_budget), ("default", 0))):
-        def part(f: float, m: str, i: int = i) -> None:
-            progress((i + f) / 2, m)
-
-        r = run(variant(lab, token_budget=budget), part)
+        r = run(variant(lab, token_budget=budget), part_of(progress, i, 2))
         row = mode_row(r)
         v[name] = {"token_budget": r["token_budget"], "itl_p99_s": row["itl_s"]["p99"], "itl_max_s": row["itl_s"]["max"],
                    "ttft_mean_s": row["ttft_s"]["mean"], "throughput_tok_s": row["throughput_tok_s"]}
@@ -322,7 +319,7 @@ def budget_itl(lab: Lab, progress: Progress) -> Answer:
 
 
 def answers_cached(lab: Lab, progress: Progress) -> Answer:
-    on, off = (run(variant(lab, cache_answers=flag), progress) for flag in (True, False))
+    on, off = (run(variant(lab, cache_answers=flag), part_of(progress, i, 2)) for i, flag in enumerate((True, False)))
     v = {"with_answers": on["hit_rate"], "prompts_only": off["hit_rate"], "prompt_tokens": on["prompt_tokens"]}
     return Answer(v, [("hit rate, answers cached too (vLLM, SGLang)", pct(v["with_answers"])),
                       ("hit rate, only prompts cached", pct(v["prompts_only"]))])
@@ -331,9 +328,9 @@ def answers_cached(lab: Lab, progress: Progress) -> Answer:
 def preemption_throughput(lab: Lab, progress: Progress) -> Answer:
     """vLLM V1 as set, then capped at the maximum concurrency (whole max-length requests that fit):
     requests that can never outgrow memory are never preempted."""
-    r = run(lab, lambda f, m: progress(f / 2, m))
+    r = run(lab, part_of(progress, 0, 2))
     cap = max(1, int(r["max_concurrency"]))
-    capped = run(variant(lab, max_seqs=cap), lambda f, m: progress((1 + f) / 2, m))
+    capped = run(variant(lab, max_seqs=cap), part_of(progress, 1, 2))
     v = {name: {k: row[k] for k in ("preemptions", "recomputed_tokens", "prompt_tokens", "throughput_tok_s", "mean_batch")}
          for name, row in (("preempting", mode_row(r)), ("capped", mode_row(capped)))}
     v["cap"] = cap

@@ -208,10 +208,9 @@ def test_gqa_kv_bytes_per_token_by_hand():
     v = answer("gqa-bytes")
     assert v["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
     assert v["without_gqa"] == 2 * 32 * 4096 * 2 == 524_288  # the hidden-size estimate: 4x too high
-    params = 8_029_995_008  # Llama-3-8B; without GQA K and V projections grow from 4096 x 1024 to 4096 x 4096
-    assert v["capacity_tokens"] == int((0.9 * 80e9 - 2 * params) // 131_072) == 426_788
-    mha = params + 32 * 2 * 4096 * (4096 - 1024)
-    assert v["capacity_tokens_without_gqa"] == int((0.9 * 80e9 - 2 * mha) // 524_288) == 103_625
+    assert v["capacity_tokens"] == int((0.9 * 80e9 - 2 * 8_029_995_008) // 131_072) == 426_788  # Llama-3-8B's weights
+    mixtral = answer("gqa-bytes", model="mixtral-8x7b")  # 32 query heads share 8 KV heads, as in Llama-3-8B
+    assert mixtral["without_gqa"] == 4 * mixtral["kv_bytes_per_token"] == 2 * 32 * 4096 * 2
     assert answer("gqa-bytes", kv_precision="fp8")["kv_bytes_per_token"] == 65_536
 
 
