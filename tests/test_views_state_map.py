@@ -127,4 +127,4 @@ def test_the_table_and_header_show_concurrency_and_the_end_of_the_run():
         assert max(m["trace"]["curves"]["batch"]) <= m["max_batch"]  # the curve samples some steps
         end = f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %"
         assert table[m["mode"]][rows["at the end: held by requests / cached, reusable"]] == end
-    assert f"maximum concurrency at the maximum length (2,048) {result['max_concurrency']:.2f}x" in view.header.text
+    assert f"maximum concurrency for 2,048 tokens per request: {result['max_concurrency']:.2f}x" in view.header.text

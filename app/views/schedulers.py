@@ -199,8 +199,8 @@ class SchedulersView(LabView):
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
-                    f"{tr('maximum concurrency at the maximum length')} ({result['max_len']:,}) "
-                    f"{result['max_concurrency']:.2f}x")
+                    + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")
+                    + f": {result['max_concurrency']:.2f}x")
         sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
                     f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
