@@ -60,3 +60,23 @@ def test_a_share_url_opens_the_answer_shown(page, served_app):
     link = link.inner_text()
     assert f"{served_app}?page=exercises&exercise=template-fsm\n" in link
     assert f"{served_app}?page=exercises&exercise=template-fsm&answer=shown" in link
+
+
+def test_an_exercise_from_the_trackers_is_answered_and_revealed(page, served_app):
+    page.goto(f"{served_app}?page=exercises&exercise=gqa-bytes")
+    solution = page.locator(".kv-ex-solution-gqa-bytes")
+    answer_box(page, "gqa-bytes").wait_for()
+    plain_text(page, "kv-ex-answer-gqa-bytes").filter(has_text="131,072 B").wait_for(state="attached", timeout=60_000)
+    assert not solution.is_visible()
+    box = answer_box(page, "gqa-bytes")
+    box.fill("524,288")  # the hidden-size estimate: 2 x 32 layers x 4096 x 2 B
+    check(page, "gqa-bytes")
+    verdict = plain_text(page, "kv-ex-verdict-gqa-bytes")
+    verdict.filter(has_text="Not quite: the library computes 131,072 (exactly)").wait_for()
+    solution.wait_for()
+    box.fill("131072")  # 2 x 32 layers x 8 KV heads x 128 x 2 B
+    check(page, "gqa-bytes")
+    verdict.filter(has_text="Right: the library computes 131,072 (exactly)").wait_for()
+    page.locator(".kv-ex-reveal-gqa-bytes button").click()
+    assert "524,288 B" in plain_text(page, "kv-ex-answer-gqa-bytes").inner_text()  # without GQA
+    page.wait_for_function("() => location.search === '?page=exercises&exercise=gqa-bytes&answer=shown'")

@@ -219,14 +219,133 @@ def full_prompt_check(lab: Lab, progress: Progress) -> Answer:
     """vLLM V1 with the full-prompt admission check and without it (older vLLM), same requests."""
     v = {}
     for i, check in enumerate((True, False)):
-        def part(f: float, m: str, i: int = i) -> None:
-            progress((i + f) / 2, m)
-
-        row = next(m for m in run(variant(lab, full_prompt_check=check), part)["modes"] if m["mode"] == "vllm-v1")
+        row = mode_row(run(variant(lab, full_prompt_check=check), part_of(progress, i, 2)))
         v["on" if check else "off"] = {k: row[k] for k in ("preemptions", "recomputed_tokens", "throughput_tok_s")}
     return Answer(v, [(f"full-prompt check {k}: preemptions / tokens recomputed / tokens per second",
                        f"{x['preemptions']} / {x['recomputed_tokens']:,} / {x['throughput_tok_s']:.0f}")
                       for k, x in v.items()])
+
+
+def part_of(progress: Progress, i: int, n: int) -> Progress:
+    """The progress of the i-th of n runs an answer makes, as a share of the whole answer."""
+    return lambda f, m: progress((i + f) / n, m)
+
+
+def mode_row(result: dict[str, Any], mode: str = "vllm-v1") -> dict[str, Any]:
+    """One mode's figures from a `schedulers` result."""
+    return next(m for m in result["modes"] if m["mode"] == mode)
+
+
+def max_concurrency(lab: Lab, progress: Progress) -> Answer:
+    r = run(lab, progress)
+    row = mode_row(r)
+    per_request = r["kv_blocks"] / r["max_concurrency"]
+    v = {"kv_blocks": r["kv_blocks"], "max_len": r["max_len"], "blocks_per_max_request": per_request,
+         "max_concurrency": r["max_concurrency"], "max_batch": row["max_batch"], "mean_batch": row["mean_batch"]}
+    return Answer(v, [
+        ("KV blocks on the GPU / blocks of one request of the maximum length", f"{r['kv_blocks']:,} / {per_request:,.0f}"),
+        ("maximum concurrency at the maximum length (vLLM's start-up line)", f"{r['max_concurrency']:.2f}x"),
+        ("most requests vLLM V1 ran at once", str(row["max_batch"])),
+        ("mean batch", f"{row['mean_batch']:.1f}"),
+    ])
+
+
+def kv_grows(lab: Lab, progress: Progress) -> Answer:
+    r = run(lab, progress)
+    steps = r["steps"]
+    used = [s["used_blocks"] for s in steps]
+    grew = [s["step"] for s in steps[1:] if any(e["kind"] == "allocate" for e in s["events"])]
+    v = {"after_prompts": used[0], "at_end": used[-1], "used": used, "grew_at": grew, "num_blocks": r["num_blocks"]}
+    return Answer(v, [
+        ("blocks held after the prompts (step 0) / in the pool", f"{used[0]} / {r['num_blocks']}"),
+        ("blocks held at the end", str(used[-1])),
+        ("blocks held, step by step", " ".join(map(str, used))),
+        ("steps in which a request took a new block", ", ".join(map(str, grew)) or "-"),
+    ])
+
+
+def gqa_bytes(lab: Lab, progress: Progress) -> Answer:
+    """The same model with one KV head per query head (no GQA) is the `custom` model of its sizes."""
+    r = run(lab, progress)
+    m = lab.llm()
+    mha = run(variant(lab, model="custom", custom_layers=m.layers, custom_d_model=m.d_model, custom_heads=m.heads,
+                      custom_kv_heads=m.heads, custom_head_dim=m.head_dim, custom_d_ff=m.d_ff, custom_vocab=m.vocab))
+    per_token, without = r["kv_bytes_per_token_total"], mha["kv_bytes_per_token_total"]
+    v = {"kv_bytes_per_token": per_token, "without_gqa": without, "layers": m.layers, "kv_heads": m.kv_heads,
+         "heads": m.heads, "head_dim": m.head_dim, "d_model": m.d_model, "capacity_tokens": r.get("kv_capacity_tokens")}
+    return Answer(v, [
+        ("layers, query heads, KV heads, head_dim, hidden size", f"{m.layers}, {m.heads}, {m.kv_heads}, {m.head_dim}, {m.d_model}"),
+        ("KV bytes per token (2 x layers x KV heads x head_dim x bytes)", f"{per_token:,} B"),
+        ("KV bytes per token if every query head had its own KV head (no GQA)", f"{without:,} B"),
+        ("tokens of KV that fit beside the weights", "-" if v["capacity_tokens"] is None else f"{v['capacity_tokens']:,}"),
+    ])
+
+
+def usage_after_finish(lab: Lab, progress: Progress) -> Answer:
+    row = mode_row(run(lab, progress))
+    v = {"end_usage": row["end_usage_frac"], "end_cached": row["end_cached_frac"],
+         "hit_rate": row["prefix_hit_rate"], "finished": row["finished"]}
+    return Answer(v, [
+        ("KV cache usage once every request finished (blocks requests hold)", pct(v["end_usage"])),
+        ("blocks that still hold cached KV: free, and reusable", pct(v["end_cached"])),
+        ("prefix hit rate (prompt tokens)", pct(v["hit_rate"])),
+    ])
+
+
+def short_prefix(lab: Lab, progress: Progress) -> Answer:
+    r = run(lab, progress)
+    v = {"radix_hit_rate": r["radix_hit_rate"], "hash_hit_rate": r["hash_hit_rate"]}
+    return Answer(v, [("shared system prompt / block size (tokens)", f"{lab.system_len} / {lab.block_size}"),
+                      ("radix tree (any prefix, to the token)", pct(v["radix_hit_rate"])),
+                      ("chained block hashes (whole blocks only)", pct(v["hash_hit_rate"]))])
+
+
+def budget_itl(lab: Lab, progress: Progress) -> Answer:
+    """The lab's token budget against vLLM's default for the GPU (`token_budget=0`), same requests."""
+    v = {}
+    for i, (name, budget) in enumerate((("yours", lab.token_budget), ("default", 0))):
+        r = run(variant(lab, token_budget=budget), part_of(progress, i, 2))
+        row = mode_row(r)
+        v[name] = {"token_budget": r["token_budget"], "itl_p99_s": row["itl_s"]["p99"], "itl_max_s": row["itl_s"]["max"],
+                   "ttft_mean_s": row["ttft_s"]["mean"], "throughput_tok_s": row["throughput_tok_s"]}
+    yours, default = v["yours"], v["default"]
+    return Answer(v, [
+        ("token budget: yours / vLLM's default for the GPU", f"{yours['token_budget']:,} / {default['token_budget']:,}"),
+        ("inter-token latency p99 / max, your budget", f"{ms(yours['itl_p99_s'])} / {ms(yours['itl_max_s'])}"),
+        ("inter-token latency p99 / max, default budget", f"{ms(default['itl_p99_s'])} / {ms(default['itl_max_s'])}"),
+        ("mean TTFT: yours / default", f"{ms(yours['ttft_mean_s'])} / {ms(default['ttft_mean_s'])}"),
+        ("throughput (tokens/s): yours / default", f"{yours['throughput_tok_s']:.0f} / {default['throughput_tok_s']:.0f}"),
+    ])
+
+
+def answers_cached(lab: Lab, progress: Progress) -> Answer:
+    on, off = (run(variant(lab, cache_answers=flag), part_of(progress, i, 2)) for i, flag in enumerate((True, False)))
+    v = {"with_answers": on["hit_rate"], "prompts_only": off["hit_rate"], "prompt_tokens": on["prompt_tokens"]}
+    return Answer(v, [("hit rate, answers cached too (vLLM, SGLang)", pct(v["with_answers"])),
+                      ("hit rate, only prompts cached", pct(v["prompts_only"]))])
+
+
+def preemption_throughput(lab: Lab, progress: Progress) -> Answer:
+    """vLLM V1 as set, then capped at the maximum concurrency (whole max-length requests that fit):
+    requests that can never outgrow memory are never preempted."""
+    r = run(lab, part_of(progress, 0, 2))
+    cap = max(1, int(r["max_concurrency"]))
+    capped = run(variant(lab, max_seqs=cap), part_of(progress, 1, 2))
+    v = {name: {k: row[k] for k in ("preemptions", "recomputed_tokens", "prompt_tokens", "throughput_tok_s", "mean_batch")}
+         for name, row in (("preempting", mode_row(r)), ("capped", mode_row(capped)))}
+    v["cap"] = cap
+    v["faster"] = max(("preempting", "capped"), key=lambda k: v[k]["throughput_tok_s"])
+    pre, cut = v["preempting"], v["capped"]
+
+    def figures(x: dict[str, Any]) -> str:
+        return f"{x['preemptions']:,} / {x['recomputed_tokens']:,} / {x['mean_batch']:.1f} / {x['throughput_tok_s']:.0f}"
+
+    return Answer(v, [
+        ("as set: preemptions / tokens recomputed / mean batch / tokens per second", figures(pre)),
+        ("as set: tokens recomputed per prompt token", f"{pre['recomputed_tokens'] / max(1, pre['prompt_tokens']):.2f}"),
+        ("max_num_seqs capped at the maximum concurrency (rounded down)", str(cap)),
+        ("capped: preemptions / tokens recomputed / mean batch / tokens per second", figures(cut)),
+    ])
 
 
 # -- the exercises ----------------------------------------------------------------------
@@ -371,6 +490,121 @@ EXERCISES: tuple[Exercise, ...] = (
         aging_tradeoff,
         Check("Which policy has the shortest longest wait?",
               lambda a: min(a.values, key=lambda p: a.values[p]["max_wait"]), choices=("fcfs", "lspf", "aging"))),
+    Exercise(
+        "max-concurrency", "How many requests fit at once?",
+        "At start-up vLLM logs \"Maximum concurrency for 2048 tokens per request\": its KV blocks over the "
+        "blocks of one request of the model's maximum length. Serve the memory-tight scenario (OPT-13B-like on an "
+        "A100-40GB) at 20 requests per second: how many maximum-length requests fit, and how many requests does "
+        "vLLM V1 actually run at once?",
+        "schedulers", {"workload": "scenario", "scenario": "A", "rate": "20", "requests": "300"},
+        ("rate", "requests", "mem_util", "block_size"),
+        "Maximum concurrency = KV blocks / ceil(max_len / block_size): a lower bound that assumes every request "
+        "grows to the maximum length. Real requests are shorter (ShareGPT-like: a few hundred tokens), and paged "
+        "memory gives each one blocks only as its tokens arrive, so many more run at once. When they outgrow "
+        "memory, the scheduler preempts; max_num_seqs (256) is the only hard cap.",
+        max_concurrency,
+        Check("How many requests of the maximum length (2048 tokens) fit in KV memory at once?",
+              lambda a: a.values["max_concurrency"], tolerance=0.1)),
+    Exercise(
+        "kv-grows", "Is KV reserved up front or grown per step?",
+        "vLLM sets aside its whole KV pool at start-up (gpu_memory_utilization). Does a request then get blocks "
+        "for its maximum length when it is admitted, or as it generates? Follow two requests' block tables.",
+        "block-tables", {"prompt_a": "20", "prompt_b": "24", "decode_steps": "12", "block_size": "8"},
+        ("prompt_a", "prompt_b", "decode_steps", "block_size"),
+        "The pool is allocated once, but a request holds only the blocks its tokens fill: ceil(prompt / "
+        "block_size) after its prompt, then one more block each time its last block is full while it decodes. "
+        "So KV is never reserved for tokens not yet generated; at most one block per request is partly empty. "
+        "(vLLM V1 also checks at admission that its whole prompt fits, not its output.)",
+        kv_grows,
+        Check("How many blocks do the two requests hold together right after their prompts are prefilled?",
+              lambda a: a.values["after_prompts"])),
+    Exercise(
+        "gqa-bytes", "KV bytes per token with grouped-query attention",
+        "How many bytes of KV cache does one token of Llama-3-8B take? A common estimate multiplies by the "
+        "hidden size: 2 x layers x hidden size x 2 bytes. Why is it 4x too high?",
+        "roofline", {"model": "llama-3-8b", "gpu": "H100-SXM"},
+        ("model", "kv_precision"),
+        "Each layer stores K and V for its KV heads only: 2 x layers x KV heads x head_dim x bytes. With "
+        "grouped-query attention several query heads share one KV head (Llama-3-8B: 32 query heads, 8 KV "
+        "heads), so the KV is heads / KV heads times smaller than the hidden size suggests, and that many "
+        "more tokens fit. The hidden-size formula is right only without GQA, when KV heads x head_dim = "
+        "hidden size.",
+        gqa_bytes,
+        Check("How many bytes of KV cache does one token take (all layers, K and V)?",
+              lambda a: a.values["kv_bytes_per_token"])),
+    Exercise(
+        "usage-zero", "KV cache usage reads 0 % with prefix caching on",
+        "With prefix caching on, vLLM's KV cache usage falls to 0 % as soon as the last request finishes, "
+        "although the cache still holds the conversations. What does usage count, and where did the cached "
+        "blocks go?",
+        "schedulers", {"workload": "multi-turn", "requests": "60", "rate": "2"},
+        ("requests", "rate", "prefix_caching", "mem_util"),
+        "Usage counts the blocks requests hold (1 - free blocks / all blocks). A finished request's blocks go "
+        "back to the free queue with their hashes: free, yet still found by the prefix cache until an "
+        "allocation takes them (least recently used first). So usage reads 0 % while almost every block still "
+        "holds reusable KV, which the hit rate shows.",
+        usage_after_finish,
+        Check("What KV cache usage (%) does vLLM V1 report once every request has finished?",
+              lambda a: 100 * a.values["end_usage"], tolerance=1)),
+    Exercise(
+        "short-prefix", "A shared prompt shorter than one block",
+        "Every request starts with the same 12-token system prompt, then its own question. Why does vLLM's "
+        "prefix cache, with blocks of 16 tokens, never hit, while a radix tree reuses the 12 tokens?",
+        "prefix-hash", {"workload": "few-shot", "capacity": "100000", "block_size": "16", "system_len": "12",
+                        "examples_len": "0"},
+        ("system_len", "block_size", "examples_len"),
+        "vLLM hashes only full blocks, each hash chained with the one before it. The first block holds the 12 "
+        "shared tokens and 4 tokens of each request's own question, so its hash differs for every request and "
+        "no block is ever reused. Shared prefixes are reused in whole blocks: raise the system prompt to 16 "
+        "tokens (or lower block_size) and the hits appear.",
+        short_prefix,
+        Check("What hit rate (in %) do chained block hashes reach?", lambda a: 100 * a.values["hash_hit_rate"],
+              tolerance=1)),
+    Exercise(
+        "budget-itl", "A smaller token budget, a smoother decode",
+        "Long prompts (Llama-3-8B on an H100) arrive while other requests decode. Why does lowering vLLM's "
+        "max_num_batched_tokens from its default 8192 to 512 cut the inter-token latency?",
+        "schedulers", {"workload": "long-context", "scenario": "B", "rate": "5", "requests": "100",
+                       "token_budget": "512"},
+        ("token_budget", "rate", "requests"),
+        "Every step decodes each running request once and fills the rest of the budget with prefill chunks. "
+        "With 8192 tokens a step may prefill about 8,000 prompt tokens, roughly 0.2 s of compute on an H100, "
+        "and every decoding request waits that long for its next token. With 512 a step is a few milliseconds "
+        "longer than a plain decode step, so tokens flow evenly; prompts take more steps, so the time to the "
+        "first token grows a little.",
+        budget_itl,
+        Check("About how long (ms) is the longest wait for a next token at the default budget (8192 tokens)?",
+              lambda a: 1000 * a.values["default"]["itl_max_s"], tolerance=20)),
+    Exercise(
+        "answers-cached", "Cache the answers for the next chat turn",
+        "Each chat turn's prompt is the whole conversation so far: the last prompt, the model's answer, and a "
+        "new question. What hit rate does a prefix cache reach when it keeps each answer's tokens, and when it "
+        "keeps only the prompts?",
+        "cache-schedule", {"workload": "multi-turn", "capacity": "100000", "output_len": "200"},
+        ("output_len", "turns", "capacity"),
+        "The next turn matches the cache token by token from its start. Its prompt holds the last answer right "
+        "after the last prompt, so a cache without the answer's tokens stops matching there, and the answer and "
+        "everything after it is computed again, every turn. vLLM caches generated tokens' full blocks and "
+        "SGLang inserts the output into the radix tree when a request finishes, so the next turn reuses the "
+        "whole conversation.",
+        answers_cached,
+        Check("What hit rate (in %) does the cache reach when it keeps only the prompts?",
+              lambda a: 100 * a.values["prompts_only"], tolerance=1)),
+    Exercise(
+        "preemption-throughput", "What preemption does to throughput",
+        "vLLM warns when it preempts requests for lack of KV blocks. In the memory-tight scenario at 20 "
+        "requests per second, what do preemptions cost, and does capping max_num_seqs at the maximum "
+        "concurrency (so that nothing is ever preempted) serve more tokens per second?",
+        "schedulers", {"workload": "scenario", "scenario": "A", "rate": "20", "requests": "300"},
+        ("rate", "requests", "mem_util"),
+        "A preempted request drops its KV and is computed again later: its recomputed tokens are wasted prefill "
+        "work, and its latency suffers. But decode steps are memory-bound, so tokens per second grow with the "
+        "batch: capping the batch at what fits at the maximum length avoids every preemption and serves far "
+        "fewer tokens. Preemption is the price of a batch that fills memory; fewer preemptions come from more "
+        "KV memory (gpu_memory_utilization, FP8 KV, more GPUs), not a smaller batch.",
+        preemption_throughput,
+        Check("Which serves more tokens per second: vLLM V1 as set (preempting) or capped (never preempting)?",
+              lambda a: a.values["faster"], choices=("preempting", "capped"))),
 )
 
 BY_KEY = {e.key: e for e in EXERCISES}

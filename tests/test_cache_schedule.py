@@ -146,3 +146,8 @@ def test_fcfs_hit_rate_does_not_fall_as_the_few_shot_cache_grows() -> None:
     assert rates == sorted(rates)
     assert hit_rate(optimal(FEW_SHOT, longest)) == pytest.approx(
         1 - (100 + 8 * 400 + 128 * 30) / (128 * 530))  # system once, each task's examples once
+
+
+def test_caching_prompts_only_needs_one_token_pages():
+    with pytest.raises(ValueError, match="one-token pages"):
+        RadixServer(64, 4, cache_answers=False)

@@ -182,3 +182,86 @@ def test_a_typed_answer_that_is_no_number_is_refused_with_a_plain_message(typed)
         BY_KEY["template-fsm"].check.judge(5, typed)
     with pytest.raises(ValueError, match=r"expected one of fcfs, lspf, aging$"):
         BY_KEY["aging"].check.judge("fcfs", typed)
+
+
+# -- exercises from the engines' trackers (issue 26) ----------------------------------------
+
+def test_max_concurrency_is_blocks_over_one_max_length_request():
+    v = answer("max-concurrency")  # OPT-13B-like on A100-40GB: 11 969 tokens = 748 blocks of 16
+    assert v["kv_blocks"] == 748 and v["blocks_per_max_request"] == 2048 / 16
+    assert v["max_concurrency"] == 748 / 128 == 5.84375
+    # real requests are shorter and take blocks as they grow: far more run at once
+    assert v["mean_batch"] <= v["max_batch"] <= 256
+    assert v["max_batch"] > 5 * v["max_concurrency"]
+
+
+def test_kv_grows_one_block_when_the_last_is_full():
+    v = answer("kv-grows")  # prompts 20 and 24, 12 decode steps, blocks of 8
+    assert v["after_prompts"] == 3 + 3  # ceil(20 / 8) + ceil(24 / 8)
+    assert v["at_end"] == 4 + 5  # ceil(32 / 8) + ceil(36 / 8)
+    # request 1 (24 tokens, full blocks) needs a block at steps 1 and 9, request 0 at step 5 (token 25)
+    assert v["grew_at"] == [1, 5, 9]
+    assert all(0 <= b - a <= 2 for a, b in zip(v["used"], v["used"][1:]))  # at most one block per request a step
+
+
+def test_gqa_kv_bytes_per_token_by_hand():
+    v = answer("gqa-bytes")
+    assert v["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert v["without_gqa"] == 2 * 32 * 4096 * 2 == 524_288  # the hidden-size estimate: 4x too high
+    assert v["capacity_tokens"] == int((0.9 * 80e9 - 2 * 8_029_995_008) // 131_072) == 426_788  # Llama-3-8B's weights
+    mixtral = answer("gqa-bytes", model="mixtral-8x7b")  # 32 query heads share 8 KV heads, as in Llama-3-8B
+    assert mixtral["without_gqa"] == 4 * mixtral["kv_bytes_per_token"] == 2 * 32 * 4096 * 2
+    assert answer("gqa-bytes", kv_precision="fp8")["kv_bytes_per_token"] == 65_536
+
+
+def test_kv_usage_reads_zero_while_the_cache_stays():
+    v = answer("usage-zero")
+    assert v["end_usage"] == 0.0 and v["finished"] == 60
+    assert 0.5 < v["end_cached"] <= 1.0 and v["hit_rate"] > 0.5
+    # one request of 100 + 28 tokens computes 127 tokens of KV: 7 full blocks of 16 stay cached
+    # among vLLM's 748 - 1 (the null block) blocks
+    one = answer("usage-zero", workload="fixed", requests=1, prompt_len=100, output_len=28)
+    assert one["end_usage"] == 0.0 and one["end_cached"] == 7 * 16 / (747 * 16)
+    assert answer("usage-zero", prefix_caching="false")["end_cached"] == 0.0
+
+
+def test_a_shared_prompt_shorter_than_a_block_never_hits():
+    v = answer("short-prefix")  # 8 x 16 requests of 12 shared + 30 own tokens, blocks of 16
+    assert v["hash_hit_rate"] == 0.0
+    assert v["radix_hit_rate"] == pytest.approx(127 * 12 / (128 * 42))
+    full = answer("short-prefix", system_len=16)  # one whole shared block
+    assert full["hash_hit_rate"] == pytest.approx(127 * 16 / (128 * 46)) == full["radix_hit_rate"]
+
+
+def test_a_smaller_token_budget_cuts_the_inter_token_latency():
+    v = answer("budget-itl")
+    small, default = v["yours"], v["default"]
+    assert (small["token_budget"], default["token_budget"]) == (512, 8192)  # vLLM's default on an H100
+    # the slowest step prefills a whole budget: 2 x 8.03e9 parameters x 8192 tokens at 0.7 x 989 TFLOP/s
+    assert default["itl_max_s"] == pytest.approx(2 * 8_029_995_008 * 8192 / (0.7 * 989e12), rel=0.02)
+    assert small["itl_max_s"] < 2 * (2 * 8_029_995_008 * 512 / (0.7 * 989e12))
+    assert small["itl_p99_s"] < default["itl_p99_s"] / 3
+    assert small["ttft_mean_s"] > default["ttft_mean_s"]  # prompts take more steps
+
+
+def test_answers_must_be_cached_for_the_next_turn_to_hit():
+    v = answer("answers-cached")  # 32 sessions x 6 turns; system 100, question 30, answer 200
+    prompts = 32 * (6 * 130 + 230 * (0 + 1 + 2 + 3 + 4 + 5))
+    assert v["prompt_tokens"] == prompts == 135_360
+    # turn 1 reuses the system prompt (not the very first); turn k > 1 the whole conversation before it
+    with_answers = 31 * 100 + 32 * sum(100 + (k - 1) * 230 for k in range(2, 7))
+    # ... or, without answers, only the last prompt: the conversation up to the last answer
+    prompts_only = 31 * 100 + 32 * sum(130 + (k - 2) * 230 for k in range(2, 7))
+    assert v["with_answers"] == pytest.approx(with_answers / prompts)  # 95.7 %
+    assert v["prompts_only"] == pytest.approx(prompts_only / prompts)  # 72.0 %
+
+
+def test_preemption_costs_recomputation_but_capping_the_batch_costs_more():
+    v = answer("preemption-throughput")
+    assert v["cap"] == 748 // 128 == 5
+    # 5 requests of at most 2048 tokens need at most 5 x 128 = 640 of vLLM's 747 blocks: never preempted
+    assert v["capped"]["preemptions"] == v["capped"]["recomputed_tokens"] == 0
+    assert v["capped"]["mean_batch"] <= 5
+    assert v["preempting"]["preemptions"] > 0 and v["preempting"]["recomputed_tokens"] >= v["preempting"]["preemptions"]
+    assert v["preempting"]["throughput_tok_s"] > 2 * v["capped"]["throughput_tok_s"]
+    assert v["faster"] == "preempting"

@@ -80,7 +80,7 @@ def test_every_app_label_has_chinese(where, text, context):
 
 def test_tour_and_exercises_have_chinese():
     texts = [INTRO, *(s.title for s in STEPS), *(s.text for s in STEPS), *(label for s in STEPS for label, _ in s.links)]
-    texts += [t for e in EXERCISES for t in (e.title, e.question, e.explanation)]
+    texts += [t for e in EXERCISES for t in (e.title, e.question, e.explanation, e.check.prompt, *e.check.choices)]
     texts += [label for e in EXERCISES for label, _ in e.answer().lines]
     assert [t for t in texts if not translated(t, tr_figure)] == []
 

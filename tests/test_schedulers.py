@@ -347,6 +347,11 @@ def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(rows, s
     for seq in run.sequences:
         assert seq.gen0 == seq.req.output and seq.computed == seq.req.prompt + seq.req.output - 1
     assert run.generated == sum(s.req.output for s in run.sequences)
+    # at the end nothing is held (KV cache usage 0) and what stays cached is the cache's own count
+    assert run.end_occupied == 0 and run.end_cached == engine.cached <= engine.capacity
+    assert run.end_cached == 0 or caching
+    assert (run.max_batch == 0) == (not run.sequences) and run.max_batch <= max_seqs
+    assert run.steps == 0 or run.batch_sum / run.steps <= run.max_batch
 
 
 @settings(max_examples=25, deadline=None)
@@ -414,3 +419,17 @@ def test_the_lab_opens_on_the_frame_that_shows_the_most_prefix_reuse():
     counts = [reused(i) for i in range(len(clock["t"]))]
     assert counts[result["opening_step"]] == max(counts) > 0
     assert result["opening_step"] == counts.index(max(counts))  # the first such frame
+
+
+def test_max_concurrency_and_the_batch_reached_by_hand():
+    lab = make("schedulers", {"workload": "fixed", "scenario": "B", "requests": "3", "rate": "1000", "prompt_len": "100",
+                              "output_len": "50"})
+    r = lab.run()
+    # Llama-3-8B on H100-SXM: (72e9 - 2 x 8 029 995 008) B // 131 072 B = 426 788 tokens = 26 674 blocks of 16;
+    # a request of the maximum length (8192 tokens) takes 512 of them
+    assert r["kv_blocks"] == 426_788 // 16 == 26_674 and r["max_len"] == 8192
+    assert r["max_concurrency"] == 26_674 / 512
+    for m in r["modes"]:  # three requests arriving within 3 ms all decode together
+        assert m["max_batch"] == 3 and m["end_usage_frac"] == 0.0
+    capped = make("schedulers", {**{k: str(v) for k, v in lab.values().items() if k != "trace"}, "max_seqs": "2"}).run()
+    assert [m["max_batch"] for m in capped["modes"]] == [2, 2, 2]

@@ -113,3 +113,18 @@ def test_an_engine_cell_and_the_host_strip_colour_a_request_alike():
     assert owner_index(owners).tolist() == [0, 19, 0, 3, 20]  # id mod 20; free is the last colour
     assert [owner_color(o) for o in owners] == [Category20_20[0], Category20_20[19], Category20_20[0],
                                                 Category20_20[3], OWNER_COLORS[-1]]
+
+
+def test_the_table_and_header_show_concurrency_and_the_end_of_the_run():
+    lab = LABS["schedulers"](requests=30, workload="few-shot")
+    view = SchedulersView()
+    result = lab.run()
+    view.update(lab, result)
+    table = view.table_data.data
+    rows = {label: i for i, label in enumerate(table["figure"])}
+    for m in result["modes"]:
+        assert table[m["mode"]][rows["most requests at once"]] == f"{m['max_batch']:,}"
+        assert max(m["trace"]["curves"]["batch"]) <= m["max_batch"]  # the curve samples some steps
+        end = f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %"
+        assert table[m["mode"]][rows["at the end: held by requests / cached, reusable"]] == end
+    assert f"maximum concurrency for 2,048 tokens per request: {result['max_concurrency']:.2f}x" in view.header.text

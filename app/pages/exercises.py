@@ -51,7 +51,7 @@ class ExerciseCard:
         self.expected: float | str | None = None  # the library's answer to the check, once computed
         self.revealed = False
         check = exercise.check
-        self.given = (pn.widgets.RadioButtonGroup(options=list(check.choices), value=None)
+        self.given = (pn.widgets.RadioButtonGroup(options={tr(c): c for c in check.choices}, value=None)
                       if check.choices else pn.widgets.TextInput(placeholder=tr("a number"), width=160))
         self.given.css_classes = [f"kv-ex-given-{exercise.key}"]
         self.verdict = plain(css_class=f"kv-ex-verdict-{exercise.key}")
@@ -130,7 +130,7 @@ class ExerciseCard:
 
     def say(self, verdict: Verdict) -> None:
         head = tr("Right") if verdict.correct else tr("Not quite")
-        self.verdict.text = (f"{head}: {tr('the library computes')} {verdict.expected} "
+        self.verdict.text = (f"{head}: {tr('the library computes')} {tr(verdict.expected)} "
                              f"({self.tolerance_text(verdict.tolerance)})")
         self.verdict.styles = {**self.verdict.styles, "color": "#1a7f37" if verdict.correct else "#a40000"}
 

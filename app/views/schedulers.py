@@ -55,7 +55,10 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("memory held by running requests (time avg)"), lambda m: f"{100 * m['occupied_frac']:.1f} %"),
         (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
         (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
-        common["batch"], common["preemptions"], common["recomputed"],
+        (tr("at the end: held by requests / cached, reusable"),
+         lambda m: f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %"),
+        common["batch"], (tr("most requests at once"), lambda m: f"{m['max_batch']:,}"),
+        common["preemptions"], common["recomputed"],
         (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
@@ -195,7 +198,9 @@ class SchedulersView(LabView):
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table_data.data = figures_table(modes)
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
-                    f"{result['chunk_size']}, {tr('block size')} {result['block_size']}")
+                    f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
+                    + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")
+                    + f": {result['max_concurrency']:.2f}x")
         sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
                     f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "

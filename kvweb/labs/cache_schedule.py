@@ -126,6 +126,9 @@ class CacheSchedule(CapacityLab):
     policy = param.Selector(objects=list(POLICIES), default="lspf",
                             doc="order in which waiting requests are served; dfs-rank: each request's rank in the "
                                 "offline depth-first order, applied within the waiting queue")
+    cache_answers = param.Boolean(True, doc="insert each answer's tokens into the cache after its prompt, as vLLM and "
+                                            "SGLang do; off: only prompts are cached, so a chat's next turn, whose "
+                                            "prompt holds the last answer, matches only up to that answer")
 
     def estimate(self) -> Estimate:
         """The fcfs, lspf and chosen orders' servings, and the offline optimum's."""
@@ -139,10 +142,11 @@ class CacheSchedule(CapacityLab):
         runs: dict[str, dict[str, Any]] = {}
         for i, policy in enumerate(dict.fromkeys(("fcfs", "lspf", self.policy))):
             progress(i / 4, f"serving in {policy} order")
-            served = simulate(requests, RadixServer(self.capacity), policy, self.queue, self.alpha)
+            served = simulate(requests, RadixServer(self.capacity, cache_answers=self.cache_answers), policy,
+                              self.queue, self.alpha)
             runs[policy] = summary(served)
         progress(0.75, "serving offline in depth-first order")
-        best = hit_rate(optimal(requests, self.capacity))
+        best = hit_rate(optimal(requests, self.capacity, cache_answers=self.cache_answers))
         chosen = runs[self.policy]
         return {
             "policy": self.policy,

@@ -220,7 +220,15 @@ class SchedulersLab(ServingLab):
         return self.scheduler(mode, give_up_after).run(requests, progress, trace=recorder)
 
     def figures(self, run: Run) -> dict[str, Any]:
-        return {**summarize(run, self.setup().slo), **prefix_figures(run)}
+        return {**summarize(run, self.setup().slo), **prefix_figures(run), "max_batch": run.max_batch}
+
+    def max_concurrency(self) -> float:
+        """What vLLM logs at start-up as "Maximum concurrency for max_len tokens per request": the
+        GPU's KV blocks over the blocks one request of the model's maximum length takes. Requests
+        are shorter and take blocks only as they grow, so more of them run at once (`max_batch`)."""
+        setup = self.setup()
+        per_request = -(-setup.spec.max_len // self.block_size)
+        return setup.cost_model().kv_capacity_blocks(self.block_size) / per_request
 
     def key(self, left_out: Iterable[str] = (), **extra: Any) -> str:
         """`Lab.key`, leaving out the parameters the workload does not read too."""
@@ -282,6 +290,8 @@ class SchedulersLab(ServingLab):
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             "submitted": len(requests),
             "token_budget": self.budget(), "chunk_size": self.chunk(), "block_size": self.block_size,
+            "max_len": self.setup().spec.max_len, "kv_blocks": self.setup().cost_model().kv_capacity_blocks(self.block_size),
+            "max_concurrency": self.max_concurrency(),
             "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER, "checked": CHECKED,
         }
 

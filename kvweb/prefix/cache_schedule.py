@@ -37,10 +37,17 @@ class PrefixCache(Protocol):
 
 class RadixServer:
     """Serves requests on a RadixCache of `capacity` tokens: match, lock, allocate the
-    uncached rest (evicting as needed), insert prompt + output, unlock."""
+    uncached rest (evicting as needed), insert prompt + output, unlock.
 
-    def __init__(self, capacity: int, page_size: int = 1) -> None:
+    `cache_answers=False` inserts only the prompt and frees the answer's slots, as an engine
+    that caches prompts alone would: a chat's next turn, whose prompt holds that answer, then
+    matches only up to it."""
+
+    def __init__(self, capacity: int, page_size: int = 1, cache_answers: bool = True) -> None:
+        if not cache_answers and page_size != 1:
+            raise ValueError("cache_answers=False needs one-token pages (an answer may start inside a page)")
         self.cache = RadixCache(capacity, page_size)
+        self.cache_answers = cache_answers
 
     def peek(self, prompt: np.ndarray) -> int:
         return self.cache.match_length(prompt, remember=True)
@@ -53,7 +60,11 @@ class RadixServer:
         self.cache.lock(match.node)
         fresh = self.cache.alloc(len(tokens) - match.length)
         if fresh is not None:
-            self.cache.extend(match, tokens, fresh)
+            kept = tokens if self.cache_answers else request.prompt
+            cut = len(kept) - match.length
+            self.cache.extend(match, kept, fresh[:cut])
+            if cut < len(fresh):
+                self.cache.pool.free(fresh[cut:])
         self.cache.unlock(match.node)
         return match.length
 
@@ -143,10 +154,11 @@ def serve_in_order(requests: Sequence[Request], order: Sequence[int], server: Pr
     return served
 
 
-def optimal(requests: Sequence[Request], capacity: int, page_size: int = 1) -> list[Served]:
+def optimal(requests: Sequence[Request], capacity: int, page_size: int = 1,
+            cache_answers: bool = True) -> list[Served]:
     """The offline depth-first order on the same cache: the best hit rate when the cache
     holds at least the longest request (SGLang's theorem), an upper bound to compare with."""
-    return serve_in_order(requests, dfs_order(list(requests)), RadixServer(capacity, page_size))
+    return serve_in_order(requests, dfs_order(list(requests)), RadixServer(capacity, page_size, cache_answers))
 
 
 def hit_rate(served: Sequence[Served]) -> float:

@@ -88,18 +88,24 @@ class ScheduledRun(Run):
     hit_tokens: int = 0  # of those, found in the prefix cache
     resumed_hit_tokens: int = 0  # tokens a preempted request found cached when it came back
     cached_s: float = 0.0  # token-seconds of reusable cache nobody holds
+    end_occupied: int = 0  # tokens of memory still held by requests when the run ended
+    end_cached: int = 0  # tokens of reusable cache nobody holds when the run ended (free, still found)
 
 
 def prefix_figures(run: Run) -> dict[str, Any]:
     """What the prefix cache did in a run (all zero for the papers' engine, which has none):
     the share of first-admission prompt tokens found cached, the tokens a preempted request
-    found again, and the reusable cache nobody held, time-averaged, as a share of the KV capacity."""
+    found again, and the reusable cache nobody held, time-averaged, as a share of the KV capacity;
+    and at the end of the run the memory requests still held (what vLLM's KV cache usage reads:
+    cached blocks nobody holds count as free) beside the cache kept for later requests."""
     prompt = getattr(run, "prompt_tokens", 0)
     hits = getattr(run, "hit_tokens", 0)
     span = run.sim_time * run.capacity
     return {"prefix_hit_rate": hits / prompt if prompt else 0.0, "hit_tokens": hits, "prompt_tokens": prompt,
             "resumed_hit_tokens": getattr(run, "resumed_hit_tokens", 0),
-            "cached_frac": getattr(run, "cached_s", 0.0) / span if span else 0.0}
+            "cached_frac": getattr(run, "cached_s", 0.0) / span if span else 0.0,
+            "end_usage_frac": getattr(run, "end_occupied", 0) / run.capacity if run.capacity else 0.0,
+            "end_cached_frac": getattr(run, "end_cached", 0) / run.capacity if run.capacity else 0.0}
 
 
 Observer = Callable[["ContinuousBatching", int], None]
@@ -284,7 +290,7 @@ class ContinuousBatching:
         self.trace = trace
         self.arrivals = arrivals = Arrivals(requests)
         total = len(requests)
-        steps = batch_sum = 0
+        steps = batch_sum = max_batch = 0
         occupied_s = used_s = cached_s = 0.0
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
@@ -350,6 +356,7 @@ class ContinuousBatching:
                     last_decode = now = self.now
                     steps += m
                     batch_sum += self.decoded * m
+                    max_batch = max(max_batch, self.decoded)
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
                         trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
@@ -368,6 +375,7 @@ class ContinuousBatching:
             self.now = now = self.now + dt
             steps += 1
             batch_sum += batch
+            max_batch = max(max_batch, batch)
             occupied_s += occupied * dt
             used_s += used * dt
             cached_s += cached * dt
@@ -413,7 +421,8 @@ class ContinuousBatching:
             generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
             prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
             resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s,
-            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))),
+            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))), max_batch=max_batch,
+            end_occupied=self.occupied, end_cached=self.cached,
         )
 
 

@@ -142,6 +142,7 @@ class Run:
     # one or more per decoding step: metrics.summarize's inter-token latency. A list of pairs,
     # or (from Engine, which makes hundreds of thousands) the same pairs as an [n, 2] float array.
     itl: list[tuple[float, int]] | np.ndarray = field(default_factory=list)
+    max_batch: int = 0  # the most requests one step served: the concurrency reached
 
 
 Observer = Callable[["Engine", int], None]
@@ -374,7 +375,7 @@ class Engine:
         f0, fb, fc, b0, bb, bc = self._decode
         total = len(requests)
         self.arrivals = arrivals = Arrivals(requests)
-        steps = batch_sum = generated = 0
+        steps = batch_sum = generated = max_batch = 0
         itl_s: list[float] = []  # Run.itl's two columns
         itl_n: list[int] = []
         occupied_s = used_s = 0.0
@@ -401,6 +402,8 @@ class Engine:
                 steps, occupied_s, used_s, sample_t = self._quiet(
                     min(finish_at), steps, occupied_s, used_s, sample_t, itl_s, itl_n, progress, total)
                 batch_sum += (steps - before) * len(running)
+                if steps > before:
+                    max_batch = max(max_batch, len(running))
                 generated += (steps - before) * len(running)
                 if self.now >= arrivals.next_t:
                     continue  # submit the arrivals first
@@ -430,6 +433,7 @@ class Engine:
             self.kv_tokens += grown
             steps += 1
             batch_sum += batch
+            max_batch = max(max_batch, batch)
             generated += batch
             occupied_s += mm.occupied * dt
             used_s += self.kv_tokens * dt
@@ -455,5 +459,5 @@ class Engine:
             used_s=used_s, capacity=mm.capacity, preemptions=self.preemptions,
             recomputed_tokens=self.recomputed_tokens, swapped_bytes=self.swapped_bytes,
             generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
-            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))),
+            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))), max_batch=max_batch,
         )
