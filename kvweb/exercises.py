@@ -81,6 +81,22 @@ class Exercise:
         return self.solve(self.make_lab(changes), progress)
 
 
+def solved(exercise: Exercise, lab: Lab, progress: Progress = no_progress) -> dict[str, Any]:
+    """An exercise's answer on `lab` as plain JSON: the answer's lines and the check's value."""
+    answer = exercise.solve(lab, progress)
+    return {"lines": [list(line) for line in answer.lines], "expected": exercise.check.expected(answer)}
+
+
+def preset_answers(progress: Progress = no_progress) -> dict[str, dict[str, Any]]:
+    """Every exercise's answer at its preset inputs (the static site ships them, computed at build:
+    WebAssembly would take half a minute to open the exercises page otherwise)."""
+    answers = {}
+    for i, exercise in enumerate(EXERCISES):
+        progress(i / len(EXERCISES), exercise.key)
+        answers[exercise.key] = solved(exercise, exercise.make_lab(), progress)
+    return answers
+
+
 def variant(lab: Lab, **changes: Any) -> Lab:
     """The same lab with some parameters changed (each answer may compare a few runs)."""
     return type(lab)(**{**lab.values(), **changes})

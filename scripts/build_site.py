@@ -26,7 +26,9 @@ import sys
 import tarfile
 import tomllib
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
@@ -173,32 +175,43 @@ def build_kvweb_wheel(out: Path) -> Path:
     return wheelzip.rewrite(wheel, out / wheel.name, lambda n, d: [] if n.startswith("app/") else [(n, d)])
 
 
-def built_report() -> bytes:
-    """The reproduction report (`kvweb.reproduce.reproduce()`, JSON), computed here in CPython:
-    it has no parameters, so the site shows it at once instead of computing every experiment
-    of the lecture in WebAssembly (about a minute). Cached by the hash of the library's code."""
+def computed_at_build(name: str, compute: Callable[[], Any]) -> bytes:
+    """`compute()` as JSON, computed here in CPython so the site shows it at once instead of
+    computing it in WebAssembly. Cached by the hash of the library's code."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "kvweb").rglob("*.py")):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    cached = CACHE / f"report-{digest.hexdigest()[:16]}.json"
+    cached = CACHE / f"{name}-{digest.hexdigest()[:16]}.json"
     if not cached.exists():
-        say("computing the reproduction report for the site (every experiment of the lecture)")
-        from kvweb.reproduce import reproduce
+        say(f"computing {name} for the site")
         CACHE.mkdir(exist_ok=True)
-        cached.write_text(json.dumps(reproduce(), sort_keys=True))
+        cached.write_text(json.dumps(compute(), sort_keys=True))
     return cached.read_bytes()
 
 
-def build_app_wheel(out: Path, report: bytes | None = None) -> Path:
+def built_report() -> bytes:
+    """The reproduction report (`kvweb.reproduce.reproduce()`): it has no parameters, and every
+    experiment of the lecture takes about a minute in WebAssembly."""
+    from kvweb.reproduce import reproduce
+    return computed_at_build("report", reproduce)
+
+
+def built_exercises() -> bytes:
+    """Every exercise's answer at its preset inputs (`kvweb.exercises.preset_answers`)."""
+    from kvweb.exercises import preset_answers
+    return computed_at_build("exercises", preset_answers)
+
+
+def build_app_wheel(out: Path, computed: dict[str, bytes]) -> Path:
     """A wheel of the `app` package (app/**/*.py and the catalogs compiled, app/locale/**/*.mo) so
-    `import app.views...` works in Pyodide, with the precomputed report as `app/report.json`."""
+    `import app.views...` works in Pyodide, with what the build computed (`computed`: file name ->
+    JSON; the report as `app/report.json`, the exercises' preset answers as `app/exercises.json`)."""
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     dist = f"kvweb_app-{version}.dist-info"
     members = [(str(p.relative_to(ROOT)), p.read_bytes()) for p in sorted((ROOT / "app").rglob("*.py"))]
     langs = sorted(po.parent.parent.name for po in LOCALES.glob("*/LC_MESSAGES/kvweb.po"))
     members += [(f"app/locale/{lang}/LC_MESSAGES/kvweb.mo", compiled(lang)) for lang in langs]
-    if report is not None:
-        members.append(("app/report.json", report))
+    members += [(f"app/{name}", data) for name, data in sorted(computed.items())]
     members += [
         (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: kvweb-app\nVersion: {version}\n".encode()),
         (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
@@ -288,7 +301,7 @@ def build_site(which: str = "site") -> Path:
     staging.mkdir(parents=True)
     pins = PINS["site"]
     wheels = pypi_wheels(pins["pypi"]) + [strip_native(n, v, staging) for n, v in pins["strip_native"].items()]
-    ours = [build_kvweb_wheel(staging), build_app_wheel(staging, built_report())]
+    ours = [build_kvweb_wheel(staging), build_app_wheel(staging, {"report.json": built_report(), "exercises.json": built_exercises()})]
     shutil.rmtree(site, ignore_errors=True)
     packages = write_distribution(site / "pyodide", pins["from_lock"], wheels, set(pins["drop"]["names"]), ours)
     convert(site, packages, script)

@@ -265,3 +265,14 @@ def test_preemption_costs_recomputation_but_capping_the_batch_costs_more():
     assert v["preempting"]["preemptions"] > 0 and v["preempting"]["recomputed_tokens"] >= v["preempting"]["preemptions"]
     assert v["preempting"]["throughput_tok_s"] > 2 * v["capped"]["throughput_tok_s"]
     assert v["faster"] == "preempting"
+
+
+def test_a_solved_answer_is_plain_json_and_the_checks_value() -> None:
+    """What the static site ships (`preset_answers`, one `solved` per exercise) reads back as the answer."""
+    import json
+
+    from kvweb.exercises import solved
+    exercise = BY_KEY["gqa-bytes"]
+    shipped = json.loads(json.dumps(solved(exercise, exercise.make_lab())))
+    assert shipped["expected"] == exercise.check.expected(exercise.answer()) == 131072
+    assert [tuple(line) for line in shipped["lines"]] == exercise.answer().lines

@@ -4,12 +4,17 @@ library's answer and its explanation, and share URLs: of the exercise (with or w
 answer shown) and of its lab with the same parameters.
 
 Inputs are the lab's own widgets, validated like the URL and the CLI. Answers are computed
-off the event loop; changing an input recomputes that exercise only. The URL keeps the
+off the event loop, one exercise at a time, the one in the URL first, each shown as soon as it
+is known; changing an input recomputes that exercise only. Answers are remembered for every
+session (`ANSWERS`); the static site starts with the preset answers its build computed
+(`app/exercises.json`). The URL keeps the
 exercise last worked on (`exercise=KEY`) and whether its answer is shown (`answer=shown`).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,24 +25,38 @@ from app.pages import Page
 from app.runner import CANCELLED, Runner, under_lock
 from app.text import plain
 from app.widgets import as_text, link_button, widget_for
-from kvweb.exercises import BY_KEY, EXERCISES, Exercise, Verdict
+from kvweb.exercises import BY_KEY, EXERCISES, Exercise, Verdict, solved
 from kvweb.lab import Lab, ParamError, Progress, shown
+from kvweb.memo import Memo
 from kvweb.query import to_query
 
 
-class AnswerJob:
-    """Computes the answers of some exercises; the runner calls `run` like a lab's."""
+def answer_key(key: str, lab: Lab) -> tuple[str, str]:
+    return key, urlencode(to_query(lab))
 
-    def __init__(self, todo: dict[str, tuple[Exercise, Lab]]) -> None:
-        self.todo = todo
+
+ANSWERS: Memo[dict[str, Any]] = Memo(keep=256)  # (exercise, its lab's query) -> answer, every session's
+
+
+def shipped_answers() -> dict[str, dict[str, Any]]:
+    """The preset answers the static site was built with ({} under `panel serve`)."""
+    path = resources.files("app").joinpath("exercises.json")
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+for _key, _answer in shipped_answers().items():
+    if _key in BY_KEY:
+        ANSWERS.put(answer_key(_key, BY_KEY[_key].make_lab()), _answer)
+
+
+class AnswerJob:
+    """Computes one exercise's answer; the runner calls `run` like a lab's."""
+
+    def __init__(self, exercise: Exercise, lab: Lab) -> None:
+        self.exercise, self.lab = exercise, lab
 
     def run(self, progress: Progress) -> dict[str, Any]:
-        answers = {}
-        for i, (key, (exercise, lab)) in enumerate(self.todo.items()):
-            progress(i / len(self.todo), key)
-            answer = exercise.solve(lab, progress)
-            answers[key] = {"lines": answer.lines, "expected": exercise.check.expected(answer)}
-        return answers
+        return ANSWERS.get(answer_key(self.exercise.key, self.lab), lambda: solved(self.exercise, self.lab, progress))
 
 
 class ExerciseCard:
@@ -209,16 +228,25 @@ class ExercisesPage(Page):
             self.compute()
 
     def compute(self) -> None:
-        todo = {k: (self.cards[k].exercise, self.cards[k].lab) for k in self.cards if k in self.stale}
-        self.runner.start(AnswerJob(todo), self._done)
+        """Show every stale answer already known; compute the next one (the URL's first)."""
+        for key in sorted(self.stale):
+            card = self.cards[key]
+            if (known := ANSWERS.find(answer_key(key, card.lab))) is not None:
+                card.show(known["lines"], known["expected"])
+                self.stale.discard(key)
+        if self.stale:
+            key = self.focus if self.focus in self.stale else next(k for k in self.cards if k in self.stale)
+            card = self.cards[key]
+            self.runner.start(AnswerJob(card.exercise, card.lab), lambda answer, error: self._done(key, answer, error))
 
-    def _done(self, answers: dict[str, Any] | None, error: str | None) -> None:
-        for key, answer in (answers or {}).items():
+    def _done(self, key: str, answer: dict[str, Any] | None, error: str | None) -> None:
+        if answer is not None:
             self.cards[key].show(answer["lines"], answer["expected"])
             self.stale.discard(key)
-        if error and error != CANCELLED:
-            for key in self.stale:
-                self.cards[key].answer.text = tr_message(error)
+            self.compute()
+        elif error and error != CANCELLED:
+            for stale in self.stale:
+                self.cards[stale].answer.text = tr_message(error)
 
 
 INTRO = ("The lecture's exercises, answered by running the labs. Change an input and the answer is "
