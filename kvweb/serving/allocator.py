@@ -1,12 +1,15 @@
-"""Contiguous allocators over a token arena: first-fit and buddy.
+"""Contiguous allocators over a token arena: first-fit and buddy (and `ALLOCATORS`, with the
+ideal arena of `ideal_arena.py`).
 
 A reserved ("Orca") memory manager needs one contiguous range per request, so holes appear
-between ranges as requests leave: external fragmentation. Both allocators place a range,
-free it by its start, and report their holes.
+between ranges as requests leave: external fragmentation. Every allocator places a range and
+returns a handle (here its start), frees it by that handle, and reports its ranges and holes.
 """
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+
+from kvweb.serving.ideal_arena import Ideal
 
 
 class FirstFit:
@@ -71,6 +74,10 @@ class FirstFit:
     def ranges(self) -> list[tuple[int, int]]:
         """(start, length) of every allocated range, by address."""
         return sorted(self._taken.items())
+
+    def placed(self) -> list[tuple[int, int, int]]:
+        """(handle, start, length) of every range, by address: a range never moves, its start is its handle."""
+        return [(s, s, n) for s, n in self.ranges()]
 
 
 class Buddy:
@@ -158,5 +165,12 @@ class Buddy:
     def ranges(self) -> list[tuple[int, int]]:
         return sorted((s, 1 << o) for s, o in self._taken.items())
 
+    def placed(self) -> list[tuple[int, int, int]]:
+        """(handle, start, length) of every range, by address: a range never moves, its start is its handle."""
+        return [(s, s, n) for s, n in self.ranges()]
 
-ALLOCATORS = {"first-fit": FirstFit, "buddy": Buddy}
+
+Arena = FirstFit | Buddy | Ideal
+# ideal: no external fragmentation (the lecture's Orca baselines); first-fit: the lowest hole that fits;
+# buddy: power-of-two blocks (the vLLM paper's reservation baselines).
+ALLOCATORS: dict[str, type[Arena]] = {"ideal": Ideal, "first-fit": FirstFit, "buddy": Buddy}
