@@ -399,12 +399,13 @@ def _fsm(params: list[Result], results: list[Result]) -> Summary:
 @dataclass(frozen=True)
 class LectureFigure:
     """One of the lecture's figures, read off two runs of `_LECTURE_RUNS`: on the lecture's settings
-    (as `settings` says) and on our defaults (the same run where they agree)."""
+    (as `settings` says; the same run where they agree, None where SPEC.md does not give them) and on
+    our defaults."""
 
     label: str
     lecture: str  # as the lecture gives it
     read: Callable[[Result], str]
-    theirs: int  # run index: the lecture's settings
+    theirs: int | None  # run index: the lecture's settings
     ours: int  # run index: our defaults
     settings: str
 
@@ -430,15 +431,16 @@ LECTURE_FIGURES = (
                   "figures with fixed questions; the lecture's capacity is not in SPEC.md)"),
     LectureFigure("prefill seconds without cache / FCFS / LSPF", "5.58 / 3.95 / 2.71",
                   lambda r: " / ".join(f"{r[k]:.2f}" for k in ("prefill_s_no_cache", "prefill_s_fcfs", "prefill_s_lspf")),
-                  9, 9, "not in SPEC.md (the model and GPU): ours on our default, Llama-3-8B on H100-SXM; "
+                  None, 9, "not in SPEC.md (the model and GPU): ours on our default, Llama-3-8B on H100-SXM; "
                   "seconds saved FCFS / LSPF: the lecture's 29 % / 51 %"),
 )
 
 
 def _lecture(params: list[Result], results: list[Result]) -> Summary:
-    rows = [[f.label, f.lecture, f.read(results[f.theirs]), f.read(results[f.ours]), f.settings] for f in LECTURE_FIGURES]
+    rows = [[f.label, f.lecture, "-" if f.theirs is None else f.read(results[f.theirs]), f.read(results[f.ours]),
+             f.settings] for f in LECTURE_FIGURES]
     return Summary(
-        figures=[(label, " / ".join((lecture, theirs, ours))) for label, lecture, theirs, ours, _ in rows],
+        figures=[(label, " | ".join((lecture, theirs, ours))) for label, lecture, theirs, ours, _ in rows],
         columns=["figure", "lecture", "ours on the lecture's settings", "ours on our defaults", "the lecture's settings"],
         rows=rows,
     )
@@ -607,7 +609,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment(
         "lecture", "The lecture's figures beside ours", "1-5",
         _LECTURE_RUNS, _lecture, LECTURE,
-        "each figure reads: the lecture / ours on the lecture's settings / ours on our defaults",
+        "each figure reads: the lecture | ours on the lecture's settings | ours on our defaults",
         "the lecture's reservations leave no holes (allocator=ideal), and first-fit's holes lower Oracle's rate "
         "further; the rest of the gap in the max-rate ratio, and in the few-shot FCFS hit rates, is explained "
         "neither by the arena nor by varying question lengths; where SPEC.md names no setting, the table says "

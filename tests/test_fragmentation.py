@@ -172,3 +172,34 @@ def test_ideal_arena_never_fails_with_enough_free_tokens():
     assert ideal["failures_with_enough_free"] == 0 < ideal["failures"]
     assert first["failures_with_enough_free"] > 0
     assert all(f["largest_hole"] == f["free"] for f in ideal["frames"])
+
+
+def _digest(lab: str, params: dict) -> str:
+    """sha256 (16 hex digits) of a run's JSON, floats to 9 significant digits."""
+    import hashlib
+    import json
+
+    from kvweb.jsonable import jsonable
+
+    def canonical(x):
+        if isinstance(x, float):
+            return float(f"{x:.9g}")
+        if isinstance(x, dict):
+            return {k: canonical(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [canonical(v) for v in x]
+        return x
+
+    result = jsonable(make(lab, params).run())
+    return hashlib.sha256(json.dumps(canonical(result), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("lab, params, recorded", [
+    ("fragmentation", {"requests": "400"}, "6b9e0ee44d06d984"),
+    ("fragmentation", {"requests": "400", "allocator": "buddy"}, "3136e332aac04f9b"),
+    ("engine", {"requests": "150", "memory": "oracle", "compare": "pow2"}, "7f76c56c66c2206b"),
+    ("engine", {"requests": "150", "memory": "max", "compare": "oracle", "allocator": "buddy"}, "cde6d3d129f8e8e2"),
+])
+def test_first_fit_and_buddy_results_are_those_before_the_ideal_arena(lab, params, recorded):
+    # recorded with the commit before the arena choice (e860674): whole results, traces and memory maps included
+    assert _digest(lab, params) == recorded

@@ -165,8 +165,8 @@ def test_the_lecture_figures_beside_ours_at_full_size():
     assert rows["Exercise 5, capacity 800: hit rate FCFS / LSPF / offline DFS (the optimum)"] == [
         "24.0 % / 81.9 % / 89.5 %", "25.9 % / 83.2 % / 89.7 %", "25.8 % / 83.0 % / 89.5 %"]
     # prefill seconds (recorded, to 0.01 s) on our default Llama-3-8B / H100-SXM: time saved below the hit rate
-    assert rows["prefill seconds without cache / FCFS / LSPF"] == ["5.58 / 3.95 / 2.71", "1.45 / 1.05 / 0.87",
-                                                                 "1.45 / 1.05 / 0.87"]
+    # (the lecture's model and GPU for them are not in SPEC.md: no run on its settings)
+    assert rows["prefill seconds without cache / FCFS / LSPF"] == ["5.58 / 3.95 / 2.71", "-", "1.45 / 1.05 / 0.87"]
 
 
 def test_the_lecture_experiments_reserve_without_holes():
