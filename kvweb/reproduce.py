@@ -698,6 +698,11 @@ def _cell(value: Any) -> str:
     return num(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
+def _md(text: str) -> str:
+    """A Markdown table cell: a '|' in the text would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def to_markdown(report: dict[str, Any], chart_path: Callable[[str, int], str] | None = None) -> str:
     """The report as Markdown; `chart_path(section key, index)` names each chart's SVG file."""
     lines = [f"# {report['title']}", "", INTRO, "", CHANGES, "",
@@ -705,14 +710,14 @@ def to_markdown(report: dict[str, Any], chart_path: Callable[[str, int], str] | 
              f"ran in {report['seconds']:.1f} s. Units: {report['units']}.", ""]
     for s in report["sections"]:
         lines += [f"## {s['title']} (SPEC {s['spec']})", "", "| our figure | value |", "|---|---|"]
-        lines += [f"| {label} | {value} |" for label, value in s["figures"]]
+        lines += [f"| {_md(label)} | {_md(value)} |" for label, value in s["figures"]]
         paper = f"*{s['source']}*: {s['paper']}" if s["source"] else s["paper"]
         lines += ["", f"**Paper:** {paper}"]
         if s["differs"]:
             lines.append(f"**Why ours differs:** {s['differs']}")
         if s["columns"]:
             lines += ["", "| " + " | ".join(s["columns"]) + " |", "|" + "---|" * len(s["columns"])]
-            lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in s["rows"]]
+            lines += ["| " + " | ".join(_md(_cell(c)) for c in row) + " |" for row in s["rows"]]
         if chart_path:
             lines += [""] + [f"![{c['title']}]({chart_path(s['key'], i)})" for i, c in enumerate(s["charts"])]
         lines += ["", "Reproduce: " + "; ".join(f"`kvweb run {r['lab']} {r['args']}`".replace(" `", "`")

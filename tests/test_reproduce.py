@@ -174,3 +174,11 @@ def test_the_lecture_experiments_reserve_without_holes():
     for key in ("paged-vs-reserved", "max-rate"):
         exp = next(e for e in EXPERIMENTS if e.key == key)
         assert all(run.params["allocator"] == "ideal" for run in exp.runs), key
+
+
+def test_a_bar_in_a_figure_stays_inside_its_markdown_cell():
+    report = {"title": "t", "quick": True, "seconds": 0.0, "units": "u", "sections": [{
+        "key": "k", "title": "s", "spec": "1", "figures": [["a", "1 | 2 | 3"]], "paper": "p", "source": "",
+        "differs": "", "columns": ["x"], "rows": [["4 | 5"]], "charts": [], "runs": []}]}
+    md = to_markdown(report)
+    assert "| a | 1 \\| 2 \\| 3 |" in md and "| 4 \\| 5 |" in md
