@@ -3,30 +3,23 @@
 A request is admitted whenever the reserved tokens, its own included, add up to at most the
 arena: as if the arena were compacted after every free, so no hole is ever left between
 ranges. That is the bound the lecture's Orca baselines assume; first-fit and buddy
-(`allocator.py`) show what placing real contiguous ranges costs on top of it.
+(`first_fit.py`, `buddy.py`) show what placing real contiguous ranges costs on top of it.
 """
 from __future__ import annotations
 
+from kvweb.serving.arena import ContiguousArena
 
-class Ideal:
+
+class Ideal(ContiguousArena):
     """Ranges packed from address 0 in the order they were admitted; a free slides every later
     range down. `allocate` returns a handle (ranges move, so a start cannot name one)."""
 
     kind = "ideal"
 
     def __init__(self, size: int) -> None:
-        self.size = size
+        super().__init__(size)
         self._taken: dict[int, int] = {}  # handle -> length, in admission order (= address order)
         self._next = 0
-        self.used = 0
-
-    def span(self, n: int) -> int:
-        """Tokens actually taken for a request of n: exactly n."""
-        return n
-
-    @property
-    def largest_possible(self) -> int:
-        return self.size
 
     def allocate(self, n: int) -> int | None:
         """A handle for n tokens, or None when fewer than n tokens are free in all."""
@@ -55,7 +48,3 @@ class Ideal:
     def holes(self) -> list[tuple[int, int]]:
         """The one free range: everything after the packed ranges."""
         return [(self.used, self.size - self.used)] if self.used < self.size else []
-
-    @property
-    def free_total(self) -> int:
-        return self.size - self.used

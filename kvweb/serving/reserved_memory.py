@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvweb.serving.allocator import Arena
+from kvweb.serving.arena import ContiguousArena
 from kvweb.serving.engine_trace import cell_group, ranges_to_cells
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def reservation(policy: str, final_kv: int, max_len: int) -> int:
 
 
 class ReservedMemory:
-    def __init__(self, policy: str, allocator: Arena, max_len: int) -> None:
+    def __init__(self, policy: str, allocator: ContiguousArena, max_len: int) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}")
         self.kind = policy
