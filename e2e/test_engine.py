@@ -121,6 +121,20 @@ def test_fragmentation_arena_animates(page, served_app):
     assert page.evaluate(CELLS, "fragmentation-ranges") != ranges
 
 
+def test_fragmentation_draws_the_ideal_arena_packed(page, served_app):
+    """allocator=ideal: the ranges drawn lie end to end from address 0 (no hole), first-fit's do not."""
+    def spans(query: str) -> list[tuple[int, int]]:
+        page.goto(f"{served_app}?lab=fragmentation&requests=400&step=60&{query}")
+        wait_ready(page)
+        drawn = page.evaluate(CELLS, "fragmentation-ranges")["span"]  # "start-end (length)", once per row piece
+        return sorted({tuple(int(x) for x in s.split(" ")[0].split("-")) for s in drawn})
+
+    packed = spans("allocator=ideal")
+    assert packed and packed[0][0] == 0 and all(a[1] == b[0] for a, b in zip(packed, packed[1:]))
+    holes = spans("allocator=first-fit")
+    assert any(a[1] != b[0] for a, b in zip(holes, holes[1:]))
+
+
 def test_sweep_and_recovery_views_draw(page, served_app):
     page.goto(f"{served_app}?lab=recovery&tokens=1000")
     wait_ready(page)

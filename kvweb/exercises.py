@@ -401,22 +401,26 @@ EXERCISES: tuple[Exercise, ...] = (
         ("scenario", "rate", "requests", "preemption"),
         "Admitting a request only while a fraction of blocks stays free leaves room for the running "
         "requests to grow, so fewer of them are preempted (and recomputed or swapped). Too high a "
-        "watermark keeps memory idle: the batch shrinks and throughput falls. A few percent is the sweet spot.",
+        "watermark keeps memory idle: the batch shrinks and throughput falls. A few percent is the sweet spot. "
+        "The rate is 10 requests/s, not the sweep lab's 2: at 2 requests/s these 500 requests never keep memory "
+        "full, every watermark serves the same tokens per second and there is no best one to find.",
         watermark_sweep,
         Check("Which watermark (in %) serves the most tokens per second?",
               lambda a: round(100 * a.values["best_watermark"], 6))),
     Exercise(
         "swap-recompute", "Swap vs recompute for 8B and 70B models",
-        "A preempted request holds `tokens` tokens of KV (2048 to start with). Is it cheaper to swap it out and back over the host "
-        "link, or to recompute it with one prefill, for Llama-3-8B and for Llama-3-70B?",
-        "recovery", {"model": "llama-3-8b", "gpu": "H100-SXM", "tokens": "2048"},
+        "A preempted request holds `tokens` tokens of KV (4096 to start with, as in the lecture). Is it cheaper to swap it out and "
+        "back over the host link, or to recompute it with one prefill, for Llama-3-8B and for Llama-3-70B?",
+        "recovery", {"model": "llama-3-8b", "gpu": "H100-SXM", "tokens": "4096"},
         ("gpu", "tokens", "block_overhead_us", "swap_copies"),
         "Swap moves KV bytes: 2 x layers x KV heads x head_dim x 2 B per token, which grouped-query attention "
         "keeps small (8 KV heads in both models: 128 KiB vs 320 KiB per token). Recompute pays prefill "
         "FLOPs, about 2 x parameters per token: 8.8x more for 70B. So the bigger model makes swapping "
         "relatively cheaper; both grow linearly with the tokens. The 70B's 141 GB of weights fit no single "
-        "GPU here, so its answer is a what-if that leaves the weights out of memory (ignore_weights). With "
-        "swap_copies per-layer-kv (vLLM V0: one copy per layer for K and for V) small blocks make swapping slow.",
+        "GPU here, so its answer is a what-if that leaves the weights out of memory (ignore_weights). Each block "
+        "copied costs a fixed 10 us on top of the bytes, as in the lecture's swap_cost (block_overhead_us; 0 "
+        "leaves only the link's bandwidth). With swap_copies per-layer-kv (vLLM V0: one copy per layer for K and "
+        "for V) small blocks make swapping slow.",
         swap_or_recompute,
         Check("For Llama-3-70B, which is cheaper: swap or recompute?",
               lambda a: "swap" if a.values["llama-3-70b"]["swap_s"] < a.values["llama-3-70b"]["recompute_s"]

@@ -108,7 +108,7 @@ requests_st = st.lists(
 )
 config_st = st.fixed_dictionaries({
     "memory": st.sampled_from(["paged", "paged", "max", "pow2", "oracle"]),
-    "allocator": st.sampled_from(["first-fit", "buddy"]),
+    "allocator": st.sampled_from(["first-fit", "buddy", "ideal"]),
     "block_size": st.sampled_from([1, 2, 3, 4, 8]),
     "tokens": st.integers(16, 64),
     "watermark": st.sampled_from([0.0, 0.1, 0.25]),
@@ -143,12 +143,12 @@ class Checker:
             for seq in running.values():
                 assert len(seq.blocks) == math.ceil(seq.kv(step) / mm.block_size)
         else:
-            spans = dict(mm.allocator.ranges())
-            ranges = sorted((s.start, spans[s.start]) for s in running.values())
+            where = {h: (a, n) for h, a, n in mm.allocator.placed()}  # handle -> (start, length)
+            ranges = sorted(where[s.start] for s in running.values())
             assert all(a + n <= b for (a, n), (b, _) in zip(ranges, ranges[1:])), "ranges overlap"
             assert all(0 <= a and a + n <= mm.capacity for a, n in ranges)
             for seq in running.values():
-                assert seq.kv(step) <= spans[seq.start]
+                assert seq.kv(step) <= where[seq.start][1]
         for seq in engine.finished[self.checked_finished:]:
             assert seq.generated(step) == seq.req.output, "finished with the wrong output length"
         self.checked_finished = len(engine.finished)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.serving.allocator import Buddy, FirstFit
+from kvweb.serving.ideal_arena import Ideal
 from kvweb.serving.fragmentation import arena_experiment, internal_waste
 from kvweb.lab import ParamError
 from kvweb.parsing import make
@@ -133,3 +134,72 @@ def test_fragmentation_lab_refuses_arenas_too_crowded_to_draw():
         make("fragmentation", {"mean_size": "16"})
     with pytest.raises(ParamError, match="mean_size: 2000 is not allowed; at most the arena"):
         make("fragmentation", {"arena": "1000", "mean_size": "2000"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 120), ops_st)
+def test_ideal_admits_whatever_first_fit_admits_and_leaves_no_hole(size, ops):
+    """The same live ranges in both arenas: a request first-fit places, the ideal arena places too;
+    the ideal arena refuses only when the free tokens add up to less than the request."""
+    ideal, first = Ideal(size), FirstFit(size)
+    live: list[tuple[int, int]] = []  # (ideal handle, first-fit start) of each live request
+    for is_alloc, n, pick in ops:
+        if is_alloc or not live:
+            start, handle = first.allocate(n), ideal.allocate(n)
+            assert (handle is None) == (ideal.free_total + (0 if handle is None else n) < n)
+            if start is not None:
+                assert handle is not None
+                live.append((handle, start))
+            elif handle is not None:  # only first-fit refused: ask, then give it back
+                ideal.free(handle)
+        else:
+            handle, start = live.pop(pick % len(live))
+            ideal.free(handle)
+            first.free(start)
+        assert ideal.used == first.used
+        packed = ideal.ranges()
+        assert [s for s, _ in packed] == [sum(n for _, n in packed[:i]) for i in range(len(packed))]
+        assert ideal.holes() == ([(ideal.used, size - ideal.used)] if ideal.used < size else [])
+    for handle, _ in live:
+        ideal.free(handle)
+    assert ideal.holes() == [(0, size)]
+
+
+def test_ideal_arena_never_fails_with_enough_free_tokens():
+    # the arena experiment on the ideal arena: a failure always means too few free tokens in all
+    ideal = arena_experiment(2048, 32768, 500, 0, "ideal")
+    first = arena_experiment(2048, 32768, 500, 0, "first-fit")
+    assert ideal["failures_with_enough_free"] == 0 < ideal["failures"]
+    assert first["failures_with_enough_free"] > 0
+    assert all(f["largest_hole"] == f["free"] for f in ideal["frames"])
+
+
+def _digest(lab: str, params: dict) -> str:
+    """sha256 (16 hex digits) of a run's JSON, floats to 9 significant digits."""
+    import hashlib
+    import json
+
+    from kvweb.jsonable import jsonable
+
+    def canonical(x):
+        if isinstance(x, float):
+            return float(f"{x:.9g}")
+        if isinstance(x, dict):
+            return {k: canonical(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [canonical(v) for v in x]
+        return x
+
+    result = jsonable(make(lab, params).run())
+    return hashlib.sha256(json.dumps(canonical(result), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("lab, params, recorded", [
+    ("fragmentation", {"requests": "400"}, "6b9e0ee44d06d984"),
+    ("fragmentation", {"requests": "400", "allocator": "buddy"}, "3136e332aac04f9b"),
+    ("engine", {"requests": "150", "memory": "oracle", "compare": "pow2"}, "7f76c56c66c2206b"),
+    ("engine", {"requests": "150", "memory": "max", "compare": "oracle", "allocator": "buddy"}, "cde6d3d129f8e8e2"),
+])
+def test_first_fit_and_buddy_results_are_those_before_the_ideal_arena(lab, params, recorded):
+    # recorded with the commit before the arena choice (e860674): whole results, traces and memory maps included
+    assert _digest(lab, params) == recorded

@@ -87,7 +87,7 @@ def test_tour_and_exercises_have_chinese():
 
 def test_report_has_chinese():
     report = reproduce(quick=True, only=["paper-gpu", "external-fragmentation", "recovery", "few-shot", "fsm",
-                                          "paged-vs-reserved", "swap-vs-recompute", "beam-search"])
+                                          "paged-vs-reserved", "swap-vs-recompute", "beam-search", "lecture"])
     texts = [report["title"], REPORT_INTRO, report["units"]]
     for s in report["sections"]:
         texts += [s["title"], s["paper"], *s["columns"], *(label for label, _ in s["figures"])]

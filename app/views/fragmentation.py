@@ -80,8 +80,10 @@ class FragmentationView(LabView):
         self.frames = result["frames"]
         self.width = -(-result["arena"] // ROWS)
         self.arena.x_range.start, self.arena.x_range.end = 0, self.width
+        packed = f"; {tr('ranges packed, no hole between them (as if compacted after every free)')}" \
+            if result["allocator"] == "ideal" else ""
         self.arena.title.text = (f"{tr('arena')}: {result['arena']} {tr('tokens')} ({result['allocator']}), "
-                                 f"{tr('mean request')} {result['mean_size']} {tr('tokens')}; {ROWS} {tr('rows')}")
+                                 f"{tr('mean request')} {result['mean_size']} {tr('tokens')}; {ROWS} {tr('rows')}{packed}")
         rows = result["by_mean_size"]
         self.sizes.x_range.factors = [str(r["mean_size"]) for r in rows]
         self.by_size.data = {"size": [str(r["mean_size"]) for r in rows], "failures": [r["failures"] for r in rows],

@@ -230,7 +230,8 @@ class EngineView(LabView):
             if i < len(runs):
                 run, trace = runs[i], runs[i]["trace"]
                 cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
-                m.reset(f"{run['memory']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells,
+                arena = "" if run["memory"] == "paged" else f" ({tr('arena')}: {lab.allocator})"
+                m.reset(f"{run['memory']}{arena}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')}", cells,
                         scenario["host_tokens"] if swaps and run["memory"] == "paged" else 0)
         labels = [(tr("occupied"), tr("holding KV")), (tr("batch"), tr("queue (waiting + preempted)"))]
         for i, drawn in enumerate(self.lines):

@@ -42,7 +42,11 @@ class WorkloadLab(Lab):
                         doc="multi-turn: steps between a turn's end and the next turn")
     system_len = param.Integer(100, bounds=(0, 2048), precedence=ADVANCED,
                                doc="tokens of the system prompt every request shares")
-    question_len = param.Integer(30, bounds=(1, 1024), precedence=ADVANCED, doc="tokens of each new question")
+    question_len = param.Integer(30, bounds=(1, 1024), precedence=ADVANCED,
+                                 doc="tokens of each new question (few-shot with question_sigma > 0: their mean)")
+    question_sigma = param.Number(0.0, bounds=(0.0, 2.0), precedence=ADVANCED,
+                                  doc="few-shot: spread of the questions' lengths, lognormal with mean question_len "
+                                      "(0: every question question_len tokens; 1: as long-tailed as ShareGPT-like prompts)")
     output_len = param.Integer(20, bounds=(1, 1024), precedence=ADVANCED, doc="tokens of each answer")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), precedence=ADVANCED,
                          doc="seed of the workload's tokens and arrivals")
@@ -93,7 +97,7 @@ class WorkloadLab(Lab):
         """The workload's requests, drawn afresh."""
         if self.workload == "few-shot":
             return few_shot(self.tasks, self.per_task, self.system_len, self.examples_len,
-                            self.question_len, self.output_len, self.seed, self.order)
+                            self.question_len, self.output_len, self.seed, self.order, self.question_sigma)
         return multi_turn(self.sessions, self.turns, self.system_len, self.question_len,
                           self.output_len, self.gap, self.seed)
 

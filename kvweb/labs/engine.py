@@ -16,6 +16,7 @@ from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELL
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
+from kvweb.labs.fragmentation import allocator_param
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
 from kvweb.serving.workload import SHAPES, Request, parse_trace
@@ -46,8 +47,7 @@ class ServingLab(PaperGPULab):
     watermark = param.Number(0.01, bounds=(0.0, 0.5), doc="paged: fraction of blocks kept free when admitting")
     preemption = param.Selector(objects=list(PREEMPTIONS), default="recompute",
                                 doc="how a preempted request comes back: recompute its KV, or swap it out and in over the host link")
-    allocator = param.Selector(objects=["first-fit", "buddy"], default="first-fit",
-                               doc="reserved managers: how contiguous ranges are placed", precedence=ADVANCED)
+    allocator = allocator_param(precedence=ADVANCED)
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
     prompt_len = param.Integer(128, bounds=(1, 8191), doc="fixed: prompt tokens; uniform: the largest prompt",
                                precedence=ADVANCED)

@@ -14,6 +14,15 @@ from kvweb.serving.workload import poisson_workload
 from kvweb.serving.paged_memory import BLOCK_SIZE
 
 MEAN_SIZES = (512, 2048, 4096)
+ARENA_DOC = ("how reserved ranges are placed: ideal (no external fragmentation: admitted while the reserved "
+             "tokens fit, as in the lecture), first-fit (the lowest hole that fits), buddy (power-of-two blocks, "
+             "as in the vLLM paper's baselines)")
+
+
+def allocator_param(**options: object) -> param.Selector:
+    """The arena choice, one definition for every lab with reserved memory (fragmentation, and the
+    serving labs through `ServingLab`)."""
+    return param.Selector(objects=list(ALLOCATORS), default="first-fit", doc=ARENA_DOC, **options)
 MAX_LIVE = 1000  # requests in the arena at once that an animation frame may have to draw
 
 
@@ -30,7 +39,7 @@ class FragmentationLab(Lab):
     requests = param.Integer(2000, bounds=(1, 20_000), doc="arrivals in the arena experiment (and requests for internal waste)")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of sizes, arrivals and stays")
     load = param.Number(0.9, bounds=(0.05, 3.0), doc="offered load: mean tokens requested at any time / arena")
-    allocator = param.Selector(objects=list(ALLOCATORS), default="first-fit", doc="how ranges are placed")
+    allocator = allocator_param()
     block_size = param.Integer(BLOCK_SIZE, bounds=(1, 256), doc="paged block size for the internal-waste comparison")
 
     def estimate(self) -> Estimate:

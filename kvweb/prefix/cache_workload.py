@@ -10,6 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
+from kvweb.serving.workload import lognormal
+
 VOCAB = 32000
 
 
@@ -32,21 +34,39 @@ class Request:
 FEW_SHOT_ORDERS = ("random", "round-robin")
 
 
+def question_lengths(n: int, mean: int, sigma: float, seed: int) -> list[int]:
+    """n question lengths: all `mean` when sigma is 0, else lognormal with that mean and spread
+    (at least 1 token), from a stream of their own."""
+    if sigma == 0:
+        return [mean] * n
+    return np.maximum(1, lognormal(np.random.default_rng([seed, 3]), mean, sigma, n)).astype(int).tolist()
+
+
 def few_shot(tasks: int, per_task: int, system_len: int, examples_len: int, question_len: int,
-             output_len: int, seed: int, order: str = "random") -> list[Request]:
+             output_len: int, seed: int, order: str = "random", question_sigma: float = 0.0) -> list[Request]:
     """tasks x per_task requests, each = system prompt + its task's examples + a unique
-    question, all present at step 0. `order` is how they arrive: the tasks' requests in a
-    seeded random order (the lecture's setup), or interleaved round-robin over the tasks (the
-    worst case for LRU). Both orders hold the same requests; rid is the arrival position."""
+    question, all present at step 0. Questions are `question_len` tokens, or with
+    `question_sigma` > 0 lognormal lengths of that mean (`question_lengths`). `order` is how
+    they arrive: the tasks' requests in a seeded random order (the lecture's setup), or
+    interleaved round-robin over the tasks (the worst case for LRU). Both orders hold the same
+    requests; rid is the arrival position."""
     if order not in FEW_SHOT_ORDERS:
         raise ValueError(f"order must be one of {', '.join(FEW_SHOT_ORDERS)}")
     rng = np.random.default_rng(seed)
     system = rng.integers(0, VOCAB, system_len)
     examples = [rng.integers(0, VOCAB, examples_len) for _ in range(tasks)]
+    # Common random numbers: every question first draws the fixed case's question_len tokens from
+    # the main stream and is cut to its length or topped up from a stream of its own, so varied
+    # lengths leave the arrival order and the answers as they are with fixed ones.
+    lengths = question_lengths(tasks * per_task, question_len, question_sigma, seed)
+    extra = np.random.default_rng([seed, 4])
     drawn = []
     for i in range(tasks * per_task):
         task = i % tasks
-        prompt = np.concatenate([system, examples[task], rng.integers(0, VOCAB, question_len)])
+        question = rng.integers(0, VOCAB, question_len)
+        if lengths[i] != question_len:
+            question = np.concatenate([question, extra.integers(0, VOCAB, max(0, lengths[i] - question_len))])[:lengths[i]]
+        prompt = np.concatenate([system, examples[task], question])
         drawn.append((prompt, rng.integers(0, VOCAB, output_len), task))
     arrival = rng.permutation(len(drawn)) if order == "random" else range(len(drawn))
     return [Request(rid, *drawn[i]) for rid, i in enumerate(arrival)]

@@ -1,6 +1,7 @@
 """Part 3, the serving simulator on the paper GPU: request `workload`s and their `arrivals`,
-memory managers (`paged_memory` in blocks, `reserved_memory` in contiguous ranges placed by an
-`allocator`, and their `fragmentation`), the papers' `engine` (continuous batching, preemption
+memory managers (`paged_memory` in blocks, `reserved_memory` in contiguous ranges of an `arena`
+placed `first_fit`, `buddy` or without holes, `ideal_arena`, chosen by name in `allocator`, and their
+`fragmentation`), the papers' `engine` (continuous batching, preemption
 by swap or recompute) with its `engine_setup` and `engine_trace`, `metrics` and the `max_rate`
 search; and today's schedulers on the same loop (`continuous_batching`, `step_cost`): vLLM V1
 (`v1_scheduler`, chunked prefill under a token budget, automatic `prefix_caching` of full

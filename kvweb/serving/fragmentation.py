@@ -48,16 +48,16 @@ def arena_experiment(mean_size: int, arena: int, requests: int, seed: int, alloc
     arrivals = np.cumsum(rng.exponential(1.0, requests)).tolist()
     stays = rng.exponential(load * arena / mean_size, requests).tolist()
     alloc = ALLOCATORS[allocator](arena)
-    leaving: list[tuple[float, int]] = []  # (time, start)
-    owner: dict[int, int] = {}  # start -> request index
+    leaving: list[tuple[float, int]] = []  # (time, handle): the range's start, but in the ideal arena ranges move
+    owner: dict[int, int] = {}  # handle -> request index
     failures = enough = 0
     every = max(1, -(-requests // max_frames))
     frames = []
     for i, (t, size, stay) in enumerate(zip(arrivals, sizes, stays)):
         while leaving and leaving[0][0] <= t:
-            _, start = heapq.heappop(leaving)
-            alloc.free(start)
-            del owner[start]
+            _, handle = heapq.heappop(leaving)
+            alloc.free(handle)
+            del owner[handle]
         start = alloc.allocate(size)
         if start is None:
             failures += 1
@@ -68,7 +68,7 @@ def arena_experiment(mean_size: int, arena: int, requests: int, seed: int, alloc
         if i % every == 0 or i == requests - 1:
             frames.append({
                 "request": i, "t": t, "size": size, "failed": start is None,
-                "ranges": [[s, n, owner[s]] for s, n in alloc.ranges()],
+                "ranges": [[s, n, owner[h]] for h, s, n in alloc.placed()],
                 "free": alloc.free_total, "largest_hole": max((n for _, n in alloc.holes()), default=0),
                 "failures": failures, "failures_with_enough_free": enough,
             })

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvweb.serving.allocator import Buddy, FirstFit
+from kvweb.serving.arena import ContiguousArena
 from kvweb.serving.engine_trace import cell_group, ranges_to_cells
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def reservation(policy: str, final_kv: int, max_len: int) -> int:
 
 
 class ReservedMemory:
-    def __init__(self, policy: str, allocator: FirstFit | Buddy, max_len: int) -> None:
+    def __init__(self, policy: str, allocator: ContiguousArena, max_len: int) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}")
         self.kind = policy
@@ -56,7 +56,7 @@ class ReservedMemory:
         start = self.allocator.allocate(self.reservation(seq.final_kv))
         if start is None:
             return False
-        seq.start = start
+        seq.start = start  # the allocator's handle: the range's start, except in the ideal arena, where ranges move
         self.holders[seq.id] = seq
         return True
 
@@ -80,14 +80,18 @@ class ReservedMemory:
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of the arena: tokens per cell, owner ids (-1 free), written percentages."""
-        spans = dict(self.allocator.ranges())
-        ranges = [(s.start, spans[s.start], s.kv(step), s.id) for s in self.holders.values()]
+        where = self._where()
+        ranges = [(*where[s.start], s.kv(step), s.id) for s in self.holders.values()]
         return ranges_to_cells(self.capacity, ranges, max_cells)
+
+    def _where(self) -> dict[int, tuple[int, int]]:
+        """handle -> (start, length) of every reserved range."""
+        return {h: (start, n) for h, start, n in self.allocator.placed()}
 
     def held_cells(self, seq: Sequence, max_cells: int) -> list[int]:
         """The memory-map cells seq's reserved range reaches into."""
         if seq.id not in self.holders:
             return []
         per_cell = cell_group(self.capacity, max_cells)
-        end = seq.start + dict(self.allocator.ranges())[seq.start]
-        return list(range(seq.start // per_cell, -(-end // per_cell)))
+        start, n = self._where()[seq.start]
+        return list(range(start // per_cell, -(-(start + n) // per_cell)))

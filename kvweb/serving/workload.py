@@ -69,7 +69,8 @@ MAX_JSON_DEPTH = 8  # a trace needs 2: a list of rows
 TRACE_FIELDS = ("arrival", "prompt_len", "output_len")
 
 
-def _lognormal(rng: np.random.Generator, mean: float, sigma: float, n: int) -> np.ndarray:
+def lognormal(rng: np.random.Generator, mean: float, sigma: float, n: int) -> np.ndarray:
+    """n lengths (rounded, not clipped) from a lognormal with the given mean and spread."""
     mu = math.log(mean) - sigma * sigma / 2  # so that the mean is `mean`
     return np.rint(rng.lognormal(mu, sigma, n))
 
@@ -85,8 +86,8 @@ def lengths(
     rng = np.random.default_rng([seed, 1])
     if shape in DISTRIBUTIONS:
         d = DISTRIBUTIONS[shape]
-        prompts = _lognormal(rng, d.prompt_mean, d.prompt_sigma, n)
-        outputs = _lognormal(rng, d.output_mean, d.output_sigma, n)
+        prompts = lognormal(rng, d.prompt_mean, d.prompt_sigma, n)
+        outputs = lognormal(rng, d.output_mean, d.output_sigma, n)
     elif shape == "fixed":
         prompts, outputs = np.full(n, prompt_len), np.full(n, output_len)
     elif shape == "uniform":
