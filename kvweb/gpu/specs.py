@@ -12,7 +12,11 @@ receives at once, on the two directions of a link: the bytes a GPU sends go one 
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
+
+from kvweb.gpu.layers import Attention, LayerType
 
 BYTES_16 = 2  # bytes per element of a 16-bit (bf16/fp16) weight, activation or KV entry
 
@@ -31,7 +35,13 @@ class GPUSpec:
 @dataclass(frozen=True)
 class LLMSpec:
     """A decoder-only transformer. A mixture of experts has `experts` SwiGLU MLPs per layer
-    (and a router, d_model x experts) of which `active_experts` run for each token."""
+    (and a router, d_model x experts) of which `active_experts` run for each token, plus
+    `shared_experts` of `shared_d_ff` that every token runs; its first `dense_layers` layers
+    have one dense MLP of `dense_d_ff` instead.
+
+    `layer_types` gives each layer's attention (kvweb/gpu/layers.py: full, sliding window,
+    latent, linear); left empty, every layer is full attention with `kv_heads` x `head_dim`
+    (every model the lecture knows)."""
 
     name: str
     layers: int
@@ -44,44 +54,75 @@ class LLMSpec:
     tied_embeddings: bool = False
     experts: int = 1
     active_experts: int = 1
+    shared_experts: int = 0
+    shared_d_ff: int = 0
+    dense_layers: int = 0
+    dense_d_ff: int = 0
+    layer_types: tuple[LayerType, ...] = ()
 
-    def _layer(self, experts: int) -> int:
-        attention = self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+    def __post_init__(self) -> None:
+        if self.layer_types and len(self.layer_types) != self.layers:
+            raise ValueError(f"{self.name}: {len(self.layer_types)} layer types for {self.layers} layers")
+
+    @cached_property
+    def attention(self) -> tuple[LayerType, ...]:
+        """Each layer's attention, in order."""
+        return self.layer_types or (Attention(self.kv_heads, self.head_dim),) * self.layers
+
+    @cached_property
+    def groups(self) -> list[tuple[LayerType, int]]:
+        """The layers grouped by attention (type and shape), in order of first appearance, with
+        their counts."""
+        return list(Counter(self.attention).items())
+
+    @property
+    def uniform(self) -> bool:
+        """Every layer full attention of one shape: KV per token is one number."""
+        return len(self.groups) == 1 and self.groups[0][0].kind == "full"
+
+    def _mlp(self, index: int, experts: int) -> int:
+        if index < self.dense_layers:
+            return 3 * self.d_model * self.dense_d_ff
         router = self.d_model * self.experts if self.experts > 1 else 0
-        return attention + router + experts * 3 * self.d_model * self.d_ff
+        return router + experts * 3 * self.d_model * self.d_ff + self.shared_experts * 3 * self.d_model * self.shared_d_ff
 
-    @property
-    def layer_params(self) -> int:
-        """Parameters of one layer, every expert counted (what memory holds)."""
-        return self._layer(self.experts)
+    def _layers(self, experts: int) -> int:
+        return sum(a.params(self.d_model, self.heads) + self._mlp(i, experts) for i, a in enumerate(self.attention))
 
-    @property
-    def active_layer_params(self) -> int:
-        """Parameters of one layer that one token runs through (dense: all of them)."""
-        return self._layer(self.active_experts)
+    @cached_property
+    def attention_params(self) -> int:
+        """Every layer's attention projections (what SGLang's data-parallel attention replicates)."""
+        return sum(a.params(self.d_model, self.heads) for a in self.attention)
+
+    @cached_property
+    def expert_params(self) -> int:
+        """One routed expert of every MoE layer: what a step reads per distinct expert it routes to."""
+        return (self.layers - self.dense_layers) * 3 * self.d_model * self.d_ff if self.experts > 1 else 0
 
     @property
     def embedding_params(self) -> int:
         return self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
 
-    @property
+    @cached_property
     def params(self) -> int:
-        return self.layers * self.layer_params + self.embedding_params
+        """Every expert counted (what memory holds)."""
+        return self._layers(self.experts) + self.embedding_params
 
-    @property
+    @cached_property
     def active_params(self) -> int:
-        """Parameters a token uses: the FLOPs per token are twice this, and a step reads them."""
-        return self.layers * self.active_layer_params + self.embedding_params
+        """Parameters a token uses: the FLOPs per token are twice this."""
+        return self._layers(self.active_experts) + self.embedding_params
 
     @property
     def weight_bytes(self) -> int:
         """At 16 bits."""
         return self.params * BYTES_16
 
-    @property
+    @cached_property
     def kv_bytes_per_token(self) -> int:
-        """2 (K and V) x layers x kv_heads x head_dim x 2 bytes (16-bit KV, one GPU)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * BYTES_16
+        """The growing part at 16 bits, one GPU: K and V (or the latent) of every full and latent
+        layer (sliding windows and fixed states do not grow with the context)."""
+        return sum(a.kv_elements for a in self.attention if not a.window) * BYTES_16
 
 
 GPUS: dict[str, GPUSpec] = {
