@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
-from kvweb.gpu.layers import Attention, LayerType
+from kvweb.gpu.layers import Attention, LatentAttention, LayerType, LinearAttention
 
 BYTES_16 = 2  # bytes per element of a 16-bit (bf16/fp16) weight, activation or KV entry
 
@@ -157,5 +157,29 @@ MODELS: dict[str, LLMSpec] = {
         LLMSpec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064),  # Qwen/Qwen2.5-72B
         LLMSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000,  # mistralai/Mixtral-8x7B-v0.1
                 experts=8, active_experts=2),
+        # Today's models, layer by layer (issue 27): each is also kvweb/gpu/configs/NAME.json, written
+        # from its published config.json (docs/gpu.md cites them), and parses to exactly this spec.
+        # deepseek-ai/DeepSeek-V3: MLA (latent 512 + rope 64) in all 61 layers, 256 routed experts
+        # (top 8) + 1 shared of 2048, the first 3 layers dense (18432); the MTP module left out.
+        LLMSpec("deepseek-v3", 61, 7168, 128, 1, 576, 2048, 129280, experts=256, active_experts=8,
+                shared_experts=1, shared_d_ff=2048, dense_layers=3, dense_d_ff=18432,
+                layer_types=(LatentAttention(512, 64, 1536, 128, 128),) * 61),
+        # openai/gpt-oss-120b and -20b: 128-token sliding window and full attention alternating,
+        # 8 KV heads of 64; 128 (or 32) experts of 2880, top 4.
+        LLMSpec("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, experts=128, active_experts=4,
+                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 18),
+        LLMSpec("gpt-oss-20b", 24, 2880, 64, 8, 64, 2880, 201088, experts=32, active_experts=4,
+                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 12),
+        # google/gemma-3-27b-it (text_config): 5 local layers (window 1024) to 1 global, 16 KV heads of
+        # 128; the embedding is tied (HF's default); the vision tower left out.
+        LLMSpec("gemma-3-27b", 62, 5376, 32, 16, 128, 21504, 262208, tied_embeddings=True,
+                layer_types=((Attention(16, 128, window=1024),) * 5 + (Attention(16, 128),)) * 10
+                + (Attention(16, 128, window=1024),) * 2),
+        # Qwen/Qwen3-Next-80B-A3B-Instruct: one gated-attention layer (2 KV heads of 256, output gate)
+        # in four, the others gated DeltaNet (16 key heads, 32 value heads of 128, conv 4); 512
+        # experts of 512, top 10, and one shared expert of 512.
+        LLMSpec("qwen3-next-80b-a3b", 48, 2048, 16, 2, 256, 512, 151936, experts=512, active_experts=10,
+                shared_experts=1, shared_d_ff=512,
+                layer_types=((LinearAttention(16, 128, 32, 128, 4),) * 3 + (Attention(2, 256, gate=True),)) * 12),
     )
 }
