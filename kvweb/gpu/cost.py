@@ -310,17 +310,38 @@ class CostModel:
         return (flops + t * self.peak_flops * self.compute_eff,
                 bytes_moved + t * self.gpu.hbm_bandwidth * self.memory_eff)
 
-    def _attention_counts(self, layer_pairs: Callable[[LayerType], tuple[float, float]], decode: bool) -> tuple[float, float]:
-        """(FLOPs, KV bytes) of one GPU's attention, summed over the layer groups; `layer_pairs`
+    def _attention_parts(self, layer_pairs: Callable[[LayerType], tuple[float, float]],
+                         decode: bool) -> list[tuple[LayerType, float, float]]:
+        """(layer type, FLOPs, KV bytes) of one GPU's attention per layer group; `layer_pairs`
         gives a layer type's (query-key pairs, cached tokens or states read)."""
-        m, tp, kv = self.model, self.tp, KV_PRECISIONS[self.kv_precision]
-        flops, nbytes = 0, 0
+        m, kv, tp = self.model, KV_PRECISIONS[self.kv_precision], self._attention_tp
+        share = self.tp if self.attention_dp else 1  # each GPU reads only its own requests' cache
+        parts = []
         for a, n in m.groups:
             pairs, read = layer_pairs(a)
-            flops += a.attention_flops(n, m.heads, tp, pairs, decode)
-            nbytes += n * read * (a.kv_elements_per_gpu(self._attention_tp) + a.state_elements_per_gpu(self._attention_tp))
-        share = self.tp if self.attention_dp else 1  # each GPU reads only its own requests' cache
-        return flops, (nbytes * kv if share == 1 else nbytes * kv / share)
+            nbytes = n * read * (a.kv_elements_per_gpu(tp) + a.state_elements_per_gpu(tp)) * kv
+            parts.append((a, a.attention_flops(n, m.heads, self.tp, pairs, decode), nbytes if share == 1 else nbytes / share))
+        return parts
+
+    def _attention_counts(self, layer_pairs: Callable[[LayerType], tuple[float, float]], decode: bool) -> tuple[float, float]:
+        parts = self._attention_parts(layer_pairs, decode)
+        return sum(p[1] for p in parts), sum(p[2] for p in parts)
+
+    @staticmethod
+    def _decode_pairs(batch: int, total_context: int) -> Callable[[LayerType], tuple[float, float]]:
+        def pairs(a: LayerType) -> tuple[float, float]:
+            if a.kind == "linear":
+                return batch, 2 * batch
+            read = min(total_context, batch * a.window) if a.window else total_context
+            return read, read
+        return pairs
+
+    def decode_attention(self, batch: int, total_context: int) -> list[dict[str, object]]:
+        """A decode step's attention per layer group, one GPU's: FLOPs and KV bytes read (a window
+        reads at most its window, an absorbed latent layer the latent, a linear layer its state)."""
+        return [{"kind": a.kind, "layers": n, "attention_flops": f, "kv_bytes_read": b}
+                for (a, f, b), (_, n) in zip(self._attention_parts(self._decode_pairs(batch, total_context), True),
+                                             self.model.groups)]
 
     def prefill_counts(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
         """One GPU's (FLOPs, HBM bytes) to prefill n tokens after `cached` tokens already in the
@@ -344,14 +365,7 @@ class CostModel:
         `total_context` tokens between them: weights read once (the experts the batch routes to),
         every sequence's KV read once (a window layer at most its window per sequence, an upper
         bound from the total; a linear layer its state, read and written)."""
-
-        def pairs(a: LayerType) -> tuple[float, float]:
-            if a.kind == "linear":
-                return batch, 2 * batch
-            read = min(total_context, batch * a.window) if a.window else total_context
-            return read, read
-
-        attention_flops, kv_bytes = self._attention_counts(pairs, decode=True)
+        attention_flops, kv_bytes = self._attention_counts(self._decode_pairs(batch, total_context), decode=True)
         return self._linear_flops(batch, batch) + attention_flops, self.step_weight_bytes(batch) + kv_bytes
 
     def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
