@@ -31,7 +31,7 @@ class LayerMemory(PaperGPULab):
     )
 
     gpu = param.Selector(objects=list(GPUS), default="H100-SXM", doc="GPU (HBM, peak FLOP/s, bandwidth)")
-    model = param.Selector(objects=[*MODELS, "config"], default="gpt-oss-120b",
+    model = param.Selector(objects=[*MODELS, "config"], default="gpt-oss-20b",
                            doc="model; 'config' builds it from the pasted config.json")
     context = param.Integer(32768, bounds=(1, 1_000_000), doc="tokens of one request (prompt and output so far)")
     block_size = param.Integer(BLOCK_SIZE, bounds=(1, 1024), doc="tokens per KV block (window layers keep whole blocks)")
