@@ -126,8 +126,9 @@ def _oss(**change):
     (_oss(layer_types=["sliding_attention", "chunked_attention"] * 12), "layer_types has 'chunked_attention'"),
     (_oss(sliding_window=...), "sliding_window is missing"),
     (_oss(num_key_value_heads=7), "num_key_value_heads (7) must divide num_attention_heads (64)"),
-    (_oss(num_experts_per_tok=40), "num_experts_per_tok (40) is more than the 32 experts"),
+    (_oss(num_experts_per_tok=40, experts_per_token=40), "num_experts_per_tok (40) is more than the 32 experts"),
     (_oss(num_experts=64), "num_local_experts and num_experts disagree"),
+    (_oss(experts_per_token=2), "num_experts_per_tok and experts_per_token disagree"),
     (_oss(hidden_size="2880"), "hidden_size is '\"2880\"'; expected an integer"),
     ("{" + " " * MAX_CONFIG + "}", f"at most {MAX_CONFIG} are read"),
 ])

@@ -31,6 +31,7 @@ READ = {
     "linear_conv_kernel_dim", "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
     "experts_per_token", "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
     "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "model_type", "text_config",
+    "attn_output_gate",
 }
 IGNORED = {  # no effect on memory or work in this model (norms, positions, routing details, token ids, dtypes)
     "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
@@ -41,7 +42,7 @@ IGNORED = {  # no effect on memory or work in this model (norms, positions, rout
     "num_nextn_predict_layers", "aux_loss_alpha", "seq_aux", "ep_size", "pretraining_tp", "swiglu_limit",
     "router_aux_loss_coef", "output_router_logits", "query_pre_attn_scalar", "final_logit_softcapping",
     "attn_logit_softcapping", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
-    "mm_tokens_per_image", "max_window_layers", "attn_output_gate",
+    "mm_tokens_per_image", "max_window_layers",
 }
 LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
 
@@ -128,14 +129,20 @@ def _attention(f: _Fields, kinds: list[str], heads: int, d_model: int) -> tuple[
     return tuple(made[k] for k in kinds)
 
 
+def _one_of(f: _Fields, names: tuple[str, ...]) -> str | None:
+    """The first of `names` the config has; two of them that disagree are refused."""
+    given = [n for n in names if f.has(n)]
+    if len({json.dumps(f.fields[n]) for n in given}) > 1:
+        raise ParamError(f"config.json: {given[0]} and {given[1]} disagree")
+    return given[0] if given else None
+
+
 def _experts(f: _Fields, layers: int) -> dict[str, int]:
-    names = [n for n in ("num_local_experts", "num_experts", "n_routed_experts") if f.has(n)]
-    if len(names) > 1 and len({f.fields[n] for n in names}) > 1:
-        raise ParamError(f"config.json: {names[0]} and {names[1]} disagree")
-    experts = f.int(names[0]) if names else 1
+    count = _one_of(f, ("num_local_experts", "num_experts", "n_routed_experts"))
+    experts = f.int(count) if count else 1
     if experts == 1:
         return {"d_ff": f.int("intermediate_size")}
-    top = "num_experts_per_tok" if f.has("num_experts_per_tok") else "experts_per_token"
+    top = _one_of(f, ("num_experts_per_tok", "experts_per_token")) or "num_experts_per_tok"
     active = f.int(top)
     if active > experts:
         raise ParamError(f"config.json: {top} ({active}) is more than the {experts} experts")
