@@ -18,14 +18,22 @@ over one direction of its NVLink, plus a fixed latency per all-reduce; the all-r
 overlap the layer's work, so their time adds to the roofline's.
 
 Precision: weights 16-bit, FP8, INT8 or INT4 (2, 1, 1, 0.5 bytes per parameter; INT4 group
-scales left out) and KV 16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
+scales left out; the embedding and LM head stay 16-bit, as quantized checkpoints keep them) and KV
+16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
 FP8 tensor cores where it has them (H100, H200: W8A8); otherwise, and for INT8 and INT4, the
 weights are dequantized and multiplied at 16 bits (weight-only quantization: fewer bytes, the
 16-bit peak). One peak prices all of a step's FLOPs, attention included.
 
-A mixture of experts holds every expert's weights in memory; a token's FLOPs and a step's weight
-reads count only the active experts (optimistic for big batches, whose tokens route to more
-experts between them: docs/gpu.md).
+A mixture of experts holds every expert's weights in memory; a token's FLOPs count only its
+active experts, and a step reads the experts its tokens route to (the expected number of distinct
+ones, E (1 - (1 - k/E)^tokens)).
+
+Layer types (kvweb/gpu/layers.py): full and latent layers grow with every token (the "growing
+part", `kv_bytes_per_token*`), window layers keep their last tokens, linear layers a fixed state;
+`kv_bytes_per_sequence*` and `capacity_requests` count them all for a request of a given length.
+A latent cache is not split by heads (every GPU holds it whole), unless `attention_dp` (SGLang's
+data-parallel attention): then each GPU holds its own requests' cache and the attention weights
+whole.
 """
 from __future__ import annotations
 
