@@ -9,6 +9,7 @@ from urllib.parse import urlencode, parse_qsl
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import kvweb.gpu
 import kvweb.labs  # noqa: F401
 from kvweb.cli import main
 from kvweb.gpu import GPUS, MODELS, CostModel
@@ -20,7 +21,7 @@ from kvweb.parsing import make
 from kvweb.query import from_query, to_query
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
-CONFIGS = Path(__file__).parent.parent / "kvweb" / "gpu" / "configs"
+CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"  # in the package: the wheel ships them
 TODAY = ["deepseek-v3", "gpt-oss-120b", "gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b"]
 
 

@@ -25,7 +25,7 @@ class LayerMemoryView(LabView):
     def __init__(self) -> None:
         super().__init__()
         self.layers = ColumnDataSource({"layer": [], "mb": [], "kind": [], "color": []})
-        self.by_layer = figure(title=tr("One request's cache, layer by layer (one GPU)"), height=300,
+        self.by_layer = figure(title=tr("One request's cache, layer by layer (one GPU)"), height=320,
                                sizing_mode="stretch_width", x_axis_label=tr("layer"), y_axis_label=tr("MB"),
                                tools="pan,wheel_zoom,reset,save")
         bars = self.by_layer.vbar(x="layer", top="mb", width=0.8, color="color", source=self.layers,
@@ -33,17 +33,19 @@ class LayerMemoryView(LabView):
         self.by_layer.add_tools(HoverTool(renderers=[bars], tooltips=[
             (tr("layer"), "@layer"), ("", "@kind"), (tr("MB"), "@mb{0,0.000}")]))
         self.by_layer.y_range.start = 0
-        self.by_layer.legend.location = "top_left"
+        self.by_layer.legend[0].ncols = 4
+        self.by_layer.add_layout(self.by_layer.legend[0], "below")  # never over the bars
 
         self.growth = ColumnDataSource({"context": [], **{k: [] for k in COLORS}})
-        self.grows = figure(title=tr("As the request grows (one GPU)"), height=300, sizing_mode="stretch_width",
+        self.grows = figure(title=tr("As the request grows (one GPU)"), height=420, sizing_mode="stretch_width",
                             min_width=300, x_axis_label=tr("context (tokens)"), y_axis_label=tr("GB"),
                             tools="pan,wheel_zoom,reset,save")
         areas = self.grows.varea_stack(list(COLORS), x="context", source=self.growth, color=list(COLORS.values()),
                                        legend_label=[tr(NAMES[k]) for k in COLORS])
         self.grows.add_tools(HoverTool(renderers=areas[:1], mode="vline", tooltips=[
             (tr("context (tokens)"), "@context{0,0}"), *[(tr(NAMES[k]), f"@{k}{{0,0.000}} GB") for k in COLORS]]))
-        self.grows.legend.location = "top_left"
+        self.grows.legend[0].ncols = 2
+        self.grows.add_layout(self.grows.legend[0], "below")  # outside the areas, also on a phone
         self.grows.y_range.start = 0
 
         self.models = ColumnDataSource({"model": [], "requests": [], "color": [], "per_token": [], "per_sequence": []})
