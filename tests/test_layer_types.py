@@ -189,3 +189,12 @@ def test_a_pasted_config_round_trips_through_the_share_url():
     assert back.run()["kv_bytes_per_token_per_gpu"] == 70_272
     with pytest.raises(ParamError, match="config: empty"):
         make("layer-memory", {"model": "config"})
+
+
+def test_data_parallel_attention_holds_the_attention_weights_on_every_gpu():
+    m = MODELS["deepseek-v3"]
+    dp = CostModel(H200, m, tp=8, weight_precision="fp8", attention_dp=True)
+    plain = CostModel(H200, m, tp=8, weight_precision="fp8")
+    assert dp.weight_bytes == pytest.approx(dp.weight_bytes_per_gpu * 8)  # the group's, every copy
+    assert dp.weight_bytes - plain.weight_bytes == m.attention_params * 1 * 7  # 7 more copies at 1 B
+    assert m.attention_params == 61 * (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168)

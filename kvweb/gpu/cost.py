@@ -109,8 +109,10 @@ class CostModel:
 
     @property
     def weight_bytes(self) -> float:  # an int but for int4
-        """All the weights, every expert, at the weight precision (one copy)."""
-        return self._weights(self.model.params, self.model.embedding_params)
+        """All the weights the group holds, every expert, at the weight precision (one copy, and
+        the tp - 1 more of the attention under data-parallel attention)."""
+        extra = self._replicated_params * self._bytes_per_param * (self.tp - 1)
+        return self._weights(self.model.params, self.model.embedding_params) + extra
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
