@@ -61,7 +61,7 @@ class _Fields:
         if value is None:
             raise ParamError(f"config.json: {name} is missing; it is needed here")
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10**7:
-            raise ParamError(f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to 10000000")
+            raise ParamError(f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to {10**7}")
         return value
 
 
@@ -73,7 +73,7 @@ def _text_config(text: str) -> dict[str, Any]:
     except ValueError as e:
         raise ParamError(f"config.json is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     if not isinstance(config, dict):
-        raise ParamError("config.json: expected a JSON object ({...})")
+        raise ParamError("config.json: expected a JSON object")
     inner = config.get("text_config")
     if inner is not None:
         if not isinstance(inner, dict):
@@ -146,9 +146,9 @@ def _experts(f: _Fields, layers: int) -> dict[str, int]:
     active = f.int(top)
     if active > experts:
         raise ParamError(f"config.json: {top} ({active}) is more than the {experts} experts")
-    for name, allowed in (("moe_layer_freq", 1), ("decoder_sparse_step", 1)):
-        if f.fields.get(name, allowed) != allowed:
-            raise ParamError(f"config.json: {name} other than {allowed} (experts in only some layers) is not modelled")
+    for name in ("moe_layer_freq", "decoder_sparse_step"):
+        if f.fields.get(name, 1) != 1:
+            raise ParamError(f"config.json: {name} other than 1 (experts in only some layers) is not modelled")
     if f.fields.get("mlp_only_layers"):
         raise ParamError("config.json: mlp_only_layers (dense layers among the experts) is not modelled")
     spec = {"experts": experts, "active_experts": active, "d_ff": f.int("moe_intermediate_size", f.fields.get("intermediate_size"))}
