@@ -198,3 +198,18 @@ def test_data_parallel_attention_holds_the_attention_weights_on_every_gpu():
     assert dp.weight_bytes == pytest.approx(dp.weight_bytes_per_gpu * 8)  # the group's, every copy
     assert dp.weight_bytes - plain.weight_bytes == m.attention_params * 1 * 7  # 7 more copies at 1 B
     assert m.attention_params == 61 * (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168)
+
+
+@settings(max_examples=40, deadline=None)
+@given(window=st.integers(1, 300), n=st.integers(1, 400), cached=st.integers(0, 600))
+def test_a_window_layer_prefills_at_most_window_keys_per_query(window, n, cached):
+    """Closed form against the sum it stands for: token i sees min(cached + i, window) keys."""
+    from kvweb.gpu import LLMSpec
+    swa = LLMSpec("swa", 2, 512, 8, 2, 64, 1024, 1000, layer_types=(Attention(2, 64, window=window),) * 2)
+    full = LLMSpec("full", 2, 512, 8, 2, 64, 1024, 1000)
+    pairs = sum(min(cached + i, window) for i in range(1, n + 1))
+    swa_flops, swa_bytes = CostModel(H100, swa).prefill_counts(n, cached)
+    full_flops, full_bytes = CostModel(H100, full).prefill_counts(n, cached)
+    attention = full_flops - CostModel(H100, full)._linear_flops(n, 1)
+    assert swa_flops - CostModel(H100, swa)._linear_flops(n, 1) == pytest.approx(attention * pairs / (n * cached + n * (n + 1) / 2))
+    assert swa_bytes - full_bytes == (min(cached, window) - cached) * 2 * 2 * 2 * 64 * 2
