@@ -96,6 +96,9 @@ _MESSAGES = [
     # a pasted config.json (kvweb/gpu/hf_config.py); JSON's own error stays English
     (r"^config\.json is not JSON: (.*) at line (\d+) column (\d+)$", "config.json is not JSON: {0} at line {1} column {2}"),
     (r"^config\.json: (\d+) characters; at most (\d+) are read$", "config.json: {0} characters; at most {1} are read"),
+    (r"^config\.json: nested (\d+) deep; at most (\d+) levels are read$", "config.json: nested {0} deep; at most {1} levels are read"),
+    (r"^config\.json: an integer of (\d+) digits; at most (\d+) are read$",
+     "config.json: an integer of {0} digits; at most {1} are read"),
     (r"^config\.json: unknown field '(.*)'; kvweb reads the fields of docs/gpu\.md \('Paste a config\.json'\) and refuses others$",
      "config.json: unknown field '{0}'; kvweb reads the fields of docs/gpu.md ('Paste a config.json') and refuses others"),
     (r"^config\.json: (\S+) is missing; it is needed here$", "config.json: {0} is missing; it is needed here"),

@@ -131,7 +131,10 @@ def _oss(**change):
     (_oss(num_experts=64), "num_local_experts and num_experts disagree"),
     (_oss(experts_per_token=2), "num_experts_per_tok and experts_per_token disagree"),
     (_oss(hidden_size="2880"), "hidden_size is '\"2880\"'; expected an integer"),
+    (_oss(num_hidden_layers=10**6, layer_types=...), "num_hidden_layers is '1000000'; expected an integer from 1 to 1024"),
     ("{" + " " * MAX_CONFIG + "}", f"at most {MAX_CONFIG} are read"),
+    ("[" * 2000 + "]" * 2000, "nested 2000 deep; at most 8 levels are read"),  # never a RecursionError
+    ('{"num_hidden_layers": ' + "9" * 4400 + "}", "an integer of 4400 digits; at most 18 are read"),
 ])
 def test_a_bad_config_gets_one_message_naming_the_field(text, message):
     with pytest.raises(ParamError) as err:

@@ -14,6 +14,7 @@ in IGNORED; any other field is refused by name, as is a contradiction.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -22,6 +23,9 @@ from kvweb.gpu.specs import LLMSpec
 from kvweb.lab import ParamError, shown
 
 MAX_CONFIG = 6000  # characters: every shipped config fits (the longest, gpt-oss-120b, is about 1.6 thousand compact)
+MAX_DEPTH = 8  # nested objects and lists (a config needs 3: text_config > quantization_config > a list)
+MAX_DIGITS = 18  # of a JSON integer
+MAX_LAYERS = 1024
 
 READ = {
     "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
@@ -56,21 +60,32 @@ class _Fields:
     def has(self, name: str) -> bool:
         return self.fields.get(name) is not None
 
-    def int(self, name: str, default: int | None = None, low: int = 1) -> int:
+    def int(self, name: str, default: int | None = None, low: int = 1, high: int = 10**7) -> int:
         value = self.fields.get(name, default)
         if value is None:
             raise ParamError(f"config.json: {name} is missing; it is needed here")
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10**7:
-            raise ParamError(f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to {10**7}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ParamError(f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to {high}")
         return value
+
+
+def _integer(text: str) -> int:
+    """A JSON integer, bounded before it is converted (int() of 4300 digits is a ValueError)."""
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ParamError(f"config.json: an integer of {len(text.lstrip('-'))} digits; at most {MAX_DIGITS} are read")
+    return int(text)
 
 
 def _text_config(text: str) -> dict[str, Any]:
     if len(text) > MAX_CONFIG:
         raise ParamError(f"config.json: {len(text)} characters; at most {MAX_CONFIG} are read")
+    # json.loads recurses once per bracket: bounded first (brackets inside strings count too)
+    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
+    if depth > MAX_DEPTH:
+        raise ParamError(f"config.json: nested {depth} deep; at most {MAX_DEPTH} levels are read")
     try:
-        config = json.loads(text)
-    except ValueError as e:
+        config = json.loads(text, parse_int=_integer)
+    except json.JSONDecodeError as e:
         raise ParamError(f"config.json is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     if not isinstance(config, dict):
         raise ParamError("config.json: expected a JSON object")
@@ -167,7 +182,8 @@ def _experts(f: _Fields, layers: int) -> dict[str, int]:
 def from_config(text: str, name: str = "config") -> LLMSpec:
     """The model a config.json describes, or one ParamError naming the field that is wrong."""
     f = _Fields(_text_config(text))
-    layers, d_model, heads = f.int("num_hidden_layers", low=1), f.int("hidden_size"), f.int("num_attention_heads")
+    # layers are drawn one by one: bounded like the models that exist (Llama-3.1-405B has 126)
+    layers, d_model, heads = f.int("num_hidden_layers", high=MAX_LAYERS), f.int("hidden_size"), f.int("num_attention_heads")
     kinds = _kinds(f, layers)
     attention = _attention(f, kinds, heads, d_model)
     first = next((a for a in attention if isinstance(a, Attention)), None)
