@@ -22,7 +22,8 @@ from kvweb.gpu.layers import Attention, LatentAttention, LayerType, LinearAttent
 from kvweb.gpu.specs import LLMSpec
 from kvweb.lab import ParamError, shown
 
-MAX_CONFIG = 6000  # characters: every shipped config fits (the longest, gpt-oss-120b, is about 1.6 thousand compact)
+MAX_CONFIG = 5000  # characters: every shipped config fits (gpt-oss-120b, the longest, is 1574 compact); percent-encoded
+# at worst 3 characters each, the share URL stays under its 16,000 (app/route.py)
 MAX_DEPTH = 8  # nested objects and lists (a config needs 3: text_config > quantization_config > a list)
 MAX_DIGITS = 18  # of a JSON integer
 MAX_LAYERS = 1024
