@@ -159,7 +159,7 @@ def test_conservation_layers_sum_to_the_sequence_and_capacity_fits_the_memory(mo
 
 def test_an_existing_model_is_all_full_attention_of_its_own_shape():
     m = MODELS["llama-3.1-8b"]
-    assert m.uniform and m.attention == (Attention(8, 128),) * 32 and m.kv_bytes_per_token == 131_072
+    assert m.groups == [(Attention(8, 128), 32)] and m.kv_bytes_per_token == 131_072
 
 
 def test_the_lab_cli_json_equals_the_library_run():

@@ -75,11 +75,6 @@ class LLMSpec:
         their counts."""
         return list(Counter(self.attention).items())
 
-    @property
-    def uniform(self) -> bool:
-        """Every layer full attention of one shape: KV per token is one number."""
-        return len(self.groups) == 1 and self.groups[0][0].kind == "full"
-
     def _mlp(self, index: int, experts: int) -> int:
         if index < self.dense_layers:
             return 3 * self.d_model * self.dense_d_ff
