@@ -92,8 +92,9 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     page.locator(".kv-param-kv_precision select").select_option("fp8")
     page.wait_for_function("() => location.search.includes('kv_precision=fp8')")
     wait_ready(page)
-    # FP8 weights and KV: (72 GB - 17.64 GB) // 40,960 B = 1,327,194 tokens; the all-reduce share shown
-    cell(page, "1,327,194").wait_for()
+    # FP8 weights (embedding and LM head 16-bit) and KV: (72 GB - 72.65 GB / 4) // 40,960 B = 1,314,369
+    # tokens; the all-reduce share shown
+    cell(page, "1,314,369").wait_for()
     assert "of which all-reduce (ms)" in numbers(page) and "19.5" in numbers(page)
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
     wait_ready(page)

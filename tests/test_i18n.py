@@ -183,3 +183,15 @@ def test_every_unit_of_work_has_chinese():
     import kvweb.budget as budget
     units = [u for u in vars(budget).values() if isinstance(u, budget.Unit)]
     assert len(units) >= 12 and all(CJK.search(tr(u.name, "unit")) for u in units)
+
+
+@pytest.mark.parametrize("config", ["{", "[1]", '{"num_hidden_layers": 2, "flux": 1}', '{"num_hidden_layers": 2}',
+                                    '{"num_hidden_layers": "2"}', '{"text_config": 3}', ""])
+def test_a_refused_config_json_says_why_in_chinese_and_keeps_the_field(config):
+    from kvweb.query import from_query
+    _, messages = from_query({"lab": "layer-memory", "model": "config", "config": config})
+    (line,) = messages
+    zh = tr_message(line)
+    assert CJK.search(zh) and "config" in zh
+    for field in ("flux", "hidden_size", "num_hidden_layers", "text_config"):
+        assert (field in line) == (field in zh)

@@ -31,18 +31,21 @@ def test_public_configs_give_the_public_parameter_counts():
 
 
 def test_four_h100s_hold_llama_70b_in_fp8_by_hand():
-    """Per GPU: 72 GB usable - 70.55 GB / 4 of FP8 weights = 54.36 GB for KV; a token's KV on one
-    GPU is 2 x 80 layers x (8 / 4) KV heads x 128 x 1 B = 40,960 B."""
+    """Per GPU: 72 GB usable - 72.65 GB / 4 of FP8 weights (the embedding and LM head, 2 x 128256 x
+    8192, stay 16-bit as in FP8 checkpoints) = 53.84 GB for KV; a token's KV on one GPU is 2 x 80
+    layers x (8 / 4) KV heads x 128 x 1 B = 40,960 B."""
     cm = CostModel(H100, L70, tp=4, weight_precision="fp8", kv_precision="fp8")
-    assert cm.weight_bytes == L70_PARAMS and cm.weight_bytes_per_gpu == L70_PARAMS / 4 == 17_638_096_896
+    head = 2 * 128256 * 8192
+    assert cm.weight_bytes == L70_PARAMS + head == 72_653_733_888
+    assert cm.weight_bytes_per_gpu == 72_653_733_888 / 4 == 18_163_433_472
     assert cm.kv_heads_per_gpu == 2 and cm.kv_bytes_per_token_per_gpu == 2 * 80 * 2 * 128 * 1 == 40_960
     assert cm.kv_bytes_per_token == 4 * 40_960 == 2 * 80 * 8 * 128  # no replicas: the model's own, at 1 B
-    assert cm.kv_capacity_tokens == (72e9 - 17_638_096_896) // 40_960 == 1_327_194
-    assert cm.kv_capacity_tokens // 2048 == 648  # requests of 2048 tokens held at once
+    assert cm.kv_capacity_tokens == (72e9 - 18_163_433_472) // 40_960 == 1_314_369
+    assert cm.kv_capacity_tokens // 2048 == 641  # requests of 2048 tokens held at once
     fit = cm.fit()
     assert fit["fits"] and fit["fit_note"] is None and fit["tp"] == 4
-    assert fit["kv_bytes_free_per_gpu"] == 72e9 - 17_638_096_896
-    assert fit["kv_bytes_free_total"] == 4 * (72e9 - 17_638_096_896)
+    assert fit["kv_bytes_free_per_gpu"] == 72e9 - 18_163_433_472
+    assert fit["kv_bytes_free_total"] == 4 * (72e9 - 18_163_433_472)
     # the same model in 16 bits on 4 GPUs: 35.3 GB of weights and 81,920 B of KV per token each
     wide = CostModel(H100, L70, tp=4)
     assert wide.kv_capacity_tokens == (72e9 - 2 * L70_PARAMS / 4) // 81_920 == 448_288
@@ -95,13 +98,13 @@ def test_prefill_and_decode_on_four_gpus_by_hand():
     # prefill 2048 tokens: each GPU does a quarter of the linear FLOPs and 16 of the 64 heads,
     # at the FP8 peak (1979e12 x 0.7); compute-bound; then the all-reduces, then the overhead
     flops = (2 * 80 * 855_638_016 * 2048 + 2 * 8192 * 128_256) / 4 + 4 * 80 * 16 * 128 * 2048 * 2049 / 2
-    assert cm.prefill_counts(2048) == (pytest.approx(flops), 17_638_096_896 + 2048 * 40_960)
+    assert cm.prefill_counts(2048) == (pytest.approx(flops), 18_163_433_472 + 2048 * 40_960)
     compute = flops / (1979e12 * 0.7)
     assert cm.prefill_cost(2048) == pytest.approx(compute + cm.allreduce_time(2048) + 0.5e-3, rel=1e-12)
     assert cm.prefill_cost(2048) == pytest.approx(0.0716, rel=1e-3)  # 51.6 ms of FP8 math, 19.5 of all-reduce
     # decode 64 sequences of 1024 tokens: memory-bound; reads a quarter of the weights and each
     # GPU's 40,960 B of every token's KV
-    nbytes = 17_638_096_896 + 64 * 1024 * 40_960
+    nbytes = 18_163_433_472 + 64 * 1024 * 40_960
     assert cm.decode_counts(64, 64 * 1024)[1] == nbytes
     memory = nbytes / (3350e9 * 0.8)
     allreduce = 160 * (1.5 * 64 * 8192 * 2 / 450e9 + 10e-6)
@@ -118,8 +121,9 @@ def test_swap_moves_each_gpus_share_over_its_own_link():
 
 def test_precision_sets_bytes_and_the_compute_peak():
     m = MODELS["llama-3.1-8b"]
+    head = 2 * 128256 * 4096  # the embedding and LM head: 16-bit in every checkpoint (issue 26)
     for name, per_param in (("16-bit", 2), ("fp8", 1), ("int8", 1), ("int4", 0.5)):
-        assert CostModel(H100, m, weight_precision=name).weight_bytes == m.params * per_param
+        assert CostModel(H100, m, weight_precision=name).weight_bytes == (m.params - head) * per_param + head * 2
     assert CostModel(H100, m, kv_precision="fp8").kv_bytes_per_token == 2 * 32 * 8 * 128 * 1 == 65_536
     # FP8 weights use FP8 tensor cores where there are some; INT8/INT4 are weight-only (16-bit math)
     assert CostModel(H100, m, weight_precision="fp8").peak_flops == 1979e12
@@ -127,8 +131,9 @@ def test_precision_sets_bytes_and_the_compute_peak():
     assert CostModel(A100, m, weight_precision="fp8").peak_flops == 312e12  # no FP8 on Ampere
     assert CostModel(H100, m, weight_precision="int8").peak_flops == 989e12
     assert CostModel(H100, m, weight_precision="int4").peak_flops == 989e12
-    # INT4 on one H100: (72 GB - 8.03e9 x 0.5 B) / 128 KiB of 16-bit KV
-    assert CostModel(H100, m, weight_precision="int4").kv_capacity_tokens == (72e9 - m.params / 2) // 131_072
+    # INT4 on one H100: (72 GB - 6.98e9 x 0.5 B - 1.05e9 x 2 B) / 128 KiB of 16-bit KV
+    assert CostModel(H100, m, weight_precision="int4").kv_capacity_tokens == \
+        (72e9 - (m.params - head) / 2 - head * 2) // 131_072
     fp8 = CostModel(H100, m, weight_precision="fp8")
     assert fp8.ridge_intensity == pytest.approx(1979e12 * 0.7 / (3350e9 * 0.8))
     with pytest.raises(ValueError, match="weight_precision must be one of 16-bit, fp8, int8, int4"):
@@ -144,7 +149,7 @@ def test_a_mixture_of_experts_holds_every_expert_and_runs_two():
     assert cm.weight_bytes_per_gpu == 46_702_526_464 and cm.kv_bytes_per_token_per_gpu == 65_536
     assert cm.kv_capacity_tokens == (72e9 - 46_702_526_464) // 65_536 == 386_008
     # a decode step reads only the active 12.9e9 parameters (a GPU's half of them) and computes them
-    assert cm.step_weight_bytes == 12_879_659_008 == cm.decode_counts(0, 0)[1]
+    assert cm.step_weight_bytes() == 12_879_659_008 == cm.decode_counts(0, 0)[1]
     per_token = (2 * 32 * (41_943_040 + 32_768 + 2 * 176_160_768) + 2 * 4096 * 32000) / 2
     assert cm.decode_counts(1, 0)[0] == per_token
     # one 16-bit GPU cannot hold it: 93.4 GB of weights
@@ -155,7 +160,8 @@ def test_llama_405b_needs_eight_gpus_and_fp8_on_h100():
     m = MODELS["llama-3.1-405b"]
     assert not CostModel(H100, m, tp=8).fits  # 811.7 GB / 8 = 101.5 GB > 72 GB
     fp8 = CostModel(H100, m, tp=8, weight_precision="fp8")
-    assert fp8.kv_capacity_tokens == (72e9 - 405_849_243_648 / 8) // (2 * 126 * 1 * 128 * 2) == 329_688
+    head = 2 * 128256 * 16384  # 16-bit in the FP8 checkpoint
+    assert fp8.kv_capacity_tokens == (72e9 - (405_849_243_648 + head) / 8) // (2 * 126 * 1 * 128 * 2) == 321_544
     note = CostModel(H100, m, tp=8).fit()["fit_note"]
     assert note.startswith("llama-3.1-405b does not fit on 8 x H100-SXM: its weights take 101.5 GB per GPU and "
                            "72.0 GB is usable")
@@ -183,7 +189,7 @@ def test_a_step_is_its_roofline_plus_its_all_reduces_for_any_sum_of_work(tp, wp,
     """Simulators add up the work of a whole step and price it once: the all-reduce time of the
     step's tokens adds exactly to max(compute, memory), whatever the mix of prefills and decodes."""
     cm = CostModel(H100, MODELS[model], tp=tp, weight_precision=wp, kv_precision=kp)
-    weights = cm.step_weight_bytes
+    weights = cm.step_weight_bytes()
     f, b = cm.decode_work(batch, context)
     cf, cb = cm.decode_counts(batch, context)
     for n, cached in chunks:
@@ -198,15 +204,15 @@ def test_a_step_is_its_roofline_plus_its_all_reduces_for_any_sum_of_work(tp, wp,
 def test_the_roofline_lab_shows_tp_and_precision():
     r = make("roofline", {"model": "llama-3.1-70b", "gpu": "H100-SXM", "tp": "4", "weight_precision": "fp8",
                           "kv_precision": "fp8", "batch": "64", "context": "1024", "tokens": "2048"}).run()
-    assert r["fits"] and r["tp"] == 4 and r["kv_capacity_tokens"] == 1_327_194
+    assert r["fits"] and r["tp"] == 4 and r["kv_capacity_tokens"] == 1_314_369
     assert r["kv_bytes_per_token_per_gpu"] == 40_960 and r["kv_heads_per_gpu"] == 2
     assert r["gpu"]["peak_flops"] == 1979e12 and r["gpu"]["interconnect_bandwidth"] == 450e9
     assert r["prefill_allreduce_s"] == pytest.approx(0.019496, rel=1e-4)
     assert r["decode_allreduce_s"] == pytest.approx(160 * (1.5 * 64 * 8192 * 2 / 450e9 + 10e-6))
     # the roofline's points are one GPU's own FLOPs and bytes, without the all-reduce
     decode = r["roofline"]["points"][1]
-    assert decode["bytes"] == 17_638_096_896 + 64 * 1024 * 40_960
-    assert r["weight_bytes_per_gpu"] == 17_638_096_896
+    assert decode["bytes"] == 18_163_433_472 + 64 * 1024 * 40_960
+    assert r["weight_bytes_per_gpu"] == 18_163_433_472
     bad = make("roofline", {"model": "qwen2.5-7b", "gpu": "H100-SXM", "tp": "8"}).run()
     assert not bad["fits"] and "cannot be split over 8 GPUs" in bad["fit_note"] and "prefill_s" not in bad
 

@@ -1,7 +1,7 @@
 """The guided tour: the lecture's story, each step opening the lab that shows it.
 
 Memory is the bottleneck -> paging -> sharing -> preemption -> prefix reuse -> constrained
-decoding -> today's engines. Every button opens a lab with its parameters exactly as a share URL would.
+decoding -> today's engines -> today's models. Every button opens a lab with its parameters exactly as a share URL would.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Step:
     links: tuple[tuple[str, dict[str, str]], ...]  # (button label, URL query)
 
 
-INTRO = ("A walk through the lecture in seven steps. Each step opens a lab with its parameters set; "
+INTRO = ("A walk through the lecture in eight steps. Each step opens a lab with its parameters set; "
          "change them, press play, and come back here for the next step.")
 
 STEPS: tuple[Step, ...] = (
@@ -73,6 +73,16 @@ STEPS: tuple[Step, ...] = (
          "nothing is shared and the three engines serve alike.",
          (("Open today's schedulers on multi-turn chat", {"lab": "schedulers", "workload": "multi-turn"}),
           ("Open them on ShareGPT-like traffic (nothing shared)", {"lab": "schedulers", "workload": "sharegpt"}))),
+    Step("Today's models",
+         "The models served in 2026 keep less memory per token than the lecture's: DeepSeek-V3 keeps one thin "
+         "latent per token and layer (MLA), gpt-oss and Gemma 3 keep only a window of recent tokens in most layers, "
+         "and Qwen3-Next keeps a fixed state in three layers of four. A request's memory no longer grows the same in "
+         "every layer, and the same GPU holds many more long requests.",
+         (("Open gpt-oss-120b layer by layer on 8 H200s", {"lab": "layer-memory", "model": "gpt-oss-120b", "gpu": "H200",
+                                                           "tp": "8"}),
+          ("Open DeepSeek-V3 in FP8 on 8 H200s with data-parallel attention",
+           {"lab": "layer-memory", "model": "deepseek-v3", "gpu": "H200", "tp": "8", "weight_precision": "fp8",
+            "attention_dp": "true"}))),
 )
 
 

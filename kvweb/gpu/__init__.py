@@ -1,7 +1,8 @@
-"""Part 1, the paper GPU: what a GPU and a model are (`specs`) and what a step costs on them
+"""Part 1, the paper GPU: what a GPU and a model are (`specs`, each layer's attention type in
+`layers`, a model from a Hugging Face config.json in `hf_config`) and what a step costs on them
 (`cost`, a roofline with the lecture's assumptions, over `tp` tensor-parallel GPUs at a chosen
-weight and KV precision). Shown by the labs `roofline` and `recovery`; every lab that prices
-work (engine, max-rate, sweep, prefill-savings) uses it.
+weight and KV precision). Shown by the labs `roofline`, `layer-memory` and `recovery`; every lab
+that prices work (engine, max-rate, sweep, prefill-savings) uses it.
 """
 from kvweb.gpu.cost import (
     KV_PRECISIONS, SWAP_COPIES, TP_SIZES, WEIGHT_PRECISIONS, CostModel, decode_step_cost, prefill_cost,

@@ -18,24 +18,33 @@ over one direction of its NVLink, plus a fixed latency per all-reduce; the all-r
 overlap the layer's work, so their time adds to the roofline's.
 
 Precision: weights 16-bit, FP8, INT8 or INT4 (2, 1, 1, 0.5 bytes per parameter; INT4 group
-scales left out) and KV 16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
+scales left out; the embedding and LM head stay 16-bit, as quantized checkpoints keep them) and KV
+16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
 FP8 tensor cores where it has them (H100, H200: W8A8); otherwise, and for INT8 and INT4, the
 weights are dequantized and multiplied at 16 bits (weight-only quantization: fewer bytes, the
 16-bit peak). One peak prices all of a step's FLOPs, attention included.
 
-A mixture of experts holds every expert's weights in memory; a token's FLOPs and a step's weight
-reads count only the active experts (optimistic for big batches, whose tokens route to more
-experts between them: docs/gpu.md).
+A mixture of experts holds every expert's weights in memory; a token's FLOPs count only its
+active experts, and a step reads the experts its tokens route to (the expected number of distinct
+ones, E (1 - (1 - k/E)^tokens)).
+
+Layer types (kvweb/gpu/layers.py): full and latent layers grow with every token (the "growing
+part", `kv_bytes_per_token*`), window layers keep their last tokens, linear layers a fixed state;
+`kv_bytes_per_sequence*` and `capacity_requests` count them all for a request of a given length.
+A latent cache is not split by heads (every GPU holds it whole), unless `attention_dp` (SGLang's
+data-parallel attention): then each GPU holds its own requests' cache and the attention weights
+whole.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
+from kvweb.gpu.layers import LayerType, kept_tokens
 from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec
 
 
@@ -70,6 +79,7 @@ class CostModel:
     kv_precision: str = "16-bit"  # one of KV_PRECISIONS
     interconnect_bandwidth: float | None = None  # GPU to GPU, one direction, B/s; None: the GPU's NVLink
     allreduce_latency_s: float = 10e-6  # fixed cost of each all-reduce
+    attention_dp: bool = False  # SGLang's data-parallel attention: each GPU holds its own requests' cache whole
 
     def __post_init__(self) -> None:
         for name, allowed in (("swap_copies", SWAP_COPIES), ("tp", TP_SIZES),
@@ -79,34 +89,101 @@ class CostModel:
 
     # -- bytes -------------------------------------------------------------
     @property
+    def _bytes_per_param(self) -> float:
+        return WEIGHT_PRECISIONS[self.weight_precision]
+
+    def _weights(self, params: float, embedding: float) -> float:
+        """Bytes of `params` parameters of which `embedding` are the embedding and LM head: a
+        quantized checkpoint keeps those two in 16 bits (as FP8, INT8 and INT4 checkpoints do)."""
+        return (params - embedding) * self._bytes_per_param + embedding * BYTES_16
+
+    @cached_property
+    def _replicated_params(self) -> int:
+        """Parameters every GPU holds whole: the attention's under data-parallel attention."""
+        return self.model.attention_params if self.attention_dp else 0
+
+    def _per_gpu(self, params: float, embedding: float) -> float:
+        """One GPU's share of those weights: split over the group, replicated ones held whole."""
+        whole = self._replicated_params * self._bytes_per_param
+        return whole + (self._weights(params, embedding) - whole) / self.tp
+
+    @property
     def weight_bytes(self) -> float:  # an int but for int4
-        """All the weights, every expert, at the weight precision (the whole group's)."""
-        return self.model.params * WEIGHT_PRECISIONS[self.weight_precision]
+        """All the weights the group holds, every expert, at the weight precision (one copy, and
+        the tp - 1 more of the attention under data-parallel attention)."""
+        extra = self._replicated_params * self._bytes_per_param * (self.tp - 1)
+        return self._weights(self.model.params, self.model.embedding_params) + extra
 
-    @property
+    @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self.weight_bytes / self.tp
+        return self._per_gpu(self.model.params, self.model.embedding_params)
+
+    def experts_touched(self, tokens: float) -> float:
+        """Expected distinct routed experts a step of `tokens` tokens runs per MoE layer, each
+        token picking `active_experts` of `experts` at random: E (1 - (1 - k/E)^tokens); k for
+        one token, nearly E for a big batch."""
+        m = self.model
+        return m.experts * (1 - (1 - m.active_experts / m.experts) ** tokens) if m.experts > 1 else 0.0
+
+    def step_weight_bytes(self, tokens: float = 1) -> float:
+        """Weight bytes one GPU reads in a step of `tokens` tokens: its share of every weight but
+        the routed experts, and of the experts its tokens route to (at least one token's: a step
+        with no token priced as one reads what a one-token step reads, so the serving engines'
+        affine decode price, read off batches 0 and 1, stays today's k experts per step)."""
+        m = self.model
+        routed = self.experts_touched(max(tokens, 1)) - m.active_experts if m.experts > 1 else 0
+        return self._per_gpu(m.active_params + routed * m.expert_params, m.embedding_params)
 
     @property
-    def step_weight_bytes(self) -> float:
-        """Weight bytes one GPU reads in a step: its share of the active weights."""
-        return self.model.active_params * WEIGHT_PRECISIONS[self.weight_precision] / self.tp
+    def _attention_tp(self) -> int:
+        """GPUs one request's attention is split over: 1 under data-parallel attention."""
+        return 1 if self.attention_dp else self.tp
 
     @property
     def kv_heads_per_gpu(self) -> int:
-        """ceil(kv_heads / tp): split when there are at least tp of them, else replicated."""
-        return -(-self.model.kv_heads // self.tp)
+        """ceil(kv_heads / tp): split when there are at least tp of them, else replicated (the
+        most of any layer; a latent counts as one head, held whole)."""
+        return max(a.kv_heads_per_gpu(self._attention_tp) for a, _ in self.model.groups)
+
+    @cached_property
+    def kv_bytes_per_token_per_gpu(self) -> int:
+        """The growing part on one GPU: 2 (K and V) x full layers x KV heads on one GPU x head_dim
+        x bytes per element, plus the latent of every latent layer (whole on every GPU)."""
+        tp = self._attention_tp
+        return sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups if not a.window) * \
+            KV_PRECISIONS[self.kv_precision]
 
     @property
-    def kv_bytes_per_token_per_gpu(self) -> int:
-        """2 (K and V) x layers x KV heads on one GPU x head_dim x bytes per element."""
-        m = self.model
-        return 2 * m.layers * self.kv_heads_per_gpu * m.head_dim * KV_PRECISIONS[self.kv_precision]
+    def _copies(self) -> int:
+        """GPUs a request's cache is on: all tp (each a share), or one under data-parallel attention."""
+        return 1 if self.attention_dp else self.tp
 
     @property
     def kv_bytes_per_token(self) -> int:
         """A token's KV over the whole group (replicated heads counted on every GPU holding them)."""
-        return self.kv_bytes_per_token_per_gpu * self.tp
+        return self.kv_bytes_per_token_per_gpu * self._copies
+
+    def kv_bytes_per_layer(self, context: int, block_size: int) -> list[int]:
+        """One request of `context` tokens, each layer's bytes on one GPU holding it: full and latent
+        layers every token, window layers the window, in whole blocks; linear layers their state."""
+        tp, kv = self._attention_tp, KV_PRECISIONS[self.kv_precision]
+        return [(kept_tokens(context, a.window, block_size) * a.kv_elements_per_gpu(tp) + a.state_elements_per_gpu(tp))
+                * kv for a in self.model.attention]
+
+    def kv_bytes_per_sequence_per_gpu(self, context: int, block_size: int) -> int:
+        return sum(self.kv_bytes_per_layer(context, block_size))
+
+    def kv_bytes_per_sequence(self, context: int, block_size: int) -> int:
+        """One request of `context` tokens over the whole group."""
+        return self.kv_bytes_per_sequence_per_gpu(context, block_size) * self._copies
+
+    def capacity_requests(self, context: int, block_size: int) -> int:
+        """Requests of `context` tokens whose cache fits beside the weights, over the group: each GPU
+        holds a share of every request, or under data-parallel attention its own requests whole."""
+        if not self.splits:
+            return 0
+        per_gpu = self.kv_bytes_free_per_gpu // self.kv_bytes_per_sequence_per_gpu(context, block_size)
+        return int(per_gpu) * (self.tp if self.attention_dp else 1)
 
     @property
     def usable_bytes(self) -> float:
@@ -119,16 +196,27 @@ class CostModel:
 
     @property
     def splits(self) -> bool:
-        """Whether the query heads divide evenly over the tp GPUs (vLLM refuses otherwise)."""
-        return self.model.heads % self.tp == 0
+        """Whether the query heads divide evenly over the tp GPUs (vLLM refuses otherwise); under
+        data-parallel attention no head is split."""
+        return self.attention_dp or self.model.heads % self.tp == 0
+
+    @property
+    def _capacity_bytes_per_token(self) -> int:
+        """What a token takes for capacity in tokens: the growing part, or where nothing grows
+        without bound (every layer a window or a state), the window layers' part."""
+        tp = self._attention_tp
+        return self.kv_bytes_per_token_per_gpu or \
+            sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups) * KV_PRECISIONS[self.kv_precision]
 
     @property
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV that fit beside the weights (0 when the weights alone do not fit or the
-        model cannot be split): each GPU holds its share of each of them."""
-        if not self.splits:
+        model cannot be split): each GPU holds its share of each of them (under data-parallel
+        attention, its own requests' tokens whole). Hybrid models: tokens of the growing part."""
+        per_token = self._capacity_bytes_per_token
+        if not self.splits or not per_token:
             return 0
-        return int(self.kv_bytes_free_per_gpu // self.kv_bytes_per_token_per_gpu)
+        return int(self.kv_bytes_free_per_gpu // per_token) * (self.tp if self.attention_dp else 1)
 
     @property
     def fits(self) -> bool:
@@ -220,14 +308,9 @@ class CostModel:
                 self.allreduces_per_step * self.allreduce_latency_s, self.step_overhead_s)
 
     # -- work counts -------------------------------------------------------
-    def _attention_flops(self, query_context_pairs: float) -> float:
-        """QK^T and AV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, one GPU's heads."""
-        m = self.model
-        return 4.0 * m.layers * (m.heads / self.tp) * m.head_dim * query_context_pairs
-
     def _linear_flops(self, tokens: float, logits: float) -> float:
         m = self.model
-        return (2.0 * m.layers * m.active_layer_params * tokens + 2.0 * m.d_model * m.vocab * logits) / self.tp
+        return (2.0 * (m.active_params - m.embedding_params) * tokens + 2.0 * m.d_model * m.vocab * logits) / self.tp
 
     def _with_allreduce(self, flops: float, bytes_moved: float, tokens: float) -> tuple[float, float]:
         """Work with the all-reduces' byte time t added to both sides as its equivalent
@@ -237,19 +320,63 @@ class CostModel:
         return (flops + t * self.peak_flops * self.compute_eff,
                 bytes_moved + t * self.gpu.hbm_bandwidth * self.memory_eff)
 
+    def _attention_parts(self, layer_pairs: Callable[[LayerType], tuple[float, float]],
+                         decode: bool) -> list[tuple[LayerType, float, float]]:
+        """(layer type, FLOPs, KV bytes) of one GPU's attention per layer group; `layer_pairs`
+        gives a layer type's (query-key pairs, cached tokens or states read)."""
+        m, kv, tp = self.model, KV_PRECISIONS[self.kv_precision], self._attention_tp
+        share = self.tp if self.attention_dp else 1  # each GPU reads only its own requests' cache
+        parts = []
+        for a, n in m.groups:
+            pairs, read = layer_pairs(a)
+            nbytes = n * read * (a.kv_elements_per_gpu(tp) + a.state_elements_per_gpu(tp)) * kv
+            parts.append((a, a.attention_flops(n, m.heads, self.tp, pairs, decode), nbytes if share == 1 else nbytes / share))
+        return parts
+
+    def _attention_counts(self, layer_pairs: Callable[[LayerType], tuple[float, float]], decode: bool) -> tuple[float, float]:
+        parts = self._attention_parts(layer_pairs, decode)
+        return sum(p[1] for p in parts), sum(p[2] for p in parts)
+
+    @staticmethod
+    def _decode_pairs(batch: int, total_context: int) -> Callable[[LayerType], tuple[float, float]]:
+        def pairs(a: LayerType) -> tuple[float, float]:
+            if a.kind == "linear":
+                return batch, 2 * batch
+            read = min(total_context, batch * a.window) if a.window else total_context
+            return read, read
+        return pairs
+
+    def decode_attention(self, batch: int, total_context: int) -> list[dict[str, object]]:
+        """A decode step's attention per layer group, one GPU's: FLOPs and KV bytes read (a window
+        reads at most its window, an absorbed latent layer the latent, a linear layer its state)."""
+        return [{"kind": a.kind, "layers": n, "attention_flops": f, "kv_bytes_read": b}
+                for (a, f, b), (_, n) in zip(self._attention_parts(self._decode_pairs(batch, total_context), True),
+                                             self.model.groups)]
+
     def prefill_counts(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
         """One GPU's (FLOPs, HBM bytes) to prefill n tokens after `cached` tokens already in the
-        cache. Causal attention: token i attends to cached + i keys. Logits only for the last token."""
+        cache. Causal attention: token i attends to cached + i keys (a window: at most its
+        window); linear layers read and write their state once. Logits only for the last token."""
         n, c = n_tokens, cached
-        pairs = n * c + n * (n + 1) / 2
-        flops = self._linear_flops(n, 1) + self._attention_flops(pairs)
-        return flops, self.step_weight_bytes + (n + c) * self.kv_bytes_per_token_per_gpu
+
+        def pairs(a: LayerType) -> tuple[float, float]:
+            if a.kind == "linear":
+                return n, 2
+            if a.window:
+                m = max(0, min(n, a.window - c))  # the first m tokens see all of the cache
+                return m * c + m * (m + 1) / 2 + (n - m) * a.window, n + min(c, a.window)
+            return n * c + n * (n + 1) / 2, n + c
+
+        attention_flops, kv_bytes = self._attention_counts(pairs, decode=False)
+        return self._linear_flops(n, 1) + attention_flops, self.step_weight_bytes(n) + kv_bytes
 
     def decode_counts(self, batch: int, total_context: int) -> tuple[float, float]:
         """One GPU's (FLOPs, HBM bytes) of one decode step for `batch` sequences holding
-        `total_context` tokens between them: weights read once, every sequence's KV read once."""
-        flops = self._linear_flops(batch, batch) + self._attention_flops(total_context)
-        return flops, self.step_weight_bytes + total_context * self.kv_bytes_per_token_per_gpu
+        `total_context` tokens between them: weights read once (the experts the batch routes to),
+        every sequence's KV read once (a window layer at most its window per sequence, an upper
+        bound from the total; a linear layer its state, read and written)."""
+        attention_flops, kv_bytes = self._attention_counts(self._decode_pairs(batch, total_context), decode=True)
+        return self._linear_flops(batch, batch) + attention_flops, self.step_weight_bytes(batch) + kv_bytes
 
     def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
         """`prefill_counts` with the all-reduces' bytes time in it (equal to it on one GPU).

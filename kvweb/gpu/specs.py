@@ -12,7 +12,11 @@ receives at once, on the two directions of a link: the bytes a GPU sends go one 
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
+
+from kvweb.gpu.layers import Attention, LatentAttention, LayerType, LinearAttention
 
 BYTES_16 = 2  # bytes per element of a 16-bit (bf16/fp16) weight, activation or KV entry
 
@@ -31,7 +35,13 @@ class GPUSpec:
 @dataclass(frozen=True)
 class LLMSpec:
     """A decoder-only transformer. A mixture of experts has `experts` SwiGLU MLPs per layer
-    (and a router, d_model x experts) of which `active_experts` run for each token."""
+    (and a router, d_model x experts) of which `active_experts` run for each token, plus
+    `shared_experts` of `shared_d_ff` that every token runs; its first `dense_layers` layers
+    have one dense MLP of `dense_d_ff` instead.
+
+    `layer_types` gives each layer's attention (kvweb/gpu/layers.py: full, sliding window,
+    latent, linear); left empty, every layer is full attention with `kv_heads` x `head_dim`
+    (every model the lecture knows)."""
 
     name: str
     layers: int
@@ -44,44 +54,70 @@ class LLMSpec:
     tied_embeddings: bool = False
     experts: int = 1
     active_experts: int = 1
+    shared_experts: int = 0
+    shared_d_ff: int = 0
+    dense_layers: int = 0
+    dense_d_ff: int = 0
+    layer_types: tuple[LayerType, ...] = ()
 
-    def _layer(self, experts: int) -> int:
-        attention = self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+    def __post_init__(self) -> None:
+        if self.layer_types and len(self.layer_types) != self.layers:
+            raise ValueError(f"{self.name}: {len(self.layer_types)} layer types for {self.layers} layers")
+
+    @cached_property
+    def attention(self) -> tuple[LayerType, ...]:
+        """Each layer's attention, in order."""
+        return self.layer_types or (Attention(self.kv_heads, self.head_dim),) * self.layers
+
+    @cached_property
+    def groups(self) -> list[tuple[LayerType, int]]:
+        """The layers grouped by attention (type and shape), in order of first appearance, with
+        their counts."""
+        return list(Counter(self.attention).items())
+
+    def _mlp(self, index: int, experts: int) -> int:
+        if index < self.dense_layers:
+            return 3 * self.d_model * self.dense_d_ff
         router = self.d_model * self.experts if self.experts > 1 else 0
-        return attention + router + experts * 3 * self.d_model * self.d_ff
+        return router + experts * 3 * self.d_model * self.d_ff + self.shared_experts * 3 * self.d_model * self.shared_d_ff
 
-    @property
-    def layer_params(self) -> int:
-        """Parameters of one layer, every expert counted (what memory holds)."""
-        return self._layer(self.experts)
+    def _layers(self, experts: int) -> int:
+        return sum(a.params(self.d_model, self.heads) + self._mlp(i, experts) for i, a in enumerate(self.attention))
 
-    @property
-    def active_layer_params(self) -> int:
-        """Parameters of one layer that one token runs through (dense: all of them)."""
-        return self._layer(self.active_experts)
+    @cached_property
+    def attention_params(self) -> int:
+        """Every layer's attention projections (what SGLang's data-parallel attention replicates)."""
+        return sum(a.params(self.d_model, self.heads) for a in self.attention)
+
+    @cached_property
+    def expert_params(self) -> int:
+        """One routed expert of every MoE layer: what a step reads per distinct expert it routes to."""
+        return (self.layers - self.dense_layers) * 3 * self.d_model * self.d_ff if self.experts > 1 else 0
 
     @property
     def embedding_params(self) -> int:
         return self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
 
-    @property
+    @cached_property
     def params(self) -> int:
-        return self.layers * self.layer_params + self.embedding_params
+        """Every expert counted (what memory holds)."""
+        return self._layers(self.experts) + self.embedding_params
 
-    @property
+    @cached_property
     def active_params(self) -> int:
-        """Parameters a token uses: the FLOPs per token are twice this, and a step reads them."""
-        return self.layers * self.active_layer_params + self.embedding_params
+        """Parameters a token uses: the FLOPs per token are twice this."""
+        return self._layers(self.active_experts) + self.embedding_params
 
     @property
     def weight_bytes(self) -> int:
         """At 16 bits."""
         return self.params * BYTES_16
 
-    @property
+    @cached_property
     def kv_bytes_per_token(self) -> int:
-        """2 (K and V) x layers x kv_heads x head_dim x 2 bytes (16-bit KV, one GPU)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * BYTES_16
+        """The growing part at 16 bits, one GPU: K and V (or the latent) of every full and latent
+        layer (sliding windows and fixed states do not grow with the context)."""
+        return sum(a.kv_elements for a in self.attention if not a.window) * BYTES_16
 
 
 GPUS: dict[str, GPUSpec] = {
@@ -116,5 +152,29 @@ MODELS: dict[str, LLMSpec] = {
         LLMSpec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064),  # Qwen/Qwen2.5-72B
         LLMSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000,  # mistralai/Mixtral-8x7B-v0.1
                 experts=8, active_experts=2),
+        # Today's models, layer by layer (issue 27): each is also kvweb/gpu/configs/NAME.json, written
+        # from its published config.json (docs/gpu.md cites them), and parses to exactly this spec.
+        # deepseek-ai/DeepSeek-V3: MLA (latent 512 + rope 64) in all 61 layers, 256 routed experts
+        # (top 8) + 1 shared of 2048, the first 3 layers dense (18432); the MTP module left out.
+        LLMSpec("deepseek-v3", 61, 7168, 128, 1, 576, 2048, 129280, experts=256, active_experts=8,
+                shared_experts=1, shared_d_ff=2048, dense_layers=3, dense_d_ff=18432,
+                layer_types=(LatentAttention(512, 64, 1536, 128, 128),) * 61),
+        # openai/gpt-oss-120b and -20b: 128-token sliding window and full attention alternating,
+        # 8 KV heads of 64; 128 (or 32) experts of 2880, top 4.
+        LLMSpec("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, experts=128, active_experts=4,
+                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 18),
+        LLMSpec("gpt-oss-20b", 24, 2880, 64, 8, 64, 2880, 201088, experts=32, active_experts=4,
+                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 12),
+        # google/gemma-3-27b-it (text_config): 5 local layers (window 1024) to 1 global, 16 KV heads of
+        # 128; the embedding is tied (HF's default); the vision tower left out.
+        LLMSpec("gemma-3-27b", 62, 5376, 32, 16, 128, 21504, 262208, tied_embeddings=True,
+                layer_types=((Attention(16, 128, window=1024),) * 5 + (Attention(16, 128),)) * 10
+                + (Attention(16, 128, window=1024),) * 2),
+        # Qwen/Qwen3-Next-80B-A3B-Instruct: one gated-attention layer (2 KV heads of 256, output gate)
+        # in four, the others gated DeltaNet (16 key heads, 32 value heads of 128, conv 4); 512
+        # experts of 512, top 10, and one shared expert of 512.
+        LLMSpec("qwen3-next-80b-a3b", 48, 2048, 16, 2, 256, 512, 151936, experts=512, active_experts=10,
+                shared_experts=1, shared_d_ff=512,
+                layer_types=((LinearAttention(16, 128, 32, 128, 4),) * 3 + (Attention(2, 256, gate=True),)) * 12),
     )
 }

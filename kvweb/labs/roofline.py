@@ -28,7 +28,8 @@ class Roofline(PaperGPULab):
     model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like",
                            doc="model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the "
                                "real one (head tied to the embedding, 12.8e9); llama-3.1, qwen2.5 and mixtral-8x7b "
-                               "(8 experts, 2 active) from their Hugging Face configs; 'custom' uses the custom_* sizes")
+                               "(8 experts, 2 active) from their Hugging Face configs; deepseek-v3, gpt-oss, gemma-3-27b and "
+                               "qwen3-next mix layer types (the layer-memory lab draws them); 'custom' uses the custom_* sizes")
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
