@@ -1,12 +1,16 @@
 """The served app under load (issue 25): while other sessions run heavy runs, how long does a
 fresh session take to load, and a light widget change to be answered?
 
-One `panel serve` process (the run pool: app/pool.py); `--heavy N` sessions each keep a heavy
+One `panel serve` process (the run pool: app/pool.py; heavy runs compute in child processes:
+app/child.py); `--heavy N` sessions each keep a heavy
 run computing (a cache sweep of 1250 few-shot requests at 11 capacities with 745 of them in the
 waiting queue, about 16 s of work by its estimate, within the 20 s budget; started again
 whenever it ends); one more session is timed, first with no heavy run, then with them:
 
 - load: a new browser context opens the roofline lab, from navigation to the status `ready`;
+- server's build: a plain HTTP GET of the same URL, to the end of its body: Panel runs the app
+  and builds the session's page in the server before it answers (the rest of a load is the
+  browser's: scripts, the document sent over the websocket, layout and drawing);
 - light change: the roofline lab's `tokens` typed and committed, until the URL holds the new
   value and the status says `ready` again (the lab's run, the redraw, the URL).
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import urllib.request
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -48,6 +53,13 @@ def timed_load(browser: Browser, url: str) -> tuple[float, Page]:
     return time.perf_counter() - start, page
 
 
+def timed_build(url: str) -> float:
+    start = time.perf_counter()
+    with urllib.request.urlopen(f"{url}?lab=roofline", timeout=60) as answer:
+        answer.read()
+    return time.perf_counter() - start
+
+
 def timed_change(page: Page, tokens: int) -> float:
     start = time.perf_counter()
     set_param(page, "tokens", str(tokens))
@@ -57,10 +69,11 @@ def timed_change(page: Page, tokens: int) -> float:
 
 
 def measure(browser: Browser, url: str, heavy: list[Page], runs: int) -> dict[str, float]:
-    loads, changes = [], []
+    loads, builds, changes = [], [], []
     for turn in range(runs):
         for h in heavy:
             keep_heavy(h)
+        builds.append(timed_build(url))
         seconds, page = timed_load(browser, url)
         loads.append(seconds)
         for page_turn in range(3):
@@ -68,7 +81,7 @@ def measure(browser: Browser, url: str, heavy: list[Page], runs: int) -> dict[st
                 keep_heavy(h)
             changes.append(timed_change(page, 2048 + 256 * (page_turn + 1)))
         page.context.close()
-    return {"load": statistics.median(loads), "change": statistics.median(changes),
+    return {"load": statistics.median(loads), "build": statistics.median(builds), "change": statistics.median(changes),
             "change_max": max(changes), "runs": runs}
 
 
@@ -87,10 +100,10 @@ def main() -> None:
             wait_ready(page)
             heavy.append(page)
         rows.append((f"{args.heavy} heavy session(s)", measure(browser, url, heavy, args.runs)))
-        print("| while | fresh session's load (median) | light change (median, max) |")
-        print("| --- | --- | --- |")
+        print("| while | fresh session's load (median) | server's build (median) | light change (median, max) |")
+        print("| --- | --- | --- | --- |")
         for name, row in rows:
-            print(f"| {name} | {row['load']:.2f} s | {row['change']:.2f} s, {row['change_max']:.2f} s |")
+            print(f"| {name} | {row['load']:.2f} s | {row['build']:.2f} s | {row['change']:.2f} s, {row['change_max']:.2f} s |")
         browser.close()
 
 
