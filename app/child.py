@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import suppress
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
@@ -38,7 +39,7 @@ from kvweb.jsonable import jsonable
 from kvweb.lab import Lab, ParamError, Progress, get_lab
 
 NICE = 10  # added to the child's niceness: the server's thread gets the CPU first
-MEMORY_CAP_MB = 1024  # address space per run; the heaviest run the budget admits peaks at 670 (docs/site.md)
+MEMORY_CAP_MB = 1024  # address space per run; the heaviest run the budget admits peaks at 607 (docs/site.md)
 CPU_CAP_S = 3 * BUDGET_S  # CPU seconds per run: the estimate admits up to BUDGET_S; its worst miss is 1.13x
 POLL_S = 0.1  # the parent looks for a cancel at least this often
 REPORT_S = 0.05  # the child sends at most one progress report this often
@@ -46,6 +47,7 @@ MEMORY_MESSAGE = "this run needed more than {0} MB of memory, the served app's c
 CPU_MESSAGE = "this run computed for more than {0} s, the served app's cap per run; it was stopped"
 ENDED_MESSAGE = "this run's process ended without a result ({0})"
 ROOT = Path(__file__).resolve().parents[1]  # where `app` is imported from
+
 
 class Failed(RuntimeError):
     """The child's run raised something other than a refusal: its traceback, for the server's log."""
@@ -64,11 +66,13 @@ def run_in_child(lab: Lab, progress: Progress, memory_cap_mb: int = MEMORY_CAP_M
     try:
         helper.control.send((lab.lab_name, lab.values(), memory_cap_mb, cpu_cap_s))
         send_handle(helper.control, theirs.fileno(), helper.process.pid)
-        theirs.close()
         pid = helper.control.recv()
     except (OSError, EOFError):
-        _helpers.__dict__.pop("helper", None)  # it died: the next run starts another
+        _helpers.helper = None  # it died: the next run starts another
+        mine.close()
         raise
+    finally:
+        theirs.close()  # the child's end is the child's now
     ended = answered = False
     try:
         fraction, message = 0.0, ""
@@ -98,7 +102,8 @@ def run_in_child(lab: Lab, progress: Progress, memory_cap_mb: int = MEMORY_CAP_M
         mine.close()
         if not ended:
             if not answered:
-                os.kill(pid, signal.SIGKILL)  # cancelled: its run is of no use any more
+                with suppress(ProcessLookupError):  # it may have ended just now
+                    os.kill(pid, signal.SIGKILL)  # cancelled: its run is of no use any more
             helper.control.recv()  # its exit status: the child is gone, the helper ready
 
 
