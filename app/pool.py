@@ -2,16 +2,16 @@
 the others.
 
 At most `MAX_RUNNING` runs compute at once on a server, and at most one per session: a session's
-run waits while its previous one is still computing (cancelled, it stops at once: app/runner.py).
+run waits while its previous one is still computing (cancelled, it stops: app/runner.py).
 A session has at most one run waiting; a newer one takes its place in the queue (the older one
 is dropped, never started). Sessions are served in the order their runs came. A run the lab
 estimates under `QUICK_S` (`estimate().seconds`, kvweb/budget.py) may also take the quick lane,
 `QUICK_LANE` more threads that take only such runs: a light change is answered even while every
 slot computes a heavy run. The pool's threads only schedule: the server's pool (`children`)
 computes each lab run not estimated quick in a child process (app/child.py: lower priority, a
-memory and a CPU-time cap per run), so the server's own thread keeps Python's lock; quick runs,
-shorter than a child's start, and jobs that are no lab (the report, the exercises' answers)
-compute in the thread.
+memory and a CPU-time cap per run), so the server's own thread keeps Python's lock. Quick runs
+compute in the thread (most take milliseconds, a child's hop about 5 ms, and there they keep the
+server's memos), and so do jobs that are no lab (the report, the exercises' answers).
 """
 from __future__ import annotations
 

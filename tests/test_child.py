@@ -154,3 +154,22 @@ def test_cancel_kills_the_runners_child(served):
     run_ticks(ticks, ended)
     assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
     assert finished.outcomes == [(None, CANCELLED)]  # the run's own end is dropped
+
+
+def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(served):
+    runner, ticks = served
+    running, waiting, newest = (get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64),
+                                get_lab("block-tables")(seed=4), get_lab("block-tables")(seed=3))
+    first, second, third = Finished(), Finished(), Finished()
+    runner.start(running, first)
+    for _ in range(WAIT * 100):  # until its child computes
+        computing = runs_computing()
+        if computing:
+            break
+        threading.Event().wait(0.01)
+    runner.start(waiting, second)  # the running one is cancelled: its child killed
+    runner.start(newest, third)  # in place of the waiting one
+    run_ticks(ticks, third.done)
+    assert first.outcomes == [] and second.outcomes == []
+    assert third.outcomes == [(jsonable(get_lab("block-tables")(seed=3).run()), None)]
+    assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
