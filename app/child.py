@@ -1,4 +1,4 @@
-"""A served app's lab run in a child process of its own, so that it cannot slow the server's
+"""A served app's run (a lab's, or the report) in a child process of its own, so that it cannot slow the server's
 thread or take more than its share of memory and time.
 
 Lab runs are CPU-bound Python: in a thread of the server they hold Python's lock (the GIL)
@@ -8,7 +8,8 @@ child also runs at a lower CPU priority (`NICE`), so the server answers first, u
 have: a run past either is stopped with one message. A cancel ends the child at once.
 
 Only the lab's name and parameter values go over (the child makes the lab from them, as the CLI
-does), and progress reports and the JSON-able result come back. Each thread of the server's pool
+does), or for another job the library function its `in_child()` names (the report's), and
+progress reports and the JSON-able result come back. Each thread of the server's pool
 that computes in children has a helper process (`python -m app.child`) that imported the library
 once and forks one child per run, so a child starts in milliseconds, not in the second an
 import of numpy and the labs takes (multiprocessing's own forkserver would import the server's
@@ -32,6 +33,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from kvweb.budget import BUDGET_S
@@ -49,13 +51,18 @@ ENDED_MESSAGE = "this run's process ended without a result ({0})"
 ROOT = Path(__file__).resolve().parents[1]  # where `app` is imported from
 
 
+Work = tuple[Callable[..., Any], dict[str, Any]]  # a module's function (sent by name), its keyword arguments
+
+
 class Failed(RuntimeError):
     """The child's run raised something other than a refusal: its traceback, for the server's log."""
 
 
-def run_in_child(lab: Lab, progress: Progress, memory_cap_mb: int = MEMORY_CAP_MB,
+def run_in_child(job: Any, progress: Progress, memory_cap_mb: int = MEMORY_CAP_MB,
                  cpu_cap_s: float = CPU_CAP_S) -> dict[str, Any]:
-    """`jsonable(lab.run(progress))`, computed in a child process, which is gone on return.
+    """`jsonable(job.run(progress))`, computed in a child process, which is gone on return.
+    `job` is a lab, or a job with `in_child()`: the library function (and its keyword arguments)
+    that computes what its `run` would, called with `progress=`.
 
     `progress` gets the child's reports, and the last one again every `POLL_S`: raising there
     (kvweb.lab.Cancelled) kills the child at once. A refusal in the child is raised here as the
@@ -64,7 +71,7 @@ def run_in_child(lab: Lab, progress: Progress, memory_cap_mb: int = MEMORY_CAP_M
     helper = _helper()
     mine, theirs = Pipe()
     try:
-        helper.control.send((lab.lab_name, lab.values(), memory_cap_mb, cpu_cap_s))
+        helper.control.send((work_of(job), memory_cap_mb, cpu_cap_s))
         send_handle(helper.control, theirs.fileno(), helper.process.pid)
         pid = helper.control.recv()
     except (OSError, EOFError):
@@ -159,7 +166,18 @@ def _ended(exitcode: int | None, cpu_cap_s: float) -> str:
                                 else f"exit code {exitcode}")
 
 
-def _compute(conn: Connection, name: str, values: dict[str, Any], memory_cap_mb: int, cpu_cap_s: float) -> None:
+def work_of(job: Any) -> Work:
+    if isinstance(job, Lab):
+        return lab_run, {"name": job.lab_name, "values": job.values()}
+    return job.in_child()
+
+
+def lab_run(name: str, values: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """A lab's run, the lab made in the child from its name and values."""
+    return get_lab(name)(**values).run(progress)
+
+
+def _compute(conn: Connection, work: Work, memory_cap_mb: int, cpu_cap_s: float) -> None:
     """The child: lower priority, the caps, then the run; every outcome is one message back."""
     os.nice(NICE)
     cap = memory_cap_mb * 2**20
@@ -175,7 +193,8 @@ def _compute(conn: Connection, name: str, values: dict[str, Any], memory_cap_mb:
             conn.send(("progress", (fraction, message)))
 
     try:
-        outcome: tuple[str, Any] = "result", jsonable(get_lab(name)(**values).run(report))
+        function, kwargs = work
+        outcome: tuple[str, Any] = "result", jsonable(function(progress=report, **kwargs))
     except ParamError as err:
         outcome = "refused", str(err)
     except MemoryError:

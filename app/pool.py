@@ -8,10 +8,10 @@ is dropped, never started). Sessions are served in the order their runs came. A 
 estimates under `QUICK_S` (`estimate().seconds`, kvweb/budget.py) may also take the quick lane,
 `QUICK_LANE` more threads that take only such runs: a light change is answered even while every
 slot computes a heavy run. The pool's threads only schedule: the server's pool (`children`)
-computes each lab run not estimated quick in a child process (app/child.py: lower priority, a
+computes each lab run not estimated quick, and the report, in a child process (app/child.py: lower priority, a
 memory and a CPU-time cap per run), so the server's own thread keeps Python's lock. Quick runs
 compute in the thread (most take milliseconds, a child's hop about 5 ms, and there they keep the
-server's memos), and so do jobs that are no lab (the report, the exercises' answers).
+server's memos), and so do the exercises' answers.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Running a lab without freezing the app: progress, cancel, and only the latest run counts.
 
 Under `panel serve` a run goes to the server's bounded pool (app/pool.py), which computes a lab
-run not estimated quick in a child process (app/child.py), so the server keeps answering; a
+run not estimated quick, and the report, in a child process (app/child.py), so the server keeps answering; a
 periodic callback shows the lab's progress and the cancel button stops it: a child is killed
 within `POLL_S`, a run in a thread stops at its next progress report. In the browser (Pyodide)
 the app already runs in a web worker, so the page stays responsive and the run is simply called;
@@ -102,7 +102,7 @@ class Runner:
             self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
 
         quick = self._seconds is not None and self._seconds < QUICK_S
-        in_child = self.pool.children and isinstance(lab, Lab) and not quick
+        in_child = self.pool.children and not quick and (isinstance(lab, Lab) or hasattr(lab, "in_child"))
 
         def run() -> None:
             try:

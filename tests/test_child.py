@@ -21,6 +21,7 @@ from app.pool import RunPool  # noqa: E402
 from app.runner import CANCELLED, Runner  # noqa: E402
 from kvweb.jsonable import jsonable  # noqa: E402
 from kvweb.lab import Cancelled, ParamError, get_lab  # noqa: E402
+from kvweb.reproduce import reproduce  # noqa: E402
 
 WAIT = 30  # seconds: a bound for a child to get going, never a timing goal
 
@@ -173,3 +174,22 @@ def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(serve
     assert first.outcomes == [] and second.outcomes == []
     assert third.outcomes == [(jsonable(get_lab("block-tables")(seed=3).run()), None)]
     assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
+
+
+class PartOfTheReport:
+    """A job that is no lab: its child computes the library function its `in_child` names."""
+
+    def in_child(self):
+        return reproduce, {"quick": True, "only": ["paper-gpu", "recovery"]}
+
+
+def test_a_job_with_in_child_computes_its_library_function_there():
+    reports = []
+    report = run_in_child(PartOfTheReport(), lambda fraction, message: reports.append(message))
+    here = jsonable(reproduce(quick=True, only=["paper-gpu", "recovery"]))
+    def timeless(r):  # all but the times it took
+        return {**r, "seconds": 0, "sections": [{**s, "seconds": 0} for s in r["sections"]]}
+
+    assert [s["key"] for s in report["sections"]] == ["paper-gpu", "recovery"]
+    assert timeless(report) == timeless(here)
+    assert reports  # its progress came back (at most one report each REPORT_S)
