@@ -79,6 +79,11 @@ _MESSAGES = [
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "unknown lab '{0}'; allowed: {1}{2}"),
     (r"^(.*?): this run is estimated at (\S+) s of work( \(.*\))?, over the budget of (\S+) s; (.*)$",
      "{0}: this run is estimated at {1} s of work{2}, over the budget of {3} s; {4}"),
+    (r"^this run needed more than (\d+) MB of memory, the served app's cap per run; it was stopped$",
+     "this run needed more than {0} MB of memory, the served app's cap per run; it was stopped"),
+    (r"^this run computed for more than (\S+) s, the served app's cap per run; it was stopped$",
+     "this run computed for more than {0} s, the served app's cap per run; it was stopped"),
+    (r"^this run's process ended without a result \((.*)\)$", "this run's process ended without a result ({0})"),
     (r"^the URL query is (\d+) characters long; at most (\d+) are read$",
      "the URL query is {0} characters long; at most {1} are read"),
     (r"^(\S+) does not fit on one (\S+): its weights take (\S+) GB and (\S+) GB is usable \((\S+) of (\S+) GB\), "

@@ -2,21 +2,27 @@
 the others.
 
 At most `MAX_RUNNING` runs compute at once on a server, and at most one per session: a session's
-run waits while its previous one is still computing (cancelled, it stops at its next progress
-report: app/runner.py). A session has at most one run waiting; a newer one takes its place in
-the queue (the older one is dropped, never started). Sessions are served in the order their runs
-came. A run the lab estimates under `QUICK_S` (`estimate().seconds`, kvweb/budget.py) may
-also take the quick lane, `QUICK_LANE` more threads that take only such runs: a light change is
-answered even while every slot computes a heavy run. The runs are threads of the server's
-process, so a memory limit (`resource.setrlimit`) would be the whole server's: there is no
-per-run memory cap (docs/site.md gives the heaviest run's memory).
+run waits while its previous one is still computing (cancelled, it stops: app/runner.py).
+A session has at most one run waiting; a newer one takes its place in the queue (the older one
+is dropped, never started). Sessions are served in the order their runs came. A run the lab
+estimates under `QUICK_S` (`estimate().seconds`, kvweb/budget.py) may also take the quick lane,
+`QUICK_LANE` more threads that take only such runs: a light change is answered even while every
+slot computes a heavy run. The pool's threads only schedule: the server's pool (`children`)
+computes each lab run not estimated quick, and the report, in a child process (app/child.py: lower priority, a
+memory and a CPU-time cap per run), so the server's own thread keeps Python's lock. Quick runs
+compute in the thread (most take milliseconds, a child's hop about 5 ms, and there they keep the
+server's memos), and so do the exercises' answers.
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Hashable
 
-MAX_RUNNING = 2  # runs computing at once per server: this app's 2-core machines (docs/site.md)
+# Runs computing at once per server: a core is left to the server's thread, but never fewer than
+# two, so that one session's heavy run never holds every slot (docs/site.md). The runs in children
+# are niced: on this app's 2-core machines the server's thread still gets the CPU first.
+MAX_RUNNING = max(2, len(os.sched_getaffinity(0)) - 1)
 QUICK_S = 0.5  # a run estimated under this many seconds may also take the quick lane
 QUICK_LANE = 1  # threads that take only quick runs, beside the MAX_RUNNING
 
@@ -24,9 +30,10 @@ QUICK_LANE = 1  # threads that take only quick runs, beside the MAX_RUNNING
 class RunPool:
     """`submit(session, run, quick)` calls `run()` in one of `workers` threads (or of the
     `quick_lane`'s, if `quick`), one run per session at a time; `drop(session)` forgets the
-    session's waiting run."""
+    session's waiting run. `children`: the runs given to it compute labs in child processes."""
 
-    def __init__(self, workers: int = MAX_RUNNING, quick_lane: int = QUICK_LANE) -> None:
+    def __init__(self, workers: int = MAX_RUNNING, quick_lane: int = QUICK_LANE, children: bool = False) -> None:
+        self.children = children
         self._changed = threading.Condition()
         self._waiting: dict[Hashable, tuple[Callable[[], None], bool]] = {}  # one per session, oldest first
         self._running: set[Hashable] = set()
@@ -77,5 +84,5 @@ def server_pool() -> RunPool:
     global _pool
     with _made:
         if _pool is None:
-            _pool = RunPool()
+            _pool = RunPool(children=True)
         return _pool

@@ -1,14 +1,16 @@
 """Running a lab without freezing the app: progress, cancel, and only the latest run counts.
 
-Under `panel serve` a run goes to the server's bounded pool of threads (app/pool.py), so the
-server keeps answering; a periodic callback shows the lab's progress and the cancel button stops
-it at the lab's next progress report. In the browser (Pyodide) the app already runs in a web
-worker, so the page stays responsive and the run is simply called; its own progress reports then
-draw the bar (each change reaches the page at once, while the run goes on). A click on cancel
-reaches Python only once the run has ended, so there the page stops the run itself
-(static/handler.js): through Pyodide's interrupt buffer when the page is cross-origin isolated
-(a KeyboardInterrupt in the run, allowed only inside `stoppable()`, which the worker plugs in:
-app/site/interrupt.py), else by starting a fresh worker on the URL as it was (docs/site.md).
+Under `panel serve` a run goes to the server's bounded pool (app/pool.py), which computes a lab
+run not estimated quick, and the report, in a child process (app/child.py), so the server keeps answering; a
+periodic callback shows the lab's progress and the cancel button stops it: a child is killed
+within `POLL_S`, a run in a thread stops at its next progress report. In the browser (Pyodide)
+the app already runs in a web worker, so the page stays responsive and the run is simply called;
+its own progress reports then draw the bar (each change reaches the page at once, while the run
+goes on). A click on cancel reaches Python only once the run has ended, so there the page stops
+the run itself (static/handler.js): through Pyodide's interrupt buffer when the page is
+cross-origin isolated (a KeyboardInterrupt in the run, allowed only inside `stoppable()`, which
+the worker plugs in: app/site/interrupt.py), else by starting a fresh worker on the URL as it
+was (docs/site.md).
 """
 from __future__ import annotations
 
@@ -99,16 +101,19 @@ class Runner:
         if self._ticker is None:
             self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
 
+        quick = self._seconds is not None and self._seconds < QUICK_S
+        in_child = self.pool.children and not quick and (isinstance(lab, Lab) or hasattr(lab, "in_child"))
+
         def run() -> None:
             try:
-                outcome: Outcome | Exception = self._call(lab, generation)
+                outcome: Outcome | Exception = self._call(lab, generation, in_child)
             except Exception as err:  # noqa: BLE001  (raised again under the lock, where Panel logs it)
                 outcome = err
             doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
 
-        self.pool.submit(self, run, quick=self._seconds is not None and self._seconds < QUICK_S)
+        self.pool.submit(self, run, quick=quick)
 
-    def _call(self, lab: Lab, generation: int) -> Outcome:
+    def _call(self, lab: Lab, generation: int, in_child: bool = False) -> Outcome:
         def progress(fraction: float, message: str) -> None:
             if generation != self._generation:
                 raise Cancelled
@@ -120,6 +125,10 @@ class Runner:
         try:
             if generation != self._generation:
                 raise Cancelled  # replaced or cancelled while it waited for the pool
+            if in_child:
+                from app.child import run_in_child  # not in the browser: it has no processes
+
+                return run_in_child(lab, progress), None
             return jsonable(lab.run(progress)), None
         except ParamError as err:
             return None, str(err)
@@ -136,8 +145,8 @@ class Runner:
         finish(*outcome)
 
     def _stop(self) -> None:
-        """The running lab stops at its next progress report (a waiting one never starts); the
-        app says so at once."""
+        """The running lab stops (its child killed, or in a thread at its next progress report; a
+        waiting one never starts); the app says so at once."""
         finish, self._finish = self._finish, None
         self._generation += 1
         if self.pool is not None:

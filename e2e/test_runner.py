@@ -1,5 +1,5 @@
-"""A long run can be stopped: under `panel serve` (the cancel button stops it at its next
-progress report) and in the static site (the page interrupts Python where it is cross-origin
+"""A long run can be stopped: under `panel serve` (the cancel button kills the child process that
+computes it: app/child.py) and in the static site (the page interrupts Python where it is cross-origin
 isolated, else starts a fresh worker); either way the app goes back to the URL's state."""
 import pytest
 from conftest import plain_text, set_param, wait_ready

@@ -208,6 +208,8 @@ class Estimated(Light):
 class Submitted:
     """A pool that only records whether each run was sent to the quick lane."""
 
+    children = False
+
     def __init__(self) -> None:
         self.quick: list[bool] = []
 

@@ -74,7 +74,7 @@ def test_a_cancelled_run_leaves_the_app_at_the_urls_state(monkeypatch):
         shell.router.open("?lab=roofline&tokens=1024")
         shown = shell.router.history.entry.value
         assert "&tokens=1024&" in shown and shell.labs.lab.tokens == 1024
-        monkeypatch.setattr(shell.labs.runner, "_call", lambda lab, generation: (None, CANCELLED))
+        monkeypatch.setattr(shell.labs.runner, "_call", lambda *call: (None, CANCELLED))
         shell.labs.widgets["tokens"].value = 2048  # a long run, stopped
         shell.labs._apply_widgets()
         assert shell.labs.lab.tokens == 1024 and shell.labs.widgets["tokens"].value == 1024

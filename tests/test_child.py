@@ -1,0 +1,195 @@
+"""A served run in a child process (app/child.py): the library's result, progress, the caps'
+messages, and a cancelled child gone; the runner on a pool that computes in children."""
+import os
+import sys
+import threading
+
+import pytest
+
+if sys.platform == "emscripten":
+    pytest.skip("child processes are the served app's", allow_module_level=True)
+
+import panel as pn  # noqa: E402
+from bokeh.document import Document  # noqa: E402
+from panel.io.state import set_curdoc  # noqa: E402
+
+import kvweb.labs  # noqa: E402, F401
+from app import i18n  # noqa: E402
+from app.i18n import tr_message  # noqa: E402
+from app.child import CPU_MESSAGE, MEMORY_MESSAGE, run_in_child  # noqa: E402
+from app.pool import RunPool  # noqa: E402
+from app.runner import CANCELLED, Runner  # noqa: E402
+from kvweb.jsonable import jsonable  # noqa: E402
+from kvweb.lab import Cancelled, ParamError, get_lab  # noqa: E402
+from kvweb.reproduce import reproduce  # noqa: E402
+
+WAIT = 30  # seconds: a bound for a child to get going, never a timing goal
+
+
+def heavy_blocks():
+    """block-tables at its caps: about 100 MB more memory than a child starts with, and 0.7 s."""
+    return get_lab("block-tables")(prompt_a=256, prompt_b=256, decode_steps=128, block_size=64, num_blocks=256)
+
+
+def children_of(pid: int | str) -> list[int]:
+    """Linux lists each thread's child processes."""
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            out += [int(c) for c in f.read().split()]
+    return out
+
+
+def runs_computing() -> list[int]:
+    """The children the helpers of this process are running."""
+    return [run for helper in children_of("self") for run in children_of(helper)]
+
+
+@pytest.mark.parametrize("name, values", [("block-tables", {"seed": 3}), ("engine", {"requests": 40}),
+                                          ("prefix-hash", {})])
+def test_a_childs_result_is_the_librarys(name, values):
+    reports = []
+    result = run_in_child(get_lab(name)(**values), lambda fraction, message: reports.append(fraction))
+    assert result == jsonable(get_lab(name)(**values).run())
+    assert all(0 <= f <= 1 for f in reports)
+
+
+def test_a_refusal_in_the_child_comes_back_as_its_message():
+    lab = get_lab("block-tables")()
+    lab.lab_name = "no-such-lab"  # the child cannot make it: the library's own refusal
+    with pytest.raises(ParamError, match="^unknown lab 'no-such-lab'; allowed: "):
+        run_in_child(lab, lambda fraction, message: None)
+
+
+def test_a_run_over_the_memory_cap_is_stopped_with_the_message():
+    with pytest.raises(ParamError) as refused:
+        run_in_child(heavy_blocks(), lambda fraction, message: None, memory_cap_mb=200)
+    assert str(refused.value) == MEMORY_MESSAGE.format(200)
+    assert str(refused.value).startswith("this run needed more than 200 MB of memory")
+    i18n.use("zh")
+    try:
+        assert tr_message(str(refused.value)) == "这次运行需要超过 200 MB 内存（服务端每次运行的上限），已被停止"
+    finally:
+        i18n.use("en")
+    assert run_in_child(heavy_blocks(), lambda fraction, message: None)["peak_used_blocks"] > 0  # fits the real cap
+
+
+def test_a_run_over_the_cpu_cap_is_stopped_with_the_message():
+    with pytest.raises(ParamError) as refused:
+        run_in_child(get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64, block_size=64),
+                     lambda fraction, message: None, cpu_cap_s=1)
+    assert str(refused.value) == CPU_MESSAGE.format(1) == \
+        "this run computed for more than 1 s, the served app's cap per run; it was stopped"
+
+
+def test_a_cancelled_child_is_gone_and_the_helper_runs_the_next():
+    seen = []
+
+    def cancel(fraction, message):
+        seen.extend(runs_computing())
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        run_in_child(get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64), cancel)
+    assert len(seen) == 1 and not os.path.exists(f"/proc/{seen[0]}")
+    assert run_in_child(get_lab("roofline")(), lambda fraction, message: None) == jsonable(get_lab("roofline")().run())
+
+
+class Finished:
+    def __init__(self) -> None:
+        self.outcomes: list[tuple] = []
+        self.done = threading.Event()
+
+    def __call__(self, result, error) -> None:
+        self.outcomes.append((result, error))
+        self.done.set()
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """A session's runner on a pool that computes in children, next-tick callbacks run by hand."""
+    doc = Document()
+    ticks: list = []
+    doc.add_next_tick_callback = ticks.append
+    monkeypatch.setattr(pn.state, "add_periodic_callback", lambda *a, **k: None)
+    monkeypatch.setattr("app.runner.under_lock", lambda callback: callback())
+    with set_curdoc(doc):
+        yield Runner(RunPool(workers=1, quick_lane=0, children=True)), ticks
+
+
+def run_ticks(ticks: list, until: threading.Event) -> None:
+    for _ in range(WAIT * 100):
+        while ticks:
+            ticks.pop(0)()
+        if until.is_set():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the run's callback never came")
+
+
+def test_the_runner_computes_a_lab_in_a_child(served, monkeypatch):
+    runner, ticks = served
+    monkeypatch.setattr(get_lab("block-tables"), "run", lambda self, progress=None: pytest.fail("ran here"))
+    lab, finished = get_lab("block-tables")(seed=3), Finished()
+    assert lab.estimate().seconds >= 0.5  # not quick: a child's
+    runner.start(lab, finished)
+    run_ticks(ticks, finished.done)
+    monkeypatch.undo()
+    assert finished.outcomes == [(jsonable(get_lab("block-tables")(seed=3).run()), None)]
+
+
+def test_cancel_kills_the_runners_child(served):
+    runner, ticks = served
+    lab, finished = get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64), Finished()
+    runner.start(lab, finished)
+    for _ in range(WAIT * 100):  # until its child computes
+        computing = runs_computing()
+        if computing:
+            break
+        threading.Event().wait(0.01)
+    runner.cancel.clicks += 1
+    assert finished.outcomes == [(None, CANCELLED)]  # said at once
+    ended = threading.Event()
+    runner.pool.submit("probe", ended.set)  # one worker: this runs once the cancelled run has ended
+    assert ended.wait(WAIT)
+    run_ticks(ticks, ended)
+    assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
+    assert finished.outcomes == [(None, CANCELLED)]  # the run's own end is dropped
+
+
+def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(served):
+    runner, ticks = served
+    running, waiting, newest = (get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64),
+                                get_lab("block-tables")(seed=4), get_lab("block-tables")(seed=3))
+    first, second, third = Finished(), Finished(), Finished()
+    runner.start(running, first)
+    for _ in range(WAIT * 100):  # until its child computes
+        computing = runs_computing()
+        if computing:
+            break
+        threading.Event().wait(0.01)
+    runner.start(waiting, second)  # the running one is cancelled: its child killed
+    runner.start(newest, third)  # in place of the waiting one
+    run_ticks(ticks, third.done)
+    assert first.outcomes == [] and second.outcomes == []
+    assert third.outcomes == [(jsonable(get_lab("block-tables")(seed=3).run()), None)]
+    assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
+
+
+class PartOfTheReport:
+    """A job that is no lab: its child computes the library function its `in_child` names."""
+
+    def in_child(self):
+        return reproduce, {"quick": True, "only": ["paper-gpu", "recovery"]}
+
+
+def test_a_job_with_in_child_computes_its_library_function_there():
+    reports = []
+    report = run_in_child(PartOfTheReport(), lambda fraction, message: reports.append(message))
+    here = jsonable(reproduce(quick=True, only=["paper-gpu", "recovery"]))
+    def timeless(r):  # all but the times it took
+        return {**r, "seconds": 0, "sections": [{**s, "seconds": 0} for s in r["sections"]]}
+
+    assert [s["key"] for s in report["sections"]] == ["paper-gpu", "recovery"]
+    assert timeless(report) == timeless(here)
+    assert reports  # its progress came back (at most one report each REPORT_S)
