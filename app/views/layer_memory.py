@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LabelSet
 from bokeh.plotting import figure
 
 from app.i18n import tr
@@ -33,8 +33,14 @@ class LayerMemoryView(LabView):
         self.by_layer.add_tools(HoverTool(renderers=[bars], tooltips=[
             (tr("layer"), "@layer"), ("", "@kind"), (tr("MB"), "@mb{0,0.000}")]))
         self.by_layer.y_range.start = 0
+        self.by_layer.y_range.range_padding = 0.2  # room above the tallest bar for its size
         self.by_layer.legend[0].ncols = 4
         self.by_layer.add_layout(self.by_layer.legend[0], "below")  # never over the bars
+        # each layer type's size written over its first layer: a window layer's bar beside a full
+        # layer's is too thin to read, and it is the point of the figure
+        self.sizes = ColumnDataSource({"layer": [], "mb": [], "text": []})
+        self.by_layer.add_layout(LabelSet(x="layer", y="mb", text="text", source=self.sizes, y_offset=4,
+                                          text_align="center", text_font_size="11px", text_color="#333333"))
 
         self.growth = ColumnDataSource({"context": [], **{k: [] for k in COLORS}})
         self.grows = figure(title=tr("As the request grows (one GPU)"), height=420, sizing_mode="stretch_width",
@@ -68,6 +74,9 @@ class LayerMemoryView(LabView):
         layers = result["layers"]
         self.layers.data = {"layer": list(range(len(layers["kind"]))), "mb": [b / 1e6 for b in layers["bytes_per_gpu"]],
                             "kind": [tr(NAMES[k]) for k in layers["kind"]], "color": [COLORS[k] for k in layers["kind"]]}
+        firsts = {k: i for i, k in reversed(list(enumerate(layers["kind"])))}
+        self.sizes.data = {"layer": list(firsts.values()), "mb": [layers["bytes_per_gpu"][i] / 1e6 for i in firsts.values()],
+                           "text": [f"{number(layers['bytes_per_gpu'][i] / 1e6, 3)} MB" for i in firsts.values()]}
         growth = result["growth"]
         self.growth.data = {"context": growth["context"], **{k: [b / 1e9 for b in growth[k]] for k in COLORS}}
         models = result["models"]
