@@ -87,7 +87,7 @@ class PlanLab(Lab):
     prices = Text("", max_length=200, precedence=ADVANCED,
                   doc="dollars per GPU-hour replacing the defaults, e.g. H100-SXM=2.5,H200=3.2 (defaults: "
                       + ", ".join(f"{g} {p:g}" for g, p in GPU_PRICES.items()) + "; docs/fleet.md)")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths (and of each candidate's own seed)")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
     prompt_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: prompt tokens; uniform: the largest prompt")
     output_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: output tokens; uniform: the largest output")
     max_len = param.Integer(4096, bounds=(2, 32768), precedence=ADVANCED,
