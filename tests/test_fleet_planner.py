@@ -17,6 +17,7 @@ from kvweb.labs.plan import PlanLab
 from kvweb.parsing import make
 
 # A small grid: 2 GPUs x 2 tp x 2 weight precisions x 2 schedulers x (1 replica + 2 replicas x 2 routers) = 48
+PYODIDE = sys.platform == "emscripten"  # no processes there: the serial backend only
 SMALL = {"model": "llama-3-8b", "gpus": "A100-40GB,H100-SXM", "tps": "1,2", "weight_precisions": "16-bit,int4",
          "schedulers": "paper,sglang", "replicas": "1,2", "routers": "round-robin,least-outstanding",
          "requests": "60", "rate": "8", "workload": "long-context", "ttft_slo_s": "0.5", "tpot_slo_ms": "40"}
@@ -121,6 +122,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.skipif(PYODIDE, reason="no processes in Pyodide")
 def test_serial_processes_and_ray_give_identical_results(local_ray):
     lab = small_lab(gpus="H100-SXM", weight_precisions="16-bit,int4")
     serial = small_plan(lab)
@@ -129,7 +131,8 @@ def test_serial_processes_and_ray_give_identical_results(local_ray):
     assert local_ray.is_initialized()  # a Ray started by the caller is left running
 
 
-@pytest.mark.parametrize("on", [Serial(), Processes(2)], ids=["serial", "processes"])
+@pytest.mark.parametrize("on", [Serial(), pytest.param(Processes(2), marks=pytest.mark.skipif(
+    PYODIDE, reason="no processes in Pyodide"))], ids=["serial", "processes"])
 def test_a_cancel_stops_between_candidates(on):
     seen = []
 
@@ -146,9 +149,10 @@ def test_a_cancel_stops_between_candidates(on):
 def test_cli_json_equals_the_library_run():
     args = [x for k, v in SMALL.items() for x in (f"--{k}", v)]
     out, err = io.StringIO(), io.StringIO()
-    assert main(["plan", *args, "--backend", "processes", "--workers", "2", "--json"], out, err) == 0, err.getvalue()
+    on = "serial" if PYODIDE else "processes"
+    assert main(["plan", *args, "--backend", on, "--workers", "2", "--json"], out, err) == 0, err.getvalue()
     printed = json.loads(out.getvalue())
-    assert printed["backend"] == {"backend": "processes", "workers": 2, "address": None}
+    assert printed["backend"] == {"backend": on, "workers": 2, "address": None}
     assert printed["result"] == jsonable(small_lab().run())
 
 
@@ -172,7 +176,7 @@ def test_prices_replace_the_defaults_and_price_every_gpu():
     assert result["router_note"] is None
 
 
-@pytest.mark.skipif(sys.platform == "emscripten", reason="no subprocess in Pyodide")
+@pytest.mark.skipif(PYODIDE, reason="no subprocess in Pyodide")
 def test_ray_is_imported_only_when_chosen():
     import subprocess
 

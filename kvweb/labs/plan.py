@@ -31,8 +31,6 @@ def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
     """A comma-separated list of allowed values, each once, in the order given."""
     by_text = {str(a): a for a in allowed}
     items = [t.strip() for t in text.split(",")]
-    if not any(items):
-        raise ParamError(f"{name}: empty; expected a comma-separated list of {', '.join(by_text)}")
     for t in items:
         if t not in by_text:
             raise ParamError(f"{name}: {shown(t)} is not allowed; expected a comma-separated list of "
@@ -116,7 +114,7 @@ class PlanLab(Lab):
         candidates = grid(*axes)
         if len(candidates) > MAX_CANDIDATES:
             raise ParamError(f"gpus/tps/weight_precisions/kv_precisions/schedulers/replicas/routers: {len(candidates):,} "
-                             f"candidates is not allowed; the grid may hold at most {MAX_CANDIDATES:,}")
+                             f"candidates is not allowed; expected at most {MAX_CANDIDATES:,} candidates in the grid")
         return candidates
 
     def workload_spec(self) -> Workload:
