@@ -7,7 +7,9 @@ The grid: llama-3-8b (it fits every GPU, so nothing is pruned and every candidat
 simulation) on 4 GPU types x 2 schedulers x (1 replica + 2..7 replicas x 4 routers) = 200.
 Wall time and candidates per second in this process (serial), on 1 and 2 local processes and on
 a local Ray of 2 CPUs (its start timed apart: a cluster starts once); parallel efficiency at 2
-workers = (1-worker time / 2-worker time) / 2. Every backend's result must equal the serial one.
+workers = (1-worker time / 2-worker time) / 2, which needs two idle cores; the work efficiency
+(CPU seconds at 1 worker / at 2) is what it would be on them with the tasks balanced (200 short
+tasks on 2 workers are). Every backend's result must equal the serial one.
 """
 from __future__ import annotations
 
@@ -71,6 +73,9 @@ def main() -> None:
         print(f"{name:<24} {seconds:8.2f} {n / seconds:13.1f} {cpu_text}")
     one = best["processes, 1 worker"][0]
     print(f"parallel efficiency at 2 processes: {one / best['processes, 2 workers'][0] / 2:.0%}")
+    # what it would be on two idle cores, the tasks balanced: the work done, against the work at 2 workers
+    print(f"work efficiency at 2 processes (1-worker CPU / 2-worker CPU): "
+          f"{best['processes, 1 worker'][1] / best['processes, 2 workers'][1]:.0%}")
     if not args.no_ray:
         print(f"parallel efficiency of Ray at 2 workers (against 1 process): {one / best['ray, 2 workers'][0] / 2:.0%}")
         ray.shutdown()
