@@ -138,6 +138,11 @@ _PHRASES = [
     (r"^lower (\S+) or raise (\S+)$", "lower {0} or raise {1}"),
     (r"^lower (\S+)$", "lower {0}"),
     (r"^raise (\S+)$", "raise {0}"),
+    (r"^a comma-separated list of integers from (\S+) to (\S+)$", "a comma-separated list of integers from {0} to {1}"),
+    (r"^a comma-separated list of (.*)$", "a comma-separated list of {0}"),
+    (r"^GPU=dollars per GPU-hour \(above 0, at most (\S+)\) for a GPU of (.*), items separated by commas$",
+     "GPU=dollars per GPU-hour (above 0, at most {0}) for a GPU of {1}, items separated by commas"),
+    (r"^at most (\S+) candidates in the grid$", "at most {0} candidates in the grid"),
     (r"^fits$", "fits"),
     (r"^does not fit$", "does not fit"),
 ]

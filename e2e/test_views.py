@@ -10,6 +10,7 @@ CASES = [  # lab, URL query, how a user changes it, what the URL says afterwards
     ("cache-sweep", "", lambda p: p.locator(".kv-param-workload select").select_option("multi-turn"), "workload=multi-turn"),
     ("prefill-savings", "", lambda p: p.locator(".kv-param-workload select").select_option("multi-turn"), "workload=multi-turn"),
     ("prefix-hash", "", lambda p: p.locator(".kv-param-workload select").select_option("multi-turn"), "workload=multi-turn"),
+    ("plan", "&requests=50&replicas=1", lambda p: set_param(p, "requests", "40"), "requests=40"),
 ]
 
 

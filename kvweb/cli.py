@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
@@ -20,6 +20,15 @@ COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "run": [("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
             ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
             ("kvweb run LAB --help", "the lab's parameters, defaults and limits")],
+    "plan": [("kvweb plan [--PARAM VALUE ...] [--json]", "the capacity planner: the cheapest fleet within the SLO"),
+             ("", "and the Pareto table of cost vs latency (the lab plan's"),
+             ("", "parameters: kvweb run plan --help), on a backend:"),
+             ("", "[--backend processes|serial|ray] (default processes)"),
+             ("", "[--workers N] local processes or local Ray CPUs (default:"),
+             ("", "this machine's CPUs) [--address ADDR] a Ray cluster"),
+             ("", "(pip install kvweb[ray]) [--budget SECONDS]"),
+             ("", "figures are the same on every backend"),
+             ("kvweb plan --help", "these lines and the lab's parameters")],
     "reproduce": [("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
                   ("", "DIR/report.md and DIR/report.html (default DIR: report)")],
 }
@@ -182,6 +191,41 @@ def table(lab: Lab, result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLAN_OPTIONS = ("backend", "workers", "address")  # kvweb plan's own flags (the browser has no backends)
+
+
+def plan_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
+    """`kvweb plan ...`: the lab `plan`, its candidates evaluated on the backend chosen; the JSON's
+    `result` is the lab's run, whatever the backend."""
+    import os
+
+    from kvweb.fleet.backends import backend
+
+    if {"-h", "--help"} & set(args):
+        out.write(usage("plan") + "\n" + describe(get_lab("plan")))
+        return 0
+    name, texts, as_json, _, budget_s = parse_run_args(["plan", *args])
+    options = {k: texts.pop(k) for k in PLAN_OPTIONS if k in texts}
+    workers = to_number(options.get("workers", str(os.cpu_count() or 1)), integer=True)
+    if workers is None or not 1 <= workers <= 1024:
+        raise UsageError(f"--workers: {shown(options['workers'])} is not allowed; expected an integer from 1 to 1024")
+    where = backend(options.get("backend", "processes"), workers, options.get("address") or None)
+    lab = make(name, texts, budget_s)
+    result = jsonable(lab.plan(progress_to(err), where))
+    if as_json:
+        used = {"backend": where.name, "workers": workers, "address": options.get("address")}
+        out.write(json.dumps({"lab": name, "params": jsonable(lab.values()), "backend": used, "result": result},
+                             allow_nan=False) + "\n")
+    else:
+        out.write(table(lab, result))
+    return 0
+
+
+def progress_to(err: TextIO) -> Callable[[float, str], None]:
+    """Progress on one line of a terminal (nothing when stderr is not one)."""
+    return (lambda f, msg: err.write(f"\r{f:4.0%} {msg}\033[K")) if err.isatty() else (lambda f, msg: None)
+
+
 def reproduce_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
     """`kvweb reproduce [--out DIR] [--quick]`: progress on stderr, the files written on stdout."""
     from kvweb.reproduce import reproduce, write_report
@@ -219,7 +263,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
             out.write(USAGE)
             return 0
         command, rest = args[0], args[1:]
-        if command in COMMANDS and {"-h", "--help"} & set(rest[:1] if command == "run" else rest):
+        if command in COMMANDS and command != "plan" and {"-h", "--help"} & set(rest[:1] if command == "run" else rest):
             out.write(usage(command) + ("labs: " + ", ".join(sorted(LABS)) + "\n" if command == "run" else ""))
             return 0
         if command == "labs":
@@ -229,15 +273,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
             return 0
         if command == "reproduce":
             return reproduce_command(rest, out, err)
+        if command == "plan":
+            return plan_command(rest, out, err)
         if command != "run":
-            raise UsageError(f"unknown command '{command}'; allowed: labs, run, reproduce")
+            raise UsageError(f"unknown command '{command}'; allowed: labs, run, plan, reproduce")
         name, texts, as_json, want_help, budget_s = parse_run_args(rest)
         if want_help:
             out.write(describe(get_lab(name)))
             return 0
         lab = make(name, texts, budget_s)
-        progress = (lambda f, msg: err.write(f"\r{f:4.0%} {msg}\033[K")) if err.isatty() else (lambda f, msg: None)
-        result = jsonable(lab.run(progress))
+        result = jsonable(lab.run(progress_to(err)))
     except ParamError as error:
         err.write(f"kvweb: {error}\n")
         return 2

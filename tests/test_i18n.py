@@ -195,3 +195,20 @@ def test_a_refused_config_json_says_why_in_chinese_and_keeps_the_field(config):
     assert CJK.search(zh) and "config" in zh
     for field in ("flux", "hidden_size", "num_hidden_layers", "text_config"):
         assert (field in line) == (field in zh)
+
+
+def test_the_planners_messages_are_translated():
+    from kvweb.lab import ParamError
+    from kvweb.labs.plan import PlanLab
+
+    lines = []
+    too_many = {"replicas": ",".join(map(str, range(1, 33))), "weight_precisions": "16-bit,fp8,int8,int4",
+                "kv_precisions": "16-bit,fp8"}  # 3 GPUs x 4 tp x 4 x 2 x 2 schedulers x 32 = 6,144 candidates
+    for bad in ({"tps": "1,3"}, {"replicas": "0"}, {"prices": "H100-SXM=free"}, too_many):
+        with pytest.raises(ParamError) as error:
+            PlanLab(**bad).check()
+        lines.append(tr_message(str(error.value)))
+    assert lines[0] == "tps：'3' 不允许；应为 逗号分隔的列表，每项取自：1, 2, 4, 8"
+    assert lines[1].endswith("逗号分隔的列表，每项为 1 到 32 之间的整数")
+    assert "GPU=每 GPU 小时美元（大于 0，至多 1000）" in lines[2]
+    assert lines[3].endswith("应为 网格中至多 4,096 个候选")

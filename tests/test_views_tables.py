@@ -16,6 +16,7 @@ from app.views.engine_sweeps import RecoveryView, SweepView  # noqa: E402
 from app.views.fragmentation import FragmentationView  # noqa: E402
 from app.views.max_rate import MaxRateView  # noqa: E402
 from app.views.roofline import RooflineView  # noqa: E402
+from kvweb.jsonable import number  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
 
 
@@ -110,3 +111,23 @@ def test_the_fragmentation_table_holds_failures_per_mean_size():
     assert header == ["mean size", "failures", "with enough free", "share"]
     assert rows == [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
                      f"{100 * r['share_with_enough_free']:.0f}%"] for r in result["by_mean_size"]]
+
+
+def test_the_plan_tables_hold_the_front_and_every_candidate_with_why_it_was_pruned(chinese):
+    from app.views.plan import PlanView
+
+    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
+                       schedulers="sglang", replicas="1", requests=40, rate=4.0)
+    result = lab.run()
+    view = PlanView()
+    view.update(lab, result)
+    columns = [c.title for c in view.pareto.table.columns]
+    assert columns == ["配置", "GPU", "每小时美元", "TTFT p90 (s)", "TPOT p90 (ms)", "SLO 达成率", "结论"]
+    pareto = view.pareto.source.data
+    assert pareto["c0"] == [r["key"] for r in result["pareto"]] == [
+        "H100-SXM/tp2/w-16-bit/kv-16-bit/sglang/x1/round-robin", "H100-SXM/tp4/w-16-bit/kv-16-bit/sglang/x1/round-robin"]
+    assert pareto["c2"] == ["6", "12"]  # 2 and 4 H100s at $3.00 an hour
+    assert pareto["c3"] == [number(r["ttft_p90_s"], 3) for r in result["pareto"]]
+    every = view.everything.source.data  # cheapest first: one H100 cannot hold 141 GB of weights
+    assert every["c0"][0] == "H100-SXM/tp1/w-16-bit/kv-16-bit/sglang/x1/round-robin"
+    assert [every["c3"][0], every["c6"][0]] == ["", "放不下"]

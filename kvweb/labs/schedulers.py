@@ -16,7 +16,6 @@ from typing import Any
 import param
 
 from kvweb.budget import Estimate, work
-from kvweb.gpu.specs import GPUSpec
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
@@ -30,8 +29,8 @@ from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
-from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
 MODES = ("paper", "vllm-v1", "sglang")
@@ -89,18 +88,6 @@ def unread_by_workload(workload: str) -> tuple[str, ...]:
 # A's long-context traffic takes 1.0 s at the default, 1.2 s in chunks of 256, 2.5 s of 64, 12 s of
 # 16, and the app would hang for minutes. vLLM's budget has a like floor (max_seqs, 256 by default).
 MIN_CHUNK = 256
-
-
-def default_token_budget(gpu: GPUSpec) -> int:
-    """vLLM's max_num_batched_tokens for an API server (EngineArgs.get_batch_defaults): 8192 on GPUs of
-    70 GiB and more except A100s (a larger budget lowered A100 throughput, vLLM PR #17885), else 2048."""
-    return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
-
-
-def default_chunk_size(gpu: GPUSpec) -> int:
-    """SGLang's chunked_prefill_size by GPU memory (ServerArgs): 2048 under 35 GiB, 8192 under 160 GiB."""
-    gib = gpu.hbm_bytes / 2**30
-    return 2048 if gib < 35 else 8192 if gib < 160 else 16384
 
 
 class SchedulersLab(ServingLab):

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
+from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import FREE, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.metrics import SLO
@@ -98,6 +99,12 @@ class NoMatch:
     node: Any
     length: int = 0
     slots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def default_chunk_size(gpu: GPUSpec) -> int:
+    """SGLang's chunked_prefill_size by GPU memory (ServerArgs): 2048 under 35 GiB, 8192 under 160 GiB."""
+    gib = gpu.hbm_bytes / 2**30
+    return 2048 if gib < 35 else 8192 if gib < 160 else 16384
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from itertools import chain, islice
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
+from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.metrics import SLO
@@ -43,6 +44,12 @@ from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.step_cost import chunk_work
 from kvweb.serving.v1_quiet import V1QuietSteps
+
+
+def default_token_budget(gpu: GPUSpec) -> int:
+    """vLLM's max_num_batched_tokens for an API server (EngineArgs.get_batch_defaults): 8192 on GPUs of
+    70 GiB and more except A100s (a larger budget lowered A100 throughput, vLLM PR #17885), else 2048."""
+    return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
 
 
 @dataclass(frozen=True)

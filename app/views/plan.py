@@ -1,0 +1,84 @@
+"""View of the `plan` lab: the cheapest fleet within the SLO, cost per hour against latency for
+every simulated candidate (the Pareto front joined), the front as a table, then every candidate
+with what the roofline pruned and why."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView, TextTable, columns
+from app.views.drawing import legend_below
+from kvweb.jsonable import number
+from kvweb.lab import Lab
+
+MEETS, MISSES = "#2ca02c", "#d62728"
+
+
+def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
+    """One row per candidate: configuration, GPUs, $/h, latency, TPOT, attainment, verdict."""
+    q = lab.percentile
+    out = []
+    for r in rows:
+        simulated = r["pruned"] is None
+        verdict = (tr("meets the SLO") if r["meets_slo"] else tr("misses the SLO")) if simulated else tr(r["pruned"])
+        out.append([r["key"], f"{r['gpus']:,}", number(r["cost_per_hour"], 4),
+                    number(r[f"ttft_{q}_s"], 3) if simulated else "", number(1e3 * r[f"tpot_{q}_s"], 3) if simulated else "",
+                    f"{100 * r['slo_attainment']:.1f} %" if simulated else "", verdict])
+    return out
+
+
+class PlanView(LabView):
+    labs = ("plan",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summary = plain(css_class="kv-plan-summary")
+        self.points = ColumnDataSource(columns("cost", "latency", "key", "color", "verdict"), name="plan-points")
+        self.front = ColumnDataSource(columns("cost", "latency", "key"), name="plan-front")
+        self.chart = figure(title=tr("cost per hour against latency, every simulated candidate"), height=340,
+                            sizing_mode="stretch_width", min_width=300, tools="pan,wheel_zoom,reset,save",
+                            x_axis_label=tr("dollars per hour"), y_axis_type="log")
+        dots = self.chart.scatter("cost", "latency", source=self.points, color="color", size=8, fill_alpha=0.5,
+                                  legend_field="verdict")
+        self.chart.step("cost", "latency", source=self.front, mode="after", line_color="#444444",
+                        legend_label=tr("Pareto front"))
+        self.chart.add_tools(HoverTool(renderers=[dots], tooltips=[(tr("configuration"), "@key"),
+                                                                   (tr("dollars per hour"), "@cost{0.00}"),
+                                                                   (tr("latency (s)"), "@latency{0.000}")]))
+        legend_below(self.chart)
+        self.pareto = TextTable("plan-pareto", "kv-plan-pareto")
+        self.everything = TextTable("plan-candidates", "kv-plan-candidates")
+        self.note = plain(css_class="kv-plan-note")
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, self.chart, plain(tr("Pareto front: no candidate is both cheaper and faster")),
+                         self.pareto.pane, plain(tr("every candidate")), self.everything.pane, self.note,
+                         sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        figure_of = f"{lab.latency}_{lab.percentile}_s"
+        simulated = [r for r in result["candidates"] if r["pruned"] is None]
+        self.points.data = {"cost": [r["cost_per_hour"] for r in simulated],
+                            "latency": [r[figure_of] for r in simulated], "key": [r["key"] for r in simulated],
+                            "color": [MEETS if r["meets_slo"] else MISSES for r in simulated],
+                            "verdict": [tr("meets the SLO") if r["meets_slo"] else tr("misses the SLO") for r in simulated]}
+        front = result["pareto"]
+        self.front.data = {"cost": [r["cost_per_hour"] for r in front], "latency": [r[figure_of] for r in front],
+                           "key": [r["key"] for r in front]}
+        self.chart.yaxis.axis_label = f"{lab.latency.upper()} {lab.percentile} (s)"
+        best = result["cheapest"]
+        pruned = ", ".join(f"{tr(why)}: {n:,}" for why, n in result["pruned"].items())
+        cheapest = (f"{tr('cheapest within the SLO')}: {best['key']}, {best['gpus']:,} GPU, "
+                    f"{number(best['cost_per_hour'], 4)} {tr('dollars per hour')}" if best else tr("no candidate meets the SLO"))
+        self.summary.text = (f"{result['candidates_total']:,} {tr('candidates')}: {result['evaluated']:,} "
+                             f"{tr('simulated')}; {tr('pruned by the roofline')}: {pruned}\n{cheapest}")
+        header = [tr("configuration"), "GPU", tr("dollars per hour"), f"TTFT {lab.percentile} (s)",
+                  f"TPOT {lab.percentile} (ms)", tr("SLO attainment"), tr("verdict")]
+        self.pareto.show(header, candidate_rows(front, lab))
+        self.everything.show(header, candidate_rows(sorted(result["candidates"], key=lambda r: r["cost_per_hour"]), lab))
+        self.note.text = tr(result["router_note"]) if result["router_note"] else ""

@@ -1,0 +1,138 @@
+"""A candidate fleet, the workload it must serve, and `evaluate`: one candidate's simulated figures.
+
+A candidate is one configuration the capacity planner (`planner.py`) prices: a GPU type, the
+tensor-parallel GPUs of each replica, the weight and KV precision, the scheduler every replica
+runs, the number of replicas and the router in front of them. `evaluate` is the one function
+that simulates it; the planner, its backends and the lab call nothing else, so the fleet's
+simulation (N replicas on one clock behind the router, docs/fleet.md) replaces its body and
+nothing else.
+
+Until then `evaluate` splits the requests round robin (request i to replica i mod N, which is
+exact without a shared clock: the round-robin router reads no replica), runs each replica alone
+with its scheduler's simulation, and takes the fleet's figures from the union of the replicas'
+requests. Other routers are evaluated as round robin for now (`routed_as` says so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.prefix.radix_cache import RadixCache
+from kvweb.serving.metrics import SLO, distribution, tpot, ttft
+from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
+from kvweb.serving.paper_engine import Engine, EngineConfig, Run
+from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
+from kvweb.serving.workload import Request, poisson_workload
+
+SCHEDULERS = ("paper", "vllm-v1", "sglang")  # the schedulers lab's modes (docs/today.md)
+PERCENTILES = ("p50", "p90", "p99")
+MAX_SEQS = 256  # running requests per replica at most (vLLM's max_num_seqs, SGLang's max_running_requests)
+WATERMARK = 0.01  # the papers' engine: vLLM 2023's default
+EXACT_ROUTERS = ("round-robin",)  # routers `evaluate` simulates as they are (the others: as round robin)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One fleet configuration: `replicas` copies of a `tp`-GPU group behind one router."""
+
+    gpu: str
+    tp: int
+    weight_precision: str
+    kv_precision: str
+    scheduler: str
+    replicas: int
+    router: str
+
+    @property
+    def key(self) -> str:
+        """A stable name: the candidate's seed and the order of the plan's tables come from it."""
+        return (f"{self.gpu}/tp{self.tp}/w-{self.weight_precision}/kv-{self.kv_precision}/{self.scheduler}"
+                f"/x{self.replicas}/{self.router}")
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp
+
+    def cost_model(self, model: str) -> CostModel:
+        """One replica's roofline (the paper GPU's assumptions at their defaults)."""
+        return CostModel(GPUS[self.gpu], MODELS[model], tp=self.tp, weight_precision=self.weight_precision,
+                         kv_precision=self.kv_precision)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the fleet must serve, and the SLO it must meet. Every candidate serves the same
+    requests (from `seed`: common random numbers, so candidates are compared like with like)."""
+
+    model: str
+    shape: str  # a length shape of serving/workload.py
+    requests: int
+    rate: float  # target arrival rate, requests per second (Poisson)
+    seed: int
+    max_len: int  # the model's limit on prompt + output
+    prompt_len: int = 128  # fixed / uniform shapes
+    output_len: int = 128
+    ttft_slo_s: float = 2.0
+    tpot_slo_s: float = 0.1
+    percentile: str = "p90"  # the SLO's TTFT and TPOT are read at this percentile
+    attainment: float = 0.9  # share of requests meeting both (rejected ones count as misses), at least
+
+    def arrivals(self) -> list[Request]:
+        """The requests, made once per workload (the planner's bounds read them for every candidate)."""
+        return _arrivals(self)
+
+    @property
+    def slo(self) -> SLO:
+        return SLO(self.ttft_slo_s, self.tpot_slo_s)
+
+
+@lru_cache(maxsize=4)
+def _arrivals(workload: Workload) -> list[Request]:
+    w = workload
+    return poisson_workload(w.shape, w.requests, w.rate, w.max_len, w.seed, w.prompt_len, w.output_len)
+
+
+def replica_run(candidate: Candidate, workload: Workload, requests: list[Request]) -> Run:
+    """One replica serving `requests` alone with the candidate's scheduler (the schedulers lab's
+    defaults for the GPU: vLLM's token budget, SGLang's chunk size, 16-token blocks)."""
+    cost = candidate.cost_model(workload.model)
+    if candidate.scheduler == "paper":
+        memory = PagedMemory(cost.kv_capacity_blocks(BLOCK_SIZE), BLOCK_SIZE, WATERMARK)
+        config = EngineConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)
+        return Engine(cost, memory, config, workload.slo).run(requests)
+    if candidate.scheduler == "vllm-v1":
+        v1 = V1Config(workload.max_len, BLOCK_SIZE, MAX_SEQS, default_token_budget(cost.gpu))
+        return V1Scheduler(cost, v1, workload.slo).run(requests)
+    radix = RadixConfig(workload.max_len, MAX_SEQS, default_chunk_size(cost.gpu))
+    return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix, workload.slo).run(requests)
+
+
+def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, Any]:
+    """The candidate's fleet figures on the workload: TTFT and TPOT percentiles (seconds), SLO
+    attainment and whether the SLO is met, throughput, requests finished and rejected. `seed` is
+    the candidate's own (planner.candidate_seed), for the random choices of its fleet (a router's
+    sampling); the round-robin split below makes none."""
+    requests = workload.arrivals()
+    n = candidate.replicas
+    runs = [replica_run(candidate, workload, requests[k::n]) for k in range(n)]
+    seqs = [s for run in runs for s in run.sequences]
+    ttfts, tpots = [ttft(s) for s in seqs], [tpot(s) for s in seqs]
+    slo = workload.slo
+    met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
+    rejected = sum(len(run.rejected) for run in runs)
+    attained = met / (len(seqs) + rejected) if seqs or rejected else 0.0
+    first, per_token = distribution(ttfts), distribution(tpots)
+    sim_time = max(run.sim_time for run in runs)
+    q = workload.percentile
+    meets = (bool(seqs) and attained >= workload.attainment and first[q] <= slo.ttft_s and per_token[q] <= slo.tpot_s)
+    return {
+        **{f"ttft_{p}_s": first[p] for p in PERCENTILES}, **{f"tpot_{p}_s": per_token[p] for p in PERCENTILES},
+        "slo_attainment": attained, "meets_slo": meets,
+        "throughput_tok_s": sum(run.generated for run in runs) / sim_time if sim_time > 0 else 0.0,
+        "finished": len(seqs), "rejected": rejected, "preemptions": sum(run.preemptions for run in runs),
+        "routed_as": candidate.router if candidate.router in EXACT_ROUTERS else "round-robin",
+    }
+

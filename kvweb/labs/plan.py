@@ -1,0 +1,148 @@
+"""Lab `plan`: the capacity planner (kvweb/fleet/planner.py) on the lab contract.
+
+The grid's axes are comma-separated lists (one text parameter each, so the same schema makes the
+CLI flags, the widgets and the URL); the run evaluates the candidates one after another,
+reporting each and stopping between two when cancelled. `kvweb plan` runs the same lab on local
+processes or Ray (kvweb/fleet/backends.py): the browser has neither.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import param
+
+from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, Estimate, work
+from kvweb.fleet.backends import Processes, RayBackend, Serial
+from kvweb.fleet.candidate import EXACT_ROUTERS, PERCENTILES, SCHEDULERS, Candidate, Workload
+from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
+from kvweb.fleet.routers import ROUTERS
+from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
+from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
+from kvweb.parsing import to_number
+from kvweb.serving.workload import SHAPES
+
+MAX_CANDIDATES = 4096  # grid points before pruning
+ROUTER_NOTE = ("routers other than round-robin are simulated as round robin until the fleet simulation "
+               "(N replicas on one clock) lands: docs/fleet.md")
+
+
+def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
+    """A comma-separated list of allowed values, each once, in the order given."""
+    by_text = {str(a): a for a in allowed}
+    items = [t.strip() for t in text.split(",")]
+    for t in items:
+        if t not in by_text:
+            raise ParamError(f"{name}: {shown(t)} is not allowed; expected a comma-separated list of "
+                             f"{', '.join(by_text)}")
+    return [by_text[t] for t in dict.fromkeys(items)]
+
+
+def price_table(text: str) -> dict[str, float]:
+    """GPU_PRICES with the `GPU=dollars` items of a comma-separated text put in their place."""
+    prices = dict(GPU_PRICES)
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        gpu, _, value = item.partition("=")
+        dollars = to_number(value)
+        if gpu.strip() not in GPUS or dollars is None or not 0 < dollars <= 1000:
+            raise ParamError(f"prices: {shown(item)} is not allowed; expected GPU=dollars per GPU-hour (above 0, at "
+                             f"most 1000) for a GPU of {', '.join(GPUS)}, items separated by commas")
+        prices[gpu.strip()] = dollars
+    return prices
+
+
+class PlanLab(Lab):
+    lab_name = "plan"
+    title = "Capacity planner: the cheapest fleet within the SLO"
+    summary = ("A workload, a target rate and an SLO in; out, the cheapest fleet that meets it and the Pareto front of "
+               "cost per hour against latency, over GPU type x tensor parallelism x weight and KV precision x scheduler "
+               "x replicas x router. The roofline first prunes what cannot work (the model does not fit; the replicas "
+               "cannot reach the rate); every other candidate is a simulation of its replicas serving the requests.")
+
+    model = param.Selector(objects=list(MODELS), default="llama-3.1-70b", doc="the model every replica serves")
+    rate = param.Number(10.0, bounds=(0.01, 1000.0), doc="target arrival rate, requests per second (Poisson)")
+    requests = param.Integer(200, bounds=(1, 5000), doc="requests each candidate serves")
+    workload = param.Selector(objects=list(SHAPES), default="sharegpt", doc="request lengths: a named length shape")
+    ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds")
+    tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms")
+    percentile = param.Selector(objects=list(PERCENTILES), default="p90",
+                                doc="SLO: TTFT and TPOT are read at this percentile of the requests")
+    attainment = param.Number(0.9, bounds=(0.5, 1.0),
+                              doc="SLO: share of requests within both limits (rejected ones count as misses), at least")
+    gpus = Text("A100-80GB,H100-SXM,H200", max_length=200, doc=f"GPU types to try, comma-separated: {', '.join(GPUS)}")
+    tps = Text(",".join(map(str, TP_SIZES)), max_length=40,
+               doc="tensor-parallel GPUs per replica to try, comma-separated: 1, 2, 4, 8")
+    weight_precisions = Text("16-bit,fp8", max_length=60,
+                             doc=f"weight precisions to try, comma-separated: {', '.join(WEIGHT_PRECISIONS)}")
+    kv_precisions = Text("16-bit", max_length=40, doc=f"KV precisions to try, comma-separated: {', '.join(KV_PRECISIONS)}")
+    schedulers = Text("vllm-v1,sglang", max_length=60,
+                      doc="schedulers to try, comma-separated: paper (the papers' engine), vllm-v1, sglang")
+    replicas = Text("1,2", max_length=80, doc="replica counts to try, comma-separated, each 1 to 32")
+    routers = Text("round-robin", max_length=120,
+                   doc=f"routers to try with more than one replica, comma-separated: {', '.join(ROUTERS)}")
+    latency = param.Selector(objects=list(LATENCIES), default="ttft",
+                             doc="the Pareto front's latency: TTFT or TPOT at the SLO's percentile")
+    prices = Text("", max_length=200, precedence=ADVANCED,
+                  doc="dollars per GPU-hour replacing the defaults, e.g. H100-SXM=2.5,H200=3.2 (defaults: "
+                      + ", ".join(f"{g} {p:g}" for g, p in GPU_PRICES.items()) + "; docs/fleet.md)")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
+    prompt_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: prompt tokens; uniform: the largest prompt")
+    output_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: output tokens; uniform: the largest output")
+    max_len = param.Integer(4096, bounds=(2, 32768), precedence=ADVANCED,
+                            doc="the model's limit on prompt + output tokens (longer draws are clipped)")
+
+    def check(self) -> None:
+        self.candidates()
+        price_table(self.prices)
+        if self.workload in ("fixed", "uniform") and self.prompt_len + self.output_len > self.max_len:
+            raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
+                             f"max_len is {self.max_len}")
+
+    def candidates(self) -> list[Candidate]:
+        replicas = []
+        for t in (t.strip() for t in self.replicas.split(",")):
+            n = to_number(t, integer=True)
+            if n is None or not 1 <= n <= 32:
+                raise ParamError(f"replicas: {shown(t)} is not allowed; expected a comma-separated list of "
+                                 "integers from 1 to 32")
+            replicas.append(n)
+        axes = (choices("gpus", self.gpus, list(GPUS)), choices("tps", self.tps, TP_SIZES),
+                choices("weight_precisions", self.weight_precisions, list(WEIGHT_PRECISIONS)),
+                choices("kv_precisions", self.kv_precisions, list(KV_PRECISIONS)),
+                choices("schedulers", self.schedulers, SCHEDULERS), list(dict.fromkeys(replicas)),
+                choices("routers", self.routers, list(ROUTERS)))
+        candidates = grid(*axes)
+        if len(candidates) > MAX_CANDIDATES:
+            raise ParamError(f"gpus/tps/weight_precisions/kv_precisions/schedulers/replicas/routers: {len(candidates):,} "
+                             f"candidates is not allowed; expected at most {MAX_CANDIDATES:,} candidates in the grid")
+        return candidates
+
+    def workload_spec(self) -> Workload:
+        return Workload(self.model, self.workload, self.requests, self.rate, self.seed, self.max_len, self.prompt_len,
+                        self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment)
+
+    def estimate(self) -> Estimate:
+        """Each candidate the roofline leaves: its requests and their blocks through a scheduler (the
+        papers' engine's units: vLLM V1's and SGLang's quiet steps run as arrays, and the default plan
+        takes 2.6 s of the 4.8 this counts)."""
+        workload = self.workload_spec()
+        requests = workload.arrivals()
+        tokens = sum(r.prompt + r.output for r in requests)
+        left = sum(roofline(c, workload)[0] is None for c in self.candidates())
+        return work((left * len(requests), ENGINE_REQUESTS), (left * tokens / 16, ENGINE_BLOCKS),
+                    lower=("requests", "gpus", "tps", "schedulers", "replicas"))
+
+    def run(self, progress: Progress = no_progress) -> dict[str, Any]:
+        """The plan, its candidates evaluated here one after another."""
+        return self.plan(progress, Serial())
+
+    def plan(self, progress: Progress, backend: Serial | Processes | RayBackend) -> dict[str, Any]:
+        """The plan on a backend (the figures are the same on every one)."""
+        def done(finished: int, total: int, key: str) -> None:
+            progress(finished / total, f"{finished}/{total} candidates: {key}")
+
+        prices = price_table(self.prices)
+        routers = choices("routers", self.routers, list(ROUTERS))
+        result = plan(self.candidates(), self.workload_spec(), prices, self.latency, lambda jobs: backend.map(jobs, done))
+        return {**result, "prices_per_gpu_hour": prices,
+                "router_note": ROUTER_NOTE if set(routers) - set(EXACT_ROUTERS) else None}
