@@ -64,7 +64,7 @@ def rate_bound(candidate: Candidate, workload: Workload) -> float:
     cost = candidate.cost_model(workload.model)
     requests = workload.arrivals()
     model = cost.model
-    flops = 2.0 * model.layers * model.active_layer_params / cost.tp * sum(r.prompt for r in requests)
+    flops = 2.0 * (model.active_params - model.embedding_params) / cost.tp * sum(r.prompt for r in requests)
     steps = math.ceil(sum(r.output - 1 for r in requests) / MAX_SEQS)
     seconds = max(flops / (cost.peak_flops * cost.compute_eff), steps * cost.decode_step_cost(1, 0))
     return candidate.replicas * len(requests) / seconds  # > 0: every prompt has a token
