@@ -150,10 +150,16 @@ def recorder(requests: list[Request], points: int = 200) -> TraceRecorder:
 
 def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # noqa: ANN001
     """The run as it is (quiet iterations coasting) equals the run with every iteration through
-    `_iterate` (an observer turns coasting off), trace included."""
-    fast = make_scheduler().run(requests, trace=recorder(requests) if trace else None)
-    full = make_scheduler().run(requests, observer=lambda s, step: None, trace=recorder(requests) if trace else None)
+    `_iterate` (an observer turns coasting off), trace included, and so does a host tier's record."""
+    quick, slow = make_scheduler(), make_scheduler()
+    fast = quick.run(requests, trace=recorder(requests) if trace else None)
+    full = slow.run(requests, observer=lambda s, step: None, trace=recorder(requests) if trace else None)
     same_run(fast, full)
+    tier = getattr(quick, "tier", None)
+    if tier is not None:
+        times = fast.trace["curves"]["t"] if trace else [0.0, fast.sim_time]
+        assert tier.figures(times) == slow.tier.figures(times) and tier.held == slow.tier.held
+        assert (tier.changes, tier.hits, quick.host_hit_tokens) == (slow.tier.changes, slow.tier.hits, slow.host_hit_tokens)
 
 
 @pytest.fixture(params=["arrays", "as shipped"])
@@ -170,6 +176,7 @@ LAB_WORKLOADS = [
     {"rate": "6", "requests": "200"}, {"prefix_caching": "false", "rate": "5"}, {"block_size": "1", "requests": "120"},
     {"block_size": "17", "rate": "4"}, {"mem_util": "0.75", "rate": "4", "requests": "150"},
     {"workload": "few-shot", "mem_util": "0.75", "rate": "8", "requests": "150"},
+    {"mem_util": "0.75", "rate": "6", "requests": "150", "host_tier_gb": "20"},
 ]
 
 
@@ -188,7 +195,9 @@ def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
     cost = lab.setup().cost_model()
     for config in (V1Config(2048, 16, 64, 512, True), V1Config(2048, 4, 256, 256, True), V1Config(2048, 32, 8, 8192, False),
                    V1Config(2048, 16, 64, 512, True, full_prompt_check=False),
-                   V1Config(2048, 16, 64, 512, True, async_scheduling=True)):
+                   V1Config(2048, 16, 64, 512, True, async_scheduling=True),
+                   V1Config(2048, 16, 64, 512, True, host_blocks=400), V1Config(2048, 4, 32, 512, True, host_blocks=90),
+                   V1Config(2048, 16, 64, 512, True, False, True, host_blocks=400)):
         both_ways(lambda config=config: V1Scheduler(cost, config), requests, trace=True)
     for chunk, policy, mixed, cache in ((1024, "lpm", True, True), (512, "fcfs", False, True), (8192, "lpm", False, False),
                                         (300, "fcfs", True, False)):
