@@ -71,3 +71,18 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     assert all(CACHED not in states(page, m) for m in ("paper", "vllm-v1", "sglang"))
     assert query(page)["workload"] == "few-shot"
     assert guard.errors == []
+
+
+def test_a_host_tier_in_the_url_shows_its_figure(page, served_app, guard):
+    page.goto(f"{served_app}?lab=schedulers&requests=120&rate=6&mem_util=0.75&host_tier_gb=40")
+    wait_ready(page)
+    held = page.evaluate(DATA, "schedulers-host-tier")["held"]
+    assert len(held) > 10 and max(held) > 0  # the tier fills as blocks leave the GPU
+    rows = table(page)
+    by_tier = rows["host tier: prompt tokens from GPU / host / computed"]
+    host = int(by_tier["vllm-v1"].split(" / ")[1].replace(",", ""))
+    assert host > 0 and by_tier["sglang"] == by_tier["paper"] == "-"
+    assert rows["TTFT p50 / p99 without the host tier (ms)"]["vllm-v1"] != "-"
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-host-tier-figure').visible")
+    assert float(query(page)["host_tier_gb"]) == 40
+    assert guard.errors == []

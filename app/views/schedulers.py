@@ -184,7 +184,7 @@ class SchedulersView(LabView):
         items["hits"].append(self.host_hits)
         self.host = figure(title=tr("vLLM V1's host tier: blocks held, % of its size"), height=200,
                            sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
-                           x_axis_label=tr("simulated time (s)"), visible=False)
+                           x_axis_label=tr("simulated time (s)"), visible=False, name="schedulers-host-tier-figure")
         self.host.line("t", "held", source=self.tier_curves, color=MODE_COLORS["vllm-v1"], line_width=2)
         steady_ticks(self.host, 3)
         for fig, key, digits in ((self.hits, "hits", 3), (self.batch, "batch", 4), (self.memory, "memory", 3)):
