@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kvweb.cli import main
 from kvweb.jsonable import jsonable
-from kvweb.lab import ParamError
+from kvweb.lab import ParamError, no_progress
+from kvweb.labs.schedulers import SWAP_PRICES
 from kvweb.parsing import make
 from kvweb.serving.host_tier import HostTier
 from kvweb.serving.step_cost import chunk_work, decode_coefficients
@@ -138,6 +139,16 @@ def test_the_lab_shows_hits_by_tier_and_the_ttft_without_it():
     assert tier["ttft_s_without"] == off["ttft_s"] and "host_tier" not in off
     assert row["prefix_hit_rate"] > off["prefix_hit_rate"]
     assert [m.get("host_tier") for m in (result["modes"][0], result["modes"][2])] == [None, None]
+
+
+def test_with_a_tier_vllm_reads_the_host_links_prices():
+    params = {"requests": "60", "rate": "6", "mem_util": "0.75", "host_tier_gb": "10"}
+    lab = make("schedulers", params)
+    assert not set(SWAP_PRICES) & set(lab.unread("vllm-v1")) and set(SWAP_PRICES) <= set(lab.unread("sglang"))
+    assert set(SWAP_PRICES) <= set(make("schedulers", {}).unread("vllm-v1"))
+    fast, slow = (lab.run_mode("vllm-v1", lab.workload_at(6.0), no_progress).host_tier["load_s"]
+                  for lab in (lab, make("schedulers", {**params, "host_link_gb_s": "5"})))
+    assert fast > 0 and slow > 4 * fast
 
 
 def test_size_zero_is_no_tier_and_bad_sizes_are_refused():
