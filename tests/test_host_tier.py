@@ -1,10 +1,11 @@
-"""The host-memory tier of vLLM V1's prefix cache (serving/host_tier.py, issue 28 part 3): it serves
-only blocks it holds, every prompt token comes from one place (GPU cache, host tier or computed),
+"""The host-memory tier of vLLM V1's and SGLang's prefix caches (serving/host_tier.py, issue 28
+part 3): it serves only what it holds, every prompt token comes from one place (GPU cache, host tier or computed),
 a prompt evicted from the GPU comes back from the host with its load time priced by hand, and the
 lab's size 0 is the lab as it was."""
 from __future__ import annotations
 
 import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,9 +16,11 @@ from kvweb.jsonable import jsonable
 from kvweb.lab import ParamError, no_progress
 from kvweb.labs.schedulers import SWAP_PRICES
 from kvweb.parsing import make
-from kvweb.serving.host_tier import HostTier
+from kvweb.prefix.radix_cache import RadixCache
+from kvweb.serving import radix_scheduler, v1_scheduler
+from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTier, HostTree
+from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.step_cost import chunk_work, decode_coefficients
-from kvweb.serving import v1_scheduler
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import Request
 from test_schedulers import check_v1, cost_with
@@ -35,8 +38,8 @@ def test_the_tier_is_an_lru_of_blocks():
     tier.load(["a"])  # a is now the most recently used: b goes first
     assert tier.store(["c"], 1.0) == 1 and list(tier.held) == ["a", "c"]
     assert tier.lookup(["b", "c"]) == 0 and tier.lookup(["a", "c"]) == 2
-    assert tier.store(["a"], 2.0) == 0 and tier.stored == 3  # held already: not stored again
-    assert tier.changes == [(0.0, 0), (0.0, 2), (1.0, 2)]
+    assert tier.store(["a"], 2.0) == 0 and tier.stored == 3 * 16  # held already: not stored again
+    assert tier.changes == [(0.0, 0), (0.0, 32), (1.0, 32)] and tier.dropped == 16
 
 
 def test_a_prompt_evicted_from_the_gpu_comes_back_from_the_host():
@@ -59,7 +62,7 @@ def test_a_prompt_evicted_from_the_gpu_comes_back_from_the_host():
     assert load == pytest.approx(2.137152e-3)
     assert engine.tier.load_s == pytest.approx(load)
     assert (off.hit_tokens, on.hit_tokens, engine.host_hit_tokens) == (0, 64, 64)
-    assert engine.tier.loaded == 4 and engine.tier.dropped == 0
+    assert engine.tier.loaded == 64 and engine.tier.dropped == 0
     f0, _, _, b0, _, _ = decode_coefficients(cost)  # an empty step: b0 is the weights
     f, nbytes = chunk_work(cost, b0, 6, 64)
     ttft = on.sequences[2].first_token_t - 2.0
@@ -114,7 +117,7 @@ def test_the_tier_serves_only_blocks_it_holds_and_every_prompt_token_comes_from_
             assert h in held
     assert held == set(engine.tier.held) and len(held) <= max(1, host // block)
     loads = sum(kind == "load" for kind, _ in engine.tier.log)
-    assert engine.tier.loaded == loads and engine.tier.load_s == pytest.approx(loads * engine.cost.swap_cost(block, block))
+    assert engine.tier.loaded == loads * block and engine.tier.load_s == pytest.approx(loads * engine.cost.swap_cost(block, block))
     if run.preemptions == 0:  # (a preemption drops computed KV and computes it again)
         # conservation: GPU hits + host hits + computed = prompt tokens, each request's hit its own
         assert run.hit_tokens == sum(s.hit for s in run.sequences)
@@ -124,35 +127,103 @@ def test_the_tier_serves_only_blocks_it_holds_and_every_prompt_token_comes_from_
         assert all(s.hit <= s.req.prompt - 1 for s in run.sequences)
 
 
+def hicache(tokens: int, host_tokens: int, **config) -> RadixScheduler:
+    cost = cost_with(tokens)
+    host = HostTree(RadixCache(host_tokens), host_tokens, cost)
+    return RadixScheduler(cost, RadixCache(tokens), RadixConfig(max_len=config.pop("max_len", 512), **config), host=host)
+
+
+def test_sglang_loads_back_a_prompt_evicted_from_the_gpu():
+    """96 token slots: request 0's prompt A (70 tokens), then B evicts A from the GPU's tree, then
+    A again: the host tree gives its first 69 tokens (a match stops a token short), loaded in one
+    transfer of 56,524,800 B over 25 GB/s + 10 us = 2.271 ms before the step computing its last token."""
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 50, 72), rng.integers(50, 99, 72)
+    requests = [Request(0, 0.0, 70, 2, a), Request(1, 1.0, 70, 2, b), Request(2, 2.0, 70, 2, a)]
+    off = RadixScheduler(cost_with(96), RadixCache(96), RadixConfig(max_len=512)).run(requests)
+    engine = hicache(96, 400)
+    on = engine.run(requests)
+    cost = engine.cost
+    load = 69 * 819_200 / 25e9 + 10e-6
+    assert engine.tier.load_s == pytest.approx(load) and load == pytest.approx(2.270992e-3)
+    assert (off.hit_tokens, on.hit_tokens, engine.host_hit_tokens, engine.tier.loaded) == (0, 69, 69, 69)
+    f0, _, _, b0, _, _ = decode_coefficients(cost)
+    f, nbytes = chunk_work(cost, b0, 1, 69)
+    assert on.sequences[2].first_token_t - 2.0 == pytest.approx(load + cost.step_time(f0 + f, b0 + nbytes), rel=1e-12)
+    assert [s.first_token_t for s in on.sequences[:2]] == [s.first_token_t for s in off.sequences[:2]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=repeats_st, tokens=st.integers(150, 300), host=st.integers(16, 400), max_seqs=st.integers(1, 6),
+       chunk=st.integers(8, 200), lpm=st.booleans(), mixed=st.booleans())
+def test_sglang_loads_back_only_what_the_host_holds_and_every_prompt_token_comes_from_one_place(
+        rows, tokens, host, max_seqs, chunk, lpm, mixed):
+    requests = repeated(rows)
+    engine = hicache(tokens, host, max_len=128, max_seqs=max_seqs, chunk_size=chunk, policy="lpm" if lpm else "fcfs",
+                     mixed_chunk=mixed)
+    stored: list[bytes] = []
+    computed, loads = [0], []
+    store, lookup = engine.tier.store, engine.tier.lookup
+
+    def storing(tokens, now):  # noqa: ANN001, ANN202
+        stored.append(np.asarray(tokens).tobytes())
+        store(tokens, now)
+        assert engine.tier.held <= host and engine.tier.tree.pool.used == engine.tier.held
+
+    def looking(tokens):  # noqa: ANN001, ANN202
+        n = lookup(tokens)  # what it claims to hold was stored before: a prefix of some store
+        assert any(s.startswith(np.asarray(tokens[:n]).tobytes()) for s in stored) or n == 0
+        loads.append(n)
+        return n
+
+    def counted(cost, weights, tokens, cached):  # noqa: ANN001, ANN202
+        computed[0] += tokens
+        return chunk_work(cost, weights, tokens, cached)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine.tier, "store", storing)
+        patch.setattr(engine.tier, "lookup", looking)
+        patch.setattr(radix_scheduler, "chunk_work", counted)
+        run = engine.run(requests)
+    assert engine.tier.loaded == 0 or engine.tier.loaded >= LOAD_BACK_THRESHOLD
+    if run.preemptions == 0:
+        assert run.hit_tokens == sum(s.hit for s in run.sequences)
+        gpu = run.hit_tokens - engine.host_hit_tokens
+        assert gpu >= 0 and engine.host_hit_tokens == engine.tier.loaded
+        assert gpu + engine.host_hit_tokens + computed[0] == run.prompt_tokens == sum(s.req.prompt for s in run.sequences)
+
+
 def test_the_lab_shows_hits_by_tier_and_the_ttft_without_it():
     lab = make("schedulers", {"requests": "120", "rate": "6", "mem_util": "0.75", "host_tier_gb": "40"})
     result = lab.run()
-    row = result["modes"][1]
-    tier = row["host_tier"]
-    assert tier["gpu_hit_tokens"] + tier["host_hit_tokens"] + tier["computed_tokens"] == row["prompt_tokens"]
-    assert tier["host_hit_tokens"] > 0  # (and loads for requests coming back after a preemption too)
-    assert tier["loaded_bytes"] >= tier["host_hit_tokens"] // 16 * tier["block_bytes"]
-    assert tier["capacity_blocks"] == int(40e9 // (16 * 819_200)) == 3051
-    assert max(tier["curves"]["held_blocks"]) <= tier["capacity_blocks"]
-    assert len(tier["curves"]["held_blocks"]) == len(row["trace"]["curves"]["t"])
-    off = make("schedulers", {"requests": "120", "rate": "6", "mem_util": "0.75"}).run()["modes"][1]
-    assert tier["ttft_s_without"] == off["ttft_s"] and "host_tier" not in off
-    assert row["prefix_hit_rate"] > off["prefix_hit_rate"]
-    assert [m.get("host_tier") for m in (result["modes"][0], result["modes"][2])] == [None, None]
+    off = make("schedulers", {"requests": "120", "rate": "6", "mem_util": "0.75"}).run()
+    for i, capacity in ((1, 3051 * 16), (2, 48_828)):  # vLLM: whole blocks of 16 tokens; SGLang: tokens
+        row, plain = result["modes"][i], off["modes"][i]
+        tier = row["host_tier"]
+        assert tier["gpu_hit_tokens"] + tier["host_hit_tokens"] + tier["computed_tokens"] == row["prompt_tokens"]
+        assert tier["host_hit_tokens"] > 0  # (and loads for requests coming back after a preemption too)
+        assert tier["loaded_bytes"] >= tier["host_hit_tokens"] * 819_200
+        assert tier["capacity_tokens"] == capacity and int(40e9 // 819_200) == 48_828
+        assert 0 < max(tier["curves"]["held_tokens"]) <= capacity
+        assert len(tier["curves"]["held_tokens"]) == len(row["trace"]["curves"]["t"])
+        assert tier["ttft_s_without"] == plain["ttft_s"] and "host_tier" not in plain
+        assert row["prefix_hit_rate"] > plain["prefix_hit_rate"]
+    assert "host_tier" not in result["modes"][0]
 
 
-def test_with_a_tier_vllm_reads_the_host_links_prices():
+def test_with_a_tier_the_engines_read_the_host_links_prices():
     params = {"requests": "60", "rate": "6", "mem_util": "0.75", "host_tier_gb": "10"}
-    lab = make("schedulers", params)
-    assert not set(SWAP_PRICES) & set(lab.unread("vllm-v1")) and set(SWAP_PRICES) <= set(lab.unread("sglang"))
-    assert set(SWAP_PRICES) <= set(make("schedulers", {}).unread("vllm-v1"))
-    fast, slow = (lab.run_mode("vllm-v1", lab.workload_at(6.0), no_progress).host_tier["load_s"]
-                  for lab in (lab, make("schedulers", {**params, "host_link_gb_s": "5"})))
-    assert fast > 0 and slow > 4 * fast
+    lab, default = make("schedulers", params), make("schedulers", {})
+    assert not set(SWAP_PRICES) & (set(lab.unread("vllm-v1")) | set(lab.unread("sglang")))
+    assert set(SWAP_PRICES) <= set(default.unread("vllm-v1")) & set(default.unread("sglang"))
+    for mode in ("vllm-v1", "sglang"):
+        fast, slow = (lab.run_mode(mode, lab.workload_at(6.0), no_progress).host_tier["load_s"]
+                      for lab in (lab, make("schedulers", {**params, "host_link_gb_s": "5"})))
+        assert fast > 0 and slow > 4 * fast
 
 
 def test_size_zero_is_no_tier_and_bad_sizes_are_refused():
-    assert make("schedulers", {}).scheduler("vllm-v1").tier is None
+    assert make("schedulers", {}).scheduler("vllm-v1").tier is None is make("schedulers", {}).scheduler("sglang").tier
     with pytest.raises(ParamError, match="host_tier_gb: 5 is not allowed with prefix_caching false"):
         make("schedulers", {"host_tier_gb": "5", "prefix_caching": "false"}).check()
     with pytest.raises(ParamError, match="host_tier_gb: 0.001 holds no KV block of 13,107,200 bytes"):

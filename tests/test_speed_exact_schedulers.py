@@ -28,6 +28,7 @@ from kvweb.prefix.radix_cache import RadixCache, TokenPool
 from kvweb.serving import continuous_batching, radix_quiet, radix_scheduler, v1_quiet
 from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
+from kvweb.serving.host_tier import HostTree
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
 from kvweb.serving.prefix_caching import chain_hashes
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
@@ -203,6 +204,10 @@ def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
                                         (300, "fcfs", True, False)):
         config = RadixConfig(2048, 64, chunk, 4096, policy, mixed, cache)
         both_ways(lambda config=config: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, True)
+    for host in (3000, 400):  # a host tier (HiCache) large and small
+        config = RadixConfig(2048, 64, 1024, 4096, "lpm", False, True)
+        both_ways(lambda host=host: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config,
+                                                   host=HostTree(RadixCache(host), host, cost)), requests, True)
 
 
 requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]), st.integers(0, 30), st.integers(1, 40),

@@ -28,6 +28,7 @@ from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBa
 from kvweb.serving.paper_engine import Run
 from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.host_tier import HostTree
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler
@@ -62,8 +63,7 @@ UNREAD_BY = {
     "paper": ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb",
               *ignored_by("paged")),
     "vllm-v1": ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
-    "sglang": ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, "host_tier_gb",
-               *SWAP_PRICES),
+    "sglang": ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES),
 }
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
@@ -135,10 +135,11 @@ class SchedulersLab(ServingLab):
                                          "(on by default in vLLM 0.33.0): a finished request keeps its blocks and batch slot "
                                          "one step longer; the paper GPU prices no CPU time, so nothing is hidden")
     host_tier_gb = param.Number(0.0, bounds=(0.0, MAX_HOST_TIER_GB),
-                                doc="vLLM V1: a host-memory tier for the prefix cache, in GB (vLLM's OffloadingConnector "
-                                    "with CPU blocks): every full block is also written to host memory, least recently "
-                                    "used dropped first, and a prefix found there is loaded back over the host link "
-                                    "before the request runs; 0: off. Needs prefix_caching")
+                                doc="vLLM V1 and SGLang: a host-memory tier for the prefix cache, in GB (vLLM's "
+                                    "OffloadingConnector with CPU blocks, SGLang's HiCache): what the GPU caches is also "
+                                    "written to host memory, least recently used dropped first, and a prefix found there "
+                                    "is loaded back over the host link before the request runs; 0: off. Needs "
+                                    "prefix_caching")
     token_budget = param.Integer(0, bounds=(0, 65536),
                                  doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "
                                      "prefill chunks together; 0: vLLM's default for the GPU (2048 on A100, 8192 on "
@@ -222,23 +223,29 @@ class SchedulersLab(ServingLab):
             return V1Scheduler(cost, config, setup.slo, give_up_after)
         config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
                              self.prefix_caching)
-        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after)
+        host_tokens = self.host_tokens()
+        host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
+        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)
 
-    def host_blocks(self) -> int:
-        """The host tier's size in KV blocks (0: off; prefix caching off: no tier either)."""
+    def host_tokens(self) -> int:
+        """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
         if not self.prefix_caching:
             return 0
-        return int(self.host_tier_gb * 1e9 // (self.block_size * self.setup().cost_model().kv_bytes_per_token))
+        return int(self.host_tier_gb * 1e9 // self.setup().cost_model().kv_bytes_per_token)
+
+    def host_blocks(self) -> int:
+        """vLLM V1's host tier in whole KV blocks."""
+        return self.host_tokens() // self.block_size
 
     def unread(self, mode: str) -> tuple[str, ...]:
-        """`UNREAD_BY[mode]`: vLLM V1 with a host tier reads the host link's prices too."""
-        if mode == "vllm-v1" and self.host_blocks():
+        """`UNREAD_BY[mode]`: with a host tier vLLM V1 and SGLang read the host link's prices too."""
+        if mode != "paper" and self.host_blocks():
             return tuple(n for n in UNREAD_BY[mode] if n not in SWAP_PRICES)
         return UNREAD_BY[mode]
 
     def run_mode(self, mode: str, requests: list[Request], progress: Progress, trace: bool = False,
                  give_up_after: int | None = None) -> Run:
-        """One mode's run; vLLM V1's with a host tier carries the tier's figures as `host_tier`."""
+        """One mode's run; with a host tier, vLLM V1's and SGLang's carry its figures as `host_tier`."""
         setup = self.setup().with_(max_seqs=self.max_seqs)
         if mode == "paper":
             return setup.run(requests, progress, trace=trace, give_up_after=give_up_after)
@@ -298,8 +305,8 @@ class SchedulersLab(ServingLab):
                 self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
                 # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
                 self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
-        if self.host_blocks():  # vLLM V1 without the tier too
-            runs.append(self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs))
+        if self.host_blocks():  # vLLM V1 and SGLang without the tier too
+            runs += runs[1:]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
@@ -328,7 +335,8 @@ class SchedulersLab(ServingLab):
             modes.append(dict(row))
             counts.append(frame_count)
         if self.host_blocks():
-            self._without_tier(modes[MODES.index("vllm-v1")], progress)
+            for mode in ("vllm-v1", "sglang"):
+                self._without_tier(modes[MODES.index(mode)], progress)
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])
@@ -342,9 +350,9 @@ class SchedulersLab(ServingLab):
         }
 
     def _without_tier(self, row: dict[str, Any], progress: Progress) -> None:
-        """vLLM V1's TTFT on the same requests without the host tier (a remembered run of its own)."""
-        off = type(self)(**{**self.values(), "host_tier_gb": 0.0})
-        plain, _ = off.served_once("vllm-v1", lambda f, m: progress(1.0, f"vllm-v1 without the host tier: {m}"))
+        """A mode's TTFT on the same requests without the host tier (a remembered run of its own)."""
+        off, mode = type(self)(**{**self.values(), "host_tier_gb": 0.0}), row["mode"]
+        plain, _ = off.served_once(mode, lambda f, m: progress(1.0, f"{mode} without the host tier: {m}"))
         row["host_tier"] = {**row["host_tier"], "ttft_s_without": plain["ttft_s"],
                             "prefix_hit_rate_without": plain["prefix_hit_rate"]}
 
