@@ -1,8 +1,8 @@
 """View of the `schedulers` lab: one memory map per mode (papers' engine, vLLM V1, SGLang),
 animated over simulated time, the figures of the three side by side in a table, and the prefix
-hit rate, batch and memory over time. With vLLM V1's host-memory tier on, the hit rate's dotted line
-is the share the tier served, a figure shows the blocks it holds, and the table gives hits by tier,
-bytes over the host link and the TTFT without the tier.
+hit rate, batch and memory over time. With the host-memory tier on (vLLM V1 and SGLang), the hit
+rate's dotted lines are the share the tier served, a figure shows what it holds, and the table gives
+hits by tier, bytes over the host link and the TTFT without the tier.
 
 A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a running request
 holds it, purple while running requests read it from the prefix cache (blocks a request hit or
@@ -30,6 +30,7 @@ from kvweb.serving.continuous_batching import CACHED, SHARED
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
+TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
 
@@ -157,7 +158,8 @@ class SchedulersView(LabView):
             label_text_font_size="12px", background_fill_alpha=0))
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
-        self.tier_curves = ColumnDataSource(columns("t", "host_hit_rate", "held"), name="schedulers-host-tier")
+        self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
+                            for m in TIERED}
         tools = "xpan,xwheel_zoom,reset,save"
         time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
         self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=230,
@@ -178,16 +180,17 @@ class SchedulersView(LabView):
             items["memory"].append(LegendItem(label=m, renderers=[
                 self.memory.line("t", "held", source=src, color=color, line_width=2),
                 self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
-        self.host_hits = LegendItem(label=tr("vllm-v1: from the host tier"), visible=False, renderers=[
-            self.hits.line("t", "host_hit_rate", source=self.tier_curves, color=MODE_COLORS["vllm-v1"], line_width=2,
-                           line_dash="dotted")])
-        items["hits"].append(self.host_hits)
-        self.host = figure(title=tr("vLLM V1's host tier: blocks held, % of its size"), height=200,
-                           sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
-                           x_axis_label=tr("simulated time (s)"), visible=False, name="schedulers-host-tier-figure")
-        self.host.line("t", "held", source=self.tier_curves, color=MODE_COLORS["vllm-v1"], line_width=2)
-        steady_ticks(self.host, 3)
-        for fig, key, digits in ((self.hits, "hits", 3), (self.batch, "batch", 4), (self.memory, "memory", 3)):
+        self.host = figure(title=tr("host tier: KV held, % of its size"), height=200, sizing_mode="stretch_width",
+                           tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"),
+                           visible=False, name="schedulers-host-tier-figure")
+        self.host_hits = [LegendItem(label=f"{m}: {tr('from the host tier')}", visible=False, renderers=[
+            self.hits.line("t", "host_hit_rate", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2,
+                           line_dash="dotted")]) for m in TIERED]
+        items["hits"] += self.host_hits
+        items["host"] = [LegendItem(label=m, renderers=[
+            self.host.line("t", "held", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2)]) for m in TIERED]
+        for fig, key, digits in ((self.hits, "hits", 3), (self.host, "host", 3), (self.batch, "batch", 4),
+                                 (self.memory, "memory", 3)):
             legend_below(fig, items[key])
             steady_ticks(fig, digits)  # (percentages up to 100; batches up to max_seqs, 1024)
         self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(4)]
@@ -224,7 +227,7 @@ class SchedulersView(LabView):
             }
             self.curves[m["mode"]].data = data
             curves.append(data)
-        self._show_tier(next((m for m in modes if "host_tier" in m), None))
+        self._show_tier({m["mode"]: m for m in modes if "host_tier" in m})
         set_range(self.hits.x_range, max((d["t"][-1] for d in curves if len(d["t"])), default=0.0))
         set_range(self.hits.y_range, padded_end(*(d["hit_rate"] for d in curves)))
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
@@ -243,18 +246,21 @@ class SchedulersView(LabView):
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
 
-    def _show_tier(self, mode: dict[str, Any] | None) -> None:
-        """The host tier's curves (none without a tier: the figure hides)."""
-        self.host.visible = self.host_hits.visible = mode is not None
-        if mode is None:
-            self.tier_curves.data = columns("t", "host_hit_rate", "held")
-            return
-        tier = mode["host_tier"]
-        self.tier_curves.data = {
-            "t": np.asarray(mode["trace"]["curves"]["t"], dtype=float),
-            "host_hit_rate": 100 * np.asarray(tier["curves"]["host_hit_rate"], dtype=float),
-            "held": 100 / tier["capacity_blocks"] * np.asarray(tier["curves"]["held_blocks"], dtype=float)}
-        set_range(self.host.y_range, padded_end(self.tier_curves.data["held"]))
+    def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
+        """The host tier's curves of the modes that have one (none: the figure hides)."""
+        self.host.visible = bool(tiered)
+        for m, item in zip(TIERED, self.host_hits):
+            item.visible = m in tiered
+            if m not in tiered:
+                self.tier_curves[m].data = columns("t", "host_hit_rate", "held")
+                continue
+            tier = tiered[m]["host_tier"]
+            self.tier_curves[m].data = {
+                "t": np.asarray(tiered[m]["trace"]["curves"]["t"], dtype=float),
+                "host_hit_rate": 100 * np.asarray(tier["curves"]["host_hit_rate"], dtype=float),
+                "held": 100 / tier["capacity_tokens"] * np.asarray(tier["curves"]["held_tokens"], dtype=float)}
+        if tiered:
+            set_range(self.host.y_range, padded_end(*(self.tier_curves[m].data["held"] for m in tiered)))
 
     def show_step(self, index: int) -> None:
         times = self.timeline["t"]
