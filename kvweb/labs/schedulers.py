@@ -5,7 +5,8 @@ same requests, the same paper GPU and the same SLO.
 recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
 serving/radix_scheduler.py on a `RadixCache` (prefix/radix_cache.py), wired here because the
-serving part may not import the prefix part.
+serving part may not import the prefix part (so is SGLang's host tree, another `RadixCache`).
+`host_tier_gb` gives both a host-memory tier (serving/host_tier.py).
 """
 from __future__ import annotations
 

@@ -28,6 +28,10 @@ until the rest have room for 20 decode steps (`release_req`). `new_token_ratio` 
 when the server idles. A finished request's prompt + output KV enters the tree, split at the
 prompt's end (the output's KV is evicted first), and is unlocked (`release_kv_cache`).
 
+With a host tier (`host`, HiCache's write_through: serving/host_tier.py) every prefix the tree
+takes in is also written to a host tree, and a request whose prompt the host holds at least 10
+tokens further than the GPU's match loads them back once the budget has taken it: the batch waits.
+
 Slots are token-granular (SGLang's default page size 1). A decoded token's slot is taken when
 its request leaves or when the memory map is drawn; until then the scheduler counts it, so the
 pool's free size always subtracts it (as if allocated every step).

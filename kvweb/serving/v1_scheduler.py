@@ -20,6 +20,9 @@ tokens):
    stay cached, free, until an allocation needs them. vLLM keeps one block out of use (the null
    block). With async scheduling a finished request keeps its blocks and batch slot through the
    next iteration (`leaving`).
+4. With a host tier (`host_blocks`, the OffloadingConnector: serving/host_tier.py) every block is
+   also written to host memory as its hash is entered, and an admitted request's lookup runs on
+   in the host after its GPU hits: those blocks are loaded into fresh GPU blocks (the step waits).
 
 Because decoding requests are served before prefills and V1 requires the budget to be at least
 `max_num_seqs`, every decoding request decodes in every iteration, and a request still
