@@ -31,6 +31,7 @@ from kvweb.serving.continuous_batching import CACHED, SHARED
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
 TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
+HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
 
@@ -162,7 +163,7 @@ class SchedulersView(LabView):
                             for m in TIERED}
         tools = "xpan,xwheel_zoom,reset,save"
         time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
-        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=230,
+        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=HITS_HEIGHT,
                            sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
                            x_axis_label=tr("simulated time (s)"))
         self.batch = figure(title=tr("batch (requests per step)"), height=230, sizing_mode="stretch_width",
@@ -249,6 +250,7 @@ class SchedulersView(LabView):
     def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
         """The host tier's curves of the modes that have one (none: the figure hides)."""
         self.host.visible = bool(tiered)
+        self.hits.height = HITS_HEIGHT + 50 * bool(tiered)  # room for the two legend rows more
         for m, item in zip(TIERED, self.host_hits):
             item.visible = m in tiered
             if m not in tiered:
