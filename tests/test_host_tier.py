@@ -5,6 +5,7 @@ lab's size 0 is the lab as it was."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import numpy as np
 import pytest
@@ -233,7 +234,6 @@ def test_size_zero_is_no_tier_and_bad_sizes_are_refused():
 
 
 def test_cli_json_with_a_host_tier_equals_the_library_run():
-    from io import StringIO
     params = {"requests": "60", "rate": "6", "mem_util": "0.75", "host_tier_gb": "10"}
     out, err = StringIO(), StringIO()
     assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
