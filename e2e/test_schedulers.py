@@ -71,3 +71,21 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     assert all(CACHED not in states(page, m) for m in ("paper", "vllm-v1", "sglang"))
     assert query(page)["workload"] == "few-shot"
     assert guard.errors == []
+
+
+def test_a_host_tier_in_the_url_shows_its_figure(page, served_app, guard):
+    page.goto(f"{served_app}?lab=schedulers&requests=120&rate=6&mem_util=0.75&host_tier_gb=40")
+    wait_ready(page)
+    page.wait_for_function("label => Bokeh.documents[0].get_model_by_name('schedulers-figures').data.figure"
+                           ".includes(label)", arg="host tier: prompt tokens from GPU / host / computed")
+    rows = table(page)
+    by_tier = rows["host tier: prompt tokens from GPU / host / computed"]
+    assert by_tier["paper"] == rows["TTFT p50 / p99 without the host tier (ms)"]["paper"] == "-"
+    for mode in ("vllm-v1", "sglang"):
+        held = page.evaluate(DATA, f"schedulers-host-tier-{mode}")["held"]
+        assert len(held) > 10 and max(held) > 0  # the tier fills as the GPU caches
+        assert int(by_tier[mode].split(" / ")[1].replace(",", "")) > 0  # prompt tokens from the host
+        assert rows["TTFT p50 / p99 without the host tier (ms)"][mode] != "-"
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-host-tier-figure').visible")
+    assert float(query(page)["host_tier_gb"]) == 40
+    assert guard.errors == []

@@ -28,6 +28,7 @@ from kvweb.prefix.radix_cache import RadixCache, TokenPool
 from kvweb.serving import continuous_batching, radix_quiet, radix_scheduler, v1_quiet
 from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
+from kvweb.serving.host_tier import HostTree
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
 from kvweb.serving.prefix_caching import chain_hashes
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
@@ -150,10 +151,16 @@ def recorder(requests: list[Request], points: int = 200) -> TraceRecorder:
 
 def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # noqa: ANN001
     """The run as it is (quiet iterations coasting) equals the run with every iteration through
-    `_iterate` (an observer turns coasting off), trace included."""
-    fast = make_scheduler().run(requests, trace=recorder(requests) if trace else None)
-    full = make_scheduler().run(requests, observer=lambda s, step: None, trace=recorder(requests) if trace else None)
+    `_iterate` (an observer turns coasting off), trace included, and so does a host tier's record."""
+    quick, slow = make_scheduler(), make_scheduler()
+    fast = quick.run(requests, trace=recorder(requests) if trace else None)
+    full = slow.run(requests, observer=lambda s, step: None, trace=recorder(requests) if trace else None)
     same_run(fast, full)
+    tier = getattr(quick, "tier", None)
+    if tier is not None:
+        times = fast.trace["curves"]["t"] if trace else [0.0, fast.sim_time]
+        assert tier.figures(times) == slow.tier.figures(times) and tier.held == slow.tier.held
+        assert (tier.changes, tier.hits, quick.host_hit_tokens) == (slow.tier.changes, slow.tier.hits, slow.host_hit_tokens)
 
 
 @pytest.fixture(params=["arrays", "as shipped"])
@@ -170,6 +177,7 @@ LAB_WORKLOADS = [
     {"rate": "6", "requests": "200"}, {"prefix_caching": "false", "rate": "5"}, {"block_size": "1", "requests": "120"},
     {"block_size": "17", "rate": "4"}, {"mem_util": "0.75", "rate": "4", "requests": "150"},
     {"workload": "few-shot", "mem_util": "0.75", "rate": "8", "requests": "150"},
+    {"mem_util": "0.75", "rate": "6", "requests": "150", "host_tier_gb": "20"},
 ]
 
 
@@ -188,12 +196,18 @@ def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
     cost = lab.setup().cost_model()
     for config in (V1Config(2048, 16, 64, 512, True), V1Config(2048, 4, 256, 256, True), V1Config(2048, 32, 8, 8192, False),
                    V1Config(2048, 16, 64, 512, True, full_prompt_check=False),
-                   V1Config(2048, 16, 64, 512, True, async_scheduling=True)):
+                   V1Config(2048, 16, 64, 512, True, async_scheduling=True),
+                   V1Config(2048, 16, 64, 512, True, host_blocks=400), V1Config(2048, 4, 32, 512, True, host_blocks=90),
+                   V1Config(2048, 16, 64, 512, True, False, True, host_blocks=400)):
         both_ways(lambda config=config: V1Scheduler(cost, config), requests, trace=True)
     for chunk, policy, mixed, cache in ((1024, "lpm", True, True), (512, "fcfs", False, True), (8192, "lpm", False, False),
                                         (300, "fcfs", True, False)):
         config = RadixConfig(2048, 64, chunk, 4096, policy, mixed, cache)
         both_ways(lambda config=config: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, True)
+    for host in (3000, 400):  # a host tier (HiCache) large and small
+        config = RadixConfig(2048, 64, 1024, 4096, "lpm", False, True)
+        both_ways(lambda host=host: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config,
+                                                   host=HostTree(RadixCache(host), host, cost)), requests, True)
 
 
 requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]), st.integers(0, 30), st.integers(1, 40),
@@ -365,7 +379,7 @@ def run_of(lab: SchedulersLab, mode: str) -> dict:
 UNREAD_CHANGES = {"token_budget": 512, "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True,
                   "prefix_caching": False, "allocator": "buddy", "watermark": 0.1, "preemption": "swap",
                   "block_size": 8, "block_overhead_us": 50.0, "host_link_gb_s": 5.0, "swap_copies": "per-layer-kv",
-                  "full_prompt_check": False, "async_scheduling": True}
+                  "full_prompt_check": False, "async_scheduling": True, "host_tier_gb": 20.0}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -395,7 +409,7 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
             value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
                      "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
                      "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
-                     "async_scheduling": True}[name]
+                     "async_scheduling": True, "host_tier_gb": 20.0}[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 

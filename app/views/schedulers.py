@@ -1,6 +1,8 @@
 """View of the `schedulers` lab: one memory map per mode (papers' engine, vLLM V1, SGLang),
 animated over simulated time, the figures of the three side by side in a table, and the prefix
-hit rate, batch and memory over time.
+hit rate, batch and memory over time. With the host-memory tier on (vLLM V1 and SGLang), the hit
+rate's dotted lines are the share the tier served, a figure shows what it holds, and the table gives
+hits by tier, bytes over the host link and the TTFT without the tier.
 
 A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a running request
 holds it, purple while running requests read it from the prefix cache (blocks a request hit or
@@ -28,6 +30,8 @@ from kvweb.serving.continuous_batching import CACHED, SHARED
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
+TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
+HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
 
@@ -40,11 +44,13 @@ def state_codes(owners: np.ndarray) -> np.ndarray:
     return codes
 
 
+def ms(d: dict[str, Any], key: str) -> str:
+    """A distribution's figure (seconds) in whole milliseconds."""
+    return f"{1e3 * (d[key] or 0):.0f}"
+
+
 def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
     """The modes' figures as table columns: a label, then one column per mode."""
-    def ms(d: dict[str, Any], key: str) -> str:
-        return f"{1e3 * (d[key] or 0):.0f}"
-
     common = serving_rows()
     rows = [
         common["throughput"], common["requests"], common["slo"],
@@ -60,10 +66,28 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         common["batch"], (tr("most requests at once"), lambda m: f"{m['max_batch']:,}"),
         common["preemptions"], common["recomputed"],
         (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
+        *(host_tier_rows() if any("host_tier" in m for m in modes) else ()),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
     ]
     return table_columns(rows, modes, [m["mode"] for m in modes])
+
+
+def host_tier_rows() -> list[tuple[str, Any]]:
+    """The host tier's rows, shown when it is on ("-" for a mode without one): prompt tokens by where they came from,
+    bytes over the host link, and the TTFT beside the same run without the tier."""
+    def tier(show: Any) -> Any:
+        return lambda m: show(m["host_tier"]) if "host_tier" in m else "-"
+
+    return [
+        (tr("host tier: prompt tokens from GPU / host / computed"),
+         tier(lambda h: f"{h['gpu_hit_tokens']:,} / {h['host_hit_tokens']:,} / {h['computed_tokens']:,}")),
+        (tr("host tier: GB written / loaded over the host link"),
+         tier(lambda h: f"{h['stored_bytes'] / 1e9:,.1f} / {h['loaded_bytes'] / 1e9:,.1f}")),
+        (tr("host tier: seconds of loads (steps wait for them)"), tier(lambda h: f"{h['load_s']:.3f}")),
+        (tr("TTFT p50 / p99 without the host tier (ms)"),
+         tier(lambda h: " / ".join(ms(h["ttft_s_without"], k) for k in ("p50", "p99")))),
+    ]
 
 
 class StateMap:
@@ -135,9 +159,11 @@ class SchedulersView(LabView):
             label_text_font_size="12px", background_fill_alpha=0))
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
+        self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
+                            for m in TIERED}
         tools = "xpan,xwheel_zoom,reset,save"
         time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
-        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=230,
+        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=HITS_HEIGHT,
                            sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
                            x_axis_label=tr("simulated time (s)"))
         self.batch = figure(title=tr("batch (requests per step)"), height=230, sizing_mode="stretch_width",
@@ -155,11 +181,21 @@ class SchedulersView(LabView):
             items["memory"].append(LegendItem(label=m, renderers=[
                 self.memory.line("t", "held", source=src, color=color, line_width=2),
                 self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
-        for fig, key, digits in ((self.hits, "hits", 3), (self.batch, "batch", 4), (self.memory, "memory", 3)):
+        self.host = figure(title=tr("host tier: KV held, % of its size"), height=200, sizing_mode="stretch_width",
+                           tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"),
+                           visible=False, name="schedulers-host-tier-figure")
+        self.host_hits = [LegendItem(label=f"{m}: {tr('from the host tier')}", visible=False, renderers=[
+            self.hits.line("t", "host_hit_rate", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2,
+                           line_dash="dotted")]) for m in TIERED]
+        items["hits"] += self.host_hits
+        items["host"] = [LegendItem(label=m, renderers=[
+            self.host.line("t", "held", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2)]) for m in TIERED]
+        for fig, key, digits in ((self.hits, "hits", 3), (self.host, "host", 3), (self.batch, "batch", 4),
+                                 (self.memory, "memory", 3)):
             legend_below(fig, items[key])
             steady_ticks(fig, digits)  # (percentages up to 100; batches up to max_seqs, 1024)
-        self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(3)]
-        for fig, span in zip((self.hits, self.batch, self.memory), self.now):
+        self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(4)]
+        for fig, span in zip((self.hits, self.host, self.batch, self.memory), self.now):
             fig.add_layout(span)
         self.frames: list[list[dict[str, Any]]] = []
         self.timeline: dict[str, Any] = {"t": [], "frames": []}
@@ -167,7 +203,7 @@ class SchedulersView(LabView):
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.paper, self.checked, self.player, self.step_text, self.key, maps,
-                         self.hits, self.batch, self.memory, sizing_mode="stretch_width")
+                         self.hits, self.host, self.batch, self.memory, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
@@ -192,6 +228,7 @@ class SchedulersView(LabView):
             }
             self.curves[m["mode"]].data = data
             curves.append(data)
+        self._show_tier({m["mode"]: m for m in modes if "host_tier" in m})
         set_range(self.hits.x_range, max((d["t"][-1] for d in curves if len(d["t"])), default=0.0))
         set_range(self.hits.y_range, padded_end(*(d["hit_rate"] for d in curves)))
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
@@ -209,6 +246,23 @@ class SchedulersView(LabView):
         self.paper.text = tr(result["paper"])
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
+
+    def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
+        """The host tier's curves of the modes that have one (none: the figure hides)."""
+        self.host.visible = bool(tiered)
+        self.hits.height = HITS_HEIGHT + 50 * bool(tiered)  # room for the two legend rows more
+        for m, item in zip(TIERED, self.host_hits):
+            item.visible = m in tiered
+            if m not in tiered:
+                self.tier_curves[m].data = columns("t", "host_hit_rate", "held")
+                continue
+            tier = tiered[m]["host_tier"]
+            self.tier_curves[m].data = {
+                "t": np.asarray(tiered[m]["trace"]["curves"]["t"], dtype=float),
+                "host_hit_rate": 100 * np.asarray(tier["curves"]["host_hit_rate"], dtype=float),
+                "held": 100 / tier["capacity_tokens"] * np.asarray(tier["curves"]["held_tokens"], dtype=float)}
+        if tiered:
+            set_range(self.host.y_range, padded_end(*(self.tier_curves[m].data["held"] for m in tiered)))
 
     def show_step(self, index: int) -> None:
         times = self.timeline["t"]

@@ -5,7 +5,8 @@ same requests, the same paper GPU and the same SLO.
 recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
 serving/radix_scheduler.py on a `RadixCache` (prefix/radix_cache.py), wired here because the
-serving part may not import the prefix part.
+serving part may not import the prefix part (so is SGLang's host tree, another `RadixCache`).
+`host_tier_gb` gives both a host-memory tier (serving/host_tier.py).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBa
 from kvweb.serving.paper_engine import Run
 from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.host_tier import HostTree
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler, default_chunk_size
@@ -58,13 +60,16 @@ CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step b
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 UNREAD_BY = {
-    "paper": ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, *ignored_by("paged")),
+    "paper": ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb",
+              *ignored_by("paged")),
     "vllm-v1": ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
     "sglang": ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES),
 }
+MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
 SERVING_ONLY = ("block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
-                "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms", *V1_ONLY)
+                "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms", *V1_ONLY,
+                "host_tier_gb")
 FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
 # Remembered results, shared by every session (a run is a pure function of its key; results are
 # only read): in the app a widget change reruns only the modes that read it, and a search only
@@ -117,6 +122,12 @@ class SchedulersLab(ServingLab):
                                      doc="vLLM V1: schedule the next step before the last one's tokens are known "
                                          "(on by default in vLLM 0.33.0): a finished request keeps its blocks and batch slot "
                                          "one step longer; the paper GPU prices no CPU time, so nothing is hidden")
+    host_tier_gb = param.Number(0.0, bounds=(0.0, MAX_HOST_TIER_GB),
+                                doc="vLLM V1 and SGLang: a host-memory tier for the prefix cache, in GB (vLLM's "
+                                    "OffloadingConnector with CPU blocks, SGLang's HiCache): what the GPU caches is also "
+                                    "written to host memory, least recently used dropped first, and a prefix found there "
+                                    "is loaded back over the host link before the request runs; 0: off. Needs "
+                                    "prefix_caching")
     token_budget = param.Integer(0, bounds=(0, 65536),
                                  doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "
                                      "prefill chunks together; 0: vLLM's default for the GPU (2048 on A100, 8192 on "
@@ -165,6 +176,13 @@ class SchedulersLab(ServingLab):
             raise ParamError(f"chunk_size: {self.chunk_size} is not allowed; use 0 (SGLang's default for the GPU) or "
                              f"{MIN_CHUNK} to 65536: SGLang matches a chunked request in the radix tree again after "
                              f"every chunk, so a prompt of n chunks walks about n²/2 tree nodes (minutes here)")
+        if self.host_tier_gb and not self.prefix_caching:
+            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} is not allowed with prefix_caching false; the host "
+                             "tier keeps prefix-cache blocks (use 0)")
+        if self.host_tier_gb and not self.host_blocks():
+            block = self.block_size * self.setup().cost_model().kv_bytes_per_token
+            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
+                             f"or at least {block / 1e9:.3g}")
         if self.search and self.workload == "trace":
             raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
 
@@ -189,14 +207,33 @@ class SchedulersLab(ServingLab):
         cost, max_len = setup.cost_model(), setup.spec.max_len
         if mode == "vllm-v1":
             config = V1Config(max_len, self.block_size, self.max_seqs, self.budget(), self.prefix_caching,
-                              self.full_prompt_check, self.async_scheduling)
+                              self.full_prompt_check, self.async_scheduling, self.host_blocks())
             return V1Scheduler(cost, config, setup.slo, give_up_after)
         config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
                              self.prefix_caching)
-        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after)
+        host_tokens = self.host_tokens()
+        host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
+        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)
+
+    def host_tokens(self) -> int:
+        """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
+        if not self.prefix_caching:
+            return 0
+        return int(self.host_tier_gb * 1e9 // self.setup().cost_model().kv_bytes_per_token)
+
+    def host_blocks(self) -> int:
+        """vLLM V1's host tier in whole KV blocks."""
+        return self.host_tokens() // self.block_size
+
+    def unread(self, mode: str) -> tuple[str, ...]:
+        """`UNREAD_BY[mode]`: with a host tier vLLM V1 and SGLang read the host link's prices too."""
+        if mode != "paper" and self.host_blocks():
+            return tuple(n for n in UNREAD_BY[mode] if n not in SWAP_PRICES)
+        return UNREAD_BY[mode]
 
     def run_mode(self, mode: str, requests: list[Request], progress: Progress, trace: bool = False,
                  give_up_after: int | None = None) -> Run:
+        """One mode's run; with a host tier, vLLM V1's and SGLang's carry its figures as `host_tier`."""
         setup = self.setup().with_(max_seqs=self.max_seqs)
         if mode == "paper":
             return setup.run(requests, progress, trace=trace, give_up_after=give_up_after)
@@ -204,10 +241,23 @@ class SchedulersLab(ServingLab):
         if trace:
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
             recorder = TraceRecorder(horizon / 200, extra_curves=("cached", "hit_rate"))
-        return self.scheduler(mode, give_up_after).run(requests, progress, trace=recorder)
+        scheduler = self.scheduler(mode, give_up_after)
+        run = scheduler.run(requests, progress, trace=recorder)
+        tier = getattr(scheduler, "tier", None)
+        if tier is not None:
+            times = run.trace["curves"]["t"] if trace else []
+            run.host_tier = {"size_gb": self.host_tier_gb, "host_hit_tokens": scheduler.host_hit_tokens,
+                             **tier.figures(times)}
+        return run
 
     def figures(self, run: Run) -> dict[str, Any]:
-        return {**summarize(run, self.setup().slo), **prefix_figures(run), "max_batch": run.max_batch}
+        out = {**summarize(run, self.setup().slo), **prefix_figures(run), "max_batch": run.max_batch}
+        tier = getattr(run, "host_tier", None)
+        if tier is not None:  # hits by tier: what the prompt tokens of first admissions came from
+            host = tier["host_hit_tokens"]
+            out["host_tier"] = {**tier, "gpu_hit_tokens": out["hit_tokens"] - host,
+                                "computed_tokens": out["prompt_tokens"] - out["hit_tokens"]}
+        return out
 
     def max_concurrency(self) -> float:
         """What vLLM logs at start-up as "Maximum concurrency for max_len tokens per request": the
@@ -233,7 +283,7 @@ class SchedulersLab(ServingLab):
             run = self.run_mode(mode, self.requests_at(self.rate), progress, trace=True)
             return {"mode": mode, **self.figures(run), "trace": run.trace}, frame_counts(run.trace["frames"])
 
-        return _RUNS.get(self.key(("search", "target", *UNREAD_BY[mode]), mode=mode), serve)
+        return _RUNS.get(self.key(("search", "target", *self.unread(mode)), mode=mode), serve)
 
     def estimate(self) -> Estimate:
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
@@ -243,6 +293,8 @@ class SchedulersLab(ServingLab):
                 self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
                 # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
                 self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
+        if self.host_blocks():  # vLLM V1 and SGLang without the tier too
+            runs += runs[1:]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
@@ -270,6 +322,9 @@ class SchedulersLab(ServingLab):
             row, frame_count = self.served_once(mode, part)
             modes.append(dict(row))
             counts.append(frame_count)
+        if self.host_blocks():
+            for mode in ("vllm-v1", "sglang"):
+                self._without_tier(modes[MODES.index(mode)], progress)
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])
@@ -282,12 +337,19 @@ class SchedulersLab(ServingLab):
             "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER, "checked": CHECKED,
         }
 
+    def _without_tier(self, row: dict[str, Any], progress: Progress) -> None:
+        """A mode's TTFT on the same requests without the host tier (a remembered run of its own)."""
+        off, mode = type(self)(**{**self.values(), "host_tier_gb": 0.0}), row["mode"]
+        plain, _ = off.served_once(mode, lambda f, m: progress(1.0, f"{mode} without the host tier: {m}"))
+        row["host_tier"] = {**row["host_tier"], "ttft_s_without": plain["ttft_s"],
+                            "prefix_hit_rate_without": plain["prefix_hit_rate"]}
+
     def _search(self, modes: list[dict[str, Any]], progress: Progress) -> None:
         """Each mode's highest rate within the SLO, on the same requests arriving faster or slower
         (remembered by what it reads: not the rate, which it scales itself)."""
         for i, row in enumerate(modes):
             mode = row["mode"]
-            key = self.key(("rate", "search", *UNREAD_BY[mode]), mode=mode)
+            key = self.key(("rate", "search", *self.unread(mode)), mode=mode)
             row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
 
     def _search_mode(self, i: int, mode: str, progress: Progress) -> tuple[float, list[dict]]:

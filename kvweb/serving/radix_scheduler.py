@@ -28,6 +28,10 @@ until the rest have room for 20 decode steps (`release_req`). `new_token_ratio` 
 when the server idles. A finished request's prompt + output KV enters the tree, split at the
 prompt's end (the output's KV is evicted first), and is unlocked (`release_kv_cache`).
 
+With a host tier (`host`, HiCache's write_through: serving/host_tier.py) every prefix the tree
+takes in is also written to a host tree, and a request whose prompt the host holds at least 10
+tokens further than the GPU's match loads them back once the budget has taken it: the batch waits.
+
 Slots are token-granular (SGLang's default page size 1). A decoded token's slot is taken when
 its request leaves or when the memory map is drawn; until then the scheduler counts it, so the
 pool's free size always subtracts it (as if allocated every step).
@@ -44,6 +48,7 @@ from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import FREE, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTree
 from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_quiet import RadixQuietSteps
 from kvweb.serving.step_cost import chunk_work
@@ -122,7 +127,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     kind = "sglang"
 
     def __init__(self, cost: CostModel, tree: PrefixTree, config: RadixConfig, slo: SLO = SLO(),
-                 give_up_after: int | None = None) -> None:
+                 give_up_after: int | None = None, host: HostTree | None = None) -> None:
         if config.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
@@ -139,6 +144,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         self.matches: dict[int, Match] = {}  # this prefill attempt's matches, by request id
         self.inserted: set[int] = set()  # requests whose own chunks entered the tree
         self.no_match = NoMatch(tree.root)
+        self.tier = host if config.radix_cache else None  # HiCache's host tree (host_tier.py)
+        self.host_hit_tokens = 0  # prompt tokens of first admissions loaded back from the host
+        self.loading = 0.0  # seconds of loads the prefill batch being formed waits for
 
     def never_fits(self, final_kv: int) -> str | None:
         """SGLang admits a request while prompt + output (final KV + 1) and a page of slack stay below the free pool."""
@@ -193,7 +201,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 seq.mat = seq.computed
                 self._sampled(seq, fresh)
         held = self.occupied
-        return (self.cost.step_time(flops, nbytes) if batch else 0.0), batch, fresh, held, held, tree.evictable_size
+        dt = self.cost.step_time(flops, nbytes) + self.loading if batch else 0.0
+        self.loading = 0.0
+        return dt, batch, fresh, held, held, tree.evictable_size
 
     # -- prefill -------------------------------------------------------------------
     def _prefill_batch(self) -> list[tuple[Seq, int]] | None:
@@ -242,6 +252,11 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                     self.tree.unlock(match.node)
                     self.batch_is_full = bool(can_run) or running > 0
                     break
+            more = 0
+            if self.tier is not None and match is not self.no_match:
+                match, more = self._load_back(seq, total, match)
+                hit, n = hit + more, n - more
+                need -= more
             if n > rem_chunk:
                 n = rem_chunk
                 self.chunked = seq
@@ -255,6 +270,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             seq.node, seq.prefix = (match.node, match.slots[:hit]) if match else (None, seq.prefix[:0])
             seq.computed = seq.mat = hit
             self._admitted(seq, hit)
+            if self.tier is not None and len(seq.spans) == 1:
+                self.host_hit_tokens += more
+                self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
             can_run.append((seq, n))
             if self._rem_total(offset) <= 0:
                 self.batch_is_full = True
@@ -263,6 +281,28 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         for seq, n in can_run:  # slots last, once every admitted prefix is locked against eviction
             self._take(seq, n)
         return can_run or None
+
+    def _load_back(self, seq: Seq, total: int, match: Match) -> tuple[Match, int]:
+        """HiCache's `init_load_back`: the host holds more of seq's prompt than the GPU's match (at
+        least LOAD_BACK_THRESHOLD tokens more, at most total - 1 in all): take slots for them (the
+        budget counted them as new tokens), enter them in the tree and lock the longer match in place
+        of `match`. Returns the match and the tokens loaded; the batch waits for the load."""
+        tokens = seq.content()[:total - 1]
+        more = self.tier.lookup(tokens) - match.length
+        if more < LOAD_BACK_THRESHOLD:
+            return match, 0
+        short = more - self.free_slots
+        if short > 0:
+            self.tree.evict(short)
+        if more > self.free_slots:
+            return match, 0
+        tokens = tokens[:match.length + more]
+        self.tree.insert(tokens, np.concatenate([match.slots, self.pool.alloc(more)]))
+        longer = self.tree.match_prefix(tokens)
+        self.tree.lock(longer.node)
+        self.tree.unlock(match.node)
+        self.loading += self.tier.load(more)
+        return longer, more
 
     def _rem_total(self, offset: float) -> float:
         return self.free_slots + self.tree.evictable_size - offset
@@ -319,6 +359,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             return
         tokens = seq.content()[:seq.computed]
         self.tree.insert(tokens, np.concatenate([seq.prefix, *seq.own]))
+        if self.tier is not None:
+            self.tier.store(tokens, self.now)
         self.inserted.add(seq.id)
         match = self.tree.match_prefix(tokens)
         self.tree.lock(match.node)
@@ -363,6 +405,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             if self.config.radix_cache:
                 tokens = seq.content()[:seq.computed]
                 self.tree.insert(tokens, slots)
+                if self.tier is not None:
+                    self.tier.store(tokens, self.now)
                 if 0 < seq.req.prompt < seq.computed:  # checkpoint(split_prompt=True): the output's KV is a
                     self.tree.match_prefix(tokens[:seq.req.prompt])  # leaf of its own, evicted before the prompt's
             else:

@@ -20,6 +20,9 @@ tokens):
    stay cached, free, until an allocation needs them. vLLM keeps one block out of use (the null
    block). With async scheduling a finished request keeps its blocks and batch slot through the
    next iteration (`leaving`).
+4. With a host tier (`host_blocks`, the OffloadingConnector: serving/host_tier.py) every block is
+   also written to host memory as its hash is entered, and an admitted request's lookup runs on
+   in the host after its GPU hits: those blocks are loaded into fresh GPU blocks (the step waits).
 
 Because decoding requests are served before prefills and V1 requires the budget to be at least
 `max_num_seqs`, every decoding request decodes in every iteration, and a request still
@@ -39,6 +42,7 @@ from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.host_tier import HostTier
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
@@ -61,6 +65,7 @@ class V1Config:
     prefix_caching: bool = True  # enable_prefix_caching (on by default in V1)
     full_prompt_check: bool = True  # scheduler_reserve_full_isl (on by default since vLLM PR #37307)
     async_scheduling: bool = False  # AsyncScheduler (on by default in vLLM 0.33.0)
+    host_blocks: int = 0  # the OffloadingConnector's CPU blocks (0: no host tier); needs prefix caching
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
@@ -86,6 +91,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         # freed, the table changes or the budget shrinks, it still does not (decoding only takes
         # blocks), so it is not retried.
         self._blocked: tuple[Seq | None, int, int | None, int] = (None, -1, -1, -1)
+        self.tier = HostTier(config.host_blocks, self.bs, cost) if config.host_blocks and config.prefix_caching else None
+        self.host_hit_tokens = 0  # prompt tokens of first admissions loaded from the host tier
 
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
@@ -145,6 +152,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     kv - pool.shared_extra * bs, pool.reusable * bs)
         batch = decoders
         fresh: list[Seq] = []
+        load_s = 0.0  # the host tier's loads: the step waits for them (see host_tier.py)
         for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
             if seq not in self.prefilling:
                 continue  # preempted for an earlier one's chunk
@@ -168,7 +176,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 seq = self.waiting[0]
                 total = seq.tokens_to_compute
                 hits = self._hits(seq, total)
-                hit = len(hits) * bs
+                loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
+                hit = (len(hits) + len(loaded)) * bs
                 n = min(total - hit, budget)
                 new = -(-(hit + n) // bs) - len(hits)
                 # the whole prompt must fit (vLLM's `full_sequence_must_fit`), or only its first chunk
@@ -188,7 +197,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 pool.touch(hits)
                 seq.blocks = hits + pool.take(new)
                 seq.registered = len(hits)
+                if loaded:
+                    load_s += self.tier.load(loaded)
                 self._admitted(seq, hit)
+                if self.tier and len(seq.spans) == 1:
+                    self.host_hit_tokens += len(loaded) * bs
+                    self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
                 f, b = chunk_work(self.cost, self.weights, n, hit)
                 flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
                 seq.computed = hit + n
@@ -200,7 +214,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         used = self.kv_tokens - pool.shared_extra * bs
         for seq in self.prefilling:
             used += seq.computed
-        return (self.cost.step_time(flops, nbytes), batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
+        return (self.cost.step_time(flops, nbytes) + load_s, batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
                 pool.reusable * bs)
 
     def _start_decoding(self, seq: Seq, fresh: list[Seq]) -> None:
@@ -246,6 +260,15 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         blocks = (total - 1) // self.bs
         return self.pool.lookup(islice(self._hashes(seq, blocks), blocks))
 
+    def _host_hits(self, seq: Seq, total: int, on_gpu: int) -> list:
+        """The hashes of the blocks the host tier holds right after the `on_gpu` blocks found on the
+        GPU, at most total - 1 tokens in all (the connector's `get_num_new_matched_tokens`)."""
+        if not self._may_hit(seq):
+            return []
+        blocks = (total - 1) // self.bs
+        hashes = self._hashes(seq, blocks)[on_gpu:blocks]
+        return hashes[:self.tier.lookup(hashes)]
+
     def _may_hit(self, seq: Seq) -> bool:
         """Whether any cached block can be seq's: not for a request without content of its own
         that never ran (its keys are its own and none was ever entered)."""
@@ -255,7 +278,10 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         """Enter the hashes of seq's blocks full of its first `tokens` tokens of computed KV."""
         full = tokens // self.bs
         if self.config.prefix_caching and full > seq.registered:
-            self.pool.register(seq.blocks, self._hashes(seq, full), seq.registered, full)
+            hashes = self._hashes(seq, full)
+            self.pool.register(seq.blocks, hashes, seq.registered, full)
+            if self.tier and self.tier.store(hashes[seq.registered:full], self.now):
+                self.pool.version += 1  # a dropped block may shorten the blocked head's lookup: try it again
             seq.registered = full
 
     # -- memory ----------------------------------------------------------------------
