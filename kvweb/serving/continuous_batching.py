@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,6 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.paper_engine import Run, Sequence
 from kvweb.serving.engine_trace import TraceRecorder, cell_group
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
@@ -41,6 +40,77 @@ CACHED, FREE, SHARED = -2, -1, -3
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
 QUIET_ARRAY = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
+
+
+class Sequence:
+    """A request inside the loop (`Seq` adds the prefill and cache state of today's schedulers).
+
+    A prefill step writes the KV of every token it processes and yields one output token;
+    a decode step writes one token's KV and yields the next. So after any step a sequence
+    with g generated tokens holds prompt + g - 1 tokens of KV, and at most
+    prompt + output - 1 (`final_kv`). While running, length and output grow by one per step
+    from (step0, kv0, gen0).
+    """
+
+    __slots__ = ("req", "id", "final_kv", "step0", "kv0", "gen0", "blocks", "phase", "start",
+                 "on_host", "first_token_t", "finish_t", "spans", "missed")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.id = req.id
+        self.final_kv = req.prompt + req.output - 1
+        self.step0 = 0
+        self.kv0 = 0
+        self.gen0 = 0  # tokens generated so far (while waiting or preempted)
+        self.blocks: list[int] = []
+        self.phase = 0
+        self.start = 0
+        self.on_host = False
+        self.first_token_t = 0.0
+        self.finish_t = 0.0
+        self.spans: list[list[float]] = []  # [admitted, left) times on the GPU
+        self.missed = False
+
+    def kv(self, step: int) -> int:
+        """KV tokens held after `step` (while running)."""
+        return self.kv0 + step - self.step0
+
+    def generated(self, step: int) -> int:
+        """Output tokens generated after `step` (while running)."""
+        return self.gen0 + step - self.step0
+
+    def leave(self, t: float, slo: SLO) -> bool:
+        """It finished at time t; whether that made it miss the SLO (its mean time per output token)."""
+        self.finish_t = t
+        self.spans[-1][1] = t
+        if self.missed or self.req.output < 2:
+            return False
+        self.missed = (t - self.first_token_t) / (self.req.output - 1) > slo.tpot_s
+        return self.missed
+
+
+@dataclass
+class Run:
+    """Everything a run produced; metrics.summarize turns it into figures."""
+
+    sequences: list[Sequence]  # finished, by id
+    rejected: list[tuple[Request, str]]
+    sim_time: float
+    steps: int
+    batch_sum: int
+    occupied_s: float  # token-seconds
+    used_s: float
+    capacity: int
+    preemptions: int
+    recomputed_tokens: int
+    swapped_bytes: int  # over the host link (the papers' engine's swap)
+    generated: int
+    stopped_early: bool
+    trace: dict[str, Any] = field(default_factory=dict)
+    # (seconds since the batch last decoded, requests that waited that long for their next token),
+    # one or more per decoding step: metrics.summarize's inter-token latency. A list of pairs,
+    # or (from the loop, which makes hundreds of thousands) the same pairs as an [n, 2] float array.
+    itl: list[tuple[float, int]] | np.ndarray = field(default_factory=list)
 
 
 class Seq(Sequence):
@@ -112,6 +182,12 @@ class ContinuousBatching:
 
     kind = ""
     capacity = 0  # tokens
+    # Whether every request that decodes in an iteration got its previous token at the end of the
+    # iteration before (whole prefills, no chunks: the papers' engine), so that its inter-token
+    # latency is the iteration's own duration. The loop then records that `dt`, as the papers'
+    # engine always has; otherwise it records clock differences (now - the request's last token),
+    # which can differ from `dt` in the last bits.
+    itl_is_step_time = False
 
     def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
                  give_up_after: int | None = None) -> None:
@@ -135,6 +211,8 @@ class ContinuousBatching:
         self.preempted = 0  # of the waiting requests, how many were preempted
         self.preemptions = 0
         self.recomputed_tokens = 0
+        self.swapped_bytes = 0  # KV moved over the host link (the papers' engine's swap)
+        self.generated = 0  # tokens sampled by requests that (re)started; the loop adds the decoded ones
         self.prompt_tokens = 0
         self.hit_tokens = 0
         self.resumed_hit_tokens = 0
@@ -185,7 +263,8 @@ class ContinuousBatching:
 
     @property
     def busy(self) -> bool:
-        """Work in progress besides the decoding requests (a prefill split into chunks)."""
+        """Work in progress besides the decoding requests (a prefill split into chunks, preempted
+        work held apart from the waiting queue)."""
         return False
 
     def _idle(self) -> None:
@@ -231,6 +310,7 @@ class ContinuousBatching:
         if seq.gen0 == 0:
             fresh.append(seq)
         seq.gen0 += 1
+        self.generated += 1
         seq.step0, seq.kv0 = self.dstep, seq.computed
         self.running[seq.id] = seq
         self.kv_tokens += seq.computed
@@ -247,16 +327,18 @@ class ContinuousBatching:
         self.kv_tokens -= seq.computed
         return seq.computed
 
-    def _preempt(self, seq: Seq) -> None:
-        """seq (out of the batch, `computed` = the KV it holds) drops its KV and waits to be
-        recomputed; the scheduler puts it back in its waiting queue."""
+    def _preempt(self, seq: Seq, kind: str = "preempt") -> None:
+        """seq (out of the batch, `computed` = the KV it holds) leaves the GPU: "preempt" drops its
+        KV, to be recomputed; "swap_out" has moved it to the host (the papers' engine). The scheduler
+        puts it back in a queue. The event comes first: it draws the memory the request frees."""
+        self._event(kind, seq)
         self._release(seq, finished=False)
-        self.recomputed_tokens += seq.computed
+        if kind == "preempt":
+            self.recomputed_tokens += seq.computed
         seq.computed = 0
         seq.spans[-1][1] = self.now
         self.preemptions += 1
         self.preempted += 1
-        self._event("preempt", seq)
 
     def _finish(self, seq: Seq) -> None:
         del self.running[seq.id]
@@ -284,7 +366,7 @@ class ContinuousBatching:
         self.trace = trace
         self.arrivals = arrivals = Arrivals(requests)
         total = len(requests)
-        steps = batch_sum = 0
+        steps = batch_sum = decode_tokens = 0
         occupied_s = used_s = cached_s = 0.0
         sample_t = trace.next_t if trace else float("inf")
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
@@ -335,9 +417,12 @@ class ContinuousBatching:
                         np.add.accumulate(sums, axis=1, out=sums)
                         m = min(int(np.searchsorted(sums[0], limit)) + 1, k)  # up to the one reaching the limit
                         self._quiet_commit(m)
-                        times = sums[0, :m]
-                        itl_s.append(times[0].item() - last_decode)
-                        itl_s += np.diff(times).tolist()
+                        if self.itl_is_step_time:
+                            itl_s += dts[:m].tolist()
+                        else:
+                            times = sums[0, :m]
+                            itl_s.append(times[0].item() - last_decode)
+                            itl_s += np.diff(times).tolist()
                         itl_n += [n] * m
                         self.now, occupied_s, used_s, cached_s = sums[:, m - 1].tolist()
                         self.step += m
@@ -350,6 +435,7 @@ class ContinuousBatching:
                     last_decode = now = self.now
                     steps += m
                     batch_sum += self.decoded * m
+                    decode_tokens += self.decoded * m
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
                         trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
@@ -371,8 +457,12 @@ class ContinuousBatching:
             occupied_s += occupied * dt
             used_s += used * dt
             cached_s += cached * dt
+            decode_tokens += self.decoded
             if self.decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
-                if joins:  # ... or, for requests that joined since, since their last token
+                if self.itl_is_step_time:
+                    itl_s.append(dt)
+                    itl_n.append(self.decoded)
+                elif joins:  # ... or, for requests that joined since, since their last token
                     old = self.decoded - sum(c for _, c in joins)
                     if old > 0:
                         itl_s.append(now - last_decode)
@@ -386,7 +476,8 @@ class ContinuousBatching:
                     itl_n.append(self.decoded)
                 last_decode = now
             if self.joined:
-                joins.append((now, self.joined))
+                if not self.itl_is_step_time:
+                    joins.append((now, self.joined))
                 self.joined = 0
             for seq in fresh:
                 seq.first_token_t = now
@@ -405,12 +496,11 @@ class ContinuousBatching:
                 observer(self, self.step)
             if not steps & 1023:
                 progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
-        generated = sum(s.req.output for s in self.finished) + sum(s.generated(self.dstep) for s in self.running.values())
         return ScheduledRun(
             sequences=sorted(self.finished, key=lambda s: s.id), rejected=self.rejected, sim_time=self.now,
             steps=steps, batch_sum=batch_sum, occupied_s=occupied_s, used_s=used_s, capacity=self.capacity,
-            preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens, swapped_bytes=0,
-            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+            preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens, swapped_bytes=self.swapped_bytes,
+            generated=self.generated + decode_tokens, stopped_early=stopped, trace=trace.result() if trace else {},
             prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
             resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s,
             itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))),
