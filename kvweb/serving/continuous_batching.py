@@ -1,21 +1,23 @@
-"""The loop today's schedulers share: requests arrive, each iteration runs one batch, requests leave.
+"""The one continuous-batching loop: requests arrive, each iteration runs one batch, requests leave.
 
 `ContinuousBatching` owns what does not depend on the scheduler: arrivals (later chat turns
 come when the turn they follow has finished), rejection of requests that can never run, the
-clock, first tokens and finishes, SLO misses, time-weighted memory figures and the animation
-trace. A scheduler (`v1_scheduler`, `radix_scheduler`) implements `_iterate`: it builds one
-batch, changes its KV memory and returns the batch's cost.
+clock, first tokens and finishes, SLO misses, time-weighted memory figures, the inter-token
+latencies, the tokens generated and the animation trace. A scheduler (`paper_scheduler`, the
+papers' engine; `v1_scheduler`; `radix_scheduler`) implements `_iterate`: it builds one batch,
+changes its KV memory and returns the batch's cost, so its file reads as its rules.
 
 No per-token work for decoding requests: a decoding request's KV grows by one token in every
 iteration that decodes, so its length is a function of the decode counter (kept as a base
-count and a base length, as in `engine.Sequence`), and the counter value at which it finishes
-is known when it starts decoding.
+count and a base length, `Sequence`), and the counter value at which it finishes is known when
+it starts decoding.
 
 Most iterations are quiet: they only decode. A scheduler runs those without the general path
 (`_quiet_run`, one by one in a tight loop) and long stretches of them as arrays (`_quiet_plan`),
-each in a module of its own beside its rules (`v1_quiet.py`, `radix_quiet.py`),
-with every figure the same to the last bit (tests/test_speed_exact_schedulers.py compares them
-with the run that takes every iteration through `_iterate`, as an observer makes it).
+each in a module of its own beside its rules (`paper_quiet.py`, `v1_quiet.py`, `radix_quiet.py`),
+with every figure the same to the last bit (tests/test_speed_exact.py and
+tests/test_speed_exact_schedulers.py compare them with the run that takes every iteration
+through `_iterate`, as an observer makes it).
 """
 from __future__ import annotations
 
