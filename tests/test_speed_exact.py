@@ -24,7 +24,6 @@ from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
 from kvweb.serving.continuous_batching import Run
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import summarize
@@ -57,14 +56,11 @@ def test_a_memo_keeps_the_most_recently_used_and_no_more():
 # -- the engine's quiet steps ------------------------------------------------------------------
 def full_path(setup: Setup, requests: list[Request], trace: bool, give_up: int | None = None) -> Run:
     """The same run with every step through the full loop (an observer turns quiet steps off)."""
-    cost = setup.cost_model()
-    config = PaperConfig(setup.spec.max_len, setup.preemption, setup.block_size, setup.max_seqs)
     recorder = None
     if trace:
         horizon = max((r.arrival for r in requests), default=0.0) or 1.0
         recorder = TraceRecorder(horizon / 200, max_cells=1024)
-    return PaperScheduler(cost, setup.memory_manager(cost), config, setup.slo, give_up).run(
-        requests, observer=lambda engine, step: None, trace=recorder)
+    return setup.engine(give_up).run(requests, observer=lambda engine, step: None, trace=recorder)
 
 
 def same_run(a: Run, b: Run) -> None:

@@ -196,8 +196,10 @@ class SchedulersLab(ServingLab):
         return super().workload_at(rate)
 
     def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
-        """A today's scheduler, configured from the parameters."""
+        """The mode's scheduler, configured from the parameters."""
         setup = self.setup()
+        if mode == "paper":
+            return setup.with_(max_seqs=self.max_seqs).engine(give_up_after)
         cost, max_len = setup.cost_model(), setup.spec.max_len
         if mode == "vllm-v1":
             config = V1Config(max_len, self.block_size, self.max_seqs, self.budget(), self.prefix_caching,

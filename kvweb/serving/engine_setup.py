@@ -92,11 +92,15 @@ class Setup:
         """Poisson arrivals with the scenario's lengths (or the named shape)."""
         return poisson_workload(lengths or self.spec.lengths, n, rate, self.spec.max_len, seed, prompt_len, output_len)
 
-    def run(self, requests: list[Request], progress: Progress = no_progress, trace: bool = False,
-            give_up_after: int | None = None, max_cells: int = 1024) -> Run:
+    def engine(self, give_up_after: int | None = None) -> PaperScheduler:
+        """The papers' engine with these choices, to `run` (or `start` and `advance` step by step)."""
         cost = self.cost_model()
         config = PaperConfig(self.spec.max_len, self.preemption, self.block_size, self.max_seqs)
-        engine = PaperScheduler(cost, self.memory_manager(cost), config, self.slo, give_up_after)
+        return PaperScheduler(cost, self.memory_manager(cost), config, self.slo, give_up_after)
+
+    def run(self, requests: list[Request], progress: Progress = no_progress, trace: bool = False,
+            give_up_after: int | None = None, max_cells: int = 1024) -> Run:
+        engine = self.engine(give_up_after)
         recorder = None
         if trace:
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
