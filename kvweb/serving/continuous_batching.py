@@ -42,6 +42,8 @@ CACHED, FREE, SHARED = -2, -1, -3
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
 QUIET_ARRAY = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
+NO_SLOTS = np.zeros(0, dtype=np.int64)  # an empty prefix, shared (read only): only SGLang gives requests one
+NO_SLOTS.flags.writeable = False
 
 
 class Sequence:
@@ -132,7 +134,7 @@ class Seq(Sequence):
         self.hashes: list[Hashable] = []  # chained block hashes, computed as far as needed
         self.registered = 0  # blocks entered in the hash table
         self.node: Any = None  # the radix-tree node it has locked
-        self.prefix = np.zeros(0, dtype=np.int64)  # slots of its cached prefix (radix tree)
+        self.prefix = NO_SLOTS  # slots of its cached prefix (radix tree)
         self.own: list[np.ndarray] = []  # slots it allocated beyond that prefix
         self.mat = 0  # KV tokens with slots (prefix + own); decoded tokens get slots lazily
         self._content: np.ndarray | None = None
@@ -287,6 +289,13 @@ class ContinuousBatching:
         raise NotImplementedError
 
     @property
+    def may_be_quiet(self) -> bool:
+        """Whether the next iterations may be quiet (`_quiet_run` decides): a cheap check the loop
+        makes before it looks for the next finish, so that a scheduler that knows it will admit
+        saves that work."""
+        return True
+
+    @property
     def busy(self) -> bool:
         """Work in progress besides the decoding requests (a prefill split into chunks, preempted
         work held apart from the waiting queue)."""
@@ -414,7 +423,7 @@ class ContinuousBatching:
         trace, arrivals = self.trace, self.arrivals
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
         running, waiting, finish_at, ttft_s = self.running, self.waiting, self.finish_at, self.slo.ttft_s
-        step_times = self.cost.step_times
+        step_times, step_itl = self.cost.step_times, self.itl_is_step_time
         # an observer sees every step go through `_iterate`, and so does a count of iterations
         coast = observer is None and iterations < 0
         more = True
@@ -437,12 +446,14 @@ class ContinuousBatching:
                 self.stopped = True
                 more = False
                 break
-            if coast and running and not joins:
+            if coast and running and not joins and self.may_be_quiet:
                 # Quiet iterations (see `_quiet_run`) up to the next arrival (or `until`) or the one before
                 # the next finish, with the full iteration's bookkeeping (below) in the same order: long stretches
                 # as arrays (`_quiet_plan`; numpy's accumulate adds in order, so every sum is the same
                 # to the last bit), short ones one by one.
-                stop, next_t = min(finish_at), min(arrivals.next_t, until)
+                stop, next_t = min(finish_at), arrivals.next_t
+                if until < next_t:
+                    next_t = until
                 while self.dstep + 1 < stop:
                     limit = min(next_t, sample_t)
                     most = min(stop - self.dstep - 1, 1024 - (steps & 1023))  # and the next progress report
@@ -463,7 +474,7 @@ class ContinuousBatching:
                         np.add.accumulate(sums, axis=1, out=sums)
                         m = min(int(np.searchsorted(sums[0], limit)) + 1, k)  # up to the one reaching the limit
                         self._quiet_commit(m)
-                        if self.itl_is_step_time:
+                        if step_itl:
                             itl_s += dts[:m].tolist()
                         else:
                             times = sums[0, :m]
@@ -506,7 +517,7 @@ class ContinuousBatching:
             cached_s += cached * dt
             decode_tokens += self.decoded
             if self.decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
-                if self.itl_is_step_time:
+                if step_itl:
                     itl_s.append(dt)
                     itl_n.append(self.decoded)
                 elif joins:  # ... or, for requests that joined since, since their last token
@@ -523,7 +534,7 @@ class ContinuousBatching:
                     itl_n.append(self.decoded)
                 last_decode = now
             if self.joined:
-                if not self.itl_is_step_time:
+                if not step_itl:
                     joins.append((now, self.joined))
                 self.joined = 0
             for seq in fresh:

@@ -21,16 +21,22 @@ from kvweb.serving.continuous_batching import QUIET_ARRAY, ContinuousBatching
 class PaperQuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `PaperScheduler`'s state."""
 
-    def _quiet(self) -> bool:
-        """Nothing can be admitted: the queues are empty or their head is blocked."""
+    # The memory held after each of the next steps, read by a `_quiet_plan` that found too few of
+    # them for arrays: the `_quiet_run` the loop calls next takes it instead of reading it again.
+    _held: list[int] = []
+
+    @property
+    def may_be_quiet(self) -> bool:
+        """Nothing can be admitted: the queues are empty or their head is blocked (until the next
+        arrival or finish, where a quiet stretch ends anyway)."""
         return self.blocked or not (self.waiting or self.evicted)
 
     def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
         """`_iterate` as it runs when it only decodes, one step at a time (the inter-token latency
         of each is its dt: `itl_is_step_time`)."""
-        held = self.memory.occupancy(self.step, most) if self._quiet() else []
+        held, self._held = self._held or self.memory.occupancy(self.step, most), []
         if not held:
-            return 0  # the next step preempts or admits
+            return 0  # the next step preempts
         f0, fb, fc, b0, bb, bc = self.coef
         n, kv, step_time = len(self.running), self.kv_tokens, self.cost.step_time
         flops0, nbytes0 = f0 + fb * n, b0 + bb * n
@@ -56,8 +62,6 @@ class PaperQuietSteps(ContinuousBatching):
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The coming quiet steps as arrays: the memory each holds comes from `occupancy`."""
-        if not self._quiet():
-            return 0, None
         f0, fb, fc, b0, bb, bc = self.coef
         n, kv = len(self.running), self.kv_tokens
         flops0, nbytes0 = f0 + fb * n, b0 + bb * n
@@ -67,6 +71,7 @@ class PaperQuietSteps(ContinuousBatching):
         held = self.memory.occupancy(self.step, most)  # up to the step before one that runs short
         k = len(held)
         if k < QUIET_ARRAY:
+            self._held = held
             return k, None
         ctx = np.arange(kv + n, kv + n * k + 1, n)  # KV after each step = its context
         flops, nbytes = ctx * fc, ctx * bc
