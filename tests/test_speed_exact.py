@@ -23,6 +23,7 @@ from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
+from kvweb.serving import continuous_batching, paper_quiet
 from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
@@ -84,6 +85,16 @@ def test_quiet_steps_change_nothing(memory: str, preemption: str, rate: float, t
     setup = Setup("A", memory, preemption=preemption)
     requests = setup.workload(150, rate, seed=3)
     same_run(setup.run(requests, trace=trace), full_path(setup, requests, trace))
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_quiet_steps_as_arrays_change_nothing(memory: str, monkeypatch: pytest.MonkeyPatch):
+    """Nearly every quiet stretch as arrays (the shipped threshold leaves short ones to the loop)."""
+    monkeypatch.setattr(continuous_batching, "QUIET_ARRAY", 2)
+    monkeypatch.setattr(paper_quiet, "QUIET_ARRAY", 2)
+    setup = Setup("A", memory, preemption="swap")
+    requests = setup.workload(150, 6.0, seed=3)
+    same_run(setup.run(requests, trace=True), full_path(setup, requests, True))
 
 
 def test_quiet_steps_change_nothing_in_chats_and_when_giving_up():

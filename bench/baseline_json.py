@@ -1,7 +1,7 @@
 """Every lab's `kvweb run LAB --json`, saved before a refactor and compared after it.
 
-Run: PYTHONPATH=. python scripts/baseline_json.py dump DIR [--labs engine,sweep] [--quick]
-     PYTHONPATH=. python scripts/baseline_json.py compare DIR [--labs ...] [--quick] [--out DIR2]
+Run: .venv/bin/python -m bench.baseline_json dump DIR [--labs engine,sweep] [--quick]
+     .venv/bin/python -m bench.baseline_json compare DIR [--labs ...] [--quick] [--out DIR2]
 
 `dump` writes one file per run, `LAB[--name=value...].json`, holding exactly the line
 `kvweb run LAB --name value ... --json` prints (memos cleared before each run, as in a fresh
