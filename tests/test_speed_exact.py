@@ -23,11 +23,11 @@ from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
-from kvweb.serving import continuous_batching, paper_quiet
 from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import summarize
+from kvweb.serving.paper_quiet import PaperQuietSteps
 from kvweb.serving.workload import Request
 
 MODEL = MiniModel()
@@ -90,8 +90,7 @@ def test_quiet_steps_change_nothing(memory: str, preemption: str, rate: float, t
 @pytest.mark.parametrize("memory", MEMORIES)
 def test_quiet_steps_as_arrays_change_nothing(memory: str, monkeypatch: pytest.MonkeyPatch):
     """Nearly every quiet stretch as arrays (the shipped threshold leaves short ones to the loop)."""
-    monkeypatch.setattr(continuous_batching, "QUIET_ARRAY", 2)
-    monkeypatch.setattr(paper_quiet, "QUIET_ARRAY", 2)
+    monkeypatch.setattr(PaperQuietSteps, "quiet_array", 2)
     setup = Setup("A", memory, preemption="swap")
     requests = setup.workload(150, 6.0, seed=3)
     same_run(setup.run(requests, trace=True), full_path(setup, requests, True))

@@ -40,7 +40,6 @@ from kvweb.serving.workload import Request
 # KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes).
 CACHED, FREE, SHARED = -2, -1, -3
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
-QUIET_ARRAY = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
 NO_SLOTS = np.zeros(0, dtype=np.int64)  # an empty prefix, shared (read only): only SGLang gives requests one
 NO_SLOTS.flags.writeable = False
@@ -213,6 +212,7 @@ class ContinuousBatching:
     # engine always has; otherwise it records clock differences (now - the request's last token),
     # which can differ from `dt` in the last bits.
     itl_is_step_time = False
+    quiet_array = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 
     def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
                  give_up_after: int | None = None) -> None:
@@ -266,7 +266,7 @@ class ContinuousBatching:
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
-        occupied, used, cached)) for k of them, at least QUIET_ARRAY and at most `most` (arrays of k
+        occupied, used, cached)) for k of them, at least `quiet_array` and at most `most` (arrays of k
         elements; occupied, used and cached may be one number for all); or (k, None): run at most
         the next k one by one (0: the next one is not quiet). `room_s`: seconds to the next event;
         iterations only get longer, so planning stops at about as many as fill it. `_quiet_commit(m)`
@@ -458,7 +458,7 @@ class ContinuousBatching:
                     limit = min(next_t, sample_t)
                     most = min(stop - self.dstep - 1, 1024 - (steps & 1023))  # and the next progress report
                     plan = None
-                    if most >= QUIET_ARRAY:
+                    if most >= self.quiet_array:
                         most, plan = self._quiet_plan(most, limit - self.now)
                     if plan is not None:
                         n = len(running)
