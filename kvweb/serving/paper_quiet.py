@@ -46,15 +46,14 @@ class PaperQuietSteps(ContinuousBatching):
         n, kv, step_time = len(self.running), self.kv_tokens, self.cost.step_time
         flops0, nbytes0 = f0 + fb * n, b0 + bb * n
         now, occupied_s, used_s, cached_s, _ = clock
-        ran = 0
-        for held_now in held:
+        itl = itl_s.append
+        for ran, held_now in enumerate(held, 1):
             kv += n  # the step's context: KV before it plus one token each
             dt = step_time(flops0 + fc * kv, nbytes0 + bc * kv)
-            itl_s.append(dt)
+            itl(dt)
             now += dt
             occupied_s += held_now * dt
             used_s += kv * dt
-            ran += 1
             if now >= limit:
                 break
         itl_n += repeat(n, ran)
