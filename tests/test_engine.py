@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.paper_engine import Engine, EngineConfig
+from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.reserved_memory import ReservedMemory
@@ -19,7 +19,7 @@ KV = COST.model.kv_bytes_per_token
 
 
 def record_steps(log: list) -> callable:
-    def observer(engine: Engine, step: int) -> None:
+    def observer(engine: PaperScheduler, step: int) -> None:
         log.append((step, engine.now, sorted(engine.running), {s.id: len(s.blocks) for s in engine.running.values()}))
     return observer
 
@@ -27,7 +27,7 @@ def record_steps(log: list) -> callable:
 def test_one_request_costs_a_prefill_then_one_decode_step_per_token():
     mm = PagedMemory(100, 4)
     log: list = []
-    run = Engine(COST, mm, EngineConfig(max_len=2048, block_size=4)).run([Request(0, 0.0, 10, 5)], observer=record_steps(log))
+    run = PaperScheduler(COST, mm, PaperConfig(max_len=2048, block_size=4)).run([Request(0, 0.0, 10, 5)], observer=record_steps(log))
     prefill = COST.prefill_cost(10)
     decodes = [COST.decode_step_cost(1, 10 + k) for k in range(1, 5)]  # contexts 11..14
     seq = run.sequences[0]
@@ -43,7 +43,7 @@ def test_one_request_costs_a_prefill_then_one_decode_step_per_token():
 
 
 def test_two_prefills_share_one_read_of_the_weights():
-    run = Engine(COST, PagedMemory(100, 4), EngineConfig(max_len=2048)).run([Request(0, 0.0, 20, 2), Request(1, 0.0, 30, 2)])
+    run = PaperScheduler(COST, PagedMemory(100, 4), PaperConfig(max_len=2048)).run([Request(0, 0.0, 20, 2), Request(1, 0.0, 30, 2)])
     (f1, b1), (f2, b2) = COST.prefill_work(20), COST.prefill_work(30)
     first = COST.step_time(f1 + f2, b1 + b2 - COST.model.weight_bytes)
     second = COST.decode_step_cost(2, 21 + 31)
@@ -58,7 +58,7 @@ def test_the_latest_arrival_is_preempted_and_comes_back(mode):
     # request 1 comes back at step 7 holding prompt + 1 generated = 5 tokens and finishes at 11.
     mm = PagedMemory(3, 4)
     log: list = []
-    engine = Engine(COST, mm, EngineConfig(max_len=2048, block_size=4, preemption=mode))
+    engine = PaperScheduler(COST, mm, PaperConfig(max_len=2048, block_size=4, preemption=mode))
     run = engine.run([Request(0, 0.0, 4, 6), Request(1, 0.0, 4, 6)], observer=record_steps(log))
     running = [ids for _, _, ids, _ in log]
     assert running == [[0, 1]] + [[0]] * 4 + [[]] + [[1]] * 4 + [[]]
@@ -77,7 +77,7 @@ def test_max_reservations_queue_the_third_request():
     # Arena of 100 tokens, Max reserves 40: two fit, the third waits for a range to free up.
     mm = ReservedMemory("max", ALLOCATORS["first-fit"](100), max_len=40)
     log: list = []
-    run = Engine(COST, mm, EngineConfig(max_len=40)).run([Request(i, 0.0, 5, 3) for i in range(3)], observer=record_steps(log))
+    run = PaperScheduler(COST, mm, PaperConfig(max_len=40)).run([Request(i, 0.0, 5, 3) for i in range(3)], observer=record_steps(log))
     assert [ids for _, _, ids, _ in log] == [[0, 1], [0, 1], [], [2], [2], []]
     t3, t6 = log[2][1], log[5][1]
     assert run.occupied_s == pytest.approx(80 * t3 + 40 * (t6 - t3))
@@ -86,7 +86,7 @@ def test_max_reservations_queue_the_third_request():
 
 def test_requests_that_can_never_run_are_rejected_with_a_reason():
     requests = [Request(0, 0.0, 60, 10), Request(1, 0.5, 5, 5), Request(2, 1.0, 20, 20)]
-    run = Engine(COST, PagedMemory(10, 4, watermark=0.2), EngineConfig(max_len=64)).run(requests)
+    run = PaperScheduler(COST, PagedMemory(10, 4, watermark=0.2), PaperConfig(max_len=64)).run(requests)
     reasons = dict((r.id, why) for r, why in run.rejected)
     assert [s.id for s in run.sequences] == [1]
     assert "70 tokens exceeds the model's maximum length 64" in reasons[0]
@@ -96,7 +96,7 @@ def test_requests_that_can_never_run_are_rejected_with_a_reason():
 
 def test_give_up_stops_a_hopeless_run():
     requests = [Request(i, 0.0, 500, 500) for i in range(40)]
-    slo_run = Engine(COST, PagedMemory(780, 16), EngineConfig(max_len=2048), give_up_after=3).run(requests)
+    slo_run = PaperScheduler(COST, PagedMemory(780, 16), PaperConfig(max_len=2048), give_up_after=3).run(requests)
     assert slo_run.stopped_early and len(slo_run.sequences) < 40
 
 
@@ -128,7 +128,7 @@ class Checker:
         self.checked_finished = 0
         self.victims: list[int] = []
 
-    def __call__(self, engine: Engine, step: int) -> None:
+    def __call__(self, engine: PaperScheduler, step: int) -> None:
         mm = self.mm
         running = engine.running
         assert list(running) == sorted(running), "running sequences out of arrival order"
@@ -150,15 +150,16 @@ class Checker:
             for seq in running.values():
                 assert seq.kv(step) <= where[seq.start][1]
         for seq in engine.finished[self.checked_finished:]:
-            assert seq.generated(step) == seq.req.output, "finished with the wrong output length"
+            # the KV it held as it left (the loop's `_finish`): prompt + output - 1 means output tokens
+            assert seq.computed == seq.final_kv, "finished with the wrong output length"
         self.checked_finished = len(engine.finished)
         now = set(running)
-        victims = {s.id for s in engine.preempted} & self.previous
+        victims = {s.id for s in engine.evicted} & self.previous
         if victims and now:
             assert max(now) < min(victims), "a victim was not the latest-arrived running request"
         self.victims += sorted(victims, reverse=True)
         fresh = now - self.previous - self.ever_ran
-        assert not (fresh and engine.preempted), "new work admitted while preempted work waits"
+        assert not (fresh and engine.evicted), "new work admitted while preempted work waits"
         self.ever_ran |= now
         self.previous = now
 
@@ -176,9 +177,9 @@ def test_invariants_hold_on_random_workloads(rows, cfg):
         mm = PagedMemory(cfg["tokens"] // bs, bs, cfg["watermark"])
     else:
         mm = ReservedMemory(cfg["memory"], ALLOCATORS[cfg["allocator"]](cfg["tokens"]), max_len=36)
-    config = EngineConfig(max_len=36, preemption=cfg["preemption"], block_size=bs,
+    config = PaperConfig(max_len=36, preemption=cfg["preemption"], block_size=bs,
                           max_seqs=cfg["max_seqs"], host_tokens=cfg["host_tokens"])
-    engine = Engine(COST, mm, config)
+    engine = PaperScheduler(COST, mm, config)
     checker = Checker(mm)
     run = engine.run(requests, observer=checker)
     finished = {s.id for s in run.sequences}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.parsing import make
-from kvweb.serving.paper_engine import Engine, EngineConfig
+from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.workload import Request
@@ -34,7 +34,7 @@ def test_one_preemption_by_hand(mode, back):
     # holds block 1 with 4 tokens of KV after step 1, is preempted at step 2 and comes back at
     # step 7 with 5 tokens in blocks 0 and 1 (request 0 has left).
     recorder = TraceRecorder(1e-4, max_cells=8)
-    engine = Engine(COST, PagedMemory(3, 4), EngineConfig(max_len=2048, block_size=4, preemption=mode))
+    engine = PaperScheduler(COST, PagedMemory(3, 4), PaperConfig(max_len=2048, block_size=4, preemption=mode))
     run = engine.run([Request(0, 0.0, 4, 6), Request(1, 0.0, 4, 6)], trace=recorder)
     out = "preempt" if mode == "recompute" else "swap_out"
     assert [e[1:] for e in events(run.trace)] == [(out, 1, 4), (back, 1, 4)]
@@ -59,9 +59,9 @@ class Watcher:
         self.finished = 0
         self.frame = None
 
-    def __call__(self, engine: Engine, step: int) -> None:
+    def __call__(self, engine: PaperScheduler, step: int) -> None:
         now = set(engine.running)
-        waiting = {s.id: s for s in engine.preempted}
+        waiting = {s.id: s for s in engine.evicted}
         for i in sorted(self.running - now, reverse=True):  # latest arrival first, as the engine evicts
             if i in waiting:
                 s = waiting[i]
@@ -78,7 +78,7 @@ class Watcher:
         rows = self.recorder.frames.rows
         if rows and rows[-1] is not self.frame and rows[-1]["t"] == engine.now:
             self.frame = rows[-1]
-            host = {s.id: s.req.prompt + s.gen0 - 1 for s in engine.preempted if s.on_host}
+            host = {s.id: s.req.prompt + s.gen0 - 1 for s in engine.evicted if s.on_host}
             assert dict(map(tuple, self.frame["host"])) == host
 
 
@@ -96,8 +96,8 @@ def test_every_preemption_and_return_is_in_the_trace_once(rows, bs, tokens, mode
         requests.append(Request(i, t, prompt, output))
     recorder = TraceRecorder(1e-3, max_cells=tokens // bs)
     watcher = Watcher(recorder)
-    config = EngineConfig(max_len=36, preemption=mode, block_size=bs, host_tokens=host)
-    run = Engine(COST, PagedMemory(tokens // bs, bs), config).run(requests, observer=watcher, trace=recorder)
+    config = PaperConfig(max_len=36, preemption=mode, block_size=bs, host_tokens=host)
+    run = PaperScheduler(COST, PagedMemory(tokens // bs, bs), config).run(requests, observer=watcher, trace=recorder)
     trace = run.trace
     ev = events(trace)
     kinds = Counter(kind for _, kind, _, _ in ev)

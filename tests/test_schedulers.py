@@ -17,7 +17,7 @@ from kvweb.parsing import make
 from kvweb.labs.schedulers import SchedulersLab, default_chunk_size, default_token_budget
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.arrivals import Arrivals
-from kvweb.serving.paper_engine import Engine, EngineConfig
+from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.serving.metrics import weighted_distribution
 from kvweb.serving.paged_memory import PagedMemory
 from kvweb.serving.prefix_caching import BlockPool
@@ -210,7 +210,7 @@ def test_v1_without_cache_and_budget_matches_the_papers_engine_when_nothing_is_p
     requests = [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in
                 enumerate(zip(np.cumsum(rng.exponential(0.02, 60)), rng.integers(1, 300, 60), rng.integers(1, 200, 60)))]
     cost = cost_with(4000)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
+    paper = PaperScheduler(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(512, 16, max_seqs=12, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions == 0
     assert [s.first_token_t for s in today.sequences] == pytest.approx([s.first_token_t for s in paper.sequences])
@@ -359,7 +359,7 @@ def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(rows, s
 def test_the_papers_engine_serves_every_turn_of_a_conversation(rows, tokens):
     requests = workload(rows, shared=True)
     cost = cost_with(tokens)
-    run = Engine(cost, PagedMemory(cost.kv_capacity_blocks(4), 4), EngineConfig(128, block_size=4)).run(requests)
+    run = PaperScheduler(cost, PagedMemory(cost.kv_capacity_blocks(4), 4), PaperConfig(128, block_size=4)).run(requests)
     assert sorted([s.id for s in run.sequences] + [r.id for r, _ in run.rejected]) == [r.id for r in requests]
     for seq in run.sequences:
         if seq.req.after is not None:
@@ -399,7 +399,7 @@ def test_v1_without_cache_and_budget_matches_the_papers_engine_even_when_it_pree
     # The papers' engine gets one block fewer: V1 keeps one out of use (the null block).
     cost = cost_with(3000)
     requests = poisson_workload("sharegpt", 80, 20.0, 1024, seed)
-    paper = Engine(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), EngineConfig(1024, max_batch_tokens=10**6)).run(requests)
+    paper = PaperScheduler(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(1024, max_batch_tokens=10**6)).run(requests)
     today = V1Scheduler(cost, V1Config(1024, 16, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions > 50
     assert paper.recomputed_tokens == today.recomputed_tokens

@@ -23,10 +23,11 @@ from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
-from kvweb.serving.paper_engine import Engine, EngineConfig, Run
+from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import summarize
+from kvweb.serving.paper_quiet import PaperQuietSteps
 from kvweb.serving.workload import Request
 
 MODEL = MiniModel()
@@ -56,14 +57,11 @@ def test_a_memo_keeps_the_most_recently_used_and_no_more():
 # -- the engine's quiet steps ------------------------------------------------------------------
 def full_path(setup: Setup, requests: list[Request], trace: bool, give_up: int | None = None) -> Run:
     """The same run with every step through the full loop (an observer turns quiet steps off)."""
-    cost = setup.cost_model()
-    config = EngineConfig(setup.spec.max_len, setup.preemption, setup.block_size, setup.max_seqs)
     recorder = None
     if trace:
         horizon = max((r.arrival for r in requests), default=0.0) or 1.0
         recorder = TraceRecorder(horizon / 200, max_cells=1024)
-    return Engine(cost, setup.memory_manager(cost), config, setup.slo, give_up).run(
-        requests, observer=lambda engine, step: None, trace=recorder)
+    return setup.engine(give_up).run(requests, observer=lambda engine, step: None, trace=recorder)
 
 
 def same_run(a: Run, b: Run) -> None:
@@ -87,6 +85,15 @@ def test_quiet_steps_change_nothing(memory: str, preemption: str, rate: float, t
     setup = Setup("A", memory, preemption=preemption)
     requests = setup.workload(150, rate, seed=3)
     same_run(setup.run(requests, trace=trace), full_path(setup, requests, trace))
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_quiet_steps_as_arrays_change_nothing(memory: str, monkeypatch: pytest.MonkeyPatch):
+    """Nearly every quiet stretch as arrays (the shipped threshold leaves short ones to the loop)."""
+    monkeypatch.setattr(PaperQuietSteps, "quiet_array", 2)
+    setup = Setup("A", memory, preemption="swap")
+    requests = setup.workload(150, 6.0, seed=3)
+    same_run(setup.run(requests, trace=True), full_path(setup, requests, True))
 
 
 def test_quiet_steps_change_nothing_in_chats_and_when_giving_up():

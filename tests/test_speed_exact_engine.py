@@ -11,7 +11,7 @@ from kvweb.memo import clear_memos
 from kvweb.parsing import make
 from kvweb.labs import max_rate, sweep
 from kvweb.labs.max_rate import Trial, trial
-from kvweb.serving.paper_engine import Engine
+from kvweb.serving.paper_scheduler import PaperScheduler
 from kvweb.serving.engine_setup import Setup
 from kvweb.serving.workload import Request
 from test_speed_exact import fresh, full_path, same_run, warm
@@ -25,13 +25,13 @@ def test_quiet_steps_with_a_blocked_queue_change_nothing(memory: str, trace: boo
     setup = Setup("A", memory)
     requests = setup.workload(200, 5.0, seed=4)  # overloaded: the queue's head waits most of the run
     blocked = []
-    submit = Engine._submit
+    submit = PaperScheduler._submit
 
-    def counted(engine: Engine, request: Request) -> None:
+    def counted(engine: PaperScheduler, request: Request) -> None:
         blocked.append(engine.blocked)
         submit(engine, request)
 
-    monkeypatch.setattr(Engine, "_submit", counted)
+    monkeypatch.setattr(PaperScheduler, "_submit", counted)
     run = setup.run(requests, trace=trace)
     assert sum(blocked) > 50  # arrivals to a blocked queue
     same_run(run, full_path(setup, requests, trace))

@@ -25,8 +25,8 @@ from kvweb.parsing import make
 from kvweb.labs import schedulers
 from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
-from kvweb.serving import continuous_batching, radix_quiet, radix_scheduler, v1_quiet
-from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, key_cells
+from kvweb.serving import radix_scheduler
+from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, ContinuousBatching, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
@@ -167,8 +167,7 @@ def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # 
 def quiet_array(request, monkeypatch):  # noqa: ANN001, ANN201
     """Run each test twice: with nearly every quiet stretch as arrays, and with the shipped threshold."""
     if request.param == "arrays":
-        for module in (continuous_batching, v1_quiet, radix_quiet):
-            monkeypatch.setattr(module, "QUIET_ARRAY", 2)
+        monkeypatch.setattr(ContinuousBatching, "quiet_array", 2)
     return request.param
 
 
@@ -223,8 +222,8 @@ def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, m
     # (for V1, `lpm` and `mixed` draw the full-prompt check and async scheduling)
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
-    saved = continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY
-    continuous_batching.QUIET_ARRAY = v1_quiet.QUIET_ARRAY = radix_quiet.QUIET_ARRAY = array
+    saved = ContinuousBatching.quiet_array
+    ContinuousBatching.quiet_array = array
     try:
         if mode == "v1":
             config = V1Config(256, block, max_seqs, max_seqs + budget, caching, lpm, mixed)
@@ -233,7 +232,7 @@ def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, m
             config = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm" if lpm else "fcfs", mixed, caching)
             both_ways(lambda: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, trace)
     finally:
-        continuous_batching.QUIET_ARRAY, v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY = saved
+        ContinuousBatching.quiet_array = saved
 
 
 # -- memory maps, hashes, event bins ------------------------------------------------------------
@@ -489,12 +488,8 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
             assert state(quiet) == state(full) and quiet.now == now
         most = 12
         planned, stepped = clone(s), clone(s)
-        saved = v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY
-        v1_quiet.QUIET_ARRAY = radix_quiet.QUIET_ARRAY = 1
-        try:
-            k, plan = planned._quiet_plan(most, float("inf"))
-        finally:
-            v1_quiet.QUIET_ARRAY, radix_quiet.QUIET_ARRAY = saved
+        planned.quiet_array = 1
+        k, plan = planned._quiet_plan(most, float("inf"))
         quiet_ones = 0
         while quiet_ones < most and stepped._quiet_run(1, float("inf"), [0.0] * 5, [], []):
             quiet_ones += 1

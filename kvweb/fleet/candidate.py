@@ -20,9 +20,10 @@ from typing import Any
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache
+from kvweb.serving.continuous_batching import Run
 from kvweb.serving.metrics import SLO, distribution, tpot, ttft
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
-from kvweb.serving.paper_engine import Engine, EngineConfig, Run
+from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import Request, poisson_workload
@@ -101,8 +102,8 @@ def replica_run(candidate: Candidate, workload: Workload, requests: list[Request
     cost = candidate.cost_model(workload.model)
     if candidate.scheduler == "paper":
         memory = PagedMemory(cost.kv_capacity_blocks(BLOCK_SIZE), BLOCK_SIZE, WATERMARK)
-        config = EngineConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)
-        return Engine(cost, memory, config, workload.slo).run(requests)
+        config = PaperConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)
+        return PaperScheduler(cost, memory, config, workload.slo).run(requests)
     if candidate.scheduler == "vllm-v1":
         v1 = V1Config(workload.max_len, BLOCK_SIZE, MAX_SEQS, default_token_budget(cost.gpu))
         return V1Scheduler(cost, v1, workload.slo).run(requests)

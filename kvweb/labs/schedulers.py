@@ -24,8 +24,7 @@ from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
-from kvweb.serving.paper_engine import Run
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
 from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
@@ -202,8 +201,10 @@ class SchedulersLab(ServingLab):
         return super().workload_at(rate)
 
     def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
-        """A today's scheduler, configured from the parameters."""
+        """The mode's scheduler, configured from the parameters."""
         setup = self.setup()
+        if mode == "paper":
+            return setup.with_(max_seqs=self.max_seqs).engine(give_up_after)
         cost, max_len = setup.cost_model(), setup.spec.max_len
         if mode == "vllm-v1":
             config = V1Config(max_len, self.block_size, self.max_seqs, self.budget(), self.prefix_caching,

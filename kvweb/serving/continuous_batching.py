@@ -1,27 +1,29 @@
-"""The loop today's schedulers share: requests arrive, each iteration runs one batch, requests leave.
+"""The one continuous-batching loop: requests arrive, each iteration runs one batch, requests leave.
 
 `ContinuousBatching` owns what does not depend on the scheduler: arrivals (later chat turns
 come when the turn they follow has finished), rejection of requests that can never run, the
-clock, first tokens and finishes, SLO misses, time-weighted memory figures and the animation
-trace. A scheduler (`v1_scheduler`, `radix_scheduler`) implements `_iterate`: it builds one
-batch, changes its KV memory and returns the batch's cost.
+clock, first tokens and finishes, SLO misses, time-weighted memory figures, the inter-token
+latencies, the tokens generated and the animation trace. A scheduler (`paper_scheduler`, the
+papers' engine; `v1_scheduler`; `radix_scheduler`) implements `_iterate`: it builds one batch,
+changes its KV memory and returns the batch's cost, so its file reads as its rules.
 
 No per-token work for decoding requests: a decoding request's KV grows by one token in every
 iteration that decodes, so its length is a function of the decode counter (kept as a base
-count and a base length, as in `engine.Sequence`), and the counter value at which it finishes
-is known when it starts decoding.
+count and a base length, `Sequence`), and the counter value at which it finishes is known when
+it starts decoding.
 
 Most iterations are quiet: they only decode. A scheduler runs those without the general path
 (`_quiet_run`, one by one in a tight loop) and long stretches of them as arrays (`_quiet_plan`),
-each in a module of its own beside its rules (`v1_quiet.py`, `radix_quiet.py`),
-with every figure the same to the last bit (tests/test_speed_exact_schedulers.py compares them
-with the run that takes every iteration through `_iterate`, as an observer makes it).
+each in a module of its own beside its rules (`paper_quiet.py`, `v1_quiet.py`, `radix_quiet.py`),
+with every figure the same to the last bit (tests/test_speed_exact.py and
+tests/test_speed_exact_schedulers.py compare them with the run that takes every iteration
+through `_iterate`, as an observer makes it).
 """
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,6 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.paper_engine import Run, Sequence
 from kvweb.serving.engine_trace import TraceRecorder, cell_group
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
@@ -39,8 +40,81 @@ from kvweb.serving.workload import Request
 # KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes).
 CACHED, FREE, SHARED = -2, -1, -3
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
-QUIET_ARRAY = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
+NO_SLOTS = np.zeros(0, dtype=np.int64)  # an empty prefix, shared (read only): only SGLang gives requests one
+NO_SLOTS.flags.writeable = False
+
+
+class Sequence:
+    """A request inside the loop (`Seq` adds the prefill and cache state of today's schedulers).
+
+    A prefill step writes the KV of every token it processes and yields one output token;
+    a decode step writes one token's KV and yields the next. So after any step a sequence
+    with g generated tokens holds prompt + g - 1 tokens of KV, and at most
+    prompt + output - 1 (`final_kv`). While running, length and output grow by one per step
+    from (step0, kv0, gen0).
+    """
+
+    __slots__ = ("req", "id", "final_kv", "step0", "kv0", "gen0", "blocks", "phase", "start",
+                 "on_host", "first_token_t", "finish_t", "spans", "missed")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.id = req.id
+        self.final_kv = req.prompt + req.output - 1
+        self.step0 = 0
+        self.kv0 = 0
+        self.gen0 = 0  # tokens generated so far (while waiting or preempted)
+        self.blocks: list[int] = []
+        self.phase = 0
+        self.start = 0
+        self.on_host = False
+        self.first_token_t = 0.0
+        self.finish_t = 0.0
+        self.spans: list[list[float]] = []  # [admitted, left) times on the GPU
+        self.missed = False
+
+    def kv(self, step: int) -> int:
+        """KV tokens held after `step` (while running)."""
+        return self.kv0 + step - self.step0
+
+    def generated(self, step: int) -> int:
+        """Output tokens generated after `step` (while running)."""
+        return self.gen0 + step - self.step0
+
+    def leave(self, t: float, slo: SLO) -> bool:
+        """It finished at time t; whether that made it miss the SLO (its mean time per output token)."""
+        self.finish_t = t
+        self.spans[-1][1] = t
+        if self.missed or self.req.output < 2:
+            return False
+        self.missed = (t - self.first_token_t) / (self.req.output - 1) > slo.tpot_s
+        return self.missed
+
+
+@dataclass
+class Run:
+    """Everything a run produced; metrics.summarize turns it into figures."""
+
+    sequences: list[Sequence]  # finished, by id
+    rejected: list[tuple[Request, str]]
+    sim_time: float
+    steps: int
+    batch_sum: int
+    occupied_s: float  # token-seconds
+    used_s: float
+    capacity: int
+    preemptions: int
+    recomputed_tokens: int
+    swapped_bytes: int  # over the host link (the papers' engine's swap)
+    generated: int
+    stopped_early: bool
+    trace: dict[str, Any] = field(default_factory=dict)
+    # (seconds since the batch last decoded, requests that waited that long for their next token),
+    # one or more per decoding step: metrics.summarize's inter-token latency. A list of pairs,
+    # or (from the loop, which makes hundreds of thousands) the same pairs as an [n, 2] float array.
+    itl: list[tuple[float, int]] | np.ndarray = field(default_factory=list)
+    max_batch: int = 0  # the most requests one step served: the concurrency reached
 
 
 class Seq(Sequence):
@@ -60,7 +134,7 @@ class Seq(Sequence):
         self.hashes: list[Hashable] = []  # chained block hashes, computed as far as needed
         self.registered = 0  # blocks entered in the hash table
         self.node: Any = None  # the radix-tree node it has locked
-        self.prefix = np.zeros(0, dtype=np.int64)  # slots of its cached prefix (radix tree)
+        self.prefix = NO_SLOTS  # slots of its cached prefix (radix tree)
         self.own: list[np.ndarray] = []  # slots it allocated beyond that prefix
         self.mat = 0  # KV tokens with slots (prefix + own); decoded tokens get slots lazily
         self._content: np.ndarray | None = None
@@ -111,6 +185,28 @@ def prefix_figures(run: Run) -> dict[str, Any]:
 Observer = Callable[["ContinuousBatching", int], None]
 
 
+@dataclass
+class Tally:
+    """A run's sums and bookkeeping between calls of `ContinuousBatching.advance` (which works on
+    local copies: the loop is the hot path)."""
+
+    total: int  # requests given
+    progress: Progress
+    observer: Observer | None
+    sample_t: float  # when the trace takes its next sample
+    steps: int = 0
+    batch_sum: int = 0
+    max_batch: int = 0
+    decode_tokens: int = 0  # tokens generated by decoding (`generated` counts the rest)
+    occupied_s: float = 0.0
+    used_s: float = 0.0
+    cached_s: float = 0.0
+    last_decode: float = 0.0  # when the batch last decoded
+    itl_s: list[float] = field(default_factory=list)  # ScheduledRun.itl's two columns: (inter-token latency, requests)
+    itl_n: list[int] = field(default_factory=list)
+    joins: list[tuple[float, int]] = field(default_factory=list)  # (when, how many) joined the decoding batch since
+
+
 class ContinuousBatching:
     """Base of the schedulers: see the module docstring. Subclasses set `kind`, `capacity` and
     implement `_iterate`, `_release`, `never_fits`, `occupied`, `used`, `cached` and `memory_map`,
@@ -118,6 +214,13 @@ class ContinuousBatching:
 
     kind = ""
     capacity = 0  # tokens
+    # Whether every request that decodes in an iteration got its previous token at the end of the
+    # iteration before (whole prefills, no chunks: the papers' engine), so that its inter-token
+    # latency is the iteration's own duration. The loop then records that `dt`, as the papers'
+    # engine always has; otherwise it records clock differences (now - the request's last token),
+    # which can differ from `dt` in the last bits.
+    itl_is_step_time = False
+    quiet_array = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 
     def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
                  give_up_after: int | None = None) -> None:
@@ -141,6 +244,8 @@ class ContinuousBatching:
         self.preempted = 0  # of the waiting requests, how many were preempted
         self.preemptions = 0
         self.recomputed_tokens = 0
+        self.swapped_bytes = 0  # KV moved over the host link (the papers' engine's swap)
+        self.generated = 0  # tokens sampled by requests that (re)started; the loop adds the decoded ones
         self.prompt_tokens = 0
         self.hit_tokens = 0
         self.resumed_hit_tokens = 0
@@ -148,6 +253,8 @@ class ContinuousBatching:
         self.decoded = 0  # requests that decoded in the last iteration (set by `_iterate`)
         self.joined = 0  # requests that got a token in the last iteration and decode next
         self.trace: TraceRecorder | None = None
+        self.tally = Tally(0, no_progress, None, float("inf"))
+        self.stopped = False  # gave up: more than `give_up_after` requests missed the SLO
 
     # -- what a scheduler provides -------------------------------------------
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
@@ -167,7 +274,7 @@ class ContinuousBatching:
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
-        occupied, used, cached)) for k of them, at least QUIET_ARRAY and at most `most` (arrays of k
+        occupied, used, cached)) for k of them, at least `quiet_array` and at most `most` (arrays of k
         elements; occupied, used and cached may be one number for all); or (k, None): run at most
         the next k one by one (0: the next one is not quiet). `room_s`: seconds to the next event;
         iterations only get longer, so planning stops at about as many as fill it. `_quiet_commit(m)`
@@ -190,8 +297,16 @@ class ContinuousBatching:
         raise NotImplementedError
 
     @property
+    def may_be_quiet(self) -> bool:
+        """Whether the next iterations may be quiet (`_quiet_run` decides): a cheap check the loop
+        makes before it looks for the next finish, so that a scheduler that knows it will admit
+        saves that work."""
+        return True
+
+    @property
     def busy(self) -> bool:
-        """Work in progress besides the decoding requests (a prefill split into chunks)."""
+        """Work in progress besides the decoding requests (a prefill split into chunks, preempted
+        work held apart from the waiting queue)."""
         return False
 
     def _idle(self) -> None:
@@ -237,6 +352,7 @@ class ContinuousBatching:
         if seq.gen0 == 0:
             fresh.append(seq)
         seq.gen0 += 1
+        self.generated += 1
         seq.step0, seq.kv0 = self.dstep, seq.computed
         self.running[seq.id] = seq
         self.kv_tokens += seq.computed
@@ -253,16 +369,18 @@ class ContinuousBatching:
         self.kv_tokens -= seq.computed
         return seq.computed
 
-    def _preempt(self, seq: Seq) -> None:
-        """seq (out of the batch, `computed` = the KV it holds) drops its KV and waits to be
-        recomputed; the scheduler puts it back in its waiting queue."""
+    def _preempt(self, seq: Seq, kind: str = "preempt") -> None:
+        """seq (out of the batch, `computed` = the KV it holds) leaves the GPU: "preempt" drops its
+        KV, to be recomputed; "swap_out" has moved it to the host (the papers' engine). The scheduler
+        puts it back in a queue. The event comes first: it draws the memory the request frees."""
+        self._event(kind, seq)
         self._release(seq, finished=False)
-        self.recomputed_tokens += seq.computed
+        if kind == "preempt":
+            self.recomputed_tokens += seq.computed
         seq.computed = 0
         seq.spans[-1][1] = self.now
         self.preemptions += 1
         self.preempted += 1
-        self._event("preempt", seq)
 
     def _finish(self, seq: Seq) -> None:
         del self.running[seq.id]
@@ -287,45 +405,68 @@ class ContinuousBatching:
     def run(self, requests: list[Request], progress: Progress = no_progress,
             observer: Observer | None = None, trace: TraceRecorder | None = None) -> ScheduledRun:
         """Serve `requests` to the end; `observer(self, step)` is called after every iteration."""
+        self.start(requests, progress, observer, trace)
+        self.advance()
+        return self.result()
+
+    def start(self, requests: list[Request], progress: Progress = no_progress,
+              observer: Observer | None = None, trace: TraceRecorder | None = None) -> None:
+        """Take `requests` (once, on a new scheduler); `advance` then serves them, so that several
+        engines on one simulated clock can advance in turn, and `result` says what the run produced."""
         self.trace = trace
-        self.arrivals = arrivals = Arrivals(requests)
-        total = len(requests)
-        steps = batch_sum = max_batch = 0
-        occupied_s = used_s = cached_s = 0.0
-        sample_t = trace.next_t if trace else float("inf")
+        self.arrivals = Arrivals(requests)
+        self.tally = Tally(len(requests), progress, observer, trace.next_t if trace else float("inf"))
+
+    def advance(self, until: float = float("inf"), iterations: int = -1) -> bool:
+        """Run the iterations that start before `until` seconds (at most `iterations` of them, each
+        through `_iterate`, when that is not negative); returns whether the run has more to do
+        (False: every request is done, or the run gave up). Where it stops changes no figure: the
+        quiet stretches (`_quiet_run`) end there as they end at a trace sample."""
+        tally = self.tally
+        total, progress, observer = tally.total, tally.progress, tally.observer
+        steps, batch_sum, max_batch, decode_tokens = tally.steps, tally.batch_sum, tally.max_batch, tally.decode_tokens
+        occupied_s, used_s, cached_s = tally.occupied_s, tally.used_s, tally.cached_s
+        sample_t, last_decode = tally.sample_t, tally.last_decode
+        itl_s, itl_n, joins = tally.itl_s, tally.itl_n, tally.joins
+        trace, arrivals = self.trace, self.arrivals
         give_up = float("inf") if self.give_up_after is None else self.give_up_after
-        stopped = False
-        itl_s: list[float] = []  # ScheduledRun.itl's two columns: (inter-token latency, requests)
-        itl_n: list[int] = []
-        joins: list[tuple[float, int]] = []  # (when, how many) requests joined the decoding batch
-        last_decode = 0.0
         running, waiting, finish_at, ttft_s = self.running, self.waiting, self.finish_at, self.slo.ttft_s
-        step_times = self.cost.step_times
-        coast = observer is None  # an observer sees every step go through `_iterate`
+        step_times, step_itl = self.cost.step_times, self.itl_is_step_time
+        # an observer sees every step go through `_iterate`, and so does a count of iterations
+        coast = observer is None and iterations < 0
+        more = True
         while True:
             if not (running or waiting or self.busy):
                 self._idle()
                 if arrivals.next_t == float("inf"):
+                    more = False
+                    break
+                if arrivals.next_t >= until:
                     break
                 self.now = max(self.now, arrivals.next_t)
+            if self.now >= until or iterations == 0:
+                break
             while arrivals.next_t <= self.now:
                 self._submit(arrivals.pop())
             if not (running or waiting or self.busy):
                 continue  # everything that arrived was rejected
             if self.misses > give_up:
-                stopped = True
+                self.stopped = True
+                more = False
                 break
-            if coast and running and not joins:
-                # Quiet iterations (see `_quiet_run`) up to the next arrival or the one before the next
-                # finish, with the full iteration's bookkeeping (below) in the same order: long stretches
+            if coast and running and not joins and self.may_be_quiet:
+                # Quiet iterations (see `_quiet_run`) up to the next arrival (or `until`) or the one before
+                # the next finish, with the full iteration's bookkeeping (below) in the same order: long stretches
                 # as arrays (`_quiet_plan`; numpy's accumulate adds in order, so every sum is the same
                 # to the last bit), short ones one by one.
                 stop, next_t = min(finish_at), arrivals.next_t
+                if until < next_t:
+                    next_t = until
                 while self.dstep + 1 < stop:
                     limit = min(next_t, sample_t)
                     most = min(stop - self.dstep - 1, 1024 - (steps & 1023))  # and the next progress report
                     plan = None
-                    if most >= QUIET_ARRAY:
+                    if most >= self.quiet_array:
                         most, plan = self._quiet_plan(most, limit - self.now)
                     if plan is not None:
                         n = len(running)
@@ -341,9 +482,12 @@ class ContinuousBatching:
                         np.add.accumulate(sums, axis=1, out=sums)
                         m = min(int(np.searchsorted(sums[0], limit)) + 1, k)  # up to the one reaching the limit
                         self._quiet_commit(m)
-                        times = sums[0, :m]
-                        itl_s.append(times[0].item() - last_decode)
-                        itl_s += np.diff(times).tolist()
+                        if step_itl:
+                            itl_s += dts[:m].tolist()
+                        else:
+                            times = sums[0, :m]
+                            itl_s.append(times[0].item() - last_decode)
+                            itl_s += np.diff(times).tolist()
                         itl_n += [n] * m
                         self.now, occupied_s, used_s, cached_s = sums[:, m - 1].tolist()
                         self.step += m
@@ -357,6 +501,7 @@ class ContinuousBatching:
                     steps += m
                     batch_sum += self.decoded * m
                     max_batch = max(max_batch, self.decoded)
+                    decode_tokens += self.decoded * m
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
                         trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
@@ -367,8 +512,9 @@ class ContinuousBatching:
                     if now >= next_t:
                         break
                 if self.now >= next_t:
-                    continue  # submit the arrivals first
+                    continue  # submit the arrivals first (or stop at `until`)
             self.step += 1
+            iterations -= 1
             dt, batch, fresh, occupied, used, cached = self._iterate()
             if not batch:
                 raise RuntimeError(f"{self.kind} stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
@@ -379,8 +525,12 @@ class ContinuousBatching:
             occupied_s += occupied * dt
             used_s += used * dt
             cached_s += cached * dt
+            decode_tokens += self.decoded
             if self.decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
-                if joins:  # ... or, for requests that joined since, since their last token
+                if step_itl:
+                    itl_s.append(dt)
+                    itl_n.append(self.decoded)
+                elif joins:  # ... or, for requests that joined since, since their last token
                     old = self.decoded - sum(c for _, c in joins)
                     if old > 0:
                         itl_s.append(now - last_decode)
@@ -394,7 +544,8 @@ class ContinuousBatching:
                     itl_n.append(self.decoded)
                 last_decode = now
             if self.joined:
-                joins.append((now, self.joined))
+                if not step_itl:
+                    joins.append((now, self.joined))
                 self.joined = 0
             for seq in fresh:
                 seq.first_token_t = now
@@ -413,16 +564,24 @@ class ContinuousBatching:
                 observer(self, self.step)
             if not steps & 1023:
                 progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
-        generated = sum(s.req.output for s in self.finished) + sum(s.generated(self.dstep) for s in self.running.values())
+        tally.steps, tally.batch_sum, tally.max_batch, tally.decode_tokens = steps, batch_sum, max_batch, decode_tokens
+        tally.occupied_s, tally.used_s, tally.cached_s = occupied_s, used_s, cached_s
+        tally.sample_t, tally.last_decode = sample_t, last_decode
+        return more
+
+    def result(self) -> ScheduledRun:
+        """What the run produced so far (at its end: everything)."""
+        tally, trace = self.tally, self.trace
         return ScheduledRun(
             sequences=sorted(self.finished, key=lambda s: s.id), rejected=self.rejected, sim_time=self.now,
-            steps=steps, batch_sum=batch_sum, occupied_s=occupied_s, used_s=used_s, capacity=self.capacity,
-            preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens, swapped_bytes=0,
-            generated=generated, stopped_early=stopped, trace=trace.result() if trace else {},
+            steps=tally.steps, batch_sum=tally.batch_sum, occupied_s=tally.occupied_s, used_s=tally.used_s,
+            capacity=self.capacity, preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens,
+            swapped_bytes=self.swapped_bytes, generated=self.generated + tally.decode_tokens,
+            stopped_early=self.stopped, trace=trace.result() if trace else {},
             prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
-            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=cached_s,
-            itl=np.column_stack((np.array(itl_s, dtype=float), np.array(itl_n, dtype=float))), max_batch=max_batch,
-            end_occupied=self.occupied, end_cached=self.cached,
+            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=tally.cached_s,
+            itl=np.column_stack((np.array(tally.itl_s, dtype=float), np.array(tally.itl_n, dtype=float))),
+            max_batch=tally.max_batch, end_occupied=self.occupied, end_cached=self.cached,
         )
 
 

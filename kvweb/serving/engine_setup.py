@@ -12,12 +12,13 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.paper_engine import Engine, EngineConfig, MemoryManager, Run
+from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
+from kvweb.serving.paper_scheduler import MemoryManager, PaperConfig, PaperScheduler
 from kvweb.serving.reserved_memory import ReservedMemory
 from kvweb.serving.workload import Request, poisson_workload
 
@@ -91,11 +92,15 @@ class Setup:
         """Poisson arrivals with the scenario's lengths (or the named shape)."""
         return poisson_workload(lengths or self.spec.lengths, n, rate, self.spec.max_len, seed, prompt_len, output_len)
 
+    def engine(self, give_up_after: int | None = None) -> PaperScheduler:
+        """The papers' engine with these choices, to `run` (or `start` and `advance` step by step)."""
+        cost = self.cost_model()
+        config = PaperConfig(self.spec.max_len, self.preemption, self.block_size, self.max_seqs)
+        return PaperScheduler(cost, self.memory_manager(cost), config, self.slo, give_up_after)
+
     def run(self, requests: list[Request], progress: Progress = no_progress, trace: bool = False,
             give_up_after: int | None = None, max_cells: int = 1024) -> Run:
-        cost = self.cost_model()
-        config = EngineConfig(self.spec.max_len, self.preemption, self.block_size, self.max_seqs)
-        engine = Engine(cost, self.memory_manager(cost), config, self.slo, give_up_after)
+        engine = self.engine(give_up_after)
         recorder = None
         if trace:
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0

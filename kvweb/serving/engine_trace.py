@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kvweb.serving.paper_engine import MemoryManager
+    from kvweb.serving.continuous_batching import ContinuousBatching
 
 
 class EvenSamples:
@@ -139,7 +139,7 @@ class TraceRecorder:
     def next_t(self) -> float:
         return min(self.curves.next_t, self.frames.next_t)
 
-    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: MemoryManager,
+    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: ContinuousBatching,
                *extra: float) -> None:
         occupied = memory.occupied
         if t >= self.curves.next_t:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from kvweb.serving.paper_engine import Run, Sequence
+    from kvweb.serving.continuous_batching import Run, Sequence
 
 
 @dataclass(frozen=True)

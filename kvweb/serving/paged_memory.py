@@ -17,7 +17,7 @@ import numpy as np
 from kvweb.serving.engine_trace import blocks_to_cells, cell_group
 
 if TYPE_CHECKING:
-    from kvweb.serving.paper_engine import Sequence
+    from kvweb.serving.continuous_batching import Sequence
 
 
 BLOCK_SIZE = 16  # tokens per KV block: vLLM's default, and every block size's default here

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvweb.serving.continuous_batching import QUIET_ARRAY, ContinuousBatching
+from kvweb.serving.continuous_batching import ContinuousBatching
 
 
 class RadixQuietSteps(ContinuousBatching):
@@ -64,7 +64,7 @@ class RadixQuietSteps(ContinuousBatching):
         fbn, bbn = fb * n, bb * n
         most = min(most, (self.pool.available - self.pending) // n)
         most = self._quiet_span(most, room_s, self.cost.step_time(f0 + (fbn + fc * (kv + n)), b0 + (bbn + bc * (kv + n))))
-        if most < QUIET_ARRAY:
+        if most < self.quiet_array:
             return max(most, 0), None
         ctx = np.arange(kv + n, kv + n * most + 1, n)  # KV after each batch
         flops, nbytes = fc * ctx, bc * ctx

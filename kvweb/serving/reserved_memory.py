@@ -15,7 +15,7 @@ from kvweb.serving.arena import ContiguousArena
 from kvweb.serving.engine_trace import cell_group, ranges_to_cells
 
 if TYPE_CHECKING:
-    from kvweb.serving.paper_engine import Sequence
+    from kvweb.serving.continuous_batching import Sequence
 
 POLICIES = ("max", "pow2", "oracle")
 

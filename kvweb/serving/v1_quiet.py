@@ -14,7 +14,7 @@ from itertools import islice
 
 import numpy as np
 
-from kvweb.serving.continuous_batching import QUIET_ARRAY, ContinuousBatching
+from kvweb.serving.continuous_batching import ContinuousBatching
 
 
 class V1QuietSteps(ContinuousBatching):
@@ -89,7 +89,7 @@ class V1QuietSteps(ContinuousBatching):
         f0, fb, fc, b0, bb, bc = self.coef
         flops0, nbytes0, kv = f0 + fb * n, b0 + bb * n, self.kv_tokens
         most = self._quiet_span(most, room_s, self.cost.step_time(flops0 + fc * (kv + n), nbytes0 + bc * (kv + n)))
-        if most < QUIET_ARRAY:
+        if most < self.quiet_array:
             return most, None
         # blocks each iteration takes (the decoding requests' phases repeat every block), and how
         # many the iterations take together, as far as the free blocks go
@@ -99,7 +99,7 @@ class V1QuietSteps(ContinuousBatching):
             return 0, None  # the head is no longer blocked (taking only makes `left` smaller)
         taken = np.cumsum(np.resize(needs, most))
         k = int(np.searchsorted(taken, left, side="right"))
-        if k < QUIET_ARRAY:
+        if k < self.quiet_array:
             return k, None
         taken = taken[:k]
         total = int(taken[-1])
@@ -112,7 +112,7 @@ class V1QuietSteps(ContinuousBatching):
                 first = next((i for i, b in enumerate(front) if hashed[i] and b in watched), None)
                 if first is not None:  # taking it changes the version: the head is tried again
                     k = int(np.searchsorted(taken, first, side="right"))
-                    if k < QUIET_ARRAY:
+                    if k < self.quiet_array:
                         return k, None
                     taken = taken[:k]
         occupied = (taken + (pool.n_blocks - left)) * bs
