@@ -43,6 +43,7 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.serving.continuous_batching import FREE, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.hybrid_kv import sglang_refusal
 from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_quiet import RadixQuietSteps
 from kvweb.serving.step_cost import chunk_work
@@ -118,6 +119,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                  give_up_after: int | None = None) -> None:
         if config.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
+        why = sglang_refusal(cost.model)
+        if why:
+            raise ValueError(why)
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.tree = tree

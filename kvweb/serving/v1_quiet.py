@@ -24,7 +24,7 @@ class V1QuietSteps(ContinuousBatching):
         """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling or
         leaving, the blocks due fit, and the waiting queue is empty or its head stays blocked (taking
         the blocks due does not change the version of the lookup it watches)."""
-        if self.prefilling or self.leaving:
+        if self.prefilling or self.leaving or self.width > 1:  # (hybrid: windows slide in `_iterate`)
             return 0
         pool, waiting, bs, due, n = self.pool, self.waiting, self.bs, self._due, len(self.running)
         free_q, n_blocks, shared = pool.free, pool.n_blocks, pool.shared_extra * bs  # (taking shares nothing)
@@ -75,7 +75,7 @@ class V1QuietSteps(ContinuousBatching):
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """`_quiet_step` over many iterations: the blocks each takes come off the free queue's front
         in order, so which are hashed (cached, reusable) and whether one is watched is known ahead."""
-        if self.prefilling or self.leaving:
+        if self.prefilling or self.leaving or self.width > 1:
             return 0, None
         pool, waiting, bs, n = self.pool, self.waiting, self.bs, len(self.running)
         watched = None
