@@ -71,3 +71,19 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     assert all(CACHED not in states(page, m) for m in ("paper", "vllm-v1", "sglang"))
     assert query(page)["workload"] == "few-shot"
     assert guard.errors == []
+
+
+def test_a_gpt_oss_model_shows_vllms_kv_cache_groups(page, served_app, guard):
+    # issue 27: a model with sliding-window layers; vLLM V1 keeps them in a group of their own
+    page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
+    wait_ready(page)
+    groups = plain_text(page, "kv-schedulers-groups")
+    groups.filter(has_text="vLLM V1's KV cache groups, one pool of blocks of 16 tokens").wait_for()
+    text = groups.inner_text()
+    assert "0: sliding window (128 tokens), 12 layers: 9 blocks per request of the maximum length" in text
+    assert "1: full attention, 12 layers: 512 blocks per request of the maximum length" in text
+    rows = table(page)
+    assert rows["most requests at once"]["paper"] == rows["most requests at once"]["sglang"] == "-"
+    assert rows["most requests at once"]["vllm-v1"] != "-"
+    assert query(page)["model"] == "gpt-oss-20b"
+    assert guard.errors == []
