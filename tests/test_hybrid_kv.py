@@ -213,3 +213,26 @@ def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(rows, shared
     again = V1Scheduler(tiny_cost(kind, blocks, block), config).run(requests)
     assert [(s.id, s.first_token_t, s.finish_t) for s in again.sequences] == \
         [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]
+
+
+# -- the schedulers lab on today's models ---------------------------------------------------------
+@pytest.mark.parametrize("model, blocks", [("gpt-oss-20b", [9, 512]), ("qwen3-next-80b-a3b", [1, 1, 1, 16])])
+def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks):
+    import io
+    import json
+
+    from kvweb.cli import main
+    from kvweb.jsonable import jsonable
+    from kvweb.labs.schedulers import SchedulersLab
+    from kvweb.parsing import make
+
+    params = {"scenario": "B", "model": model, "weight_precision": "int4", "workload": "few-shot", "requests": "30"}
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
+    result = json.loads(out.getvalue())["result"]
+    assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
+    assert [m["mode"] for m in result["modes"]] == ["vllm-v1"] and set(result["refused"]) == {"paper", "sglang"}
+    assert [g["blocks_per_max_request"] for g in result["kv_groups"]] == blocks  # of 8,192 tokens
+    # the system prompt and a task's examples (800 tokens) are hit in whole blocks: of 16 tokens, or of 544
+    v1 = result["modes"][0]
+    assert v1["hit_tokens"] % result["block_size"] == 0 and v1["prefix_hit_rate"] > (0.5 if blocks[0] == 9 else 0.4)

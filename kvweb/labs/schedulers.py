@@ -210,15 +210,17 @@ class SchedulersLab(ServingLab):
 
     def kv_groups(self) -> list[dict[str, Any]] | None:
         """vLLM V1's KV cache groups for a model whose layers are not all alike (None otherwise):
-        each group's kind, layers and the blocks one request of the maximum length holds in it."""
+        each group's kind, layers and the blocks one request decoding at the maximum length holds in it."""
         cost = self.setup().cost_model()
         layout = kv_layout(cost, self.block_size)
         if not layout.hybrid:
             return None
         bs, max_len = layout.block_size, self.setup().spec.max_len
         whole = -(-max_len // bs)
+        # a window group holds the blocks its last `kept` tokens span (vLLM's start-up line counts a
+        # window group's blocks for a whole prefill chunk, more)
         return [{"kind": g.kind, "layers": g.layers, "window": g.kept + 1 if g.kind == "sliding" else 0,
-                 "block_size": bs, "blocks_per_max_request": min(whole, g.hit_blocks(bs) + 1) if g.windowed else whole}
+                 "block_size": bs, "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
                 for g in layout.groups]
 
     def budget(self) -> int:
