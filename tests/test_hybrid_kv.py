@@ -47,6 +47,7 @@ def test_the_block_size_is_raised_until_a_page_holds_a_linear_state():
     assert (layout.block_size, layout.page_bytes) == (544, 544 * 2048)
     assert [(g.kind, g.layers) for g in layout.groups] == [("linear", 12)] * 3 + [("full", 12)]
     assert kv_layout(cost, 1024).block_size == 1024  # a larger configured size stays
+    assert kv_layout(cost, 100).block_size == 600  # ... and is the alignment: 100 x ceil(536 / 100)
     assert kv_layout(replace(cost, kv_precision="fp8"), 16).block_size == 544  # both halve
     assert kv_layout(replace(cost, tp=2), 16).block_size == 544  # 2 KV heads and the state heads split in two
     assert V1Scheduler(cost, V1Config(8192, 16, 256, 8192)).bs == 544

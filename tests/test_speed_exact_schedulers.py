@@ -395,7 +395,7 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
             value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
                      "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
                      "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
-                     "async_scheduling": True}[name]
+                     "async_scheduling": True, "model": "gpt-oss-20b"}[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 

@@ -10,9 +10,10 @@ kv_cache_coordinator.py `HybridKVCacheCoordinator`; single_type_kv_cache_manager
   the last padded with 8 empty slots; Qwen3-Next: 36 linear + 12 full, 4 groups). A block of the
   pool is one page for each of `group_size` layers; each group takes its own blocks.
 - **One page size.** All pages are equal. With linear-attention (Mamba-like) layers the attention
-  block size is raised to the smallest multiple of 16 tokens whose page holds one layer's state
-  (vLLM `HybridAttentionMambaModelConfig`, the kernel alignment 16), unless the configured block
-  size is larger; the state's page is padded up to the attention page.
+  block size is raised to the smallest multiple of the alignment (the kernel's 16 tokens, or the
+  configured block size if larger) whose page holds one layer's state (vLLM
+  `_align_hybrid_block_size`, prefix caching in its default `align` mode), never lowered; the
+  state's page is padded up to the attention page.
 - **Window groups free blocks** that fall out of the window as the request computes
   (`SlidingWindowManager.remove_skipped_blocks`: blocks wholly before the last window - 1 tokens);
   a linear group keeps only the block holding its latest state. Freed blocks keep their hash:
@@ -99,8 +100,9 @@ def kv_layout(cost: CostModel, block_size: int) -> KVLayout:
     group_size = max(counts) if max(counts) < 1.25 * min(counts) else min(counts)
     token_bytes = max((a.kv_elements_per_gpu(tp) * kv for a, _ in types if a.kind != "linear"), default=0)
     state_bytes = max((a.state_elements_per_gpu(tp) * kv for a, _ in types if a.kind == "linear"), default=0)
-    if state_bytes and token_bytes:
-        block_size = max(block_size, ALIGN * -(-state_bytes // (ALIGN * token_bytes)))
+    if state_bytes and token_bytes:  # the alignment: the kernel's, or the configured size if larger
+        align = max(ALIGN, block_size)
+        block_size = max(block_size, align * -(-state_bytes // (align * token_bytes)))
     page = max(block_size * token_bytes, state_bytes)
     groups = []
     for a, n in types:
