@@ -303,15 +303,18 @@ class SchedulersLab(ServingLab):
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
-        runs = [self.served_work(requests, self.block_size, blocks, max_seqs=self.max_seqs),
-                self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
-                # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
-                self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
+        # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
+        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool
+        plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
+                "sglang": (16, cost.kv_capacity_tokens, True)}
+        modes = [plan[m] for m in MODES if not self.refusal(m)]
+        runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
+                for block, units, stepwise in modes]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
             runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
-                     for block, stepwise in ((self.block_size, False), (self.block_size, True), (16, True))]
+                     for block, _, stepwise in modes]
         knobs = self.work_knobs()
         return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
                     higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
