@@ -54,15 +54,13 @@ class KVGroup:
 
     kind: str  # full, sliding, latent or linear
     layers: int
-    kept: int = 0  # tokens of KV a request keeps behind its last: 0 all, window - 1, or 1 (a state)
+    # tokens of KV a request keeps (0: all): window - 1 behind the next, or 1 (a state); the blocks
+    # wholly before them are skipped (vLLM `get_num_skipped_tokens`)
+    kept: int = 0
 
     @property
     def windowed(self) -> bool:
         return self.kept > 0
-
-    def skipped_blocks(self, computed: int, block_size: int) -> int:
-        """Leading blocks a request with `computed` tokens no longer needs (vLLM `get_num_skipped_tokens`)."""
-        return max(0, computed - self.kept) // block_size if self.kept else 0
 
     def hit_blocks(self, block_size: int) -> int:
         """Cached blocks at the end of a prefix this group needs to serve it."""
@@ -127,6 +125,8 @@ class GroupedPool:
         self.pages = BlockPool(n_pages, layout.block_size)
         self.full = [g for g, group in enumerate(self.groups) if not group.windowed]
         self.windowed = [g for g, group in enumerate(self.groups) if group.windowed]
+        kept = sorted({self.groups[g].kept for g in self.windowed})
+        self.windows = [(k, [g for g in self.windowed if self.groups[g].kept == k]) for k in kept]
         self.version = 0  # changes when a lookup may find more (a hash entered) or less (see `watch`)
 
     # what the scheduler reads of a pool
@@ -226,17 +226,20 @@ class GroupedPool:
 
     def slide(self, blocks: list[list[int]], computed: int) -> None:
         """Free the window groups' pages a request with `computed` tokens no longer needs
-        (`remove_skipped_blocks`: from the last skipped block back to the first already freed)."""
+        (`remove_skipped_blocks`: from the last skipped block back to the first already freed).
+        Groups of one window slide together, so the first of them tells whether any has to."""
         bs = self.block_size
-        for g in self.windowed:
-            skipped = self.groups[g].skipped_blocks(computed, bs)
-            freed = []
-            for i in range(skipped - 1, -1, -1):
-                if blocks[i][g] == NULL:
-                    break
-                freed.append(blocks[i][g])
-                blocks[i][g] = NULL
-            if freed:
+        for kept, groups in self.windows:
+            skipped = (computed - kept) // bs
+            if skipped <= 0 or blocks[skipped - 1][groups[0]] == NULL:
+                continue  # (the usual case: nothing new fell out of the window)
+            for g in groups:
+                freed = []
+                for i in range(skipped - 1, -1, -1):
+                    if blocks[i][g] == NULL:
+                        break
+                    freed.append(blocks[i][g])
+                    blocks[i][g] = NULL
                 self.pages.release(freed[::-1])
 
 
