@@ -1,6 +1,7 @@
-"""The served app end to end on the schedulers lab: the tour's seventh step opens it, the three
-memory maps show cached-reusable memory only where a prefix cache exists, the table compares the
-modes, and switching prefix caching off redraws everything (and is written to the URL)."""
+"""The served app end to end on the schedulers lab: the tour's step "today's engines" opens it,
+the three memory maps show cached-reusable memory only where a prefix cache exists, the table
+compares the modes, switching prefix caching off redraws everything (and is written to the URL),
+and a gpt-oss model shows vLLM V1's KV cache groups."""
 from urllib.parse import parse_qs
 
 from conftest import plain_text, wait_ready
@@ -28,8 +29,7 @@ def states(page, mode: str) -> list:
 
 
 def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guard):
-    step = len(STEPS) - 1
-    assert STEPS[step].links[0][1]["lab"] == "schedulers"
+    step = next(i for i, s in enumerate(STEPS) if s.links[0][1]["lab"] == "schedulers")  # "today's engines"
     page.goto(f"{served_app}?page=tour")
     page.locator(f".kv-tour-{step}-0 button").click()
     page.wait_for_function("() => location.search.includes('lab=schedulers')")
