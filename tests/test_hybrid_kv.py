@@ -194,6 +194,16 @@ def check_hybrid(engine: V1Scheduler, step: int) -> None:
     assert engine.used <= engine.occupied <= engine.capacity
 
 
+class SlidingAll(V1Scheduler):
+    """V1 whose window groups slide for every running request in every iteration (not only at its phase)."""
+
+    def _slide(self) -> None:
+        for seq in self.running.values():
+            self.pool.slide(seq.blocks, seq.kv(self.dstep))
+        for seq in self.prefilling:
+            self.pool.slide(seq.blocks, seq.computed)
+
+
 @settings(max_examples=40, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), kind=st.sampled_from(sorted(TINY)), blocks=st.integers(30, 120),
        block=st.sampled_from([2, 4, 16]), max_seqs=st.integers(1, 6), budget=st.integers(0, 120),
@@ -210,9 +220,10 @@ def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(rows, shared
         assert seq.gen0 == seq.req.output and seq.computed == seq.req.prompt + seq.req.output - 1
     assert run.end_occupied == 0 and run.end_cached == engine.cached <= engine.capacity
     assert run.hit_tokens == 0 or caching
-    # without an observer (every iteration through `_iterate` either way on a hybrid model), and retrying
-    # the blocked head every step as vLLM does (the pool's `version` says when a lookup may change)
-    for again in (V1Scheduler, RetryingV1):
+    # the same run without an observer (every iteration through `_iterate` either way on a hybrid model),
+    # retrying the blocked head every step as vLLM does (the pool's `version` says when a lookup may
+    # change), and sliding every request's window every step (not only at its phase)
+    for again in (V1Scheduler, RetryingV1, SlidingAll):
         other = again(tiny_cost(kind, blocks, block), config).run(requests)
         assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == \
             [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]

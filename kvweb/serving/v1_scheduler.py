@@ -80,6 +80,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         # through it (they are skipped: no token, no new block).
         self.leaving: list[Seq] = []
         self._due: list[dict[int, Seq]] = [{} for _ in range(self.bs)]  # phase -> decoding requests
+        self._started: list[Seq] = []  # hybrid models: requests that started decoding in the last iteration
         # The waiting queue's head did not fit with this many free blocks, this table version (None:
         # no cached block can be its) and this budget: while it stays the head and until blocks are
         # freed, the table changes or the budget shrinks, it still does not (decoding only takes
@@ -125,10 +126,17 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     def _slide(self) -> None:
         """Window groups free the blocks out of each running request's window (vLLM's
-        `remove_skipped_blocks`, here for every request before anything is allocated)."""
-        slide, dstep = self.pool.slide, self.dstep
-        for seq in self.running.values():
-            slide(seq.blocks, seq.kv(dstep))
+        `remove_skipped_blocks`, here for every request before anything is allocated). A decoding
+        request's skipped blocks grow only in the iterations its KV is `kept` tokens past a block
+        boundary (a phase of `_due`), or in the first after it started decoding."""
+        slide, dstep, bs, running = self.pool.slide, self.dstep, self.bs, self.running
+        for seq in self._started:
+            if seq.id in running:  # (not finished or preempted since)
+                slide(seq.blocks, seq.kv(dstep))
+        self._started = []
+        for kept, _ in self.pool.windows:
+            for seq in self._due[(dstep + 1 - kept) % bs].values():
+                slide(seq.blocks, seq.kv(dstep))
         for seq in self.prefilling:
             slide(seq.blocks, seq.computed)
 
@@ -221,6 +229,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         self._sampled(seq, fresh)
         seq.phase = (self.dstep + 1 - seq.computed) % self.bs
         self._due[seq.phase][seq.id] = seq
+        if self.width > 1:
+            self._started.append(seq)
 
     def _preempt_tail(self) -> Seq:
         """Preempt the last running request (vLLM's `self.running.pop()`); returns it."""
