@@ -243,7 +243,8 @@ def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks
 
     params = {"scenario": "B", "model": model, "weight_precision": "int4", "workload": "few-shot", "requests": "30"}
     out, err = io.StringIO(), io.StringIO()
-    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
+    argv = ["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"]
+    assert main(argv, out, err) == 0, err.getvalue()
     result = json.loads(out.getvalue())["result"]
     assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
     assert [m["mode"] for m in result["modes"]] == ["vllm-v1"] and set(result["refused"]) == {"paper", "sglang"}

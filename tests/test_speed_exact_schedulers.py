@@ -184,7 +184,8 @@ def test_quiet_iterations_change_nothing_in_the_labs_runs(params, quiet_array):
 
 @pytest.mark.parametrize("params", [
     {"model": "gpt-oss-20b"}, {"model": "gemma-3-27b", "workload": "few-shot", "rate": "6"},
-    {"model": "qwen3-next-80b-a3b", "workload": "sharegpt"}, {"model": "gpt-oss-20b", "mem_util": "0.165", "rate": "20", "requests": "60",  # 107 preemptions
+    {"model": "qwen3-next-80b-a3b", "workload": "sharegpt"},
+    {"model": "gpt-oss-20b", "mem_util": "0.165", "rate": "20", "requests": "60",  # 107 preemptions
      "workload": "fixed", "prompt_len": "500", "output_len": "3000"}])
 def test_quiet_iterations_change_nothing_on_hybrid_models(params, quiet_array):
     """vLLM V1's KV cache groups (issue 27): windows slide in quiet iterations as in `_iterate`."""

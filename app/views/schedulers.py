@@ -181,8 +181,8 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text, self.key, maps,
-                         self.hits, self.batch, self.memory, sizing_mode="stretch_width")
+        return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
+                         self.key, maps, self.hits, self.batch, self.memory, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
@@ -226,7 +226,8 @@ class SchedulersView(LabView):
                     + f": {result['max_concurrency']:.2f}x")
         sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
                     f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
-        about = tr(scenario["about"]) if lab.model == "scenario" else f"{tr('model')} {scenario['model']}, {scenario['gpu']}"
+        about = (tr(scenario["about"]) if lab.model == "scenario"
+                 else f"{tr('model')} {scenario['model']}, {scenario['gpu']}")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {about}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
                             f"{tr('requests')}{sessions}; {settings}")

@@ -220,7 +220,8 @@ class SchedulersLab(ServingLab):
         # a window group holds the blocks its last `kept` tokens span (vLLM's start-up line counts a
         # window group's blocks for a whole prefill chunk, more)
         return [{"kind": g.kind, "layers": g.layers, "window": g.kept + 1 if g.kind == "sliding" else 0,
-                 "block_size": bs, "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
+                 "block_size": bs,
+                 "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
                 for g in layout.groups]
 
     def budget(self) -> int:
