@@ -118,7 +118,6 @@ class GroupedPool:
     gives n new blocks (a page in every group), and the free count is in pages (`width` per block)."""
 
     def __init__(self, layout: KVLayout, n_pages: int) -> None:
-        self.layout = layout
         self.groups = layout.groups
         self.width = len(layout.groups)
         self.block_size = layout.block_size
