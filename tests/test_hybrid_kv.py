@@ -172,6 +172,26 @@ def tiny_cost(kind: str, blocks: int, block_size: int) -> CostModel:
     return cost
 
 
+@pytest.mark.parametrize("pages, other, hit", [(200, 40, 20), (30, 40, 0), (30, 32, 16)])
+def test_a_cached_prefix_whose_window_was_evicted_misses(pages, other, hit):
+    # Blocks of 4 tokens, a window of 8 (7 kept: the last 2 blocks of a hit), a page per group and block.
+    # A (40 tokens) leaves 10 blocks cached, its window pages freed before its full pages (group by group,
+    # each tail first). C (unique tokens, 2 pages a block) then takes the never-used pages (180, or 10 of
+    # 30) and, in 30 pages, A's window pages from block 9 down: all 10 for 40 tokens, 6 for 32. B shares
+    # A's first 20 tokens: 5 blocks whose full pages C leaves cached in every case; the window pages of
+    # blocks 3 and 4 end the hit if C left them, else those of blocks 2 and 3 (16 tokens), else nothing.
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 9, 40)
+    b = np.concatenate([a[:20], rng.integers(10, 19, 8), [7]])
+    c = rng.integers(20, 29, other + 1)
+    requests = [Request(0, 0.0, 40, 1, tokens=np.concatenate([a, [7]])), Request(1, 1.0, other, 1, tokens=c),
+                Request(2, 2.0, 28, 1, tokens=b)]
+    engine = V1Scheduler(tiny_cost("window", pages + 1, 4), V1Config(128, 4, 4, 64))
+    assert engine.pool.n_blocks == pages and engine.width == 2  # a window group and a full one, 2 layers each
+    run = engine.run(requests)
+    assert run.hit_tokens == hit
+
+
 def check_hybrid(engine: V1Scheduler, step: int) -> None:
     """Reference counts equal holders, a page is free exactly when nobody holds it, a request holds a
     block entry for every block of its KV, a full group every page, a window group a tail of them."""
