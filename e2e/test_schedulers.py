@@ -1,6 +1,7 @@
-"""The served app end to end on the schedulers lab: the tour's seventh step opens it, the three
-memory maps show cached-reusable memory only where a prefix cache exists, the table compares the
-modes, and switching prefix caching off redraws everything (and is written to the URL)."""
+"""The served app end to end on the schedulers lab: the tour's step "today's engines" opens it,
+the three memory maps show cached-reusable memory only where a prefix cache exists, the table
+compares the modes, switching prefix caching off redraws everything (and is written to the URL),
+and a gpt-oss model shows vLLM V1's KV cache groups."""
 from urllib.parse import parse_qs
 
 from conftest import plain_text, wait_ready
@@ -28,8 +29,7 @@ def states(page, mode: str) -> list:
 
 
 def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guard):
-    step = len(STEPS) - 1
-    assert STEPS[step].links[0][1]["lab"] == "schedulers"
+    step = next(i for i, s in enumerate(STEPS) if s.links[0][1]["lab"] == "schedulers")  # "today's engines"
     page.goto(f"{served_app}?page=tour")
     page.locator(f".kv-tour-{step}-0 button").click()
     page.wait_for_function("() => location.search.includes('lab=schedulers')")
@@ -88,4 +88,19 @@ def test_a_host_tier_in_the_url_shows_its_figure(page, served_app, guard):
         assert rows["TTFT p50 / p99 without the host tier (ms)"][mode] != "-"
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-host-tier-figure').visible")
     assert float(query(page)["host_tier_gb"]) == 40
+
+
+def test_a_gpt_oss_model_shows_vllms_kv_cache_groups(page, served_app, guard):
+    # issue 27: a model with sliding-window layers; vLLM V1 keeps them in a group of their own
+    page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
+    wait_ready(page)
+    groups = plain_text(page, "kv-schedulers-groups")
+    groups.filter(has_text="vLLM V1's KV cache groups, one pool of blocks of 16 tokens").wait_for()
+    text = groups.inner_text()
+    assert "0: sliding window (128 tokens), 12 layers: 9 blocks per request of the maximum length" in text
+    assert "1: full attention, 12 layers: 512 blocks per request of the maximum length" in text
+    rows = table(page)
+    assert rows["most requests at once"]["paper"] == rows["most requests at once"]["sglang"] == "-"
+    assert rows["most requests at once"]["vllm-v1"] != "-"
+    assert query(page)["model"] == "gpt-oss-20b"
     assert guard.errors == []

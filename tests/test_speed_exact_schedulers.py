@@ -189,6 +189,20 @@ def test_quiet_iterations_change_nothing_in_the_labs_runs(params, quiet_array):
         both_ways(lambda mode=mode: lab.scheduler(mode, give_up_after=10), requests, trace=False)
 
 
+@pytest.mark.parametrize("params", [
+    {"model": "gpt-oss-20b"}, {"model": "gemma-3-27b", "workload": "few-shot", "rate": "6"},
+    {"model": "qwen3-next-80b-a3b", "workload": "sharegpt"},
+    {"model": "gpt-oss-20b", "mem_util": "0.165", "rate": "20", "requests": "60",  # 107 preemptions
+     "workload": "fixed", "prompt_len": "500", "output_len": "3000"}])
+def test_quiet_iterations_change_nothing_on_hybrid_models(params, quiet_array):
+    """vLLM V1's KV cache groups (issue 27): windows slide in quiet iterations as in `_iterate`."""
+    lab = make("schedulers", {"scenario": "B", "weight_precision": "int4", "requests": "150", **params})
+    requests = lab.workload_at(lab.rate)
+    assert lab.scheduler("vllm-v1").width > 1
+    both_ways(lambda: lab.scheduler("vllm-v1"), requests, trace=True)
+    both_ways(lambda: lab.scheduler("vllm-v1", give_up_after=10), requests, trace=False)
+
+
 def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
     lab = make("schedulers", {"requests": "150", "rate": "5", "mem_util": "0.78"})
     requests = lab.workload_at(lab.rate)
@@ -408,7 +422,7 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
             value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
                      "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
                      "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
-                     "async_scheduling": True, "host_tier_gb": 20.0}[name]
+                     "async_scheduling": True, "host_tier_gb": 20.0, "model": "gpt-oss-20b"}[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 

@@ -10,6 +10,10 @@ from bokeh.plotting import figure
 
 from app.view import columns
 
+# The kinds of layer (kvweb/gpu/layers.py) by the names views show, each through tr().
+LAYER_NAMES = {"full": "full attention", "sliding": "sliding window", "latent": "latent (MLA)",
+               "linear": "linear state"}
+
 GAP = 0.12  # between memory-map cells
 CELL = ("left", "right", "top", "bottom")
 

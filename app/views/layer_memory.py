@@ -12,11 +12,12 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import plain
 from app.view import LabView, TextTable
+from app.views.drawing import LAYER_NAMES
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 COLORS = {"full": "#4c72b0", "sliding": "#55a868", "latent": "#c44e52", "linear": "#8172b2"}
-NAMES = {"full": "full attention", "sliding": "sliding window", "latent": "latent (MLA)", "linear": "linear state"}
+NAMES = LAYER_NAMES
 
 
 class LayerMemoryView(LabView):

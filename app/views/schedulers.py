@@ -23,7 +23,7 @@ from bokeh.plotting import figure
 from app.i18n import tr
 from app.text import LiveText, plain
 from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
-from app.views.drawing import CELL, Cells, indexed_color, legend_below, request_hover
+from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.serving.continuous_batching import CACHED, SHARED
@@ -90,6 +90,19 @@ def host_tier_rows() -> list[tuple[str, Any]]:
     ]
 
 
+def kv_groups_text(groups: list[dict[str, Any]]) -> str:
+    """vLLM V1's KV cache groups, one line each: what a request of the maximum length holds in each
+    (empty for a model whose layers are all alike)."""
+    if not groups:
+        return ""
+    lines = [tr("vLLM V1's KV cache groups, one pool of blocks of {0} tokens").format(groups[0]["block_size"])]
+    for i, g in enumerate(groups):
+        kind = tr(LAYER_NAMES[g["kind"]]) + (f" ({g['window']:,} {tr('tokens')})" if g["window"] else "")
+        lines.append(f"{i}: {kind}, {g['layers']} {tr('layers')}: "
+                     + tr("{0} blocks per request of the maximum length").format(f"{g['blocks_per_max_request']:,}"))
+    return "\n".join(lines)
+
+
 class StateMap:
     """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
 
@@ -143,6 +156,7 @@ class SchedulersView(LabView):
                                *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
             sizing_mode="stretch_width")
         self.paper = plain(css_class="kv-schedulers-paper")
+        self.groups = plain(css_class="kv-schedulers-groups")  # vLLM V1's KV cache groups (hybrid models)
         self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
@@ -198,18 +212,26 @@ class SchedulersView(LabView):
         for fig, span in zip((self.hits, self.host, self.batch, self.memory), self.now):
             fig.add_layout(span)
         self.frames: list[list[dict[str, Any]]] = []
+        self.names: list[str] = []  # the modes run (a mode that cannot serve the model is left out)
         self.timeline: dict[str, Any] = {"t": [], "frames": []}
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table, self.paper, self.checked, self.player, self.step_text, self.key, maps,
-                         self.hits, self.host, self.batch, self.memory, sizing_mode="stretch_width")
+        return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
+                         self.key, maps, self.hits, self.host, self.batch, self.memory, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
         capacity = scenario["kv_capacity_tokens"]
         self.frames = [m["trace"]["frames"] for m in modes]
+        self.names = [m["mode"] for m in modes]
         self.timeline = result["timeline"]
+        for mode in result.get("refused", {}):
+            self.maps[mode].reset(f"{mode}: {tr('not run: its KV pool holds every layer alike')}", 0)
+            self.maps[mode].cells.show(1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8),
+                                       owner=np.zeros(0, dtype=np.int32))
+            self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
+        self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
@@ -233,14 +255,17 @@ class SchedulersView(LabView):
         set_range(self.hits.y_range, padded_end(*(d["hit_rate"] for d in curves)))
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
-        self.table_data.data = figures_table(modes)
+        table = figures_table(modes)
+        self.table_data.data = {**table, **{m: ["-"] * len(table["figure"]) for m in MODES if m not in self.names}}
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
                     + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")
                     + f": {result['max_concurrency']:.2f}x")
         sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
                     f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
-        self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
+        about = (tr(scenario["about"]) if lab.model == "scenario"
+                 else f"{tr('model')} {scenario['model']}, {scenario['gpu']}")
+        self.header.text = (f"{tr('scenario')} {scenario['name']}: {about}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
                             f"{tr('requests')}{sessions}; {settings}")
         self.paper.text = tr(result["paper"])
@@ -271,7 +296,7 @@ class SchedulersView(LabView):
         index = min(index, len(times) - 1)
         t = times[index]
         lines = [f"t = {t:.1f} s"]
-        for mode, frames, at in zip(MODES, self.frames, self.timeline["frames"]):
+        for mode, frames, at in zip(self.names, self.frames, self.timeline["frames"]):
             counts = np.bincount(self.maps[mode].draw(frames[at[index]]), minlength=len(STATES))
             lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES, counts)))
         for span in self.now:

@@ -17,6 +17,8 @@ from typing import Any
 import param
 
 from kvweb.budget import Estimate, work
+from kvweb.gpu import MODELS
+from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
@@ -28,6 +30,7 @@ from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBa
 from kvweb.serving.engine_setup import SCENARIOS, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
+from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler, default_chunk_size
@@ -66,7 +69,7 @@ UNREAD_BY = {
 }
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
-SERVING_ONLY = ("block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
+SERVING_ONLY = ("model", "block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
                 "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms", *V1_ONLY,
                 "host_tier_gb")
 FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
@@ -103,6 +106,10 @@ class SchedulersLab(ServingLab):
                "requests, longest prefix match first, chunked prefill). Memory maps show what is running, what is "
                "cached and reusable, and what is free.")
 
+    model = param.Selector(objects=["scenario", *MODELS], default="scenario",
+                           doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
+                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups; the "
+                               "papers' engine and SGLang here serve only models whose layers are all full or latent)")
     workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "trace"], default="multi-turn",
                               doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
                                   "chat sessions sharing prefixes, or the uploaded trace")
@@ -185,6 +192,43 @@ class SchedulersLab(ServingLab):
         if self.search and self.workload == "trace":
             raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
 
+    def setup(self, memory: str = "paged") -> Setup:
+        return super().setup(memory).with_(model="" if self.model == "scenario" else self.model)
+
+    def refusal(self, mode: str) -> str | None:
+        """Why a mode cannot serve the model, or None."""
+        model = self.setup().cost_model().model
+        if mode == "sglang":
+            return sglang_refusal(model)
+        kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
+        if mode == "paper" and kinds:
+            return (f"paper: {model.name} has {' and '.join(kinds)} attention layers; the papers' engine (vLLM, 2023) "
+                    "pages every layer alike, so it is not run on it")
+        return None
+
+    def scenario_info(self) -> dict[str, Any]:
+        info = super().scenario_info()
+        if self.model != "scenario":
+            info["model"] = self.model
+            info["about"] = f"{self.model} on {info['gpu']}, the requests of scenario {self.scenario}"
+        return info
+
+    def kv_groups(self) -> list[dict[str, Any]] | None:
+        """vLLM V1's KV cache groups for a model whose layers are not all alike (None otherwise):
+        each group's kind, layers and the blocks one request decoding at the maximum length holds in it."""
+        cost = self.setup().cost_model()
+        layout = kv_layout(cost, self.block_size)
+        if not layout.hybrid:
+            return None
+        bs, max_len = layout.block_size, self.setup().spec.max_len
+        whole = -(-max_len // bs)
+        # a window group holds the blocks its last `kept` tokens span (vLLM's start-up line counts a
+        # window group's blocks for a whole prefill chunk, more)
+        return [{"kind": g.kind, "layers": g.layers, "window": g.kept + 1 if g.kind == "sliding" else 0,
+                 "block_size": bs,
+                 "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
+                for g in layout.groups]
+
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
 
@@ -265,8 +309,17 @@ class SchedulersLab(ServingLab):
         GPU's KV blocks over the blocks one request of the model's maximum length takes. Requests
         are shorter and take blocks only as they grow, so more of them run at once (`max_batch`)."""
         setup = self.setup()
+        groups = self.kv_groups()
+        if groups:  # every group's blocks, of the one pool
+            return self.kv_blocks() / sum(g["blocks_per_max_request"] for g in groups)
         per_request = -(-setup.spec.max_len // self.block_size)
         return setup.cost_model().kv_capacity_blocks(self.block_size) / per_request
+
+    def kv_blocks(self) -> int:
+        """The GPU's KV blocks (vLLM's, of every group's layers for a hybrid model)."""
+        cost = self.setup().cost_model()
+        layout = kv_layout(cost, self.block_size)
+        return layout.blocks(cost) if layout.hybrid else cost.kv_capacity_blocks(self.block_size)
 
     def key(self, left_out: Iterable[str] = (), **extra: Any) -> str:
         """`Lab.key`, leaving out the parameters the workload does not read too."""
@@ -290,17 +343,21 @@ class SchedulersLab(ServingLab):
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
-        runs = [self.served_work(requests, self.block_size, blocks, max_seqs=self.max_seqs),
-                self.served_work(requests, self.block_size, blocks, stepwise=True, max_seqs=self.max_seqs),
-                # SGLang: a map cell per token slot; its slots are taken in runs, about 16 tokens of work each
-                self.served_work(requests, 16, cost.kv_capacity_tokens, stepwise=True, max_seqs=self.max_seqs)]
+        # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
+        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool
+        plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
+                "sglang": (16, cost.kv_capacity_tokens, True)}
+        modes = {m: plan[m] for m in MODES if not self.refusal(m)}
+        runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
+                for block, units, stepwise in modes.values()]
         if self.host_blocks():  # vLLM V1 and SGLang without the tier too
-            runs += runs[1:]
+            runs += [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
+                     for m, (block, units, stepwise) in modes.items() if m != "paper"]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
             runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
-                     for block, stepwise in ((self.block_size, False), (self.block_size, True), (16, True))]
+                     for block, _, stepwise in modes.values()]
         knobs = self.work_knobs()
         return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
                     higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
@@ -316,8 +373,13 @@ class SchedulersLab(ServingLab):
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.requests_at(self.rate)
         steps = len(MODES) * (2 if self.search else 1)
-        modes, counts = [], []
+        modes, counts, refused = [], [], {}
         for i, mode in enumerate(MODES):
+            why = self.refusal(mode)
+            if why:
+                refused[mode] = why
+                continue
+
             def part(fraction: float, message: str, i: int = i, mode: str = mode) -> None:
                 progress((i + fraction) / steps, f"{mode}: {message}")
             row, frame_count = self.served_once(mode, part)
@@ -329,13 +391,16 @@ class SchedulersLab(ServingLab):
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])
+        groups = self.kv_groups()
+        hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             "submitted": len(requests),
-            "token_budget": self.budget(), "chunk_size": self.chunk(), "block_size": self.block_size,
-            "max_len": self.setup().spec.max_len, "kv_blocks": self.setup().cost_model().kv_capacity_blocks(self.block_size),
+            "token_budget": self.budget(), "chunk_size": self.chunk(),
+            "block_size": groups[0]["block_size"] if groups else self.block_size,
+            "max_len": self.setup().spec.max_len, "kv_blocks": self.kv_blocks(),
             "max_concurrency": self.max_concurrency(),
-            "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER, "checked": CHECKED,
+            "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER, "checked": CHECKED, **hybrid,
         }
 
     def _without_tier(self, row: dict[str, Any], progress: Progress) -> None:
@@ -348,8 +413,9 @@ class SchedulersLab(ServingLab):
     def _search(self, modes: list[dict[str, Any]], progress: Progress) -> None:
         """Each mode's highest rate within the SLO, on the same requests arriving faster or slower
         (remembered by what it reads: not the rate, which it scales itself)."""
-        for i, row in enumerate(modes):
+        for row in modes:
             mode = row["mode"]
+            i = MODES.index(mode)
             key = self.key(("rate", "search", *self.unread(mode)), mode=mode)
             row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
 

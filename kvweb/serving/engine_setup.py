@@ -69,6 +69,7 @@ class Setup:
     max_seqs: int = 256
     slo: SLO = SLO()
     assumptions: Mapping[str, Any] = field(default_factory=dict)  # CostModel keywords; none: its defaults
+    model: str = ""  # a model of MODELS in place of the scenario's ("": the scenario's)
 
     @property
     def spec(self) -> Scenario:
@@ -77,7 +78,7 @@ class Setup:
     def cost_model(self) -> CostModel:
         """The scenario's cost model under these assumptions: one object per distinct choice (the
         last few kept), so the runs of a max-rate search share the prefill prices it remembers."""
-        return _cost_model(self.spec.gpu, self.spec.model, tuple(sorted(self.assumptions.items())))
+        return _cost_model(self.spec.gpu, self.model or self.spec.model, tuple(sorted(self.assumptions.items())))
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":

@@ -49,6 +49,7 @@ from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import FREE, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTree
+from kvweb.serving.hybrid_kv import sglang_refusal
 from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_quiet import RadixQuietSteps
 from kvweb.serving.step_cost import chunk_work
@@ -130,6 +131,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                  give_up_after: int | None = None, host: HostTree | None = None) -> None:
         if config.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
+        why = sglang_refusal(cost.model)
+        if why:
+            raise ValueError(why)
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.tree = tree

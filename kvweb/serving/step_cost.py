@@ -14,10 +14,17 @@ Coefficients = tuple[float, float, float, float, float, float]
 
 def decode_coefficients(cost: CostModel) -> Coefficients:
     """(FLOPs at batch 0, per sequence, per context token, bytes at batch 0 (the weights),
-    per sequence, per context token)."""
+    per sequence, per context token). A window layer's reads are priced per sequence, a whole
+    window each (the most it reads: exact for sequences at least a window long), and a linear
+    layer's state (read and written) per sequence; only full and latent layers read per token."""
     f0, b0 = cost.decode_work(0, 0)
-    f1, b1 = cost.decode_work(1, 0)
     f2, b2 = cost.decode_work(0, 1)
+    window = max(a.window for a, _ in cost.model.groups)
+    if window:  # one sequence of a window's context: every window layer reads all of it
+        fw, bw = cost.decode_work(1, window)
+        f1, b1 = fw - (f2 - f0) * window, bw - (b2 - b0) * window
+    else:
+        f1, b1 = cost.decode_work(1, 0)
     return f0, f1 - f0, f2 - f0, b0, b1 - b0, b2 - b0
 
 

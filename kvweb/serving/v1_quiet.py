@@ -24,25 +24,30 @@ class V1QuietSteps(ContinuousBatching):
         """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling or
         leaving, the blocks due fit, and the waiting queue is empty or its head stays blocked (taking
         the blocks due does not change the version of the lookup it watches)."""
-        if self.prefilling or self.leaving:
+        if self.prefilling or self.leaving or self._started:
             return 0
-        pool, waiting, bs, due, n = self.pool, self.waiting, self.bs, self._due, len(self.running)
-        free_q, n_blocks, shared = pool.free, pool.n_blocks, pool.shared_extra * bs  # (taking shares nothing)
+        pool, waiting, bs, due, n, w = self.pool, self.waiting, self.bs, self._due, len(self.running), self.width
+        # a hybrid model's pool is of pages, `w` (one per group) to a block, and its windows slide first
+        pages, windows = (pool.pages, pool.windows) if w > 1 else (pool, ())
+        free_q, n_blocks, shared = pages.free, pages.n_blocks, pages.shared_extra * bs  # (taking shares nothing)
         watched = None
         if waiting:
             head, free, version, blocked_budget = self._blocked
             if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
                     and waiting[0] is head):
                 return 0
-            if version is not None and pool.watched:
-                watched, block_hash = pool.watched, pool.block_hash
+            if version is not None and pages.watched:
+                watched, block_hash = pages.watched, pages.block_hash
         f0, fb, fc, b0, bb, bc = self.coef
         flops0, nbytes0, step_time = f0 + fb * n, b0 + bb * n, self.cost.step_time
         now, occupied_s, used_s, cached_s, last = clock
         dstep, kv, ran = self.dstep, self.kv_tokens, 0
         while ran < most:
+            for kept, _ in windows:  # `V1Scheduler._slide`
+                for seq in due[(dstep + 1 - kept) % bs].values():
+                    pool.slide(seq.blocks, seq.kv(dstep))
             phase = due[(dstep + 1) % bs]
-            need = len(phase)
+            need = len(phase) * w
             if need > len(free_q):
                 break  # preemption
             if waiting:
@@ -51,14 +56,17 @@ class V1QuietSteps(ContinuousBatching):
                 if watched and any(b in watched and block_hash[b] is not None for b in islice(free_q, need)):
                     break  # taking it changes the version: the head is tried again
             if need:
-                for seq, block in zip(phase.values(), pool.take(need)):
+                for seq, block in zip(phase.values(), pool.take(len(phase))):
                     seq.blocks.append(block)
             dstep += 1
             kv += n
             dt = step_time(flops0 + fc * kv, nbytes0 + bc * kv)
             now = now + dt
             occupied_s += (n_blocks - len(free_q)) * bs * dt
-            used_s += (kv - shared) * dt
+            if w > 1:  # whole blocks, as `V1Scheduler._iterate` counts them (a slide may free a shared one)
+                used_s += (n_blocks - len(free_q) - pages.shared_extra) * bs * dt
+            else:
+                used_s += (kv - shared) * dt
             cached_s += pool.reusable * bs * dt
             itl_s.append(now - last)
             itl_n.append(n)
@@ -77,6 +85,8 @@ class V1QuietSteps(ContinuousBatching):
         in order, so which are hashed (cached, reusable) and whether one is watched is known ahead."""
         if self.prefilling or self.leaving:
             return 0, None
+        if self.width > 1:
+            return most, None  # a hybrid model's iterations one by one (`_quiet_run`)
         pool, waiting, bs, n = self.pool, self.waiting, self.bs, len(self.running)
         watched = None
         if waiting:

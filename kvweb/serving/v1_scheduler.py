@@ -43,6 +43,7 @@ from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.host_tier import HostTier
+from kvweb.serving.hybrid_kv import GroupedPool, grouped_memory_map, kv_layout
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
@@ -76,9 +77,14 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             raise ValueError("the token budget must be at least max_seqs, as vLLM requires")
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
-        self.bs = config.block_size
+        # Layers of several kinds (windows, linear states): vLLM's hybrid manager, its groups on one
+        # pool of blocks (serving/hybrid_kv.py), the block size raised for linear layers
+        layout = kv_layout(cost, config.block_size)
+        self.bs = layout.block_size
         # vLLM keeps one block out of use, the null block (`BlockPool.null_block`, block 0)
-        self.pool = BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
+        self.pool = GroupedPool(layout, layout.blocks(cost) - 1) if layout.hybrid else \
+            BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
+        self.width = len(layout.groups) if layout.hybrid else 1  # blocks a request's block takes, one per group
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
         # Async scheduling: requests that finished in the last iteration. The next iteration is
@@ -86,6 +92,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         # through it (they are skipped: no token, no new block).
         self.leaving: list[Seq] = []
         self._due: list[dict[int, Seq]] = [{} for _ in range(self.bs)]  # phase -> decoding requests
+        self._started: list[Seq] = []  # hybrid models: requests that started decoding in the last iteration
         # The waiting queue's head did not fit with this many free blocks, this table version (None:
         # no cached block can be its) and this budget: while it stays the head and until blocks are
         # freed, the table changes or the budget shrinks, it still does not (decoding only takes
@@ -96,8 +103,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
-        if need > self.pool.n_blocks:
-            return (f"needs {need} blocks of {self.bs} tokens; the GPU holds {self.pool.n_blocks + 1}, "
+        if need * self.width > self.pool.n_blocks:
+            groups = f" in each of {self.width} KV cache groups" if self.width > 1 else ""
+            return (f"needs {need} blocks of {self.bs} tokens{groups}; the GPU holds {self.pool.n_blocks + 1}, "
                     "one of them vLLM's null block")
         return None
 
@@ -117,13 +125,34 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     # -- one iteration -----------------------------------------------------------
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        if self.width > 1:
+            self._slide()
         if not self.leaving:
-            return self._schedule(0)
-        out = self._schedule(len(self.leaving))
-        self._leave()  # the last iteration's output is read once this one is scheduled
-        if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
             out = self._schedule(0)
+        else:
+            out = self._schedule(len(self.leaving))
+            self._leave()  # the last iteration's output is read once this one is scheduled
+            if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
+                out = self._schedule(0)
+        if self.width > 1:  # whole blocks: what running requests hold, each shared block once
+            out = (*out[:4], out[3] - self.pool.shared_extra * self.bs, out[5])
         return out
+
+    def _slide(self) -> None:
+        """Window groups free the blocks out of each running request's window (vLLM's
+        `remove_skipped_blocks`, here for every request before anything is allocated). A decoding
+        request's skipped blocks grow only in the iterations its KV is `kept` tokens past a block
+        boundary (a phase of `_due`), or in the first after it started decoding."""
+        slide, dstep, bs, running = self.pool.slide, self.dstep, self.bs, self.running
+        for seq in self._started:
+            if seq.id in running:  # (not finished or preempted since)
+                slide(seq.blocks, seq.kv(dstep))
+        self._started = []
+        for kept, _ in self.pool.windows:
+            for seq in self._due[(dstep + 1 - kept) % bs].values():
+                slide(seq.blocks, seq.kv(dstep))
+        for seq in self.prefilling:
+            slide(seq.blocks, seq.computed)
 
     def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
         """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
@@ -131,7 +160,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         due = self._due[(self.dstep + 1) % bs]  # decoding requests whose last block is full
         preempted = False
         if due:
-            while len(due) > len(pool.free):
+            while len(due) * self.width > len(pool.free):
                 self._preempt_tail()
                 preempted = True
             for seq, block in zip(due.values(), pool.take(len(due))):
@@ -158,7 +187,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 continue  # preempted for an earlier one's chunk
             n = min(seq.tokens_to_compute - seq.computed, budget)
             need = -(-(seq.computed + n) // bs) - len(seq.blocks)
-            while need > len(pool.free) and self._preempt_tail() is not seq:
+            while need * self.width > len(pool.free) and self._preempt_tail() is not seq:
                 preempted = True
             if seq not in self.prefilling:
                 preempted = True
@@ -182,7 +211,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 new = -(-(hit + n) // bs) - len(hits)
                 # the whole prompt must fit (vLLM's `full_sequence_must_fit`), or only its first chunk
                 must_fit = -(-total // bs) - len(hits) if self.config.full_prompt_check else new
-                if must_fit + pool.evictable(hits) > len(pool.free):
+                if must_fit * self.width + pool.evictable(hits) > len(pool.free):
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
                         # Losing a found block that is free (the only kind an allocation takes) costs a
@@ -221,6 +250,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         self._sampled(seq, fresh)
         seq.phase = (self.dstep + 1 - seq.computed) % self.bs
         self._due[seq.phase][seq.id] = seq
+        if self.width > 1:
+            self._started.append(seq)
 
     def _preempt_tail(self) -> Seq:
         """Preempt the last running request (vLLM's `self.running.pop()`); returns it."""
@@ -302,6 +333,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     @property
     def used(self) -> int:
+        if self.width > 1:
+            return self.occupied - self.pool.shared_extra * self.bs
         return self.kv_tokens + sum(s.computed for s in self.prefilling) - self.pool.shared_extra * self.bs
 
     @property
@@ -312,6 +345,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache
         or shares with another), CACHED (free but hashed: reusable) or FREE; the share of each
         cell holding KV."""
+        if self.width > 1:
+            return grouped_memory_map(self.pool, [*self.running.values(), *self.prefilling, *self.leaving], max_cells)
         pool, bs = self.pool, self.bs
         n = pool.n_blocks
         per_cell = cell_group(n, max_cells)

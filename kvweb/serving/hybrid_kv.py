@@ -1,0 +1,274 @@
+"""vLLM V1's hybrid KV cache manager (issue 27): a model whose layers are not all alike keeps
+each kind of layer in its own KV cache groups, on one shared pool of pages.
+
+Following vLLM (vllm/v1/core/kv_cache_utils.py, `_get_kv_cache_groups_uniform_page_size`;
+kv_cache_coordinator.py `HybridKVCacheCoordinator`; single_type_kv_cache_manager.py):
+
+- **Groups.** Layers of one type (and shape) are split into groups of `group_size` layers: the
+  fewest layers of any type, or the most when that is under 1.25 x the fewest (gpt-oss: 18 window
+  + 18 full layers, 2 groups; Gemma 3 27B: 52 window + 10 full, group size 10, 6 window groups,
+  the last padded with 8 empty slots; Qwen3-Next: 36 linear + 12 full, 4 groups). A block of the
+  pool is one page for each of `group_size` layers; each group takes its own blocks.
+- **One page size.** All pages are equal. With linear-attention (Mamba-like) layers the attention
+  block size is raised to the smallest multiple of the alignment (the kernel's 16 tokens, or the
+  configured block size if larger) whose page holds one layer's state (vLLM
+  `_align_hybrid_block_size`, prefix caching in its default `align` mode), never lowered; the
+  state's page is padded up to the attention page.
+- **Window groups free blocks** that fall out of the window as the request computes
+  (`SlidingWindowManager.remove_skipped_blocks`: blocks wholly before the last window - 1 tokens);
+  a linear group keeps only the block holding its latest state. Freed blocks keep their hash:
+  they wait, still found, in the one least-recently-used free queue all groups share.
+- **A prefix hit** is the longest prefix every group can serve: full attention scans from the left,
+  then each window group looks, right to left within that length, for the last cdiv(window - 1,
+  block) blocks all cached (a linear group: the one block holding the state), and the hit is cut
+  to where they end (a prefix that reaches back to the first block needs no more).
+
+Simplified here (docs/today.md, "Today's models in the schedulers"): every window group frees at
+the start of an iteration, before any allocation (vLLM frees request by request as it allocates);
+a request is admitted only if its whole uncached prompt's blocks fit in every group (the window
+groups' too, as vLLM counts a chunk's new blocks); a linear layer's state is cached at every block
+boundary a request passes (vLLM's align mode keeps those where a scheduled chunk ends); pages
+of attention layers of different shapes are padded to the largest.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from kvweb.gpu.cost import KV_PRECISIONS, CostModel
+from kvweb.gpu.specs import LLMSpec
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, Seq, key_cells
+from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.prefix_caching import BlockPool
+
+ALIGN = 16  # vLLM's attention kernel block alignment: a raised block size is a multiple of it
+NULL = -1  # a block a request no longer holds in a group (vLLM's null block)
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """One KV cache group: `layers` layers of one kind (of the group size; the rest is padding)."""
+
+    kind: str  # full, sliding, latent or linear
+    layers: int
+    # tokens of KV a request keeps (0: all): window - 1 behind the next, or 1 (a state); the blocks
+    # wholly before them are skipped (vLLM `get_num_skipped_tokens`)
+    kept: int = 0
+
+    @property
+    def windowed(self) -> bool:
+        return self.kept > 0
+
+    def hit_blocks(self, block_size: int) -> int:
+        """Cached blocks at the end of a prefix this group needs to serve it."""
+        return -(-self.kept // block_size)
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How one GPU's KV memory is laid out for a model: block size, groups, bytes per block."""
+
+    block_size: int
+    group_size: int
+    groups: tuple[KVGroup, ...]
+    page_bytes: int  # one layer's page on one GPU
+
+    @property
+    def block_bytes(self) -> int:
+        return self.page_bytes * self.group_size
+
+    @property
+    def hybrid(self) -> bool:
+        """More than one group or a window: the plain block pool does not do."""
+        return len(self.groups) > 1 or self.groups[0].windowed
+
+    def blocks(self, cost: CostModel) -> int:
+        """Blocks that fit beside the weights on one GPU (0 if the model cannot run there)."""
+        return int(cost.kv_bytes_free_per_gpu // self.block_bytes) if cost.fits else 0
+
+
+def kv_layout(cost: CostModel, block_size: int) -> KVLayout:
+    """The model's KV cache groups and page size at a configured block size (see the module doc)."""
+    tp, kv = 1 if cost.attention_dp else cost.tp, KV_PRECISIONS[cost.kv_precision]
+    types = cost.model.groups
+    counts = [n for _, n in types]
+    group_size = max(counts) if max(counts) < 1.25 * min(counts) else min(counts)
+    token_bytes = max((a.kv_elements_per_gpu(tp) * kv for a, _ in types if a.kind != "linear"), default=0)
+    state_bytes = max((a.state_elements_per_gpu(tp) * kv for a, _ in types if a.kind == "linear"), default=0)
+    if state_bytes and token_bytes:  # the alignment: the kernel's, or the configured size if larger
+        align = max(ALIGN, block_size)
+        block_size = max(block_size, align * -(-state_bytes // (align * token_bytes)))
+    page = max(block_size * token_bytes, state_bytes)
+    groups = []
+    for a, n in types:
+        kept = 1 if a.kind == "linear" else max(a.window - 1, 0)
+        groups += [KVGroup(a.kind, min(group_size, n - i), kept) for i in range(0, n, group_size)]
+    return KVLayout(block_size, group_size, tuple(groups), page)
+
+
+class GroupedPool:
+    """vLLM's block pool under the hybrid manager: a request's block i is a list of one page per
+    group (NULL where a window group freed it); pages live in one `BlockPool`, hashed per group
+    (vLLM's `BlockHashWithGroupId`), so one free queue orders every group's cached pages.
+
+    It answers the calls `V1Scheduler` makes of a `BlockPool`, with blocks as these lists: `take(n)`
+    gives n new blocks (a page in every group), and the free count is in pages (`width` per block)."""
+
+    def __init__(self, layout: KVLayout, n_pages: int) -> None:
+        self.groups = layout.groups
+        self.width = len(layout.groups)
+        self.block_size = layout.block_size
+        self.pages = BlockPool(n_pages, layout.block_size)
+        self.full = [g for g, group in enumerate(self.groups) if not group.windowed]
+        self.windowed = [g for g, group in enumerate(self.groups) if group.windowed]
+        kept = sorted({self.groups[g].kept for g in self.windowed})
+        self.windows = [(k, [g for g in self.windowed if self.groups[g].kept == k]) for k in kept]
+        self.version = 0  # changes when a lookup may find more (a hash entered) or less (see `watch`)
+
+    # what the scheduler reads of a pool
+    @property
+    def free(self) -> Sequence[int]:
+        return self.pages.free
+
+    @property
+    def n_blocks(self) -> int:
+        return self.pages.n_blocks
+
+    @property
+    def reusable(self) -> int:
+        return self.pages.reusable
+
+    @property
+    def shared_extra(self) -> int:
+        return self.pages.shared_extra
+
+    def take(self, n: int) -> list[list[int]]:
+        """n new blocks, a page for every group, least recently used pages first."""
+        before = self.pages.version
+        pages = self.pages.take(n * self.width)
+        if self.pages.version != before:
+            self.version += 1
+        w = self.width
+        return [pages[i * w:(i + 1) * w] for i in range(n)]
+
+    def release(self, blocks: Sequence[list[int]]) -> None:
+        """A request lets go of its blocks, tail first in every group (vLLM frees group by group)."""
+        for g in range(self.width):
+            self.pages.release([b[g] for b in blocks if b[g] != NULL])
+
+    def touch(self, blocks: Iterable[list[int]]) -> None:
+        self.pages.touch([p for p in chain.from_iterable(blocks) if p != NULL])
+
+    def evictable(self, blocks: Iterable[list[int]]) -> int:
+        """Pages of these blocks that are free (a hit takes them out of the free queue)."""
+        return self.pages.evictable(p for p in chain.from_iterable(blocks) if p != NULL)
+
+    def watch(self, found: list[list[int]], hashes: Sequence[Hashable]) -> None:
+        """The waiting head's lookup found `found`: losing one of its pages changes `version`."""
+        self.pages.watch([p for p in chain.from_iterable(found) if p != NULL], ())
+
+    def register(self, blocks: Sequence[list[int]], hashes: Sequence[Hashable], start: int, stop: int) -> None:
+        """Blocks start..stop-1 are full: enter each group's page still held under (hash, group)."""
+        table = self.pages.table
+        for g in range(self.width):
+            pages, keys = [], []
+            for i in range(start, stop):
+                if blocks[i][g] != NULL:
+                    pages.append(blocks[i][g])
+                    keys.append((hashes[i], g))
+            if any(k not in table for k in keys):
+                self.version += 1
+            self.pages.register(pages, keys, 0, len(pages))
+
+    def lookup(self, hashes: Iterable[Hashable]) -> list[list[int]]:
+        """The longest prefix every group can serve (`HybridKVCacheCoordinator.find_longest_cache_hit`)."""
+        hashes = list(hashes)
+        table = self.pages.table
+        n = 0
+        for h in hashes:  # full attention: from the left
+            if any((h, g) not in table for g in self.full):
+                break
+            n += 1
+        while True:  # each window group within that length; until no group cuts it shorter
+            cut = n
+            for g in self.windowed:
+                cut = min(cut, self._window_hit(hashes, cut, g))
+            if cut == n:
+                break
+            n = cut
+        found = []
+        for i in range(n):
+            block = [NULL] * self.width
+            for g in self.full:
+                block[g] = table[(hashes[i], g)]
+            for g in self.windowed:
+                if i >= n - self.groups[g].hit_blocks(self.block_size):
+                    block[g] = table[(hashes[i], g)]
+            found.append(block)
+        return found
+
+    def _window_hit(self, hashes: list[Hashable], n: int, g: int) -> int:
+        """`SlidingWindowManager.find_longest_cache_hit`: the longest prefix of at most n blocks
+        whose last `hit_blocks` blocks are cached in group g, or that is cached from the start."""
+        need, table, run = self.groups[g].hit_blocks(self.block_size), self.pages.table, 0
+        for i in range(n - 1, -1, -1):
+            if (hashes[i], g) in table:
+                run += 1
+                if run >= need:
+                    return i + run
+            else:
+                run = 0
+        return run
+
+    def slide(self, blocks: list[list[int]], computed: int) -> None:
+        """Free the window groups' pages a request with `computed` tokens no longer needs
+        (`remove_skipped_blocks`: from the last skipped block back to the first already freed).
+        Groups of one window slide together, so the first of them tells whether any has to."""
+        bs = self.block_size
+        for kept, groups in self.windows:
+            skipped = (computed - kept) // bs
+            if skipped <= 0 or blocks[skipped - 1][groups[0]] == NULL:
+                continue  # (the usual case: nothing new fell out of the window)
+            for g in groups:
+                freed = []
+                for i in range(skipped - 1, -1, -1):
+                    if blocks[i][g] == NULL:
+                        break
+                    freed.append(blocks[i][g])
+                    blocks[i][g] = NULL
+                self.pages.release(freed[::-1])
+
+
+def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> tuple[int, list[int], list[int]]:
+    """`V1Scheduler.memory_map` on a grouped pool: cells of whole blocks (every group's), a running
+    request's id, SHARED (found in the cache or held twice), CACHED or FREE; a held or cached block
+    counts as full (the last block's fill is not drawn)."""
+    pages, bs = pool.pages, pool.block_size
+    n = pages.n_blocks
+    per_cell = cell_group(n, max_cells)
+    size = -(-n // per_cell) * per_cell
+    key = np.full(size, K_FREE, dtype=np.int64)
+    cached = np.fromiter(chain(pages.table.values(), *pages.copies.values()), np.intp)
+    key[cached] = K_CACHED
+    for seq in seqs:
+        held = [p for p in chain.from_iterable(seq.blocks) if p != NULL]
+        key[held] = seq.id
+        hits = [p for p in chain.from_iterable(seq.blocks[:seq.hit // bs]) if p != NULL]
+        key[[p for p in held if pages.ref[p] > 1] + hits] = K_SHARED
+    written = np.where(key == K_FREE, 0, bs)
+    return key_cells(bs, per_cell, key, written)
+
+
+def sglang_refusal(model: LLMSpec) -> str | None:
+    """Why kvweb's SGLang mode cannot serve this model, or None: its pool is one token slot per token
+    for every layer alike, so a model with window or linear layers (SGLang's SWA pool and Mamba radix
+    cache, not simulated yet) is refused rather than served as if every layer were full."""
+    kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
+    if not kinds:
+        return None
+    return (f"sglang: {model.name} has {' and '.join(kinds)} attention layers; kvweb's SGLang mode serves models whose "
+            "layers are all full or latent (MLA) attention (SGLang's sliding-window pool and hybrid radix cache are "
+            "not simulated yet); use vllm-v1 for it")
