@@ -98,6 +98,15 @@ _MESSAGES = [
      "{0} cannot be split over {1} GPUs: its {2} query heads are not a multiple of {3}, so nothing is priced"),
     (r"^what-if: the weights of (\S+) \((\S+) GB\) are left out of (\S+)'s (\S+) GB; for real it (fits|does not fit)$",
      "what-if: the weights of {0} ({1} GB) are left out of {2}'s {3} GB; for real it {4}"),
+    # the schedulers lab's host tier (kvweb/labs/schedulers.py)
+    (r"^host_tier_gb: (\S+) is not allowed with prefix_caching false; the host tier keeps prefix-cache blocks \(use 0\)$",
+     "host_tier_gb: {0} is not allowed with prefix_caching false; the host tier keeps prefix-cache blocks (use 0)"),
+    (r"^host_tier_gb: (\S+) holds no KV block of (\S+) bytes; use 0 \(off\) or at least (\S+)$",
+     "host_tier_gb: {0} holds no KV block of {1} bytes; use 0 (off) or at least {2}"),
+    (r"^host_tier_gb: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and the "
+     r"host tier is simulated for models whose layers are all alike only \(use 0\)$",
+     "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
+     "host tier is simulated for models whose layers are all alike only (use 0)"),
     # a pasted config.json (kvweb/gpu/hf_config.py); JSON's own error stays English
     (r"^config\.json is not JSON: (.*) at line (\d+) column (\d+)$", "config.json is not JSON: {0} at line {1} column {2}"),
     (r"^config\.json: (\d+) characters; at most (\d+) are read$", "config.json: {0} characters; at most {1} are read"),

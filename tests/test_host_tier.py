@@ -5,6 +5,7 @@ lab's size 0 is the lab as it was."""
 from __future__ import annotations
 
 import json
+import sys
 from io import StringIO
 
 import numpy as np
@@ -240,3 +241,17 @@ def test_cli_json_with_a_host_tier_equals_the_library_run():
     data = json.loads(out.getvalue())
     assert data["result"] == json.loads(json.dumps(jsonable(make("schedulers", params).run())))
     assert "host_tier" in data["result"]["modes"][1]
+
+
+@pytest.mark.skipif(sys.platform == "emscripten", reason="the app's catalog (Chinese) is tested in CPython only")
+def test_a_model_whose_layers_mix_kinds_refuses_a_host_tier_in_both_languages():
+    """vLLM's KV cache groups (hybrid_kv.py) have no host tier here: refused with one line, not run wrongly."""
+    from app import i18n
+    with pytest.raises(ParamError, match="host_tier_gb: 10 is not allowed with model gpt-oss-20b; its layers mix kinds") as error:
+        make("schedulers", {"host_tier_gb": "10", "model": "gpt-oss-20b"}).check()
+    make("schedulers", {"host_tier_gb": "10", "model": "llama-3-8b"}).check()  # all layers alike: a tier is fine
+    i18n.use("zh")
+    try:
+        assert i18n.tr_message(str(error.value)).startswith("host_tier_gb：10 不允许与模型 gpt-oss-20b 同用")
+    finally:
+        i18n.use("en")

@@ -185,6 +185,10 @@ class SchedulersLab(ServingLab):
         if self.host_tier_gb and not self.prefix_caching:
             raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} is not allowed with prefix_caching false; the host "
                              "tier keeps prefix-cache blocks (use 0)")
+        if self.host_tier_gb and kv_layout(self.setup().cost_model(), self.block_size).hybrid:
+            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} is not allowed with model {self.model}; its layers "
+                             "mix kinds (vLLM's KV cache groups), and the host tier is simulated for models whose "
+                             "layers are all alike only (use 0)")
         if self.host_tier_gb and not self.host_blocks():
             block = self.block_size * self.setup().cost_model().kv_bytes_per_token
             raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
