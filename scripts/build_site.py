@@ -176,9 +176,10 @@ def build_kvweb_wheel(out: Path) -> Path:
 def built_report() -> bytes:
     """The reproduction report (`kvweb.reproduce.reproduce()`, JSON), computed here in CPython:
     it has no parameters, so the site shows it at once instead of computing every experiment
-    of the lecture in WebAssembly (about a minute). Cached by the hash of the library's code."""
+    of the lecture in WebAssembly (about a minute). Cached by the hash of the library's code and
+    the mini model's weights."""
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "kvweb").rglob("*.py")):
+    for path in sorted([*(ROOT / "kvweb").rglob("*.py"), *(ROOT / "kvweb").rglob("*.npz")]):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     cached = CACHE / f"report-{digest.hexdigest()[:16]}.json"
     if not cached.exists():
