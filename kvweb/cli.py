@@ -23,8 +23,8 @@ COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "reproduce": [("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
                   ("", "DIR/report.md and DIR/report.html (default DIR: report)")],
     "train-mini": [("kvweb train-mini [--out FILE] [--steps N]", "train the mini model on its shipped corpus"),
-                   ("", "(numpy, seed 0; the defaults rebuild the shipped weights in"),
-                   ("", "about 10 minutes) and write FILE (default mini.npz)")],
+                   ("", "(numpy, seed 0; the defaults rebuild the shipped weights, in"),
+                   ("", "12-26 minutes on 2 cores) and write FILE (default mini.npz)")],
 }
 
 
