@@ -177,9 +177,9 @@ def build_kvweb_wheel(out: Path) -> Path:
 
 def computed_at_build(name: str, compute: Callable[[], Any]) -> bytes:
     """`compute()` as JSON, computed here in CPython so the site shows it at once instead of
-    computing it in WebAssembly. Cached by the hash of the library's code."""
+    computing it in WebAssembly. Cached by the hash of the library's code and the mini model's weights."""
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "kvweb").rglob("*.py")):
+    for path in sorted([*(ROOT / "kvweb").rglob("*.py"), *(ROOT / "kvweb").rglob("*.npz")]):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     cached = CACHE / f"{name}-{digest.hexdigest()[:16]}.json"
     if not cached.exists():

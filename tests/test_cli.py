@@ -91,6 +91,9 @@ def test_schedulers_table_shows_the_modes_side_by_side():
     (["run", "roofline", "stray"], "unexpected argument 'stray'"),
     (["run", "roofline", "--tokens", "5", "--tokens", "6"], "--tokens: given twice"),
     (["frobnicate"], "unknown command 'frobnicate'"),
+    (["train-mini", "--epochs", "3"], "unexpected argument '--epochs'; allowed: --out FILE, --steps N"),
+    (["train-mini", "--out"], "unexpected argument '--out'"),
+    (["train-mini", "--steps", "0"], "--steps: '0' is not allowed; allowed: a whole number >= 1"),
     (["run", "cache-schedule", "--policy", "dfs"], "policy: 'dfs' is not allowed; expected one of fcfs, lspf, dfs-rank, aging"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, needle):
@@ -103,6 +106,7 @@ def test_bad_input_exits_2_with_one_line(argv, needle):
     (["reproduce", "--help"], "kvweb reproduce [--out DIR] [--quick]"),
     (["reproduce", "--quick", "-h"], "kvweb reproduce [--out DIR] [--quick]"),
     (["labs", "--help"], "kvweb labs "),
+    (["train-mini", "--help"], "kvweb train-mini [--out FILE] [--steps N]"),
     (["run", "--help"], "labs: beam-search, block-tables"),
     (["run", "-h"], "kvweb run LAB --help"),
     (["--help"], "kvweb reproduce"),

@@ -1,9 +1,14 @@
-"""A tiny decoder-only transformer in numpy, with seeded random weights.
+"""A tiny decoder-only transformer in numpy: trained character-level weights, or seeded random ones.
 
 It exists so that paging and sharing can be *proved* to change nothing: the model
 reaches its KV cache only through a store (`length`, `write`, `attend`, `advance`),
 so the same forward runs on a contiguous cache, a paged one, or a radix cache.
 float64 throughout, so that batching or block order cannot flip a sampled token.
+
+Positions are rotary (RoPE: q and k turned by their position before the store sees them, so the
+store caches rotated keys, as real servers do). The default weights (`mini.npz`, 146 KB) were
+trained by `kvweb train-mini` (kv/train.py) on the project's own docs, so its text reads as
+English; `weights="random"` is the untrained model.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Protocol
 
 import numpy as np
@@ -58,6 +65,9 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.einsum("hnl,lhd->nhd", weights, v)
 
 
+WEIGHTS = ("trained", "random")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     layers: int = 2
@@ -65,11 +75,54 @@ class ModelConfig:
     heads: int = 4
     d_ff: int = 128
     max_positions: int = 4096
-    seed: int = 0
+    weights: str = "trained"  # the shipped mini.npz, or "random": seeded untrained weights
+    seed: int = 0  # the random weights' seed (unused by the trained ones)
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.heads
+
+
+def param_shapes(c: ModelConfig) -> dict[str, tuple[int, int]]:
+    """The parameters by name (positions are rotations of q and k, not parameters)."""
+    shapes = {"embed": (len(VOCAB), c.d_model), "head": (c.d_model, len(VOCAB))}
+    for i in range(c.layers):
+        shapes |= {f"qkv{i}": (c.d_model, 3 * c.d_model), f"out{i}": (c.d_model, c.d_model),
+                   f"up{i}": (c.d_model, c.d_ff), f"down{i}": (c.d_ff, c.d_model)}
+    return shapes
+
+
+@lru_cache(maxsize=4)
+def rotary(positions: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim / 2] of the rotary position code (RoPE).
+
+    Rotating q and k by their positions makes a score depend on the distance alone: no weights to
+    ship, any length, and a window trained at 0..511 stands for any 512 characters of a longer
+    sequence (distances past the trained ones stay untrained: docs/paged.md).
+    """
+    half = head_dim // 2
+    angle = np.arange(positions)[:, None] * 10000.0 ** (-np.arange(half) / half)[None, :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    cos.flags.writeable = sin.flags.writeable = False
+    return cos, sin
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """x [n, H, D] turned by its rows' angles (cos, sin [n, D/2]), pairing dimension i with i + D/2."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
+
+
+@lru_cache(maxsize=1)
+def trained_weights() -> dict[str, np.ndarray]:
+    """The shipped weights, as float64 (read once per process)."""
+    with resources.files("kvweb.kv").joinpath("mini.npz").open("rb") as f, np.load(f) as npz:
+        arrays = {k: npz[k].astype(np.float64) for k in npz.files}
+    for a in arrays.values():
+        a.flags.writeable = False
+    return arrays
 
 
 class MiniModel:
@@ -77,13 +130,30 @@ class MiniModel:
 
     def __init__(self, config: ModelConfig = ModelConfig()) -> None:
         self.config = c = config
+        if c.weights == "trained":
+            self._load_trained()
+        elif c.weights == "random":
+            self._init_random()
+        else:
+            raise ValueError(f"weights: {c.weights!r} is not allowed; allowed: {', '.join(WEIGHTS)}")
+
+    def _load_trained(self) -> None:
+        c, w = self.config, trained_weights()
+        shipped = ModelConfig(*(int(n) for n in w["shape"]))
+        if (c.layers, c.d_model, c.heads, c.d_ff) != (shipped.layers, shipped.d_model, shipped.heads, shipped.d_ff):
+            raise ValueError(f"the trained weights are for layers={shipped.layers}, d_model={shipped.d_model}, "
+                             f"heads={shipped.heads}, d_ff={shipped.d_ff}; use weights='random' for other shapes")
+        self.embed, self.head = w["embed"], w["head"]
+        self.blocks = [{k: w[f"{k}{i}"] for k in ("qkv", "out", "up", "down")} for i in range(c.layers)]
+
+    def _init_random(self) -> None:
+        c = self.config
         rng = np.random.default_rng(c.seed)
 
         def w(*shape: int) -> np.ndarray:
             return rng.standard_normal(shape) / np.sqrt(shape[0])
 
         self.embed = rng.standard_normal((len(VOCAB), c.d_model))
-        self.positions = rng.standard_normal((c.max_positions, c.d_model)) * 0.5
         self.blocks = [
             {"qkv": w(c.d_model, 3 * c.d_model), "out": w(c.d_model, c.d_model),
              "up": w(c.d_model, c.d_ff), "down": w(c.d_ff, c.d_model)}
@@ -110,18 +180,23 @@ class MiniModel:
         starts = [store.length(s) for s in seq_ids]
         if max((s + n for s, n in zip(starts, counts)), default=0) > c.max_positions:
             raise ValueError(f"sequence longer than the model's {c.max_positions} positions")
+        cos, sin = rotary(c.max_positions, c.head_dim)
         if len(seq_ids) == 1:  # one sequence (a decode loop's every step): slices, not gathers
-            ids = np.asarray(tokens[0], dtype=np.int64)
-            x = self.embed[ids] + self.positions[starts[0] : starts[0] + counts[0]]
+            x = self.embed[np.asarray(tokens[0], dtype=np.int64)]
+            cos, sin = cos[starts[0] : starts[0] + counts[0]], sin[starts[0] : starts[0] + counts[0]]
             bounds = [0, counts[0]]
         else:
             pos = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, counts)])
-            x = self.embed[np.concatenate([np.asarray(t, dtype=np.int64) for t in tokens])] + self.positions[pos]
+            x = self.embed[np.concatenate([np.asarray(t, dtype=np.int64) for t in tokens])]
+            cos, sin = cos[pos], sin[pos]
             bounds = np.cumsum([0, *counts]).tolist()
         d = c.d_model
         for layer, blk in enumerate(self.blocks):
             qkv = self._norm(x) @ blk["qkv"]
-            q, k, v = (qkv[:, i * d : (i + 1) * d].reshape(-1, c.heads, c.head_dim) for i in range(3))
+            # q and k turned together (one call: a decode step is numpy overhead, not arithmetic);
+            # the store caches rotated keys
+            qk = rotate(qkv[:, : 2 * d].reshape(-1, 2 * c.heads, c.head_dim), cos, sin)
+            q, k, v = qk[:, : c.heads], qk[:, c.heads :], qkv[:, 2 * d :].reshape(-1, c.heads, c.head_dim)
             attended = np.empty_like(q)
             for i, seq in enumerate(seq_ids):
                 rows = slice(bounds[i], bounds[i + 1])

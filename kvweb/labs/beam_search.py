@@ -29,7 +29,8 @@ class BeamSearch(Lab):
     prompt_len = param.Integer(20, bounds=(1, 128), doc="prompt length (tokens)")
     steps = param.Integer(12, bounds=(1, 32), doc="tokens generated per beam")
     block_size = param.Integer(8, bounds=(1, 64), doc="tokens per KV block")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of the mini model's random weights")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1),
+                         doc="the mini model: 0 is the trained one; N > 0 is untrained, random weights seeded N")
 
     def pool_blocks(self, width: int) -> int:
         """Enough blocks even without sharing: `width` private block tables."""
@@ -52,7 +53,9 @@ class BeamSearch(Lab):
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
-        model = MiniModel(ModelConfig(seed=self.seed))
+        # Beam search draws no random number: the seed can only choose weights. N > 0 keeps what
+        # seed=N meant before the model was trained (old share URLs show the same beams).
+        model = MiniModel(ModelConfig(weights="random", seed=self.seed) if self.seed else ModelConfig())
         prompt = make_prompt(self.prompt_len)
         beams, steps = self._search(model, prompt, self.width)
         sweep = []
