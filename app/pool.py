@@ -22,7 +22,9 @@ from collections.abc import Callable, Hashable
 # Runs computing at once per server: a core is left to the server's thread, but never fewer than
 # two, so that one session's heavy run never holds every slot (docs/site.md). The runs in children
 # are niced: on this app's 2-core machines the server's thread still gets the CPU first.
-MAX_RUNNING = max(2, len(os.sched_getaffinity(0)) - 1)
+# (the static site imports this module too: Pyodide's `os` has no sched_getaffinity)
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+MAX_RUNNING = max(2, CORES - 1)
 QUICK_S = 0.5  # a run estimated under this many seconds may also take the quick lane
 QUICK_LANE = 1  # threads that take only quick runs, beside the MAX_RUNNING
 
