@@ -1,0 +1,111 @@
+"""The fleet: N replicas on one clock behind a router (kvweb/fleet/fleet.py)."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvweb.fleet.fleet import serve
+from kvweb.fleet.routers import ROUTERS
+from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.serving.workload import Request
+
+
+def lab(**values: object) -> SchedulersLab:
+    return SchedulersLab(**{"requests": 40, "rate": 4.0, **values})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("workload", ["scenario", "multi-turn"])
+def test_one_replica_is_the_single_engine(mode: str, workload: str) -> None:
+    """Field by field: the same requests finish at the same times, with the same sums."""
+    lb = lab(workload=workload)
+    requests = lb.requests_at(lb.rate)
+    single = lb.scheduler(mode).run(requests)
+    fleet = serve(requests, lambda: lb.scheduler(mode), 1, "round-robin")
+    run = fleet.runs[0]
+    for f in fields(single):
+        a, b = getattr(run, f.name), getattr(single, f.name)
+        if f.name == "sequences":
+            assert [(s.id, s.first_token_t, s.finish_t) for s in a] == [(s.id, s.first_token_t, s.finish_t) for s in b]
+        elif f.name == "itl":
+            assert np.array_equal(a, b)
+        elif f.name == "rejected":
+            assert fleet.rejected == b
+        else:
+            assert a == b, f.name
+    assert len(single.sequences) == 40
+
+
+def test_a_later_turn_is_routed_when_it_arrives() -> None:
+    """Multi-turn through round robin on 2 replicas: every turn is a decision of its own, and
+    a session's turns alternate between the replicas when nothing else arrives."""
+    lb = lab(workload="multi-turn", requests=6, turns=6, scenario="B")
+    requests = lb.requests_at(lb.rate)
+    fleet = serve(requests, lambda: lb.scheduler("sglang"), 2, "round-robin")
+    assert [d.replica for d in fleet.decisions] == [0, 1, 0, 1, 0, 1]
+    assert [d.request for d in fleet.decisions] == [r.id for r in requests]
+    # turn k+1 holds turn k's prompt and answer: after the first, the other replica had it all
+    regrets = [d.regret for d in fleet.decisions]
+    assert regrets[0] == 0 and all(r > 0 for r in regrets[1:])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 1500), st.integers(1, 600)), min_size=1, max_size=25),
+       st.integers(1, 4), st.sampled_from(sorted(ROUTERS)), st.sampled_from(MODES))
+def test_every_request_is_served_once_or_rejected_with_a_reason(rows: list, n: int, router: str, mode: str) -> None:
+    requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
+    lb = lab()
+    fleet = serve(requests, lambda: lb.scheduler(mode), n, router)
+    served = [s.id for run in fleet.runs for s in run.sequences]
+    gone = [r.id for r, why in fleet.rejected]
+    assert sorted(served + gone) == list(range(len(requests)))  # exactly once each
+    assert all(why for _, why in fleet.rejected)
+    chosen = {d.request: d.replica for d in fleet.decisions}
+    assert len(fleet.decisions) == len(requests)
+    assert all(chosen[i] == k for i, k in fleet.served_by().items())  # served where it was routed
+    for run in fleet.runs:  # each replica's own conservation: its tokens are its requests'
+        assert run.generated == sum(s.req.output for s in run.sequences)
+
+
+def test_a_hand_made_routing_case() -> None:
+    """Two SGLang replicas, request 1 shares request 0's first 100 prompt tokens and comes after
+    it finished: round robin sends it to the other replica (regret 100 tokens), the exact prefix
+    scorer to the one holding them (regret 0)."""
+    rng = np.random.default_rng(0)
+    shared = rng.integers(0, 30000, 100)
+    a = np.concatenate([shared, [1] * 50, rng.integers(0, 30000, 10)])
+    b = np.concatenate([shared, [2] * 50, rng.integers(0, 30000, 10)])
+    requests = [Request(0, 0.0, 150, 10, a), Request(1, 30.0, 150, 10, b)]
+    lb = lab(scenario="B")
+    for router, replica, regret in (("round-robin", 1, 100), ("exact-prefix", 0, 0)):
+        fleet = serve(requests, lambda: lb.scheduler("sglang"), 2, router)
+        d = fleet.decisions[1]
+        assert (d.replica, d.best, d.regret) == (replica, 100, regret)
+        hit = fleet.figures(lb.setup().slo)["hit_tokens"]
+        assert hit == 100 - regret
+
+
+def hit_rates(workload: str, n: int) -> dict[str, float]:
+    lb = lab(workload=workload, scenario="B", requests=60)
+    requests = lb.requests_at(lb.rate)
+    out = {}
+    for router in ("round-robin", "exact-prefix"):
+        fleet = serve(requests, lambda: lb.scheduler("sglang"), n, router)
+        out[router] = fleet.figures(lb.setup().slo)["prefix_hit_rate"]
+    return out
+
+
+def test_round_robin_loses_the_prefixes_that_exact_prefix_keeps() -> None:
+    """On multi-turn chat in roomy memory, round robin's hit rate falls as replicas are added
+    (a session's next turn finds its history on the same replica about 1/N of the time) while
+    the exact prefix scorer keeps the single engine's; on traffic without shared prefixes every
+    router's hit rate is 0."""
+    one, two, four = (hit_rates("multi-turn", n) for n in (1, 2, 4))
+    assert one["round-robin"] == one["exact-prefix"] > 0.8
+    assert one["round-robin"] > two["round-robin"] > four["round-robin"]
+    assert two["exact-prefix"] == four["exact-prefix"] == one["exact-prefix"]
+    assert hit_rates("scenario", 4) == {"round-robin": 0.0, "exact-prefix": 0.0}
