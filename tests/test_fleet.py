@@ -1,6 +1,8 @@
 """The fleet: N replicas on one clock behind a router (kvweb/fleet/fleet.py)."""
 from __future__ import annotations
 
+import io
+import json
 from dataclasses import fields
 
 import numpy as np
@@ -8,8 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvweb.cli import main
 from kvweb.fleet.fleet import serve
 from kvweb.fleet.routers import ROUTERS
+from kvweb.jsonable import jsonable
+from kvweb.labs.fleet import FleetLab
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.serving.workload import Request
 
@@ -109,3 +114,14 @@ def test_round_robin_loses_the_prefixes_that_exact_prefix_keeps() -> None:
     assert one["round-robin"] > two["round-robin"] > four["round-robin"]
     assert two["exact-prefix"] == four["exact-prefix"] == one["exact-prefix"]
     assert hit_rates("scenario", 4) == {"round-robin": 0.0, "exact-prefix": 0.0}
+
+
+def test_cli_json_is_the_library_run() -> None:
+    values = {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30, "workload": "few-shot"}
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["run", "fleet", "--json", *(x for k, v in values.items() for x in (f"--{k}", str(v)))]
+    assert main(argv, out, err) == 0, err.getvalue()
+    result = json.loads(out.getvalue())["result"]
+    assert result == json.loads(json.dumps(jsonable(FleetLab(**values).run())))
+    assert [r["router"] for r in result["routers"]] == ["round-robin", "exact-prefix"]
+    assert len(result["series"]["exact-prefix"]["outstanding"]) == 2  # one series per replica

@@ -1,0 +1,93 @@
+"""Lab `fleet`: N replicas of one scheduler behind each router, side by side on the same traffic.
+
+The schedulers lab's parameters (workload with the trace upload, paper GPU, SLO, the schedulers'
+knobs) with the fleet's own: the scheduler every replica runs, how many replicas, and which
+routers to compare. Each router serves the same requests on a fresh fleet
+(kvweb/fleet/fleet.py); the result holds each router's fleet figures, the regret of its
+decisions and each replica's load, queue and hit rate over time, beside the single engine's hit
+rate (what a perfect prefix router could keep).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.budget import HASHED_BLOCKS, Estimate, work
+from kvweb.fleet.fleet import MAX_REPLICAS, serve
+from kvweb.fleet.routers import ROUTERS
+from kvweb.labs.plan import choices
+from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.lab import ParamError, Progress
+from kvweb.memo import Memo
+
+_FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
+_SINGLE: Memo[dict[str, Any]] = Memo(4)
+
+
+class FleetLab(SchedulersLab):
+    lab_name = "fleet"
+    title = "A fleet of replicas: routers side by side"
+    summary = ("N replicas of one scheduler on the same paper GPU, on one simulated clock, behind a router: round robin, "
+               "least outstanding requests, SGLang's cache-aware router, llm-d's exact prefix scorer and Dynamo's cost "
+               "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
+               "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
+               "decision (prefix tokens another replica had cached).")
+
+    mode = param.Selector(objects=list(MODES), default="sglang",
+                          doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
+    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each one paper GPU")
+    routers = param.String(",".join(ROUTERS), doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+
+    def check(self) -> None:
+        super().check()
+        self.router_list()
+        if self.search:
+            raise ParamError("search: true is not allowed in the fleet lab; the schedulers lab searches a mode's rate")
+
+    def router_list(self) -> list[str]:
+        return choices("routers", self.routers, list(ROUTERS))
+
+    def estimate(self) -> Estimate:
+        """One run per router and the single engine's (a stepwise scheduler's work each), and
+        every decision's prefix probes: each replica reads the prompt's blocks."""
+        requests = self.requests_at(self.rate)
+        runs = len(self.router_list()) + 1
+        one = self.served_work(requests, self.block_size, stepwise=True, max_seqs=self.max_seqs)
+        probes = self.replicas * sum(r.prompt for r in requests) / self.block_size
+        knobs = self.work_knobs()
+        return work(*((n * runs, unit) for n, unit in one), (probes * (runs - 1), HASHED_BLOCKS),
+                    lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()), higher=knobs["higher"])
+
+    def fleet_key(self, **extra: Any) -> str:
+        return self.key(("routers", "search", "target", *self.unread(self.mode)), **extra)
+
+    def serve(self, progress: Progress) -> dict[str, Any]:
+        requests, slo = self.requests_at(self.rate), self.setup().slo
+        names = self.router_list()
+        rows = []
+        for i, name in enumerate(names):
+            def part(fraction: float, message: str, i: int = i, name: str = name) -> None:
+                progress((i + fraction) / (len(names) + 1), f"{name}: {message}")
+
+            def run(name: str = name, part: Any = part) -> dict[str, Any]:
+                fleet = serve(requests, lambda: self.scheduler(self.mode), self.replicas, name, part)
+                return fleet.figures(slo)
+
+            rows.append(_FLEETS.get(self.fleet_key(router=name), run))
+        single = _SINGLE.get(self.fleet_key(replicas=1), lambda: self.single(requests))
+        progress(1.0, "done")
+        return {
+            "mode": self.mode, "replicas": self.replicas, "submitted": len(requests),
+            "single_engine": single,
+            "routers": [{k: v for k, v in row.items() if k not in ("series", "replicas")} for row in rows],
+            "per_replica": {row["router"]: row["replicas"] for row in rows},
+            "series": {row["router"]: row["series"] for row in rows},
+            "shared_prefixes": self.workload in ("few-shot", "multi-turn"),
+        }
+
+    def single(self, requests: list) -> dict[str, Any]:
+        """The single engine's figures a fleet is read against: its prefix hit rate is what a
+        router that never splits a prefix could keep (memory allowing)."""
+        figures = self.figures(self.scheduler(self.mode).run(requests))
+        return {k: figures[k] for k in ("prefix_hit_rate", "throughput_tok_s", "slo_attainment")}
