@@ -18,7 +18,7 @@ from kvweb.fleet.fleet import MAX_REPLICAS, serve
 from kvweb.fleet.routers import ROUTERS
 from kvweb.labs.plan import choices
 from kvweb.labs.schedulers import MODES, SchedulersLab
-from kvweb.lab import ParamError, Progress
+from kvweb.lab import ParamError, Progress, Text
 from kvweb.memo import Memo
 
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
@@ -37,7 +37,7 @@ class FleetLab(SchedulersLab):
     mode = param.Selector(objects=list(MODES), default="sglang",
                           doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
     replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each one paper GPU")
-    routers = param.String(",".join(ROUTERS), doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+    routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
 
     def check(self) -> None:
         super().check()
