@@ -11,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.cli import main
+from kvweb.fleet.disaggregation import Link, serve_split
 from kvweb.fleet.fleet import serve
 from kvweb.fleet.routers import ROUTERS
 from kvweb.jsonable import jsonable
+from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.serving.workload import Request
@@ -125,3 +127,50 @@ def test_cli_json_is_the_library_run() -> None:
     assert result == json.loads(json.dumps(jsonable(FleetLab(**values).run())))
     assert [r["router"] for r in result["routers"]] == ["round-robin", "exact-prefix"]
     assert len(result["series"]["exact-prefix"]["outstanding"]) == 2  # one series per replica
+
+
+def test_the_kv_transfer_time_by_hand() -> None:
+    """Llama-3-8B's KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes a token.
+    1,000 tokens over 50 GB/s: 2.62144 ms, plus 10 us; on 2 GPUs each sends half (1.31072 ms)."""
+    one, two = (lab(scenario="B", tp=tp).setup().cost_model() for tp in (1, 2))
+    assert one.kv_bytes_per_token_per_gpu == 131_072
+    assert Link().seconds(1000, one) == pytest.approx(2.63144e-3, rel=1e-12)
+    assert Link().seconds(1000, two) == pytest.approx(1.32072e-3, rel=1e-12)
+    assert Link(25.0, 0.0).seconds(1000, one) == pytest.approx(5.24288e-3, rel=1e-12)
+
+
+def test_a_disaggregated_request_by_hand() -> None:
+    """One request alone on 1 prefill + 1 decode replica: its first token leaves the prefill
+    replica when the co-located fleet's would, and reaches the client one transfer later; the
+    decode replica finds the whole prompt cached (only the first token computed there)."""
+    lb = lab(scenario="B")
+    request = Request(0, 0.0, 1000, 50)
+    alone = serve([request], lambda: lb.scheduler("sglang"), 1, "round-robin").runs[0].sequences[0]
+    split = serve_split([request], lambda: lb.scheduler("sglang"), 1, 1, "round-robin", Link())
+    arrival, ttft, tpot, out = split.served[0]
+    assert ttft == pytest.approx(alone.first_token_t + 2.63144e-3, rel=1e-12)
+    assert split.transfers == [pytest.approx(2.63144e-3, rel=1e-12)] and split.reserved_short == 0
+    assert out == 50 and 0 < tpot < 2 * (alone.finish_t - alone.first_token_t) / 49
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000), st.integers(1, 600)), min_size=1, max_size=20),
+       st.integers(1, 3), st.integers(1, 3))
+def test_disaggregation_serves_every_request_once_or_rejects_it(rows: list, prefill: int, decode: int) -> None:
+    requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
+    lb = lab()  # scenario A: 2,048 tokens at most, so some are rejected
+    split = serve_split(requests, lambda: lb.scheduler("sglang"), prefill, decode, "least-outstanding", Link())
+    assert sorted([*split.served, *(r.id for r, _ in split.rejected)]) == list(range(len(requests)))
+    assert all(why for _, why in split.rejected)
+    assert all(out == requests[i].output and ttft > 0 for i, (_, ttft, _, out) in split.served.items())
+    assert len(split.transfers) == sum(1 for i in split.served if requests[i].output > 1)
+
+
+def test_the_lab_sets_disaggregated_beside_co_located() -> None:
+    result = FleetLab(workload="few-shot", requests=30, replicas=3, prefill_replicas=1, routers="exact-prefix").run()
+    d = result["disaggregation"]
+    assert (d["prefill_replicas"], d["decode_replicas"]) == (1, 2)
+    assert d["disaggregated"]["gpus"] == d["co_located"]["gpus"] == 3
+    assert d["disaggregated"]["finished"] == d["co_located"]["finished"] == 30
+    with pytest.raises(ParamError, match="prefill_replicas"):
+        FleetLab(mode="vllm-v1", prefill_replicas=1).check()
