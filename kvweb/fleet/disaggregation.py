@@ -93,7 +93,7 @@ def serve_split(requests: list[Request], make: Callable[[], RadixScheduler], pre
     arrivals = Arrivals(requests)
     by_id = {r.id: r for r in requests}
     think = min((r.delay for r in requests if r.after is not None), default=float("inf"))
-    step = think if think > 0 else NO_THINK_STEP_S
+    step = max(think, NO_THINK_STEP_S)
     transfers: list[tuple[float, int, int]] = []  # (t2, request id, decode replica)
     first: dict[int, tuple[float, float]] = {}  # request id -> (arrival, t2)
     served: dict[int, tuple[float, float, float, int]] = {}
@@ -101,7 +101,8 @@ def serve_split(requests: list[Request], make: Callable[[], RadixScheduler], pre
     seconds: list[float] = []
     short, clock = 0, 0.0
     while True:
-        until = min(arrivals.next_t, clock + step)
+        busy = transfers or any(r.outstanding() for r in pre + dec)
+        until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
         more = [r.engine.advance(until) for r in pre]
         for r in pre:
             e = r.engine

@@ -6,8 +6,9 @@ arrival the fleet advances every replica to that time, reads each one through a 
 conversation of a multi-turn workload is the fleet's: a later turn arrives when its previous turn
 finished, wherever that ran, and goes through the router like any request. So that no replica
 runs past a turn that has not arrived yet, the fleet advances in steps no longer than the
-shortest think time (a turn sent with no think time at all is routed at the end of a step of
-`NO_THINK_STEP_S`, and waits for it). With one replica this is the single engine, exactly.
+shortest think time, while any request is in the fleet (a turn sent less than `NO_THINK_STEP_S`
+after its answer is routed at the end of a step that long, and waits for it). With one replica
+this is the single engine, exactly.
 
 `serve` returns each replica's run, every rejection (a replica's, and the later turns of its
 conversation), the decisions with their regret, and each replica's load, queue and prefix hit
@@ -34,7 +35,7 @@ from kvweb.serving.workload import Request
 
 MAX_REPLICAS = 32
 SAMPLES = 100  # points of each replica's series over time
-NO_THINK_STEP_S = 0.01  # the fleet's step when a later turn follows its answer with no think time
+NO_THINK_STEP_S = 0.01  # the fleet's shortest step (a later turn sent sooner after its answer waits for it)
 
 
 class Replica:
@@ -147,13 +148,15 @@ def serve(requests: list[Request], make: Callable[[], ContinuousBatching], repli
     chooser = ROUTERS[router](replicas)
     arrivals = Arrivals(requests)
     think = min((r.delay for r in requests if r.after is not None), default=float("inf"))
-    step = think if think > 0 else NO_THINK_STEP_S
+    step = max(think, NO_THINK_STEP_S)
     rejected: list[tuple[Request, str]] = []
     decisions: list[Decision] = []
     samples: list[tuple[float, list[int], list[int], list[float]]] = []
     clock, total = 0.0, len(requests)
     while True:
-        until = min(arrivals.next_t, clock + step)
+        # no request in the fleet: nothing can finish and send a later turn before the next arrival
+        busy = any(r.outstanding() for r in fleet)
+        until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
         more = [r.engine.advance(until) for r in fleet]
         for r in fleet:  # what finished releases later turns; what was rejected ends its conversation
             e = r.engine

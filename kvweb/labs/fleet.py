@@ -14,9 +14,9 @@ from typing import Any
 
 import param
 
-from kvweb.budget import HASHED_BLOCKS, Estimate, work
+from kvweb.budget import ADVANCES, HASHED_BLOCKS, Estimate, work
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
-from kvweb.fleet.fleet import MAX_REPLICAS, serve
+from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.routers import ROUTERS
 from kvweb.labs.plan import choices
 from kvweb.labs.schedulers import MODES, SchedulersLab
@@ -70,8 +70,14 @@ class FleetLab(SchedulersLab):
         one = self.served_work(requests, self.block_size, stepwise=True, max_seqs=self.max_seqs)
         probes = self.replicas * sum(r.prompt for r in requests) / self.block_size
         knobs = self.work_knobs()
-        return work(*((n * runs, unit) for n, unit in one), (probes * (runs - 1), HASHED_BLOCKS),
-                    lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()), higher=knobs["higher"])
+        steps = 0.0  # multi-turn: the fleet advances every replica at least once per think time
+        if self.workload == "multi-turn":
+            horizon = max((r.arrival for r in requests), default=0.0)
+            steps = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
+        advances = (len(requests) + steps) * self.replicas * runs
+        return work(*((n * runs, unit) for n, unit in one), (probes * (runs - 1), HASHED_BLOCKS), (advances, ADVANCES),
+                    lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
+                    higher=(*knobs["higher"], *(("think_s",) if steps else ())))
 
     def fleet_key(self, **extra: Any) -> str:
         return self.key(("routers", "search", "target", *DISAGGREGATION, *self.unread(self.mode)), **extra)
