@@ -22,6 +22,7 @@ from kvweb.labs.plan import choices
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
+from kvweb.serving.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
@@ -108,7 +109,7 @@ class FleetLab(SchedulersLab):
             "disaggregation": split,
         }
 
-    def split(self, requests: list, router: str, together: dict[str, Any]) -> dict[str, Any]:
+    def split(self, requests: list[Request], router: str, together: dict[str, Any]) -> dict[str, Any]:
         """The disaggregated fleet (prefill pool routed by `router`) beside the co-located one
         behind the same router, on as many GPUs."""
         gpus, link = self.replicas * self.tp, Link(self.link_gb_s, self.link_latency_us)
@@ -124,7 +125,7 @@ class FleetLab(SchedulersLab):
                 "disaggregated": _FLEETS.get(self.fleet_key(router=router, split=(self.prefill_replicas, link)), run),
                 "co_located": {"fleet": "co-located", "gpus": gpus, **{k: together[k] for k in keep}}}
 
-    def single(self, requests: list) -> dict[str, Any]:
+    def single(self, requests: list[Request]) -> dict[str, Any]:
         """The single engine's figures a fleet is read against: its prefix hit rate is what a
         router that never splits a prefix could keep (memory allowing)."""
         figures = self.figures(self.scheduler(self.mode).run(requests))
