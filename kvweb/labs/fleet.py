@@ -54,11 +54,10 @@ class FleetLab(SchedulersLab):
         super().check()
         self.router_list()
         if self.prefill_replicas and (self.mode != "sglang" or self.prefill_replicas >= self.replicas):
-            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed with {self.replicas} replicas "
-                             f"of mode {self.mode}; disaggregation needs mode sglang and at least one decode replica "
-                             f"(0 to {self.replicas - 1})")
+            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
+                             f"sglang, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
         if self.search:
-            raise ParamError("search: true is not allowed in the fleet lab; the schedulers lab searches a mode's rate")
+            raise ParamError("search: true is not allowed; expected false: the schedulers lab searches a mode's rate")
 
     def router_list(self) -> list[str]:
         return choices("routers", self.routers, list(ROUTERS))
