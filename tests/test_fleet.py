@@ -92,8 +92,13 @@ def test_a_hand_made_routing_case() -> None:
         fleet = serve(requests, lambda: lb.scheduler("sglang"), 2, router)
         d = fleet.decisions[1]
         assert (d.replica, d.best, d.regret) == (replica, 100, regret)
-        hit = fleet.figures(lb.setup().slo)["hit_tokens"]
-        assert hit == 100 - regret
+        figures = fleet.figures(lb.setup().slo)
+        assert figures["hit_tokens"] == 100 - regret
+        assert (figures["regret"]["total_tokens"], figures["regret"]["share_with_regret"]) == (regret, regret / 200)
+        series = figures["series"]
+        assert len(series["t"]) == 100 and series["t"][-1] == max(run.sim_time for run in fleet.runs)
+        assert [s[-1] for s in series["outstanding"]] == [0, 0]  # both served by the end
+        assert [s[0] for s in series["outstanding"]] == [1, 0]  # request 0 on replica 0 from t = 0
 
 
 def hit_rates(workload: str, n: int) -> dict[str, float]:
