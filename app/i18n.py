@@ -152,6 +152,9 @@ _PHRASES = [
     (r"^GPU=dollars per GPU-hour \(above 0, at most (\S+)\) for a GPU of (.*), items separated by commas$",
      "GPU=dollars per GPU-hour (above 0, at most {0}) for a GPU of {1}, items separated by commas"),
     (r"^at most (\S+) candidates in the grid$", "at most {0} candidates in the grid"),
+    (r"^0 \(off\) or, with mode sglang, 1 to (\d+) \(replicas - 1: one at least decodes\)$",
+     "0 (off) or, with mode sglang, 1 to {0} (replicas - 1: one at least decodes)"),
+    (r"^false: the schedulers lab searches a mode's rate$", "false: the schedulers lab searches a mode's rate"),
     (r"^fits$", "fits"),
     (r"^does not fit$", "does not fit"),
 ]

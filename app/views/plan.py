@@ -53,11 +53,10 @@ class PlanView(LabView):
         legend_below(self.chart)
         self.pareto = TextTable("plan-pareto", "kv-plan-pareto")
         self.everything = TextTable("plan-candidates", "kv-plan-candidates")
-        self.note = plain(css_class="kv-plan-note")
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.summary, self.chart, plain(tr("Pareto front: no candidate is both cheaper and faster")),
-                         self.pareto.pane, plain(tr("every candidate")), self.everything.pane, self.note,
+                         self.pareto.pane, plain(tr("every candidate")), self.everything.pane,
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -81,4 +80,3 @@ class PlanView(LabView):
                   f"TPOT {lab.percentile} (ms)", tr("SLO attainment"), tr("verdict")]
         self.pareto.show(header, candidate_rows(front, lab))
         self.everything.show(header, candidate_rows(sorted(result["candidates"], key=lambda r: r["cost_per_hour"]), lab))
-        self.note.text = tr(result["router_note"]) if result["router_note"] else ""

@@ -4,6 +4,7 @@ decode), the `routers` (round robin, least outstanding, SGLang's cache-aware rou
 `approximate_tree`, llm-d's exact prefix scorer, Dynamo's cost router) and the `regret` of each
 decision (prefix tokens another replica had cached); the capacity `planner` (the cheapest fleet
 within an SLO, over a grid of `candidate`s pruned by the roofline, each simulated by
-`candidate.evaluate` on one of the `backends`: serial, local processes or Ray). The fleet's
-simulation and its lab come next (docs/fleet.md). The lab `plan` shows the planner.
+`candidate.evaluate` on one of the `backends`: serial, local processes or Ray); the `fleet` itself,
+N replicas on one clock behind a router, and prefill/decode `disaggregation`. The lab `fleet`
+shows the routers side by side, the lab `plan` the planner (docs/fleet.md).
 """

@@ -3,14 +3,9 @@
 A candidate is one configuration the capacity planner (`planner.py`) prices: a GPU type, the
 tensor-parallel GPUs of each replica, the weight and KV precision, the scheduler every replica
 runs, the number of replicas and the router in front of them. `evaluate` is the one function
-that simulates it; the planner, its backends and the lab call nothing else, so the fleet's
-simulation (N replicas on one clock behind the router, docs/fleet.md) replaces its body and
-nothing else.
-
-Until then `evaluate` splits the requests round robin (request i to replica i mod N, which is
-exact without a shared clock: the round-robin router reads no replica), runs each replica alone
-with its scheduler's simulation, and takes the fleet's figures from the union of the replicas'
-requests. Other routers are evaluated as round robin for now (`routed_as` says so).
+that simulates it; the planner, its backends and the lab call nothing else. It is the fleet's
+simulation (kvweb/fleet/fleet.py): the candidate's replicas on one clock behind its router,
+every request routed at its arrival, the figures from the union of the replicas' requests.
 """
 from __future__ import annotations
 
@@ -20,8 +15,9 @@ from typing import Any
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving.continuous_batching import Run
-from kvweb.serving.metrics import SLO, distribution, tpot, ttft
+from kvweb.fleet.fleet import serve
+from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.metrics import SLO, attainment, distribution, throughput, tpot, ttft
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
@@ -32,7 +28,6 @@ SCHEDULERS = ("paper", "vllm-v1", "sglang")  # the schedulers lab's modes (docs/
 PERCENTILES = ("p50", "p90", "p99")
 MAX_SEQS = 256  # running requests per replica at most (vLLM's max_num_seqs, SGLang's max_running_requests)
 WATERMARK = 0.01  # the papers' engine: vLLM 2023's default
-EXACT_ROUTERS = ("round-robin",)  # routers `evaluate` simulates as they are (the others: as round robin)
 
 
 @dataclass(frozen=True)
@@ -96,44 +91,38 @@ def _arrivals(workload: Workload) -> list[Request]:
     return poisson_workload(w.shape, w.requests, w.rate, w.max_len, w.seed, w.prompt_len, w.output_len)
 
 
-def replica_run(candidate: Candidate, workload: Workload, requests: list[Request]) -> Run:
-    """One replica serving `requests` alone with the candidate's scheduler (the schedulers lab's
-    defaults for the GPU: vLLM's token budget, SGLang's chunk size, 16-token blocks)."""
+def replica(candidate: Candidate, workload: Workload) -> ContinuousBatching:
+    """One replica with the candidate's scheduler (the schedulers lab's defaults for the GPU:
+    vLLM's token budget, SGLang's chunk size, 16-token blocks), not started."""
     cost = candidate.cost_model(workload.model)
     if candidate.scheduler == "paper":
         memory = PagedMemory(cost.kv_capacity_blocks(BLOCK_SIZE), BLOCK_SIZE, WATERMARK)
         config = PaperConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)
-        return PaperScheduler(cost, memory, config, workload.slo).run(requests)
+        return PaperScheduler(cost, memory, config, workload.slo)
     if candidate.scheduler == "vllm-v1":
         v1 = V1Config(workload.max_len, BLOCK_SIZE, MAX_SEQS, default_token_budget(cost.gpu))
-        return V1Scheduler(cost, v1, workload.slo).run(requests)
+        return V1Scheduler(cost, v1, workload.slo)
     radix = RadixConfig(workload.max_len, MAX_SEQS, default_chunk_size(cost.gpu))
-    return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix, workload.slo).run(requests)
+    return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix, workload.slo)
 
 
 def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, Any]:
     """The candidate's fleet figures on the workload: TTFT and TPOT percentiles (seconds), SLO
-    attainment and whether the SLO is met, throughput, requests finished and rejected. `seed` is
-    the candidate's own (planner.candidate_seed), for the random choices of its fleet (a router's
-    sampling); the round-robin split below makes none."""
-    requests = workload.arrivals()
-    n = candidate.replicas
-    runs = [replica_run(candidate, workload, requests[k::n]) for k in range(n)]
-    seqs = [s for run in runs for s in run.sequences]
+    attainment and whether the SLO is met, throughput, requests finished and rejected, and the
+    fleet's prefix hit rate. `seed` is the candidate's own (planner.candidate_seed), for a
+    router's random choices: the routers at their defaults make none (the cost router's
+    temperature is 0), so it is not read yet."""
+    fleet = serve(workload.arrivals(), lambda: replica(candidate, workload), candidate.replicas, candidate.router)
+    run = fleet.merged()
+    seqs, slo = run.sequences, workload.slo
     ttfts, tpots = [ttft(s) for s in seqs], [tpot(s) for s in seqs]
-    slo = workload.slo
-    met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
-    rejected = sum(len(run.rejected) for run in runs)
-    attained = met / (len(seqs) + rejected) if seqs or rejected else 0.0
+    attained = attainment(run, slo, ttfts, tpots)
     first, per_token = distribution(ttfts), distribution(tpots)
-    sim_time = max(run.sim_time for run in runs)
     q = workload.percentile
     meets = (bool(seqs) and attained >= workload.attainment and first[q] <= slo.ttft_s and per_token[q] <= slo.tpot_s)
     return {
         **{f"ttft_{p}_s": first[p] for p in PERCENTILES}, **{f"tpot_{p}_s": per_token[p] for p in PERCENTILES},
-        "slo_attainment": attained, "meets_slo": meets,
-        "throughput_tok_s": sum(run.generated for run in runs) / sim_time if sim_time > 0 else 0.0,
-        "finished": len(seqs), "rejected": rejected, "preemptions": sum(run.preemptions for run in runs),
-        "routed_as": candidate.router if candidate.router in EXACT_ROUTERS else "round-robin",
+        "slo_attainment": attained, "meets_slo": meets, "throughput_tok_s": throughput(run),
+        "finished": len(seqs), "rejected": len(run.rejected), "preemptions": run.preemptions,
+        "prefix_hit_rate": prefix_figures(run)["prefix_hit_rate"],
     }
-

@@ -22,6 +22,7 @@ import numpy as np
 
 from kvweb.fleet.approximate_tree import ApproximateTree
 from kvweb.fleet.replica_view import ReplicaView
+from kvweb.serving.continuous_batching import TOKEN_BASE
 from kvweb.serving.workload import Request
 
 NO_TOKENS = np.zeros(0, dtype=np.int64)
@@ -30,6 +31,13 @@ NO_TOKENS = np.zeros(0, dtype=np.int64)
 def prompt_of(request: Request) -> np.ndarray:
     """The request's prompt tokens (none when it has no content: it shares no prefix)."""
     return NO_TOKENS if request.tokens is None else request.tokens[:request.prompt]
+
+
+def unique_prompt(request: Request) -> np.ndarray:
+    """A prompt without content as text of its own (the ids `Seq.content` gives it): SGLang's
+    router inserts every request's text in its tree, so each tenant's size grows with the
+    prompts sent to it and "the smallest tree" spreads unrelated requests by their tokens."""
+    return np.arange(request.prompt, dtype=np.int64) + TOKEN_BASE * (request.id + 1)
 
 
 def lowest(values: Sequence[float]) -> int:
@@ -95,7 +103,7 @@ class CacheAware(Router):
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         now = request.arrival
         self._trim(now)
-        prompt = prompt_of(request)
+        prompt = prompt_of(request) if request.tokens is not None else unique_prompt(request)
         loads = [r.outstanding() for r in replicas]
         high, low = max(loads), min(loads)
         if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:

@@ -14,7 +14,7 @@ import param
 
 from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, Estimate, work
 from kvweb.fleet.backends import Processes, RayBackend, Serial
-from kvweb.fleet.candidate import EXACT_ROUTERS, PERCENTILES, SCHEDULERS, Candidate, Workload
+from kvweb.fleet.candidate import PERCENTILES, SCHEDULERS, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
@@ -23,8 +23,6 @@ from kvweb.parsing import to_number
 from kvweb.serving.workload import SHAPES
 
 MAX_CANDIDATES = 4096  # grid points before pruning
-ROUTER_NOTE = ("routers other than round-robin are simulated as round robin until the fleet simulation "
-               "(N replicas on one clock) lands: docs/fleet.md")
 
 
 def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
@@ -142,7 +140,5 @@ class PlanLab(Lab):
             progress(finished / total, f"{finished}/{total} candidates: {key}")
 
         prices = price_table(self.prices)
-        routers = choices("routers", self.routers, list(ROUTERS))
         result = plan(self.candidates(), self.workload_spec(), prices, self.latency, lambda jobs: backend.map(jobs, done))
-        return {**result, "prices_per_gpu_hour": prices,
-                "router_note": ROUTER_NOTE if set(routers) - set(EXACT_ROUTERS) else None}
+        return {**result, "prices_per_gpu_hour": prices}

@@ -35,6 +35,16 @@ class Arrivals:
         self.next_t = self._heap[0][0] if self._heap else float("inf")
         return request
 
+    def add(self, request: Request) -> None:
+        """A request sent now from outside (a fleet's router), to arrive at its `arrival` whatever
+        its `after`: the conversation it belongs to is the sender's to follow."""
+        heapq.heappush(self._heap, (request.arrival, next(self._order), request))
+        self.next_t = self._heap[0][0]
+
+    def queued(self) -> list[Request]:
+        """The requests given or sent and not yet submitted (a fleet counts them as waiting)."""
+        return [r for _, _, r in self._heap]
+
     def finished(self, request_id: int, t: float) -> None:
         """A turn ended at time t: the turns that follow it arrive after their delay."""
         for r in self._later.pop(request_id, ()):

@@ -417,6 +417,12 @@ class ContinuousBatching:
         self.arrivals = Arrivals(requests)
         self.tally = Tally(len(requests), progress, observer, trace.next_t if trace else float("inf"))
 
+    def submit(self, request: Request) -> None:
+        """Give a started run one more request (a fleet's router sends it at its arrival time, to
+        a replica already advanced that far)."""
+        self.arrivals.add(request)
+        self.tally.total += 1
+
     def advance(self, until: float = float("inf"), iterations: int = -1) -> bool:
         """Run the iterations that start before `until` seconds (at most `iterations` of them, each
         through `_iterate`, when that is not negative); returns whether the run has more to do

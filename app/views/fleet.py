@@ -1,0 +1,103 @@
+"""View of the `fleet` lab: each router's prefix hit rate beside the single engine's, the regret
+of its decisions, each replica's load over time behind the first router listed, and a table of
+the fleet's figures per router (and, with prefill replicas, disaggregated against co-located)."""
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+
+from app.i18n import tr
+from app.text import plain
+from app.view import LabView, TextTable, columns
+from kvweb.jsonable import number
+from kvweb.lab import Lab
+
+
+def ms(seconds: float | None) -> str:
+    return number(1e3 * seconds, 3) if seconds is not None else ""
+
+
+def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Per router: throughput, TTFT and TPOT p50 / p99, SLO attainment, hit rate, regret."""
+    header = [tr("router"), tr("throughput (tokens/s)"), "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)",
+              tr("SLO attainment"), tr("prefix hit rate"), tr("regret (tokens)"), tr("decisions with regret")]
+    return header, [[r["router"], number(r["throughput_tok_s"], 4),
+                     f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
+                     f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}",
+                     f"{100 * r['slo_attainment']:.1f} %", f"{100 * r['prefix_hit_rate']:.1f} %",
+                     f"{r['regret']['total_tokens']:,}", f"{100 * r['regret']['share_with_regret']:.1f} %"]
+                    for r in rows]
+
+
+class FleetView(LabView):
+    labs = ("fleet",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summary = plain(css_class="kv-fleet-summary")
+        self.bars = ColumnDataSource(columns("router", "hit_rate", "regret"), name="fleet-bars")
+        tools = "save"
+        self.hits = figure(title=tr("prefix hit rate per router (dashed: the single engine's)"), x_range=FactorRange(),
+                           height=300, sizing_mode="stretch_width", min_width=300, tools=tools,
+                           y_axis_label=tr("prefix hit rate"), y_range=(0, 1.05))
+        self.hits.vbar(x="router", top="hit_rate", width=0.6, source=self.bars, color="#1f77b4")
+        self.hits.add_tools(HoverTool(tooltips=[(tr("router"), "@router"), (tr("prefix hit rate"), "@hit_rate{0.0%}")]))
+        self.single = Span(location=0.0, dimension="width", line_dash="dashed", line_color="#444444")
+        self.hits.add_layout(self.single)
+        self.regret = figure(title=tr("regret: prefix tokens another replica had cached"), x_range=FactorRange(),
+                             height=300, sizing_mode="stretch_width", min_width=300, tools=tools,
+                             y_axis_label=tr("tokens"))
+        self.regret.vbar(x="router", top="regret", width=0.6, source=self.bars, color="#d62728")
+        self.regret.add_tools(HoverTool(tooltips=[(tr("router"), "@router"), (tr("regret (tokens)"), "@regret{0,0}")]))
+        self.load_lines = ColumnDataSource(columns("t", "load", "replica", "color"), name="fleet-load")
+        self.load = figure(title="", height=300, sizing_mode="stretch_width", min_width=300,
+                           tools="pan,wheel_zoom,reset,save", x_axis_label=tr("time (s)"),
+                           y_axis_label=tr("requests outstanding"))
+        self.load.multi_line("t", "load", source=self.load_lines, line_color="color", line_width=1.5)
+        self.load.add_tools(HoverTool(tooltips=[(tr("replica"), "@replica")]))
+        self.table = TextTable("fleet-table", "kv-fleet-table")
+        self.disaggregated = TextTable("fleet-disaggregation", "kv-fleet-disaggregation")
+        self.note = plain(css_class="kv-fleet-note")
+
+    def layout(self) -> pn.viewable.Viewable:
+        return pn.Column(self.summary, self.table.pane, pn.Row(self.hits, self.regret, sizing_mode="stretch_width"),
+                         self.load, self.note, self.disaggregated.pane, sizing_mode="stretch_width")
+
+    def update(self, lab: Lab, result: dict[str, Any]) -> None:
+        rows = result["routers"]
+        names = [r["router"] for r in rows]
+        self.hits.x_range.factors = names
+        self.regret.x_range.factors = names
+        self.bars.data = {"router": names, "hit_rate": [r["prefix_hit_rate"] for r in rows],
+                          "regret": [r["regret"]["total_tokens"] for r in rows]}
+        single = result["single_engine"]
+        self.single.location = single["prefix_hit_rate"]
+        first = names[0]
+        series = result["series"][first]
+        self.load.title.text = f"{tr('requests outstanding on each replica')}: {first}"
+        self.load_lines.data = {"t": [series["t"]] * len(series["outstanding"]), "load": series["outstanding"],
+                                "replica": [str(i) for i in range(len(series["outstanding"]))],
+                                "color": [Category10_10[i % 10] for i in range(len(series["outstanding"]))]}
+        self.summary.text = (f"{result['replicas']} {tr('replicas')} x {result['mode']}, {result['submitted']:,} "
+                             f"{tr('requests')}; {tr('the single engine')}: {tr('prefix hit rate')} "
+                             f"{100 * single['prefix_hit_rate']:.1f} %, {tr('throughput (tokens/s)')} "
+                             f"{number(single['throughput_tok_s'], 4)}")
+        self.table.show(*router_rows(rows))
+        self.note.text = "" if result["shared_prefixes"] else tr("this workload shares no prefix: routers differ only in load balance")
+        split = result.get("disaggregation")
+        self.disaggregated.pane.visible = bool(split)
+        if split:
+            self.disaggregated.show(*disaggregation_rows(split))
+
+
+def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Disaggregated prefill / decode pools against the co-located fleet on as many GPUs."""
+    header = [tr("fleet"), "GPU", "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)", tr("SLO attainment"),
+              tr("throughput (tokens/s)")]
+    return header, [[tr(r["fleet"]), str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
+                     f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
+                     number(r["throughput_tok_s"], 4)] for r in (d["disaggregated"], d["co_located"])]

@@ -1,0 +1,131 @@
+"""Lab `fleet`: N replicas of one scheduler behind each router, side by side on the same traffic.
+
+The schedulers lab's parameters (workload with the trace upload, paper GPU, SLO, the schedulers'
+knobs) with the fleet's own: the scheduler every replica runs, how many replicas, and which
+routers to compare. Each router serves the same requests on a fresh fleet
+(kvweb/fleet/fleet.py); the result holds each router's fleet figures, the regret of its
+decisions and each replica's load, queue and hit rate over time, beside the single engine's hit
+rate (what a perfect prefix router could keep). With `prefill_replicas`, the same GPUs split into a
+prefill and a decode pool (kvweb/fleet/disaggregation.py) beside the co-located fleet.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from kvweb.budget import ADVANCES, HASHED_BLOCKS, Estimate, work
+from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
+from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
+from kvweb.fleet.routers import ROUTERS
+from kvweb.labs.plan import choices
+from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.lab import ADVANCED, ParamError, Progress, Text
+from kvweb.memo import Memo
+from kvweb.serving.workload import Request
+
+DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
+_FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
+_SINGLE: Memo[dict[str, Any]] = Memo(4)
+
+
+class FleetLab(SchedulersLab):
+    lab_name = "fleet"
+    title = "A fleet of replicas: routers side by side"
+    summary = ("N replicas of one scheduler on the same paper GPU, on one simulated clock, behind a router: round robin, "
+               "least outstanding requests, SGLang's cache-aware router, llm-d's exact prefix scorer and Dynamo's cost "
+               "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
+               "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
+               "decision (prefix tokens another replica had cached).")
+
+    mode = param.Selector(objects=list(MODES), default="sglang",
+                          doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
+    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each one paper GPU")
+    prefill_replicas = param.Integer(0, bounds=(0, MAX_REPLICAS - 1),
+                                     doc="disaggregation: of the replicas, this many prefill and the rest decode, beside "
+                                         "the co-located fleet on as many GPUs (mode sglang); 0: off")
+    link_gb_s = param.Number(LINK_GB_S, bounds=(0.1, 10_000.0), precedence=ADVANCED,
+                             doc="disaggregation: KV link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA NIC per GPU)")
+    link_latency_us = param.Number(LINK_LATENCY_US, bounds=(0.0, 100_000.0), precedence=ADVANCED,
+                                   doc="disaggregation: KV link latency per transfer, microseconds")
+    routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+
+    def check(self) -> None:
+        super().check()
+        self.router_list()
+        if self.prefill_replicas and (self.mode != "sglang" or self.prefill_replicas >= self.replicas):
+            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
+                             f"sglang, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
+        if self.search:
+            raise ParamError("search: true is not allowed; expected false: the schedulers lab searches a mode's rate")
+
+    def router_list(self) -> list[str]:
+        return choices("routers", self.routers, list(ROUTERS))
+
+    def estimate(self) -> Estimate:
+        """One run per router and the single engine's (a stepwise scheduler's work each), and
+        every decision's prefix probes: each replica reads the prompt's blocks."""
+        requests = self.requests_at(self.rate)
+        runs = len(self.router_list()) + 1 + (2 if self.prefill_replicas else 0)  # a split run: about two
+        one = self.served_work(requests, self.block_size, stepwise=True, max_seqs=self.max_seqs)
+        probes = self.replicas * sum(r.prompt for r in requests) / self.block_size
+        knobs = self.work_knobs()
+        steps = 0.0  # multi-turn: the fleet advances every replica at least once per think time
+        if self.workload == "multi-turn":
+            horizon = max((r.arrival for r in requests), default=0.0)
+            steps = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
+        advances = (len(requests) + steps) * self.replicas * runs
+        return work(*((n * runs, unit) for n, unit in one), (probes * (runs - 1), HASHED_BLOCKS), (advances, ADVANCES),
+                    lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
+                    higher=(*knobs["higher"], *(("think_s",) if steps else ())))
+
+    def fleet_key(self, **extra: Any) -> str:
+        return self.key(("routers", "search", "target", *DISAGGREGATION, *self.unread(self.mode)), **extra)
+
+    def serve(self, progress: Progress) -> dict[str, Any]:
+        requests, slo = self.requests_at(self.rate), self.setup().slo
+        names = self.router_list()
+        rows = []
+        for i, name in enumerate(names):
+            def part(fraction: float, message: str, i: int = i, name: str = name) -> None:
+                progress((i + fraction) / (len(names) + 1), f"{name}: {message}")
+
+            def run(name: str = name, part: Any = part) -> dict[str, Any]:
+                fleet = serve(requests, lambda: self.scheduler(self.mode), self.replicas, name, part)
+                return fleet.figures(slo)
+
+            rows.append(_FLEETS.get(self.fleet_key(router=name), run))
+        single = _SINGLE.get(self.fleet_key(replicas=1), lambda: self.single(requests))
+        split = self.split(requests, names[0], rows[0]) if self.prefill_replicas else None
+        progress(1.0, "done")
+        return {
+            "mode": self.mode, "replicas": self.replicas, "submitted": len(requests),
+            "single_engine": single,
+            "routers": [{k: v for k, v in row.items() if k not in ("series", "replicas")} for row in rows],
+            "per_replica": {row["router"]: row["replicas"] for row in rows},
+            "series": {row["router"]: row["series"] for row in rows},
+            "shared_prefixes": self.workload in ("few-shot", "multi-turn"),
+            "disaggregation": split,
+        }
+
+    def split(self, requests: list[Request], router: str, together: dict[str, Any]) -> dict[str, Any]:
+        """The disaggregated fleet (prefill pool routed by `router`) beside the co-located one
+        behind the same router, on as many GPUs."""
+        gpus, link = self.replicas * self.tp, Link(self.link_gb_s, self.link_latency_us)
+        decode = self.replicas - self.prefill_replicas
+
+        def run() -> dict[str, Any]:
+            split = serve_split(requests, lambda: self.scheduler("sglang"), self.prefill_replicas, decode, router, link)
+            return split.figures(self.setup().slo, gpus)
+
+        keep = ("ttft_s", "tpot_s", "slo_attainment", "throughput_tok_s", "finished", "rejected")
+        return {"prefill_replicas": self.prefill_replicas, "decode_replicas": decode, "router": router,
+                "link_gb_s": link.gb_s, "link_latency_us": link.latency_us,
+                "disaggregated": _FLEETS.get(self.fleet_key(router=router, split=(self.prefill_replicas, link)), run),
+                "co_located": {"fleet": "co-located", "gpus": gpus, **{k: together[k] for k in keep}}}
+
+    def single(self, requests: list[Request]) -> dict[str, Any]:
+        """The single engine's figures a fleet is read against: its prefix hit rate is what a
+        router that never splits a prefix could keep (memory allowing)."""
+        figures = self.figures(self.scheduler(self.mode).run(requests))
+        return {k: figures[k] for k in ("prefix_hit_rate", "throughput_tok_s", "slo_attainment")}

@@ -1,0 +1,181 @@
+"""The fleet: N replicas on one clock behind a router (kvweb/fleet/fleet.py)."""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import fields
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvweb.cli import main
+from kvweb.fleet.disaggregation import Link, serve_split
+from kvweb.fleet.fleet import serve
+from kvweb.fleet.routers import ROUTERS
+from kvweb.jsonable import jsonable
+from kvweb.lab import ParamError
+from kvweb.labs.fleet import FleetLab
+from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.serving.workload import Request
+
+
+def lab(**values: object) -> SchedulersLab:
+    return SchedulersLab(**{"requests": 40, "rate": 4.0, **values})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("workload", ["scenario", "multi-turn"])
+def test_one_replica_is_the_single_engine(mode: str, workload: str) -> None:
+    """Field by field: the same requests finish at the same times, with the same sums."""
+    lb = lab(workload=workload)
+    requests = lb.requests_at(lb.rate)
+    single = lb.scheduler(mode).run(requests)
+    fleet = serve(requests, lambda: lb.scheduler(mode), 1, "round-robin")
+    run = fleet.runs[0]
+    for f in fields(single):
+        a, b = getattr(run, f.name), getattr(single, f.name)
+        if f.name == "sequences":
+            assert [(s.id, s.first_token_t, s.finish_t) for s in a] == [(s.id, s.first_token_t, s.finish_t) for s in b]
+        elif f.name == "itl":
+            assert np.array_equal(a, b)
+        elif f.name == "rejected":
+            assert fleet.rejected == b
+        else:
+            assert a == b, f.name
+    assert len(single.sequences) == 40
+
+
+def test_a_later_turn_is_routed_when_it_arrives() -> None:
+    """Multi-turn through round robin on 2 replicas: every turn is a decision of its own, and
+    a session's turns alternate between the replicas when nothing else arrives."""
+    lb = lab(workload="multi-turn", requests=6, turns=6, scenario="B")
+    requests = lb.requests_at(lb.rate)
+    fleet = serve(requests, lambda: lb.scheduler("sglang"), 2, "round-robin")
+    assert [d.replica for d in fleet.decisions] == [0, 1, 0, 1, 0, 1]
+    assert [d.request for d in fleet.decisions] == [r.id for r in requests]
+    # turn k+1 holds turn k's prompt and answer: after the first, the other replica had it all
+    regrets = [d.regret for d in fleet.decisions]
+    assert regrets[0] == 0 and all(r > 0 for r in regrets[1:])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 1500), st.integers(1, 600)), min_size=1, max_size=25),
+       st.integers(1, 4), st.sampled_from(sorted(ROUTERS)), st.sampled_from(MODES))
+def test_every_request_is_served_once_or_rejected_with_a_reason(rows: list, n: int, router: str, mode: str) -> None:
+    requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
+    lb = lab()
+    fleet = serve(requests, lambda: lb.scheduler(mode), n, router)
+    served = [s.id for run in fleet.runs for s in run.sequences]
+    gone = [r.id for r, why in fleet.rejected]
+    assert sorted(served + gone) == list(range(len(requests)))  # exactly once each
+    assert all(why for _, why in fleet.rejected)
+    chosen = {d.request: d.replica for d in fleet.decisions}
+    assert len(fleet.decisions) == len(requests)
+    assert all(chosen[i] == k for i, k in fleet.served_by().items())  # served where it was routed
+    for run in fleet.runs:  # each replica's own conservation: its tokens are its requests'
+        assert run.generated == sum(s.req.output for s in run.sequences)
+
+
+def test_a_hand_made_routing_case() -> None:
+    """Two SGLang replicas, request 1 shares request 0's first 100 prompt tokens and comes after
+    it finished: round robin sends it to the other replica (regret 100 tokens), the exact prefix
+    scorer to the one holding them (regret 0)."""
+    rng = np.random.default_rng(0)
+    shared = rng.integers(0, 30000, 100)
+    a = np.concatenate([shared, [1] * 50, rng.integers(0, 30000, 10)])
+    b = np.concatenate([shared, [2] * 50, rng.integers(0, 30000, 10)])
+    requests = [Request(0, 0.0, 150, 10, a), Request(1, 30.0, 150, 10, b)]
+    lb = lab(scenario="B")
+    for router, replica, regret in (("round-robin", 1, 100), ("exact-prefix", 0, 0)):
+        fleet = serve(requests, lambda: lb.scheduler("sglang"), 2, router)
+        d = fleet.decisions[1]
+        assert (d.replica, d.best, d.regret) == (replica, 100, regret)
+        figures = fleet.figures(lb.setup().slo)
+        assert figures["hit_tokens"] == 100 - regret
+        assert (figures["regret"]["total_tokens"], figures["regret"]["share_with_regret"]) == (regret, regret / 200)
+        series = figures["series"]
+        assert len(series["t"]) == 100 and series["t"][-1] == max(run.sim_time for run in fleet.runs)
+        assert [s[-1] for s in series["outstanding"]] == [0, 0]  # both served by the end
+        assert [s[0] for s in series["outstanding"]] == [1, 0]  # request 0 on replica 0 from t = 0
+
+
+def hit_rates(workload: str, n: int) -> dict[str, float]:
+    lb = lab(workload=workload, scenario="B", requests=60)
+    requests = lb.requests_at(lb.rate)
+    out = {}
+    for router in ("round-robin", "exact-prefix"):
+        fleet = serve(requests, lambda: lb.scheduler("sglang"), n, router)
+        out[router] = fleet.figures(lb.setup().slo)["prefix_hit_rate"]
+    return out
+
+
+def test_round_robin_loses_the_prefixes_that_exact_prefix_keeps() -> None:
+    """On multi-turn chat in roomy memory, round robin's hit rate falls as replicas are added
+    (a session's next turn finds its history on the same replica about 1/N of the time) while
+    the exact prefix scorer keeps the single engine's; on traffic without shared prefixes every
+    router's hit rate is 0."""
+    one, two, four = (hit_rates("multi-turn", n) for n in (1, 2, 4))
+    assert one["round-robin"] == one["exact-prefix"] > 0.8
+    assert one["round-robin"] > two["round-robin"] > four["round-robin"]
+    assert two["exact-prefix"] == four["exact-prefix"] == one["exact-prefix"]
+    assert hit_rates("scenario", 4) == {"round-robin": 0.0, "exact-prefix": 0.0}
+
+
+def test_cli_json_is_the_library_run() -> None:
+    values = {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30, "workload": "few-shot"}
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["run", "fleet", "--json", *(x for k, v in values.items() for x in (f"--{k}", str(v)))]
+    assert main(argv, out, err) == 0, err.getvalue()
+    result = json.loads(out.getvalue())["result"]
+    assert result == json.loads(json.dumps(jsonable(FleetLab(**values).run())))
+    assert [r["router"] for r in result["routers"]] == ["round-robin", "exact-prefix"]
+    assert len(result["series"]["exact-prefix"]["outstanding"]) == 2  # one series per replica
+
+
+def test_the_kv_transfer_time_by_hand() -> None:
+    """Llama-3-8B's KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes a token.
+    1,000 tokens over 50 GB/s: 2.62144 ms, plus 10 us; on 2 GPUs each sends half (1.31072 ms)."""
+    one, two = (lab(scenario="B", tp=tp).setup().cost_model() for tp in (1, 2))
+    assert one.kv_bytes_per_token_per_gpu == 131_072
+    assert Link().seconds(1000, one) == pytest.approx(2.63144e-3, rel=1e-12)
+    assert Link().seconds(1000, two) == pytest.approx(1.32072e-3, rel=1e-12)
+    assert Link(25.0, 0.0).seconds(1000, one) == pytest.approx(5.24288e-3, rel=1e-12)
+
+
+def test_a_disaggregated_request_by_hand() -> None:
+    """One request alone on 1 prefill + 1 decode replica: its first token leaves the prefill
+    replica when the co-located fleet's would, and reaches the client one transfer later; the
+    decode replica finds the whole prompt cached (only the first token computed there)."""
+    lb = lab(scenario="B")
+    request = Request(0, 0.0, 1000, 50)
+    alone = serve([request], lambda: lb.scheduler("sglang"), 1, "round-robin").runs[0].sequences[0]
+    split = serve_split([request], lambda: lb.scheduler("sglang"), 1, 1, "round-robin", Link())
+    arrival, ttft, tpot, out = split.served[0]
+    assert ttft == pytest.approx(alone.first_token_t + 2.63144e-3, rel=1e-12)
+    assert split.transfers == [pytest.approx(2.63144e-3, rel=1e-12)] and split.reserved_short == 0
+    assert out == 50 and 0 < tpot < 2 * (alone.finish_t - alone.first_token_t) / 49
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000), st.integers(1, 600)), min_size=1, max_size=20),
+       st.integers(1, 3), st.integers(1, 3))
+def test_disaggregation_serves_every_request_once_or_rejects_it(rows: list, prefill: int, decode: int) -> None:
+    requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
+    lb = lab()  # scenario A: 2,048 tokens at most, so some are rejected
+    split = serve_split(requests, lambda: lb.scheduler("sglang"), prefill, decode, "least-outstanding", Link())
+    assert sorted([*split.served, *(r.id for r, _ in split.rejected)]) == list(range(len(requests)))
+    assert all(why for _, why in split.rejected)
+    assert all(out == requests[i].output and ttft > 0 for i, (_, ttft, _, out) in split.served.items())
+    assert len(split.transfers) == sum(1 for i in split.served if requests[i].output > 1)
+
+
+def test_the_lab_sets_disaggregated_beside_co_located() -> None:
+    result = FleetLab(workload="few-shot", requests=30, replicas=3, prefill_replicas=1, routers="exact-prefix").run()
+    d = result["disaggregation"]
+    assert (d["prefill_replicas"], d["decode_replicas"]) == (1, 2)
+    assert d["disaggregated"]["gpus"] == d["co_located"]["gpus"] == 3
+    assert d["disaggregated"]["finished"] == d["co_located"]["finished"] == 30
+    with pytest.raises(ParamError, match="prefill_replicas"):
+        FleetLab(mode="vllm-v1", prefill_replicas=1).check()
