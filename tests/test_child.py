@@ -3,25 +3,25 @@ messages, and a cancelled child gone; the runner on a pool that computes in chil
 import os
 import sys
 import threading
+from functools import partial
 
 import pytest
 
 if sys.platform == "emscripten":
     pytest.skip("child processes are the served app's", allow_module_level=True)
 
-import panel as pn  # noqa: E402
-from bokeh.document import Document  # noqa: E402
-from panel.io.state import set_curdoc  # noqa: E402
 
 import kvweb.labs  # noqa: E402, F401
 from app import i18n  # noqa: E402
 from app.i18n import tr_message  # noqa: E402
 from app.child import CPU_MESSAGE, MEMORY_MESSAGE, run_in_child  # noqa: E402
 from app.pool import RunPool  # noqa: E402
-from app.runner import CANCELLED, Runner  # noqa: E402
+from app.runner import CANCELLED  # noqa: E402
 from kvweb.jsonable import jsonable  # noqa: E402
 from kvweb.lab import Cancelled, ParamError, get_lab  # noqa: E402
 from kvweb.reproduce import reproduce  # noqa: E402
+from test_pool import Finished, session  # noqa: E402
+from test_pool import run_ticks as pool_run_ticks  # noqa: E402
 
 WAIT = 30  # seconds: a bound for a child to get going, never a timing goal
 
@@ -95,36 +95,14 @@ def test_a_cancelled_child_is_gone_and_the_helper_runs_the_next():
     assert run_in_child(get_lab("roofline")(), lambda fraction, message: None) == jsonable(get_lab("roofline")().run())
 
 
-class Finished:
-    def __init__(self) -> None:
-        self.outcomes: list[tuple] = []
-        self.done = threading.Event()
-
-    def __call__(self, result, error) -> None:
-        self.outcomes.append((result, error))
-        self.done.set()
-
-
 @pytest.fixture
 def served(monkeypatch):
-    """A session's runner on a pool that computes in children, next-tick callbacks run by hand."""
-    doc = Document()
-    ticks: list = []
-    doc.add_next_tick_callback = ticks.append
-    monkeypatch.setattr(pn.state, "add_periodic_callback", lambda *a, **k: None)
-    monkeypatch.setattr("app.runner.under_lock", lambda callback: callback())
-    with set_curdoc(doc):
-        yield Runner(RunPool(workers=1, quick_lane=0, children=True)), ticks
+    """A session's runner on a pool that computes in children."""
+    with session(monkeypatch, RunPool(workers=1, quick_lane=0, children=True)) as runner_and_ticks:
+        yield runner_and_ticks
 
 
-def run_ticks(ticks: list, until: threading.Event) -> None:
-    for _ in range(WAIT * 100):
-        while ticks:
-            ticks.pop(0)()
-        if until.is_set():
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError("the run's callback never came")
+run_ticks = partial(pool_run_ticks, wait=WAIT)
 
 
 def test_the_runner_computes_a_lab_in_a_child(served, monkeypatch):

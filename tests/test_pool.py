@@ -2,6 +2,7 @@
 once, one per session, a newer run in place of a waiting one, cancel."""
 import sys
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -138,20 +139,27 @@ class Finished:
         self.done.set()
 
 
-@pytest.fixture
-def served(monkeypatch):
-    """A session's runner on its own pool, its document's next-tick callbacks run by hand."""
+@contextmanager
+def session(monkeypatch, pool: RunPool):
+    """A session's runner on `pool`, its document's next-tick callbacks run by hand."""
     doc = Document()
     ticks: list = []
     doc.add_next_tick_callback = ticks.append  # the server would run them under the lock
     monkeypatch.setattr(pn.state, "add_periodic_callback", lambda *a, **k: None)  # no server loop here
     monkeypatch.setattr("app.runner.under_lock", lambda callback: callback())
     with set_curdoc(doc):
-        yield Runner(RunPool(workers=1)), ticks
+        yield Runner(pool), ticks
 
 
-def run_ticks(ticks: list, until: threading.Event | None = None) -> None:
-    for _ in range(WAIT * 100):
+@pytest.fixture
+def served(monkeypatch):
+    """A session's runner on its own pool."""
+    with session(monkeypatch, RunPool(workers=1)) as runner_and_ticks:
+        yield runner_and_ticks
+
+
+def run_ticks(ticks: list, until: threading.Event | None = None, wait: int = WAIT) -> None:
+    for _ in range(wait * 100):
         while ticks:
             ticks.pop(0)()
         if until is None or until.is_set():

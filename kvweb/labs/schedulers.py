@@ -18,7 +18,6 @@ import param
 
 from kvweb.budget import Estimate, work
 from kvweb.gpu import MODELS
-from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
@@ -27,7 +26,7 @@ from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
-from kvweb.serving.engine_setup import SCENARIOS, ignored_by
+from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal

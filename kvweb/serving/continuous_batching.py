@@ -31,7 +31,7 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.engine_trace import TraceRecorder, cell_group
+from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request

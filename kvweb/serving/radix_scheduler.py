@@ -46,7 +46,7 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import FREE, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTree
 from kvweb.serving.hybrid_kv import sglang_refusal
