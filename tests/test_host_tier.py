@@ -250,6 +250,9 @@ def test_a_model_whose_layers_mix_kinds_refuses_a_host_tier_in_both_languages():
     with pytest.raises(ParamError, match="host_tier_gb: 10 is not allowed with model gpt-oss-20b; its layers mix kinds") as error:
         make("schedulers", {"host_tier_gb": "10", "model": "gpt-oss-20b"}).check()
     make("schedulers", {"host_tier_gb": "10", "model": "llama-3-8b"}).check()  # all layers alike: a tier is fine
+    lab = make("schedulers", {"model": "gpt-oss-20b"})
+    with pytest.raises(ValueError, match="host tier under vLLM's KV cache groups"):  # the scheduler itself, too
+        V1Scheduler(lab.setup().cost_model(), V1Config(lab.setup().spec.max_len, block_size=16, host_blocks=100))
     i18n.use("zh")
     try:
         assert i18n.tr_message(str(error.value)).startswith("host_tier_gb：10 不允许与模型 gpt-oss-20b 同用")

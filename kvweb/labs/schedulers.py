@@ -389,8 +389,9 @@ class SchedulersLab(ServingLab):
             modes.append(dict(row))
             counts.append(frame_count)
         if self.host_blocks():
-            for mode in ("vllm-v1", "sglang"):
-                self._without_tier(modes[MODES.index(mode)], progress)
+            for row in modes:
+                if row["mode"] != "paper":
+                    self._without_tier(row, progress)
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])

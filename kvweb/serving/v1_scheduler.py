@@ -98,6 +98,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         # freed, the table changes or the budget shrinks, it still does not (decoding only takes
         # blocks), so it is not retried.
         self._blocked: tuple[Seq | None, int, int | None, int] = (None, -1, -1, -1)
+        if config.host_blocks and layout.hybrid:  # the tier keeps whole blocks of every layer
+            raise ValueError("a host tier under vLLM's KV cache groups (layers of several kinds) is not simulated")
         self.tier = HostTier(config.host_blocks, self.bs, cost) if config.host_blocks and config.prefix_caching else None
         self.host_hit_tokens = 0  # prompt tokens of first admissions loaded from the host tier
 
