@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cache
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -38,15 +39,18 @@ def answer_key(key: str, lab: Lab) -> tuple[str, str]:
 ANSWERS: Memo[dict[str, Any]] = Memo(keep=256)  # (exercise, its lab's query) -> answer, every session's
 
 
-def shipped_answers() -> dict[str, dict[str, Any]]:
-    """The preset answers the static site was built with ({} under `panel serve`)."""
+@cache
+def shipped_answers() -> dict[tuple[str, str], dict[str, Any]]:
+    """The preset answers the static site was built with, keyed like `ANSWERS` ({} under `panel
+    serve`); read when the page first looks for an answer, not at import."""
     path = resources.files("app").joinpath("exercises.json")
-    return json.loads(path.read_text()) if path.is_file() else {}
+    shipped = json.loads(path.read_text()) if path.is_file() else {}
+    return {answer_key(key, BY_KEY[key].make_lab()): answer for key, answer in shipped.items() if key in BY_KEY}
 
 
-for _key, _answer in shipped_answers().items():
-    if _key in BY_KEY:
-        ANSWERS.put(answer_key(_key, BY_KEY[_key].make_lab()), _answer)
+def known_answer(key: str, lab: Lab) -> dict[str, Any] | None:
+    """An answer computed in this process, or shipped with the site, for this exercise and lab."""
+    return ANSWERS.find(answer_key(key, lab)) or shipped_answers().get(answer_key(key, lab))
 
 
 class AnswerJob:
@@ -231,7 +235,7 @@ class ExercisesPage(Page):
         """Show every stale answer already known; compute the next one (the URL's first)."""
         for key in sorted(self.stale):
             card = self.cards[key]
-            if (known := ANSWERS.find(answer_key(key, card.lab))) is not None:
+            if (known := known_answer(key, card.lab)) is not None:
                 card.show(known["lines"], known["expected"])
                 self.stale.discard(key)
         if self.stale:
