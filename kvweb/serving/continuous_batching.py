@@ -117,20 +117,30 @@ class Run:
     max_batch: int = 0  # the most requests one step served: the concurrency reached
 
 
-class Seq(Sequence):
-    """A request inside a today's scheduler: `Sequence` plus the prefill and cache state.
+class LoopSeq(Sequence):
+    """A request on the shared loop: `Sequence` plus the KV it has computed.
 
     `computed` counts the KV tokens of a request still prefilling (chunk by chunk); once its
     prompt (or, after a preemption, prompt + generated tokens) is computed it samples a token
-    and decodes like any `Sequence`.
+    and decodes like any `Sequence`. The papers' engine needs no more (its requests stay small:
+    a run makes tens of thousands).
     """
 
-    __slots__ = ("computed", "hit", "hashes", "registered", "node", "prefix", "own", "mat", "_content")
+    __slots__ = ("computed", "hit")
 
     def __init__(self, req: Request) -> None:
         super().__init__(req)
         self.computed = 0
         self.hit = 0  # KV tokens found in the prefix cache when it last started
+
+
+class Seq(LoopSeq):
+    """A request inside a today's scheduler: `LoopSeq` plus its prefix-cache state."""
+
+    __slots__ = ("hashes", "registered", "node", "prefix", "own", "mat", "_content")
+
+    def __init__(self, req: Request) -> None:
+        super().__init__(req)
         self.hashes: list[Hashable] = []  # chained block hashes, computed as far as needed
         self.registered = 0  # blocks entered in the hash table
         self.node: Any = None  # the radix-tree node it has locked
@@ -213,6 +223,7 @@ class ContinuousBatching:
     and may implement `_quiet_run`, `_quiet_plan` and `_quiet_commit`."""
 
     kind = ""
+    seq_type: type[LoopSeq] = Seq  # what a request becomes on arrival
     capacity = 0  # tokens
     # Whether every request that decodes in an iteration got its previous token at the end of the
     # iteration before (whole prefills, no chunks: the papers' engine), so that its inter-token
@@ -221,6 +232,14 @@ class ContinuousBatching:
     # which can differ from `dt` in the last bits.
     itl_is_step_time = False
     quiet_array = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
+
+    # The loop's state in slots, the schedulers' own in their instance dicts: CPython 3.11 reads an
+    # attribute of an object with more than 30 in its dict about a third slower (its keys are no
+    # longer shared), and every iteration reads dozens (see docs/engine.md).
+    __slots__ = ("cost", "max_len", "max_seqs", "slo", "give_up_after", "coef", "weights", "running", "waiting",
+                 "finish_at", "finished", "rejected", "arrivals", "now", "step", "dstep", "kv_tokens", "preempted",
+                 "preemptions", "recomputed_tokens", "swapped_bytes", "generated", "prompt_tokens", "hit_tokens",
+                 "resumed_hit_tokens", "misses", "decoded", "joined", "trace", "tally", "stopped", "__dict__")
 
     def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
                  give_up_after: int | None = None) -> None:
@@ -399,7 +418,7 @@ class ContinuousBatching:
             self.rejected += gone
             self.misses += len(gone)
         else:
-            self.waiting.append(Seq(req))
+            self.waiting.append(self.seq_type(req))
 
     # -- the loop ------------------------------------------------------------
     def run(self, requests: list[Request], progress: Progress = no_progress,
@@ -450,12 +469,14 @@ class ContinuousBatching:
                 if arrivals.next_t >= until:
                     break
                 self.now = max(self.now, arrivals.next_t)
-            if self.now >= until or iterations == 0:
+            now = self.now
+            if now >= until or iterations == 0:
                 break
-            while arrivals.next_t <= self.now:
-                self._submit(arrivals.pop())
-            if not (running or waiting or self.busy):
-                continue  # everything that arrived was rejected
+            if arrivals.next_t <= now:
+                while arrivals.next_t <= now:
+                    self._submit(arrivals.pop())
+                if not (running or waiting or self.busy):
+                    continue  # everything that arrived was rejected
             if self.misses > give_up:
                 self.stopped = True
                 more = False
@@ -505,9 +526,11 @@ class ContinuousBatching:
                         self.now, occupied_s, used_s, cached_s, _ = clock
                     last_decode = now = self.now
                     steps += m
-                    batch_sum += self.decoded * m
-                    max_batch = max(max_batch, self.decoded)
-                    decode_tokens += self.decoded * m
+                    decoded = self.decoded
+                    batch_sum += decoded * m
+                    if decoded > max_batch:
+                        max_batch = decoded
+                    decode_tokens += decoded * m
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
                         trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
@@ -527,17 +550,19 @@ class ContinuousBatching:
             self.now = now = self.now + dt
             steps += 1
             batch_sum += batch
-            max_batch = max(max_batch, batch)
+            if batch > max_batch:
+                max_batch = batch
             occupied_s += occupied * dt
             used_s += used * dt
             cached_s += cached * dt
-            decode_tokens += self.decoded
-            if self.decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
+            decoded = self.decoded
+            decode_tokens += decoded
+            if decoded:  # inter-token latency (see metrics): the batch waited since it last decoded
                 if step_itl:
                     itl_s.append(dt)
-                    itl_n.append(self.decoded)
+                    itl_n.append(decoded)
                 elif joins:  # ... or, for requests that joined since, since their last token
-                    old = self.decoded - sum(c for _, c in joins)
+                    old = decoded - sum(c for _, c in joins)
                     if old > 0:
                         itl_s.append(now - last_decode)
                         itl_n.append(old)
@@ -547,7 +572,7 @@ class ContinuousBatching:
                     joins.clear()
                 else:
                     itl_s.append(now - last_decode)
-                    itl_n.append(self.decoded)
+                    itl_n.append(decoded)
                 last_decode = now
             if self.joined:
                 if not step_itl:
@@ -558,8 +583,9 @@ class ContinuousBatching:
                 if now - seq.req.arrival > ttft_s:
                     seq.missed = True
                     self.misses += 1
-            if self.dstep in finish_at:
-                for seq in finish_at.pop(self.dstep):
+            leaving = finish_at.pop(self.dstep, None)
+            if leaving:
+                for seq in leaving:
                     self._finish(seq)
             if now >= sample_t:
                 hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0

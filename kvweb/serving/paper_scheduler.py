@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvweb.gpu import CostModel
-from kvweb.serving.continuous_batching import NOTHING, ContinuousBatching, Seq, Sequence
+from kvweb.serving.continuous_batching import NOTHING, ContinuousBatching, LoopSeq, Seq, Sequence
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.paper_quiet import PaperQuietSteps
@@ -66,6 +66,7 @@ class PaperConfig:
 
 class PaperScheduler(PaperQuietSteps, ContinuousBatching):
     kind = "paper"
+    seq_type = LoopSeq
     itl_is_step_time = True  # whole prefills: every decoding sequence got its last token one step ago
 
     def __init__(self, cost: CostModel, memory: MemoryManager, config: PaperConfig, slo: SLO = SLO(),
