@@ -11,13 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.cli import main
+from kvweb.fleet.candidate import PERCENTILES, Candidate
 from kvweb.fleet.disaggregation import Link, serve_split
 from kvweb.fleet.fleet import serve
 from kvweb.fleet.routers import ROUTERS
 from kvweb.jsonable import jsonable
-from kvweb.lab import ParamError
+from kvweb.lab import ParamError, param_names
 from kvweb.labs.fleet import FleetLab
+from kvweb.labs.plan import PlanLab
 from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.parsing import make
+from kvweb.query import from_query
 from kvweb.serving.workload import Request
 
 
@@ -179,3 +183,57 @@ def test_the_lab_sets_disaggregated_beside_co_located() -> None:
     assert d["disaggregated"]["finished"] == d["co_located"]["finished"] == 30
     with pytest.raises(ParamError, match="prefill_replicas"):
         FleetLab(mode="vllm-v1", prefill_replicas=1).check()
+
+
+def test_a_planner_candidate_opens_in_the_fleet_lab_with_the_plan_s_figures() -> None:
+    """Every simulated candidate of a grid over each axis (GPU, tp, both precisions, every
+    scheduler, 1 and 2 replicas, two routers), opened in the fleet lab on the plan's workload:
+    its router's figures are the plan's for that candidate, to the last bit."""
+    plan = PlanLab(model="llama-3-8b", gpus="A100-40GB,H100-SXM", tps="1,2", weight_precisions="16-bit,fp8",
+                   kv_precisions="fp8", schedulers="paper,vllm-v1,sglang", replicas="1,2", routers="round-robin,cost",
+                   requests=30, rate=6.0, max_len=3000, ttft_slo_s=0.01, tpot_slo_ms=6.0)
+    rows = [r for r in plan.run()["candidates"] if r["pruned"] is None]
+    assert len(rows) == 72 and {r["scheduler"] for r in rows} == {"paper", "vllm-v1", "sglang"}
+    for row in rows:
+        fleet = FleetLab.of_candidate(plan, Candidate.of(row))
+        fleet.admit()  # within the lab's rules and budget: the link opens it as it is
+        got = fleet.run()["routers"]
+        assert [g["router"] for g in got] == [row["router"]]
+        figures = {**{f"{k}_{p}_s": got[0][f"{k}_s"][p] for k in ("ttft", "tpot") for p in PERCENTILES},
+                   **{k: got[0][k] for k in ("slo_attainment", "throughput_tok_s", "finished", "rejected",
+                                             "preemptions", "prefix_hit_rate")}}
+        assert figures == {k: row[k] for k in figures}, row["key"]
+    assert any(0 < r["slo_attainment"] < 1 for r in rows)  # the SLO's limits reach the lab too
+
+
+def test_the_fleet_lab_takes_any_gpu_and_length_limit() -> None:
+    """gpu and max_len put in place of the scenario's: the H200's KV and the longer limit reach
+    the replicas; a URL or the CLI sets them like any parameter."""
+    lab_a = FleetLab(requests=20, replicas=2, routers="round-robin", workload="sharegpt")
+    lab_h = FleetLab(requests=20, replicas=2, routers="round-robin", workload="sharegpt", gpu="H200", max_len=4096)
+    a, h = lab_a.setup(), lab_h.setup()
+    assert (a.spec.gpu, a.spec.max_len, h.spec.gpu, h.spec.max_len) == ("A100-40GB", 2048, "H200", 4096)
+    assert h.cost_model().gpu.name == "H200" and h.cost_model().model.name == a.cost_model().model.name
+    assert lab_h.scheduler("sglang").max_len == 4096
+    result = lab_h.run()
+    assert result["scenario"]["gpu"] == "H200" and result["scenario"]["max_len"] == 4096
+    values = {"gpu": "H200", "max_len": 4096, "replicas": 2, "routers": "round-robin", "requests": 20,
+              "workload": "sharegpt"}
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["run", "fleet", "--json", *(x for k, v in values.items() for x in (f"--{k}", str(v)))]
+    assert main(argv, out, err) == 0, err.getvalue()
+    assert json.loads(out.getvalue())["result"] == json.loads(json.dumps(jsonable(result)))
+    with pytest.raises(ParamError, match="max_len: 1 is not allowed"):
+        FleetLab(max_len=1).check()
+
+
+def test_the_fleet_lab_has_no_rate_search() -> None:
+    """The schedulers lab's search (and its target) are dropped: no flag, widget or URL key; an old
+    URL naming them gets the message every unknown key gets, the rest of it kept."""
+    assert not {"search", "target"} & set(param_names(FleetLab))
+    assert {"search", "target"} <= set(param_names(SchedulersLab))
+    lab, messages = from_query({"lab": "fleet", "search": "true", "replicas": "3"})
+    assert lab.replicas == 3 and lab.search is False
+    assert messages == [f"1 unknown parameter for lab fleet ignored: 'search'; allowed: {', '.join(param_names(FleetLab))}"]
+    with pytest.raises(ParamError, match="unknown parameter 'search' for lab fleet"):
+        make("fleet", {"search": "true"})

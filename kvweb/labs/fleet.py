@@ -1,8 +1,9 @@
 """Lab `fleet`: N replicas of one scheduler behind each router, side by side on the same traffic.
 
 The schedulers lab's parameters (workload with the trace upload, paper GPU, SLO, the schedulers'
-knobs) with the fleet's own: the scheduler every replica runs, how many replicas, and which
-routers to compare. Each router serves the same requests on a fresh fleet
+knobs; not its rate search) with the fleet's own: the GPU (any, or the scenario's), the length
+limit, the scheduler every replica runs, how many replicas, and which routers to compare: so
+every candidate of the capacity planner can be opened here (`FleetLab.of_candidate`). Each router serves the same requests on a fresh fleet
 (kvweb/fleet/fleet.py); the result holds each router's fleet figures, the regret of its
 decisions and each replica's load, queue and hit rate over time, beside the single engine's hit
 rate (what a perfect prefix router could keep). With `prefill_replicas`, the same GPUs split into a
@@ -17,11 +18,14 @@ import param
 from kvweb.budget import ADVANCES, HASHED_BLOCKS, Estimate, work
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
+from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
-from kvweb.labs.plan import choices
+from kvweb.gpu import GPUS
+from kvweb.labs.plan import PlanLab, choices
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
+from kvweb.serving.engine_setup import Setup
 from kvweb.serving.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
@@ -37,6 +41,10 @@ class FleetLab(SchedulersLab):
                "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
                "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
                "decision (prefix tokens another replica had cached).")
+    dropped = ("search", "target")  # the schedulers lab's rate search: not a fleet's
+
+    gpu = param.Selector(objects=["scenario", *GPUS], default="scenario",
+                         doc="the GPU type of every replica (tp of them each): the scenario's, or any other")
 
     mode = param.Selector(objects=list(MODES), default="sglang",
                           doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
@@ -49,15 +57,38 @@ class FleetLab(SchedulersLab):
     link_latency_us = param.Number(LINK_LATENCY_US, bounds=(0.0, 100_000.0), precedence=ADVANCED,
                                    doc="disaggregation: KV link latency per transfer, microseconds")
     routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+    max_len = param.Integer(0, bounds=(0, 32768), precedence=ADVANCED,
+                            doc="the model's limit on prompt + output tokens (longer draws are clipped); 0: the "
+                                "scenario's (A: 2048, B: 8192)")
+
+    @classmethod
+    def of_candidate(cls, plan: PlanLab, candidate: Candidate) -> FleetLab:
+        """The fleet lab serving the planner's workload on one of its candidates: the same requests,
+        GPU, model, precisions, scheduler, replicas and router, so its router's figures are the
+        candidate's in the plan (`candidate.evaluate` builds each replica at these defaults)."""
+        return cls(gpu=candidate.gpu, tp=candidate.tp, weight_precision=candidate.weight_precision,
+                   kv_precision=candidate.kv_precision, mode=candidate.scheduler, replicas=candidate.replicas,
+                   routers=candidate.router, model=plan.model, workload=plan.workload, requests=plan.requests,
+                   rate=plan.rate, seed=plan.seed, max_len=plan.max_len, prompt_len=plan.prompt_len,
+                   output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms)
+
+    def setup(self, memory: str = "paged") -> Setup:
+        return super().setup(memory).with_(gpu="" if self.gpu == "scenario" else self.gpu, max_len=self.max_len)
+
+    def scenario_info(self) -> dict[str, Any]:
+        info = super().scenario_info()
+        if self.gpu != "scenario" or self.max_len:
+            info["about"] = f"{info['model']} on {info['gpu']}, the requests of scenario {self.scenario}"
+        return info
 
     def check(self) -> None:
+        if self.max_len == 1:
+            raise ParamError("max_len: 1 is not allowed; expected 0 (the scenario's) or 2 to 32768")
         super().check()
         self.router_list()
         if self.prefill_replicas and (self.mode != "sglang" or self.prefill_replicas >= self.replicas):
             raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
                              f"sglang, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
-        if self.search:
-            raise ParamError("search: true is not allowed; expected false: the schedulers lab searches a mode's rate")
 
     def router_list(self) -> list[str]:
         return choices("routers", self.routers, list(ROUTERS))
@@ -80,7 +111,7 @@ class FleetLab(SchedulersLab):
                     higher=(*knobs["higher"], *(("think_s",) if steps else ())))
 
     def fleet_key(self, **extra: Any) -> str:
-        return self.key(("routers", "search", "target", *DISAGGREGATION, *self.unread(self.mode)), **extra)
+        return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests, slo = self.requests_at(self.rate), self.setup().slo
