@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from kvweb.cli import main
 from kvweb.fleet.candidate import PERCENTILES, Candidate
-from kvweb.fleet.disaggregation import Link, serve_split
+from kvweb.fleet.disaggregation import Link, SharedLink, serve_split
 from kvweb.fleet.fleet import serve
 from kvweb.fleet.routers import ROUTERS
 from kvweb.jsonable import jsonable
 from kvweb.lab import ParamError, param_names
-from kvweb.labs.fleet import FleetLab
+from kvweb.labs.fleet import FleetLab, split_points
 from kvweb.labs.plan import PlanLab
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.parsing import make
@@ -143,32 +143,73 @@ def test_the_kv_transfer_time_by_hand() -> None:
     1,000 tokens over 50 GB/s: 2.62144 ms, plus 10 us; on 2 GPUs each sends half (1.31072 ms)."""
     one, two = (lab(scenario="B", tp=tp).setup().cost_model() for tp in (1, 2))
     assert one.kv_bytes_per_token_per_gpu == 131_072
-    assert Link().seconds(1000, one) == pytest.approx(2.63144e-3, rel=1e-12)
-    assert Link().seconds(1000, two) == pytest.approx(1.32072e-3, rel=1e-12)
-    assert Link(25.0, 0.0).seconds(1000, one) == pytest.approx(5.24288e-3, rel=1e-12)
+
+    def alone(link: Link, per_token: int) -> float:
+        line = SharedLink(link, per_token)
+        assert line.send(0.0, 7, 1000) == []
+        [(t2, request)] = line.run(1.0)
+        assert request == 7
+        return t2
+
+    assert alone(Link(), one.kv_bytes_per_token_per_gpu) == pytest.approx(2.63144e-3, rel=1e-12)
+    assert alone(Link(), two.kv_bytes_per_token_per_gpu) == pytest.approx(1.32072e-3, rel=1e-12)
+    assert alone(Link(25.0, 0.0), one.kv_bytes_per_token_per_gpu) == pytest.approx(5.24288e-3, rel=1e-12)
 
 
-def test_a_disaggregated_request_by_hand() -> None:
+def test_two_overlapping_transfers_share_the_link_by_hand() -> None:
+    """Two prompts of 1,000 Llama-3-8B tokens (131.072 MB each) leave one prefill replica over
+    50 GB/s, the second 1 ms after the first, no latency. Alone, each takes 2.62144 ms. By 1 ms
+    the first has sent 50 MB; then each gets 25 GB/s: the first's last 81.072 MB take 3.24288 ms
+    (done at 4.24288 ms), by when the second has sent as much; its last 50 MB, alone again, take
+    1 ms (done at 5.24288 ms = both prompts' bytes over the whole bandwidth: nothing idles)."""
+    line = SharedLink(Link(50.0, 0.0), 131_072)
+    assert line.send(0.0, 0, 1000) == [] and line.send(1e-3, 1, 1000) == []
+    assert line.run(4e-3) == []
+    done = line.run(1.0)
+    assert [i for _, i in done] == [0, 1]
+    assert [t for t, _ in done] == [pytest.approx(4.24288e-3, rel=1e-12), pytest.approx(5.24288e-3, rel=1e-12)]
+    with_latency = SharedLink(Link(50.0, 10.0), 131_072)
+    with_latency.send(0.0, 0, 1000)
+    with_latency.send(0.0, 1, 1000)  # two at once: each at half the bandwidth, done together
+    assert [t for t, _ in with_latency.run(1.0)] == [pytest.approx(5.25288e-3, rel=1e-12)] * 2
+
+
+@pytest.mark.parametrize("mode", ["sglang", "vllm-v1"])
+def test_a_disaggregated_request_by_hand(mode: str) -> None:
     """One request alone on 1 prefill + 1 decode replica: its first token leaves the prefill
     replica when the co-located fleet's would, and reaches the client one transfer later; the
-    decode replica finds the whole prompt cached (only the first token computed there)."""
+    decode replica finds the prompt cached (SGLang: all of it; vLLM V1: its 62 whole blocks of 16,
+    the last 8 tokens computed again with the first)."""
     lb = lab(scenario="B")
     request = Request(0, 0.0, 1000, 50)
-    alone = serve([request], lambda: lb.scheduler("sglang"), 1, "round-robin").runs[0].sequences[0]
-    split = serve_split([request], lambda: lb.scheduler("sglang"), 1, 1, "round-robin", Link())
+    alone = serve([request], lambda: lb.scheduler(mode), 1, "round-robin").runs[0].sequences[0]
+    split = serve_split([request], lambda: lb.scheduler(mode), 1, 1, "round-robin", Link())
     arrival, ttft, tpot, out = split.served[0]
     assert ttft == pytest.approx(alone.first_token_t + 2.63144e-3, rel=1e-12)
     assert split.transfers == [pytest.approx(2.63144e-3, rel=1e-12)] and split.reserved_short == 0
     assert out == 50 and 0 < tpot < 2 * (alone.finish_t - alone.first_token_t) / 49
 
 
+def test_a_prefill_batch_s_transfers_wait_for_each_other() -> None:
+    """Two 1,000-token prompts arriving together are prefilled in one batch on the one prefill
+    replica; their KV leaves its link together, each at half the bandwidth: 2 x 2.62144 ms + 10 us
+    each, and both first tokens reach their clients then."""
+    lb = lab(scenario="B")
+    requests = [Request(0, 0.0, 1000, 20), Request(1, 0.0, 1000, 20)]
+    together = serve(requests, lambda: lb.scheduler("sglang"), 1, "round-robin").runs[0].sequences
+    assert together[0].first_token_t == together[1].first_token_t  # one batch
+    split = serve_split(requests, lambda: lb.scheduler("sglang"), 1, 2, "round-robin", Link())
+    assert split.transfers == [pytest.approx(5.25288e-3, rel=1e-12)] * 2
+    assert [split.served[i][1] for i in (0, 1)] == [pytest.approx(together[0].first_token_t + 5.25288e-3)] * 2
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000), st.integers(1, 600)), min_size=1, max_size=20),
-       st.integers(1, 3), st.integers(1, 3))
-def test_disaggregation_serves_every_request_once_or_rejects_it(rows: list, prefill: int, decode: int) -> None:
+       st.integers(1, 3), st.integers(1, 3), st.sampled_from(["sglang", "vllm-v1"]))
+def test_disaggregation_serves_every_request_once_or_rejects_it(rows: list, prefill: int, decode: int, mode: str) -> None:
     requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
     lb = lab()  # scenario A: 2,048 tokens at most, so some are rejected
-    split = serve_split(requests, lambda: lb.scheduler("sglang"), prefill, decode, "least-outstanding", Link())
+    split = serve_split(requests, lambda: lb.scheduler(mode), prefill, decode, "least-outstanding", Link())
     assert sorted([*split.served, *(r.id for r, _ in split.rejected)]) == list(range(len(requests)))
     assert all(why for _, why in split.rejected)
     assert all(out == requests[i].output and ttft > 0 for i, (_, ttft, _, out) in split.served.items())
@@ -181,8 +222,22 @@ def test_the_lab_sets_disaggregated_beside_co_located() -> None:
     assert (d["prefill_replicas"], d["decode_replicas"]) == (1, 2)
     assert d["disaggregated"]["gpus"] == d["co_located"]["gpus"] == 3
     assert d["disaggregated"]["finished"] == d["co_located"]["finished"] == 30
-    with pytest.raises(ParamError, match="prefill_replicas"):
-        FleetLab(mode="vllm-v1", prefill_replicas=1).check()
+    assert [s["prefill_replicas"] for s in d["splits"]] == [1, 2] and d["splits"][0] == d["disaggregated"]
+    for s in d["splits"]:  # pays: more requests within the SLO, or as many with a lower TPOT p99
+        co = d["co_located"]
+        assert s["pays"] == (s["slo_attainment"] > co["slo_attainment"] or (
+            s["slo_attainment"] == co["slo_attainment"] and s["tpot_s"]["p99"] < co["tpot_s"]["p99"]))
+    FleetLab(mode="vllm-v1", prefill_replicas=1).check()
+    with pytest.raises(ParamError, match="prefill_replicas: 1 is not allowed; expected 0"):
+        FleetLab(mode="paper", prefill_replicas=1).check()
+    with pytest.raises(ParamError, match="prefill_replicas: 1 is not allowed with model gpt-oss-20b"):
+        FleetLab(mode="vllm-v1", model="gpt-oss-20b", scenario="B", prefill_replicas=1).check()
+
+
+def test_the_splits_shown_are_the_chosen_its_neighbours_and_both_ends() -> None:
+    assert split_points(4, 1) == [1, 2, 3]
+    assert split_points(8, 4) == [1, 3, 4, 5, 7]
+    assert split_points(2, 1) == [1]
 
 
 def test_a_planner_candidate_opens_in_the_fleet_lab_with_the_plan_s_figures() -> None:

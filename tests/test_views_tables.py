@@ -157,3 +157,21 @@ def test_the_plan_links_the_cheapest_and_each_front_row_to_the_fleet_lab():
         "lab": "fleet", "gpu": "H100-SXM", "tp": "4", "mode": "sglang", "replicas": "1", "routers": "round-robin",
         "model": "llama-3.1-70b", "requests": "40", "rate": "4.0"}
     assert front[1].value is False  # springs back
+
+
+def test_the_fleet_view_sets_every_split_beside_co_located_and_names_up_to_8_lines():
+    from app.views.fleet import FleetView
+
+    lab = LABS["fleet"](workload="few-shot", requests=30, replicas=3, prefill_replicas=1, routers="exact-prefix")
+    result = lab.run()
+    view = FleetView()
+    view.update(lab, result)
+    data = view.disaggregated.source.data
+    splits = result["disaggregation"]["splits"]
+    assert data["c0"] == ["co-located", "disaggregated 1 + 2 ←", "disaggregated 2 + 1"]
+    assert data["c7"] == ["", *("yes" if s["pays"] else "no" for s in splits)]
+    assert data["c6"][1] == f"{number(1e3 * splits[0]['transfer_s']['p50'], 3)} / {number(1e3 * splits[0]['transfer_s']['p99'], 3)}"
+    assert [i.label.value for i in view.legend.items] == ["0", "1", "2"] and view.legend.visible
+    many = LABS["fleet"](workload="sharegpt", requests=30, replicas=9, routers="round-robin")
+    view.update(many, many.run())
+    assert len(view.legend.items) == 9 and not view.legend.visible  # hover names a line

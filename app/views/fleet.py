@@ -68,10 +68,16 @@ class FleetView(LabView):
         self.table = TextTable("fleet-table", "kv-fleet-table")
         self.disaggregated = TextTable("fleet-disaggregation", "kv-fleet-disaggregation")
         self.note = plain(css_class="kv-fleet-note")
+        self.split_note = plain(tr("Prefill/decode disaggregation on the same GPUs: a split pays when it keeps more "
+                                   "requests within the SLO than the co-located fleet, or as many with a lower TPOT "
+                                   "p99. Each prefill replica's KV leaves over its own link, shared by the transfers "
+                                   "in flight."), css_class="kv-fleet-split-note")
+        self.split_pane = pn.Column(pn.pane.Bokeh(self.split_note, sizing_mode="stretch_width"),
+                                    self.disaggregated.pane, sizing_mode="stretch_width", margin=0)
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.summary, self.table.pane, pn.Row(self.hits, self.regret, sizing_mode="stretch_width"),
-                         self.load, self.note, self.disaggregated.pane, sizing_mode="stretch_width")
+                         self.load, self.note, self.split_pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rows = result["routers"]
@@ -99,15 +105,26 @@ class FleetView(LabView):
         self.table.show(*router_rows(rows))
         self.note.text = "" if result["shared_prefixes"] else tr("this workload shares no prefix: routers differ only in load balance")
         split = result.get("disaggregation")
-        self.disaggregated.pane.visible = bool(split)
+        self.split_pane.visible = bool(split)
         if split:
             self.disaggregated.show(*disaggregation_rows(split))
 
 
 def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Disaggregated prefill / decode pools against the co-located fleet on as many GPUs."""
+    """The co-located fleet, then each split of the same GPUs into prefill + decode replicas (the
+    one chosen marked), and whether it pays."""
     header = [tr("fleet"), "GPU", "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)", tr("SLO attainment"),
-              tr("throughput (tokens/s)")]
-    return header, [[tr(r["fleet"]), str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
-                     f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
-                     number(r["throughput_tok_s"], 4)] for r in (d["disaggregated"], d["co_located"])]
+              tr("throughput (tokens/s)"), tr("KV transfer p50 / p99 (ms)"), tr("pays?")]
+
+    def row(name: str, r: dict[str, Any], transfer: str, pays: str) -> list[str]:
+        return [name, str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
+                f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
+                number(r["throughput_tok_s"], 4), transfer, pays]
+
+    rows = [row(tr("co-located"), d["co_located"], "", "")]
+    for s in d["splits"]:
+        mark = " ←" if s["prefill_replicas"] == d["prefill_replicas"] else ""
+        rows.append(row(f"{tr('disaggregated')} {s['prefill_replicas']} + {s['decode_replicas']}{mark}", s,
+                        f"{ms(s['transfer_s']['p50'])} / {ms(s['transfer_s']['p99'])}",
+                        tr("yes") if s["pays"] else tr("no")))
+    return header, rows
