@@ -23,6 +23,8 @@ from kvweb.lab import Lab
 from kvweb.labs.fleet import FleetLab
 
 MEETS, MISSES = "#2ca02c", "#d62728"
+# A link's label is a long configuration key: on a phone it wraps inside the button.
+WRAPPED = ":host .bk-btn { white-space: normal; overflow-wrap: anywhere; text-align: left; height: auto; }"
 
 
 def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
@@ -71,7 +73,9 @@ class PlanView(LabView):
     def fleet_link(self, lab: Lab, row: dict[str, Any], label: str, css_class: str) -> pn.widgets.Widget:
         """A button opening the fleet lab on the plan's workload with the row's configuration."""
         query = Route(lab=FleetLab.of_candidate(lab, Candidate.of(row))).query()
-        return link_button(label, css_class, lambda: self.navigate(query))
+        button = link_button(label, css_class, lambda: self.navigate(query))
+        button.param.update(sizing_mode="stretch_width", styles={"max-width": "640px"}, stylesheets=[WRAPPED])
+        return button
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         figure_of = f"{lab.latency}_{lab.percentile}_s"
