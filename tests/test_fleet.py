@@ -292,3 +292,21 @@ def test_the_fleet_lab_has_no_rate_search() -> None:
     assert messages == [f"1 unknown parameter for lab fleet ignored: 'search'; allowed: {', '.join(param_names(FleetLab))}"]
     with pytest.raises(ParamError, match="unknown parameter 'search' for lab fleet"):
         make("fleet", {"search": "true"})
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 0.02), st.integers(1, 4000)), min_size=1, max_size=12))
+def test_a_shared_link_never_idles_and_never_beats_a_transfer_alone(sends: list) -> None:
+    """Transfers starting in time order: each takes at least its time alone, and the last is over
+    when a queue serving them one at a time would be (the link works while any is in flight)."""
+    sends = sorted(sends)
+    line = SharedLink(Link(50.0, 0.0), 131_072)
+    done = [d for i, (t, tokens) in enumerate(sends) for d in line.send(t, i, tokens)] + line.run(float("inf"))
+    assert sorted(i for _, i in done) == list(range(len(sends)))
+    alone = [tokens * 131_072 / 50e9 for _, tokens in sends]
+    for t2, i in done:
+        assert t2 >= sends[i][0] + alone[i] * (1 - 1e-9)
+    queue = 0.0
+    for (t, _), seconds in zip(sends, alone):
+        queue = max(queue, t) + seconds
+    assert max(t2 for t2, _ in done) == pytest.approx(queue, rel=1e-9)

@@ -50,7 +50,7 @@ class FleetLab(SchedulersLab):
 
     mode = param.Selector(objects=list(MODES), default="sglang",
                           doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
-    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each one paper GPU")
+    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each tp GPUs of the fleet's type")
     prefill_replicas = param.Integer(0, bounds=(0, MAX_REPLICAS - 1),
                                      doc="disaggregation: of the replicas, this many prefill and the rest decode, beside "
                                          "the co-located fleet on as many GPUs and the splits around it (mode sglang "
@@ -164,8 +164,8 @@ class FleetLab(SchedulersLab):
 
             figures = _FLEETS.get(self.fleet_key(router=router, split=(prefill, link)), run)
             attained, co_attained = figures["slo_attainment"], co_located["slo_attainment"]
-            pays = attained > co_attained or (attained == co_attained and figures["tpot_s"]["p99"] is not None
-                                              and figures["tpot_s"]["p99"] < co_located["tpot_s"]["p99"])
+            tail, co_tail = figures["tpot_s"]["p99"], co_located["tpot_s"]["p99"]
+            pays = attained > co_attained or (attained == co_attained and None not in (tail, co_tail) and tail < co_tail)
             return {"prefill_replicas": prefill, "decode_replicas": self.replicas - prefill, **figures, "pays": pays}
 
         splits = [one(p) for p in split_points(self.replicas, self.prefill_replicas)]
