@@ -168,18 +168,19 @@ def serve_split(requests: list[Request], make: Callable[[], ContinuousBatching],
     rejected: list[tuple[Request, str]] = []
     seconds: list[float] = []
     short, clock = 0, 0.0
+
+    def arrived(done: list[tuple[float, int]]) -> None:
+        """Transfers whose KV is over: their decode replica takes them at t2."""
+        for t2, i in done:
+            t1, k = sending.pop(i)
+            seconds.append(t2 - t1)
+            first[i] = (by_id[i].arrival, t2)
+            heapq.heappush(transfers, (t2, i, k))
+
     while True:
         busy = transfers or sending or any(r.outstanding() for r in pre + dec)
         until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
         more = [r.engine.advance(until) for r in pre]
-
-        def arrived(done: list[tuple[float, int]]) -> None:
-            for t2, i in done:
-                t1, k = sending.pop(i)
-                seconds.append(t2 - t1)
-                first[i] = (by_id[i].arrival, t2)
-                heapq.heappush(transfers, (t2, i, k))
-
         for r, line in zip(pre, links):
             e = r.engine
             for seq in e.finished[r.seen_finished:]:
