@@ -107,6 +107,11 @@ _MESSAGES = [
      r"host tier is simulated for models whose layers are all alike only \(use 0\)$",
      "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
      "host tier is simulated for models whose layers are all alike only (use 0)"),
+    # the fleet lab's disaggregation (kvweb/labs/fleet.py)
+    (r"^prefill_replicas: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and "
+     r"the KV transfer is simulated for models whose layers are all alike only \(use 0\)$",
+     "prefill_replicas: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
+     "KV transfer is simulated for models whose layers are all alike only (use 0)"),
     # a pasted config.json (kvweb/gpu/hf_config.py); JSON's own error stays English
     (r"^config\.json is not JSON: (.*) at line (\d+) column (\d+)$", "config.json is not JSON: {0} at line {1} column {2}"),
     (r"^config\.json: (\d+) characters; at most (\d+) are read$", "config.json: {0} characters; at most {1} are read"),
@@ -152,9 +157,9 @@ _PHRASES = [
     (r"^GPU=dollars per GPU-hour \(above 0, at most (\S+)\) for a GPU of (.*), items separated by commas$",
      "GPU=dollars per GPU-hour (above 0, at most {0}) for a GPU of {1}, items separated by commas"),
     (r"^at most (\S+) candidates in the grid$", "at most {0} candidates in the grid"),
-    (r"^0 \(off\) or, with mode sglang, 1 to (\d+) \(replicas - 1: one at least decodes\)$",
-     "0 (off) or, with mode sglang, 1 to {0} (replicas - 1: one at least decodes)"),
-    (r"^false: the schedulers lab searches a mode's rate$", "false: the schedulers lab searches a mode's rate"),
+    (r"^0 \(off\) or, with mode sglang or vllm-v1, 1 to (\d+) \(replicas - 1: one at least decodes\)$",
+     "0 (off) or, with mode sglang or vllm-v1, 1 to {0} (replicas - 1: one at least decodes)"),
+    (r"^0 \(the scenario's\) or 2 to (\d+)$", "0 (the scenario's) or 2 to {0}"),
     (r"^fits$", "fits"),
     (r"^does not fit$", "does not fit"),
 ]

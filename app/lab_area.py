@@ -26,18 +26,19 @@ from kvweb.lab import Lab, ParamError
 from kvweb.parsing import make
 
 Say = Callable[[list[str]], None]
+Navigate = Callable[[dict[str, str]], None]
 
 
 class LabArea:
     """The lab shown (`lab`, its `widgets`, `view` and last `result`), its sidebar and its main area."""
 
-    def __init__(self, say: Say, remember: Callable[[], None], restore: Callable[[], None]) -> None:
+    def __init__(self, say: Say, remember: Callable[[], None], restore: Callable[[], None], navigate: Navigate) -> None:
         self.say, self.remember, self.restore = say, remember, restore
         self.lab: Lab | None = None
         self.result: dict[str, Any] = {}
         self.widgets: dict[str, pn.widgets.Widget] = {}  # the shown lab's
         self.view: LabView | None = None
-        self.kept = LabPanes(self._on_widget, remember)
+        self.kept = LabPanes(self._on_widget, remember, navigate)
         self._quiet = False  # while the widgets are set to follow the lab
         self.summary = pn.pane.Markdown("", width=280)
         self.controls = pn.Column()

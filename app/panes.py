@@ -35,10 +35,11 @@ class LabPane:
 class LabPanes:
     """One view per view class and the panes of the last `KEEP_LABS` labs, made in the
     session's language (`clear` drops them all when it changes). `on_widget` hears every
-    widget's change, `on_step` every player's."""
+    widget's change, `on_step` every player's; a view's links open their URL query with `navigate`."""
 
-    def __init__(self, on_widget: Callable[[Any], None], on_step: Callable[[], None]) -> None:
-        self.on_widget, self.on_step = on_widget, on_step
+    def __init__(self, on_widget: Callable[[Any], None], on_step: Callable[[], None],
+                 navigate: Callable[[dict[str, str]], None]) -> None:
+        self.on_widget, self.on_step, self.navigate = on_widget, on_step, navigate
         self.views: dict[type[LabView], LabView] = {}
         self.panes: dict[str, LabPane] = {}  # by lab name, the most recently shown last
         self.drawn: dict[LabView, dict[str, Any]] = {}  # the result each view draws
@@ -47,6 +48,7 @@ class LabPanes:
         cls = view_class(lab.lab_name)
         if cls not in self.views:
             self.views[cls] = cls()
+            self.views[cls].navigate = self.navigate
             self.views[cls].player.param.watch(lambda event: self.on_step(), "value")
         return self.views[cls]
 

@@ -31,7 +31,8 @@ class Shell:
         self.route: Route | None = None
         self.pages: dict[str, Page] = {}  # made in the session's language
         self.router = Router(self.draw)
-        self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen)
+        self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen,
+                            self.router.navigate)
         self.frame = Frame(self.labs.sidebar, self.labs.main, self.router.history.layout)
         self.frame.nav.param.watch(self._on_nav, "value")
         self.frame.lab_select.param.watch(self._on_lab_select, "value")

@@ -7,7 +7,7 @@ is in the lab's result.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, ClassVar
@@ -239,9 +239,16 @@ class TextTable:
         self.table.height = ROW_PX * (1 + min(len(rows), MAX_ROWS)) + 8 + scrollbar
 
 
+def no_navigation(query: dict[str, str]) -> None:
+    """A view's links before the app gives it the router's `navigate` (a view made alone, in tests)."""
+
+
 class LabView:
     labs: ClassVar[tuple[str, ...]] = ()
     animated: ClassVar[bool] = False
+    # Opens another URL query as if it had been typed (a link to another lab): the router's, set
+    # by the app (app/panes.py).
+    navigate: Callable[[dict[str, str]], None] = staticmethod(no_navigation)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

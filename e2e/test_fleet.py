@@ -1,9 +1,10 @@
 """The served app end to end on the fleet lab: opened by URL, it compares the routers' hit
 rates; switching the replicas' scheduler to the papers' engine (a widget, written to the URL)
-redraws them: no prefix cache, no hits."""
+redraws them: no prefix cache, no hits. The plan links to it, and its run can be stopped."""
 from urllib.parse import parse_qs
 
-from conftest import wait_ready
+import pytest
+from conftest import plain_text, set_param, wait_ready
 
 DATA = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
 
@@ -23,3 +24,58 @@ def test_the_fleet_lab_redraws_when_a_widget_changes(page, served_app, guard):
     query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
     assert query["mode"] == "paper" and query["replicas"] == "2" and query["lab"] == "fleet"
     assert guard.errors == []
+
+
+PLAN = ("lab=plan&model=llama-3-8b&gpus=A100-80GB,H100-SXM&tps=1&weight_precisions=16-bit&schedulers=sglang"
+        "&replicas=1,2&routers=cost&requests=60&rate=8")
+
+
+def test_the_plan_links_to_the_fleet_lab_and_back(page, served_app, guard):
+    """The plan's cheapest opens the fleet lab with its configuration and the plan's workload,
+    whose figures are the plan's; Back returns to the plan as it was."""
+    page.goto(f"{served_app}?{PLAN}")
+    wait_ready(page)
+    plan_search = page.evaluate("location.search")
+    cheapest = page.evaluate(DATA, "plan-pareto")  # cheapest first: the front's first row
+    key, ttft_s = cheapest["c0"][0], float(cheapest["c3"][0])
+    link = page.locator(".kv-plan-open-cheapest button")
+    assert key in link.inner_text()
+    link.click()
+    page.wait_for_function("() => location.search.includes('lab=fleet')")
+    wait_ready(page)
+    query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
+    gpu, tp, _, _, mode, replicas, router = key.split("/")
+    assert (query["gpu"], query["tp"], query["mode"], query["replicas"], query["routers"]) == (
+        gpu, tp[2:], mode, replicas[1:], router)
+    assert (query["model"], query["requests"], query["rate"], query["workload"]) == ("llama-3-8b", "60", "8.0", "sharegpt")
+    table = page.evaluate(DATA, "fleet-table")
+    assert table["c0"] == [router]
+    p90_ms = float(table["c2"][0].split(" / ")[1])  # TTFT p50 / p90 / p99 (ms)
+    assert p90_ms == pytest.approx(1e3 * ttft_s, rel=0.01)  # the plan's figure, each shown to 3 digits
+    page.go_back()
+    page.wait_for_function("s => location.search === s", arg=plan_search)
+    wait_ready(page)
+    page.locator(".kv-plan-open-cheapest button").wait_for()
+    assert page.evaluate(DATA, "plan-pareto")["c0"][0] == key
+    assert guard.errors == []
+
+
+def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app):
+    """The plan runs through the app's runner: its bar moves as candidates finish, and cancel
+    stops it and draws the URL's state again."""
+    bigger = PLAN.replace("tps=1", "tps=1,2").replace("=sglang", "=vllm-v1,sglang").replace("replicas=1,2", "replicas=1,2,3")
+    page.goto(f"{served_app}?{bigger}")
+    wait_ready(page)
+    before = page.evaluate("location.search")
+    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 10 s by the estimate
+    bar = page.locator("progress.kv-progress")
+    bar.wait_for(state="visible", timeout=30_000)
+    for _ in range(300):  # the plan reports each candidate as it finishes
+        if int(bar.get_attribute("value") or 0) > 0:
+            break
+        page.wait_for_timeout(100)
+    assert 0 < int(bar.get_attribute("value")) < 1000
+    page.locator(".kv-cancel button").click()
+    plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
+    wait_ready(page)
+    assert page.evaluate("location.search") == before

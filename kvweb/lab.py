@@ -62,6 +62,9 @@ class Lab(param.Parameterized):
     lab_name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # Parameters a lab inherits but does not take: no CLI flag, widget or URL key (a URL that
+    # names one gets the message for an unknown key), and the lab's code reads their defaults.
+    dropped: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -100,9 +103,10 @@ class Lab(param.Parameterized):
 
 
 def param_names(lab: type[Lab]) -> list[str]:
-    """The lab's own parameters (param's `name` left out): its main ones first, then the
-    details, then the paper GPU's assumptions, each group in declaration order."""
-    return sorted((n for n in lab.param if n != "name"), key=lambda n: lab.param[n].precedence or 0)
+    """The lab's own parameters (param's `name` and those it `dropped` left out): its main ones
+    first, then the details, then the paper GPU's assumptions, each group in declaration order."""
+    return sorted((n for n in lab.param if n != "name" and n not in lab.dropped),
+                  key=lambda n: lab.param[n].precedence or 0)
 
 
 def get_lab(name: str) -> type[Lab]:

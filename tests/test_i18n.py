@@ -212,3 +212,18 @@ def test_the_planners_messages_are_translated():
     assert lines[1].endswith("逗号分隔的列表，每项为 1 到 32 之间的整数")
     assert "GPU=每 GPU 小时美元（大于 0，至多 1000）" in lines[2]
     assert lines[3].endswith("应为 网格中至多 4,096 个候选")
+
+
+def test_the_fleet_labs_messages_are_translated():
+    from kvweb.lab import ParamError
+    from kvweb.labs.fleet import FleetLab
+
+    lines = []
+    for bad in ({"max_len": 1}, {"mode": "paper", "prefill_replicas": 1},
+                {"mode": "vllm-v1", "model": "gpt-oss-20b", "scenario": "B", "prefill_replicas": 1}):
+        with pytest.raises(ParamError) as error:
+            FleetLab(**bad).check()
+        lines.append(tr_message(str(error.value)))
+    assert lines[0] == "max_len：1 不允许；应为 0（用场景自带的）或 2 到 32768"
+    assert lines[1].endswith("或在 mode 为 sglang 或 vllm-v1 时取 1 到 3（replicas - 1：至少一个副本做解码）")
+    assert lines[2].startswith("prefill_replicas：1 不允许与模型 gpt-oss-20b 同用")

@@ -131,3 +131,47 @@ def test_the_plan_tables_hold_the_front_and_every_candidate_with_why_it_was_prun
     every = view.everything.source.data  # cheapest first: one H100 cannot hold 141 GB of weights
     assert every["c0"][0] == "H100-SXM/tp1/w-16-bit/kv-16-bit/sglang/x1/round-robin"
     assert [every["c3"][0], every["c6"][0]] == ["", "放不下"]
+
+
+def test_the_plan_links_the_cheapest_and_each_front_row_to_the_fleet_lab():
+    """One button for the cheapest and one per row of the front; pressing one opens the query
+    `Route` writes for the fleet lab on that candidate (its values, the plan's workload)."""
+    from app.route import Route
+    from app.views.plan import PlanView
+    from kvweb.fleet.candidate import Candidate
+    from kvweb.labs.fleet import FleetLab
+
+    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
+                       schedulers="sglang", replicas="1", requests=40, rate=4.0)
+    result = lab.run()
+    view, opened = PlanView(), []
+    view.navigate = opened.append
+    view.update(lab, result)
+    cheapest, front = view.open_cheapest.objects, view.open_front.objects
+    assert [b.name for b in cheapest] == [f"open the cheapest in the fleet lab: {result['cheapest']['key']}"]
+    assert [b.name for b in front] == [f"open in the fleet lab: {r['key']}" for r in result["pareto"]]
+    front[1].value = True  # a press
+    query = opened.pop()
+    assert query == Route(lab=FleetLab.of_candidate(lab, Candidate.of(result["pareto"][1]))).query()
+    assert {k: query[k] for k in ("lab", "gpu", "tp", "mode", "replicas", "routers", "model", "requests", "rate")} == {
+        "lab": "fleet", "gpu": "H100-SXM", "tp": "4", "mode": "sglang", "replicas": "1", "routers": "round-robin",
+        "model": "llama-3.1-70b", "requests": "40", "rate": "4.0"}
+    assert front[1].value is False  # springs back
+
+
+def test_the_fleet_view_sets_every_split_beside_co_located_and_names_up_to_8_lines():
+    from app.views.fleet import FleetView
+
+    lab = LABS["fleet"](workload="few-shot", requests=30, replicas=3, prefill_replicas=1, routers="exact-prefix")
+    result = lab.run()
+    view = FleetView()
+    view.update(lab, result)
+    data = view.disaggregated.source.data
+    splits = result["disaggregation"]["splits"]
+    assert data["c0"] == ["co-located", "disaggregated 1 + 2 ←", "disaggregated 2 + 1"]
+    assert data["c7"] == ["", *("yes" if s["pays"] else "no" for s in splits)]
+    assert data["c6"][1] == f"{number(1e3 * splits[0]['transfer_s']['p50'], 3)} / {number(1e3 * splits[0]['transfer_s']['p99'], 3)}"
+    assert [i.label.value for i in view.legend.items] == ["0", "1", "2"] and view.legend.visible
+    many = LABS["fleet"](workload="sharegpt", requests=30, replicas=9, routers="round-robin")
+    view.update(many, many.run())
+    assert len(view.legend.items) == 9 and not view.legend.visible  # hover names a line

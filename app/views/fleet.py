@@ -1,12 +1,13 @@
 """View of the `fleet` lab: each router's prefix hit rate beside the single engine's, the regret
 of its decisions, each replica's load over time behind the first router listed, and a table of
-the fleet's figures per router (and, with prefill replicas, disaggregated against co-located)."""
+the fleet's figures per router (and, with prefill replicas, disaggregated against co-located).
+Up to `LEGEND_REPLICAS` replicas the load chart has a legend; with more, hover names a line."""
 from __future__ import annotations
 
 from typing import Any
 
 import panel as pn
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
@@ -16,6 +17,8 @@ from app.view import LabView, TextTable, columns
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
+LEGEND_REPLICAS = 8  # the load chart's legend names up to this many lines (more would crowd a phone)
+
 
 def ms(seconds: float | None) -> str:
     return number(1e3 * seconds, 3) if seconds is not None else ""
@@ -23,11 +26,11 @@ def ms(seconds: float | None) -> str:
 
 def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Per router: throughput, TTFT and TPOT p50 / p99, SLO attainment, hit rate, regret."""
-    header = [tr("router"), tr("throughput (tokens/s)"), "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)",
+    header = [tr("router"), tr("throughput (tokens/s)"), "TTFT p50 / p90 / p99 (ms)", "TPOT p50 / p90 / p99 (ms)",
               tr("SLO attainment"), tr("prefix hit rate"), tr("regret (tokens)"), tr("decisions with regret")]
     return header, [[r["router"], number(r["throughput_tok_s"], 4),
-                     f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
-                     f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}",
+                     " / ".join(ms(r["ttft_s"][p]) for p in ("p50", "p90", "p99")),
+                     " / ".join(ms(r["tpot_s"][p]) for p in ("p50", "p90", "p99")),
                      f"{100 * r['slo_attainment']:.1f} %", f"{100 * r['prefix_hit_rate']:.1f} %",
                      f"{r['regret']['total_tokens']:,}", f"{100 * r['regret']['share_with_regret']:.1f} %"]
                     for r in rows]
@@ -57,15 +60,24 @@ class FleetView(LabView):
         self.load = figure(title="", height=300, sizing_mode="stretch_width", min_width=300,
                            tools="pan,wheel_zoom,reset,save", x_axis_label=tr("time (s)"),
                            y_axis_label=tr("requests outstanding"))
-        self.load.multi_line("t", "load", source=self.load_lines, line_color="color", line_width=1.5)
+        self.lines = self.load.multi_line("t", "load", source=self.load_lines, line_color="color", line_width=1.5)
         self.load.add_tools(HoverTool(tooltips=[(tr("replica"), "@replica")]))
+        self.legend = Legend(title=tr("replica"), orientation="horizontal", label_text_font_size="11px",
+                             title_text_font_size="11px", margin=0, padding=2, border_line_alpha=0)
+        self.load.add_layout(self.legend, "below")
         self.table = TextTable("fleet-table", "kv-fleet-table")
         self.disaggregated = TextTable("fleet-disaggregation", "kv-fleet-disaggregation")
         self.note = plain(css_class="kv-fleet-note")
+        self.split_note = plain(tr("Prefill/decode disaggregation on the same GPUs: a split pays when it keeps more "
+                                   "requests within the SLO than the co-located fleet, or as many with a lower TPOT "
+                                   "p99. Each prefill replica's KV leaves over its own link, shared by the transfers "
+                                   "in flight."), css_class="kv-fleet-split-note")
+        self.split_pane = pn.Column(pn.pane.Bokeh(self.split_note, sizing_mode="stretch_width"),
+                                    self.disaggregated.pane, sizing_mode="stretch_width", margin=0)
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.summary, self.table.pane, pn.Row(self.hits, self.regret, sizing_mode="stretch_width"),
-                         self.load, self.note, self.disaggregated.pane, sizing_mode="stretch_width")
+                         self.load, self.note, self.split_pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         rows = result["routers"]
@@ -79,25 +91,40 @@ class FleetView(LabView):
         first = names[0]
         series = result["series"][first]
         self.load.title.text = f"{tr('requests outstanding on each replica')}: {first}"
-        self.load_lines.data = {"t": [series["t"]] * len(series["outstanding"]), "load": series["outstanding"],
-                                "replica": [str(i) for i in range(len(series["outstanding"]))],
-                                "color": [Category10_10[i % 10] for i in range(len(series["outstanding"]))]}
-        self.summary.text = (f"{result['replicas']} {tr('replicas')} x {result['mode']}, {result['submitted']:,} "
+        n = len(series["outstanding"])
+        self.load_lines.data = {"t": [series["t"]] * n, "load": series["outstanding"],
+                                "replica": [str(i) for i in range(n)], "color": [Category10_10[i % 10] for i in range(n)]}
+        self.legend.items = [LegendItem(label=str(i), renderers=[self.lines], index=i) for i in range(n)]
+        self.legend.visible = n <= LEGEND_REPLICAS
+        gpu = result["scenario"]
+        self.summary.text = (f"{result['replicas']} {tr('replicas')} x {result['mode']}, {gpu['model']}, {lab.tp} x "
+                             f"{gpu['gpu']} {tr('per replica')}, {result['submitted']:,} "
                              f"{tr('requests')}; {tr('the single engine')}: {tr('prefix hit rate')} "
                              f"{100 * single['prefix_hit_rate']:.1f} %, {tr('throughput (tokens/s)')} "
                              f"{number(single['throughput_tok_s'], 4)}")
         self.table.show(*router_rows(rows))
         self.note.text = "" if result["shared_prefixes"] else tr("this workload shares no prefix: routers differ only in load balance")
         split = result.get("disaggregation")
-        self.disaggregated.pane.visible = bool(split)
+        self.split_pane.visible = bool(split)
         if split:
             self.disaggregated.show(*disaggregation_rows(split))
 
 
 def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Disaggregated prefill / decode pools against the co-located fleet on as many GPUs."""
+    """The co-located fleet, then each split of the same GPUs into prefill + decode replicas (the
+    one chosen marked), and whether it pays."""
     header = [tr("fleet"), "GPU", "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)", tr("SLO attainment"),
-              tr("throughput (tokens/s)")]
-    return header, [[tr(r["fleet"]), str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
-                     f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
-                     number(r["throughput_tok_s"], 4)] for r in (d["disaggregated"], d["co_located"])]
+              tr("throughput (tokens/s)"), tr("KV transfer p50 / p99 (ms)"), tr("pays?")]
+
+    def row(name: str, r: dict[str, Any], transfer: str, pays: str) -> list[str]:
+        return [name, str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
+                f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
+                number(r["throughput_tok_s"], 4), transfer, pays]
+
+    rows = [row(tr("co-located"), d["co_located"], "", "")]
+    for s in d["splits"]:
+        mark = " ←" if s["prefill_replicas"] == d["prefill_replicas"] else ""
+        rows.append(row(f"{tr('disaggregated')} {s['prefill_replicas']} + {s['decode_replicas']}{mark}", s,
+                        f"{ms(s['transfer_s']['p50'])} / {ms(s['transfer_s']['p99'])}",
+                        tr("yes") if s["pays"] else tr("no")))
+    return header, rows

@@ -1,6 +1,8 @@
 """View of the `plan` lab: the cheapest fleet within the SLO, cost per hour against latency for
 every simulated candidate (the Pareto front joined), the front as a table, then every candidate
-with what the roofline pruned and why."""
+with what the roofline pruned and why. The cheapest and each row of the front link to the fleet
+lab with that configuration on the plan's workload (`FleetLab.of_candidate`), which shows the
+same figures."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,13 +12,19 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
 from app.i18n import tr
+from app.route import Route
 from app.text import plain
 from app.view import LabView, TextTable, columns
 from app.views.drawing import legend_below
+from app.widgets import link_button
+from kvweb.fleet.candidate import Candidate
 from kvweb.jsonable import number
 from kvweb.lab import Lab
+from kvweb.labs.fleet import FleetLab
 
 MEETS, MISSES = "#2ca02c", "#d62728"
+# A link's label is a long configuration key: on a phone it wraps inside the button.
+WRAPPED = ":host .bk-btn { white-space: normal; overflow-wrap: anywhere; text-align: left; height: auto; }"
 
 
 def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
@@ -53,11 +61,21 @@ class PlanView(LabView):
         legend_below(self.chart)
         self.pareto = TextTable("plan-pareto", "kv-plan-pareto")
         self.everything = TextTable("plan-candidates", "kv-plan-candidates")
+        self.open_cheapest = pn.Column(sizing_mode="stretch_width", margin=0)
+        self.open_front = pn.Column(sizing_mode="stretch_width", margin=0)
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.chart, plain(tr("Pareto front: no candidate is both cheaper and faster")),
-                         self.pareto.pane, plain(tr("every candidate")), self.everything.pane,
+        return pn.Column(self.summary, self.open_cheapest, self.chart,
+                         plain(tr("Pareto front: no candidate is both cheaper and faster")), self.pareto.pane,
+                         self.open_front, plain(tr("every candidate")), self.everything.pane,
                          sizing_mode="stretch_width")
+
+    def fleet_link(self, lab: Lab, row: dict[str, Any], label: str, css_class: str) -> pn.widgets.Widget:
+        """A button opening the fleet lab on the plan's workload with the row's configuration."""
+        query = Route(lab=FleetLab.of_candidate(lab, Candidate.of(row))).query()
+        button = link_button(label, css_class, lambda: self.navigate(query))
+        button.param.update(sizing_mode="stretch_width", styles={"max-width": "640px"}, stylesheets=[WRAPPED])
+        return button
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         figure_of = f"{lab.latency}_{lab.percentile}_s"
@@ -79,4 +97,8 @@ class PlanView(LabView):
         header = [tr("configuration"), "GPU", tr("dollars per hour"), f"TTFT {lab.percentile} (s)",
                   f"TPOT {lab.percentile} (ms)", tr("SLO attainment"), tr("verdict")]
         self.pareto.show(header, candidate_rows(front, lab))
+        self.open_cheapest.objects = [self.fleet_link(lab, best, f"{tr('open the cheapest in the fleet lab')}: "
+                                                      f"{best['key']}", "kv-plan-open-cheapest")] if best else []
+        self.open_front.objects = [self.fleet_link(lab, row, f"{tr('open in the fleet lab')}: {row['key']}",
+                                                   f"kv-plan-open-{i}") for i, row in enumerate(front)]
         self.everything.show(header, candidate_rows(sorted(result["candidates"], key=lambda r: r["cost_per_hour"]), lab))

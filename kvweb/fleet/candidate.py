@@ -9,7 +9,8 @@ every request routed at its arrival, the figures from the union of the replicas'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +42,11 @@ class Candidate:
     scheduler: str
     replicas: int
     router: str
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Candidate:
+        """The candidate a plan's row stands for (the row holds its fields)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
 
     @property
     def key(self) -> str:

@@ -1,13 +1,21 @@
-"""Prefill/decode disaggregation (issue 28, part 2): a prefill pool and a decode pool of SGLang
-replicas, the KV of each prefilled request moved between them over a link.
+"""Prefill/decode disaggregation (issue 28, part 2): a prefill pool and a decode pool of SGLang or
+vLLM V1 replicas, the KV of each prefilled request moved between them over a link.
 
 A request is routed to a prefill replica (the router named), which serves it with one output
 token. When that token is out (t1) a decode replica is chosen (least outstanding requests) and
-reserves the request's KV slots before the transfer, as SGLang's decode server does
-(DecodePreallocQueue): here the prompt's KV is written into its radix cache at once. The
-transfer takes `Link.seconds` (latency + bytes / bandwidth, each GPU of the tensor-parallel
-group sending its share over its own NIC); at t2 = t1 + that the decode replica takes the request
-with the prompt cached and the first token still to compute, and decodes the rest.
+reserves the request's KV before the transfer (`reserve`), as SGLang's decode server does
+(DecodePreallocQueue) and vLLM's NIXL connector (blocks allocated for the remote KV): here the
+prompt's KV is entered in its prefix cache at once (SGLang: every token; vLLM: whole blocks). The
+transfer leaves over the prefill replica's link (`SharedLink`: each GPU of the tensor-parallel
+group sends its share over its own NIC, and the transfers leaving the replica at once share the
+bandwidth equally); at t2, its last byte over plus the latency, the decode replica takes the
+request with the prompt cached and the first token still to compute, and decodes the rest.
+
+Contention: one link per prefill replica, not one per prefill-decode pair nor one for the whole
+fleet. A prefill batch finishes many prompts at the same step and all their KV leaves the same
+NICs together: that is where transfers wait for each other. Past the NICs the fabric is taken to
+be non-blocking (a rail-optimised RDMA network), and a decode replica's NICs to keep up with what
+it receives (several prefill replicas may send to one at once: not modelled).
 
 TTFT is t2 - arrival: SGLang's decode server streams the first token, which the prefill server
 sent along with the KV, once the transfer is done (vLLM's proxy discards the prefill's token and
@@ -30,11 +38,12 @@ import numpy as np
 
 from kvweb.fleet.fleet import NO_THINK_STEP_S, Replica
 from kvweb.fleet.routers import ROUTERS, lowest
-from kvweb.gpu import CostModel
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.continuous_batching import TOKEN_BASE
+from kvweb.serving.continuous_batching import TOKEN_BASE, ContinuousBatching
 from kvweb.serving.metrics import SLO, distribution
+from kvweb.serving.prefix_caching import chain_hashes
 from kvweb.serving.radix_scheduler import RadixScheduler
+from kvweb.serving.v1_scheduler import V1Scheduler
 from kvweb.serving.workload import Request
 
 LINK_GB_S = 50.0
@@ -43,14 +52,50 @@ LINK_LATENCY_US = 10.0
 
 @dataclass(frozen=True)
 class Link:
-    """The KV link between a prefill GPU and a decode GPU."""
+    """A prefill GPU's KV link (its NIC): bandwidth and the latency each transfer pays once."""
 
     gb_s: float = LINK_GB_S
     latency_us: float = LINK_LATENCY_US
 
-    def seconds(self, prompt: int, cost: CostModel) -> float:
-        """Moving a prompt's KV: each GPU of the group sends its share, all at once."""
-        return self.latency_us * 1e-6 + prompt * cost.kv_bytes_per_token_per_gpu / (self.gb_s * 1e9)
+
+class SharedLink:
+    """One prefill replica's link: the transfers in flight share its bandwidth equally (one alone
+    has all of it), each arriving its latency after its last byte left. Bytes are per GPU of the
+    group (each GPU sends its share over its own NIC at once). Transfers start in time order."""
+
+    def __init__(self, link: Link, bytes_per_token: int) -> None:
+        self.rate, self.latency, self.per_token = link.gb_s * 1e9, link.latency_us * 1e-6, bytes_per_token
+        self.t = 0.0
+        self.left: dict[int, float] = {}  # request id -> bytes still to send
+
+    def send(self, t: float, request: int, tokens: int) -> list[tuple[float, int]]:
+        """Start moving a request's `tokens` of KV at t; (arrival, request id) of each transfer
+        done by then."""
+        done = self.run(t)
+        self.left[request] = float(tokens * self.per_token)
+        return done
+
+    def run(self, until: float) -> list[tuple[float, int]]:
+        """Move bytes up to time `until`; (arrival, request id) of each transfer whose last byte left."""
+        done = []
+        while self.left:
+            least = min(self.left.values())
+            end = self.t + least * len(self.left) / self.rate
+            if end > until:
+                break
+            self.t = end
+            for k, v in list(self.left.items()):
+                if v == least:
+                    del self.left[k]
+                    done.append((end + self.latency, k))
+                else:
+                    self.left[k] = v - least
+        if until > self.t:
+            if self.left:
+                sent = (until - self.t) * self.rate / len(self.left)
+                self.left = {k: v - sent for k, v in self.left.items()}
+            self.t = until
+        return done
 
 
 @dataclass
@@ -83,28 +128,60 @@ def content(req: Request) -> np.ndarray:
     return np.arange(req.prompt + req.output, dtype=np.int64) + TOKEN_BASE * (req.id + 1)
 
 
-def serve_split(requests: list[Request], make: Callable[[], RadixScheduler], prefill: int, decode: int,
+def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int) -> bool:
+    """Hold a prompt's KV on a decode replica before it arrives: entered in its prefix cache, where
+    the request finds it (SGLang: slots for every token in the radix cache; vLLM V1: the prompt's
+    whole blocks, hashed, its partial last block computed again there). False: no room."""
+    if isinstance(engine, RadixScheduler):
+        slots = engine.tree.alloc(prompt)
+        if slots is not None:
+            engine.tree.insert(tokens[:prompt], slots)
+        return slots is not None
+    assert isinstance(engine, V1Scheduler) and engine.width == 1, "SGLang or vLLM V1 on one KV cache group"
+    pool, full = engine.pool, prompt // engine.bs
+    if len(pool.free) < full:
+        return False
+    hashes: list = []
+    chain_hashes(tokens, engine.bs, hashes, full)
+    blocks = pool.take(full)
+    pool.register(blocks, hashes, 0, full)
+    pool.release(blocks)  # cached and free until the request takes them, as SGLang's slots are
+    return True
+
+
+def serve_split(requests: list[Request], make: Callable[[], ContinuousBatching], prefill: int, decode: int,
                 router: str, link: Link) -> SplitRun:
-    """Serve `requests` on `prefill` + `decode` SGLang replicas (see the module docstring)."""
+    """Serve `requests` on `prefill` + `decode` replicas of `make()`, SGLang or vLLM V1 (see the
+    module docstring)."""
     pre = [Replica(make()) for _ in range(prefill)]
     dec = [Replica(make()) for _ in range(decode)]
     chooser = ROUTERS[router](prefill)
-    cost = pre[0].engine.cost
+    links = [SharedLink(link, pre[0].engine.cost.kv_bytes_per_token_per_gpu) for _ in pre]
     arrivals = Arrivals(requests)
     by_id = {r.id: r for r in requests}
     think = min((r.delay for r in requests if r.after is not None), default=float("inf"))
     step = max(think, NO_THINK_STEP_S)
-    transfers: list[tuple[float, int, int]] = []  # (t2, request id, decode replica)
+    transfers: list[tuple[float, int, int]] = []  # (t2, request id, decode replica), once known
+    sending: dict[int, tuple[float, int]] = {}  # request id -> (t1, decode replica), in flight
     first: dict[int, tuple[float, float]] = {}  # request id -> (arrival, t2)
     served: dict[int, tuple[float, float, float, int]] = {}
     rejected: list[tuple[Request, str]] = []
     seconds: list[float] = []
     short, clock = 0, 0.0
+
+    def arrived(done: list[tuple[float, int]]) -> None:
+        """Transfers whose KV is over: their decode replica takes them at t2."""
+        for t2, i in done:
+            t1, k = sending.pop(i)
+            seconds.append(t2 - t1)
+            first[i] = (by_id[i].arrival, t2)
+            heapq.heappush(transfers, (t2, i, k))
+
     while True:
-        busy = transfers or any(r.outstanding() for r in pre + dec)
+        busy = transfers or sending or any(r.outstanding() for r in pre + dec)
         until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
         more = [r.engine.advance(until) for r in pre]
-        for r in pre:
+        for r, line in zip(pre, links):
             e = r.engine
             for seq in e.finished[r.seen_finished:]:
                 req = by_id[seq.id]
@@ -113,18 +190,12 @@ def serve_split(requests: list[Request], make: Callable[[], RadixScheduler], pre
                     arrivals.finished(seq.id, seq.finish_t)
                     continue
                 k = lowest([d.outstanding() for d in dec])
-                tokens = content(req)
-                slots = dec[k].engine.tree.alloc(req.prompt)
-                if slots is None:
+                if not reserve(dec[k].engine, content(req), req.prompt):
                     short += 1  # no room to reserve: the decode replica computes the prompt itself
-                else:
-                    dec[k].engine.tree.insert(tokens[:req.prompt], slots)
-                s = link.seconds(req.prompt, cost)
-                seconds.append(s)
-                t2 = seq.finish_t + s
-                first[seq.id] = (seq.req.arrival, t2)
-                heapq.heappush(transfers, (t2, seq.id, k))
+                sending[seq.id] = (seq.finish_t, k)
+                arrived(line.send(seq.finish_t, seq.id, req.prompt))
             r.seen_finished = len(e.finished)
+            arrived(line.run(until))
         while transfers and transfers[0][0] <= until:
             t2, i, k = heapq.heappop(transfers)
             dec[k].engine.advance(t2)
@@ -140,7 +211,7 @@ def serve_split(requests: list[Request], make: Callable[[], RadixScheduler], pre
                 served[seq.id] = (arrival, t2 - arrival, (seq.finish_t - t2) / (out - 1), out)
                 arrivals.finished(seq.id, seq.finish_t)
             r.seen_finished = len(e.finished)
-        if arrivals.next_t == float("inf") and not transfers and not any(more):
+        if arrivals.next_t == float("inf") and not transfers and not sending and not any(more):
             break
         clock = until
         while arrivals.next_t <= clock:

@@ -60,7 +60,7 @@ class ServingLab(PaperGPULab):
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
 
     def check(self) -> None:
-        max_len = SCENARIOS[self.scenario].max_len
+        max_len = self.setup().spec.max_len
         if self.workload == "trace":
             parse_trace(self.trace)
         elif self.trace.strip():

@@ -1,12 +1,14 @@
 """Lab `fleet`: N replicas of one scheduler behind each router, side by side on the same traffic.
 
 The schedulers lab's parameters (workload with the trace upload, paper GPU, SLO, the schedulers'
-knobs) with the fleet's own: the scheduler every replica runs, how many replicas, and which
-routers to compare. Each router serves the same requests on a fresh fleet
+knobs; not its rate search) with the fleet's own: the GPU (any, or the scenario's), the length
+limit, the scheduler every replica runs, how many replicas, and which routers to compare: so
+every candidate of the capacity planner can be opened here (`FleetLab.of_candidate`). Each router serves the same requests on a fresh fleet
 (kvweb/fleet/fleet.py); the result holds each router's fleet figures, the regret of its
 decisions and each replica's load, queue and hit rate over time, beside the single engine's hit
 rate (what a perfect prefix router could keep). With `prefill_replicas`, the same GPUs split into a
-prefill and a decode pool (kvweb/fleet/disaggregation.py) beside the co-located fleet.
+prefill and a decode pool (kvweb/fleet/disaggregation.py) beside the co-located fleet, and the
+splits around it (`split_points`), each said to pay or not.
 """
 from __future__ import annotations
 
@@ -17,14 +19,18 @@ import param
 from kvweb.budget import ADVANCES, HASHED_BLOCKS, Estimate, work
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
+from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
-from kvweb.labs.plan import choices
+from kvweb.gpu import GPUS
+from kvweb.labs.plan import PlanLab, choices
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
+from kvweb.serving.engine_setup import Setup
 from kvweb.serving.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
+SPLIT_MODES = ("sglang", "vllm-v1")  # the schedulers whose decode side can hold a transferred prompt's KV
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
 _SINGLE: Memo[dict[str, Any]] = Memo(4)
 
@@ -37,27 +43,59 @@ class FleetLab(SchedulersLab):
                "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
                "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
                "decision (prefix tokens another replica had cached).")
+    dropped = ("search", "target")  # the schedulers lab's rate search: not a fleet's
+
+    gpu = param.Selector(objects=["scenario", *GPUS], default="scenario",
+                         doc="the GPU type of every replica (tp of them each): the scenario's, or any other")
 
     mode = param.Selector(objects=list(MODES), default="sglang",
                           doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
-    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each one paper GPU")
+    replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each tp GPUs of the fleet's type")
     prefill_replicas = param.Integer(0, bounds=(0, MAX_REPLICAS - 1),
                                      doc="disaggregation: of the replicas, this many prefill and the rest decode, beside "
-                                         "the co-located fleet on as many GPUs (mode sglang); 0: off")
+                                         "the co-located fleet on as many GPUs and the splits around it (mode sglang "
+                                         "or vllm-v1); 0: off")
     link_gb_s = param.Number(LINK_GB_S, bounds=(0.1, 10_000.0), precedence=ADVANCED,
                              doc="disaggregation: KV link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA NIC per GPU)")
     link_latency_us = param.Number(LINK_LATENCY_US, bounds=(0.0, 100_000.0), precedence=ADVANCED,
                                    doc="disaggregation: KV link latency per transfer, microseconds")
     routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+    max_len = param.Integer(0, bounds=(0, 32768), precedence=ADVANCED,
+                            doc="the model's limit on prompt + output tokens (longer draws are clipped); 0: the "
+                                "scenario's (A: 2048, B: 8192)")
+
+    @classmethod
+    def of_candidate(cls, plan: PlanLab, candidate: Candidate) -> FleetLab:
+        """The fleet lab serving the planner's workload on one of its candidates: the same requests,
+        GPU, model, precisions, scheduler, replicas and router, so its router's figures are the
+        candidate's in the plan (`candidate.evaluate` builds each replica at these defaults)."""
+        return cls(gpu=candidate.gpu, tp=candidate.tp, weight_precision=candidate.weight_precision,
+                   kv_precision=candidate.kv_precision, mode=candidate.scheduler, replicas=candidate.replicas,
+                   routers=candidate.router, model=plan.model, workload=plan.workload, requests=plan.requests,
+                   rate=plan.rate, seed=plan.seed, max_len=plan.max_len, prompt_len=plan.prompt_len,
+                   output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms)
+
+    def setup(self, memory: str = "paged") -> Setup:
+        return super().setup(memory).with_(gpu="" if self.gpu == "scenario" else self.gpu, max_len=self.max_len)
+
+    def scenario_info(self) -> dict[str, Any]:
+        info = super().scenario_info()
+        if self.gpu != "scenario" or self.max_len:
+            info["about"] = f"{info['model']} on {info['gpu']}, the requests of scenario {self.scenario}"
+        return info
 
     def check(self) -> None:
+        if self.max_len == 1:
+            raise ParamError("max_len: 1 is not allowed; expected 0 (the scenario's) or 2 to 32768")
         super().check()
         self.router_list()
-        if self.prefill_replicas and (self.mode != "sglang" or self.prefill_replicas >= self.replicas):
+        if self.prefill_replicas and (self.mode not in SPLIT_MODES or self.prefill_replicas >= self.replicas):
             raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
-                             f"sglang, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
-        if self.search:
-            raise ParamError("search: true is not allowed; expected false: the schedulers lab searches a mode's rate")
+                             f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
+        if self.prefill_replicas and self.kv_groups():
+            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed with model {self.model}; its "
+                             "layers mix kinds (vLLM's KV cache groups), and the KV transfer is simulated for models "
+                             "whose layers are all alike only (use 0)")
 
     def router_list(self) -> list[str]:
         return choices("routers", self.routers, list(ROUTERS))
@@ -66,7 +104,8 @@ class FleetLab(SchedulersLab):
         """One run per router and the single engine's (a stepwise scheduler's work each), and
         every decision's prefix probes: each replica reads the prompt's blocks."""
         requests = self.requests_at(self.rate)
-        runs = len(self.router_list()) + 1 + (2 if self.prefill_replicas else 0)  # a split run: about two
+        splits = len(split_points(self.replicas, self.prefill_replicas)) if self.prefill_replicas else 0
+        runs = len(self.router_list()) + 1 + 2 * splits  # a split run: about two
         one = self.served_work(requests, self.block_size, stepwise=True, max_seqs=self.max_seqs)
         probes = self.replicas * sum(r.prompt for r in requests) / self.block_size
         knobs = self.work_knobs()
@@ -80,7 +119,7 @@ class FleetLab(SchedulersLab):
                     higher=(*knobs["higher"], *(("think_s",) if steps else ())))
 
     def fleet_key(self, **extra: Any) -> str:
-        return self.key(("routers", "search", "target", *DISAGGREGATION, *self.unread(self.mode)), **extra)
+        return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests, slo = self.requests_at(self.rate), self.setup().slo
@@ -110,22 +149,38 @@ class FleetLab(SchedulersLab):
 
     def split(self, requests: list[Request], router: str, together: dict[str, Any]) -> dict[str, Any]:
         """The disaggregated fleet (prefill pool routed by `router`) beside the co-located one
-        behind the same router, on as many GPUs."""
+        behind the same router, on as many GPUs, and the splits around it: each `pays` when it
+        keeps more requests within the SLO than the co-located fleet, or as many with a lower
+        TPOT p99."""
         gpus, link = self.replicas * self.tp, Link(self.link_gb_s, self.link_latency_us)
-        decode = self.replicas - self.prefill_replicas
-
-        def run() -> dict[str, Any]:
-            split = serve_split(requests, lambda: self.scheduler("sglang"), self.prefill_replicas, decode, router, link)
-            return split.figures(self.setup().slo, gpus)
-
         keep = ("ttft_s", "tpot_s", "slo_attainment", "throughput_tok_s", "finished", "rejected")
-        return {"prefill_replicas": self.prefill_replicas, "decode_replicas": decode, "router": router,
-                "link_gb_s": link.gb_s, "link_latency_us": link.latency_us,
-                "disaggregated": _FLEETS.get(self.fleet_key(router=router, split=(self.prefill_replicas, link)), run),
-                "co_located": {"fleet": "co-located", "gpus": gpus, **{k: together[k] for k in keep}}}
+        co_located = {"fleet": "co-located", "gpus": gpus, **{k: together[k] for k in keep}}
+
+        def one(prefill: int) -> dict[str, Any]:
+            def run() -> dict[str, Any]:
+                split = serve_split(requests, lambda: self.scheduler(self.mode), prefill, self.replicas - prefill,
+                                    router, link)
+                return split.figures(self.setup().slo, gpus)
+
+            figures = _FLEETS.get(self.fleet_key(router=router, split=(prefill, link)), run)
+            attained, co_attained = figures["slo_attainment"], co_located["slo_attainment"]
+            tail, co_tail = figures["tpot_s"]["p99"], co_located["tpot_s"]["p99"]
+            pays = attained > co_attained or (attained == co_attained and None not in (tail, co_tail) and tail < co_tail)
+            return {"prefill_replicas": prefill, "decode_replicas": self.replicas - prefill, **figures, "pays": pays}
+
+        splits = [one(p) for p in split_points(self.replicas, self.prefill_replicas)]
+        chosen = next(s for s in splits if s["prefill_replicas"] == self.prefill_replicas)
+        return {"prefill_replicas": self.prefill_replicas, "decode_replicas": chosen["decode_replicas"],
+                "router": router, "link_gb_s": link.gb_s, "link_latency_us": link.latency_us,
+                "disaggregated": chosen, "co_located": co_located, "splits": splits}
 
     def single(self, requests: list[Request]) -> dict[str, Any]:
         """The single engine's figures a fleet is read against: its prefix hit rate is what a
         router that never splits a prefix could keep (memory allowing)."""
         figures = self.figures(self.scheduler(self.mode).run(requests))
         return {k: figures[k] for k in ("prefix_hit_rate", "throughput_tok_s", "slo_attainment")}
+
+
+def split_points(replicas: int, prefill: int) -> list[int]:
+    """The prefill replicas of the splits shown: the one chosen, its neighbours and both ends."""
+    return sorted({p for p in (1, prefill - 1, prefill, prefill + 1, replicas - 1) if 1 <= p < replicas})

@@ -26,7 +26,7 @@ from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
-from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
+from kvweb.serving.engine_setup import Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
@@ -164,7 +164,7 @@ class SchedulersLab(ServingLab):
 
     def check(self) -> None:
         super().check()
-        max_len = SCENARIOS[self.scenario].max_len
+        max_len = self.setup().spec.max_len
         longest = {"few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
                    "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len)}
         if self.workload in longest and longest[self.workload] > max_len:

@@ -70,10 +70,16 @@ class Setup:
     slo: SLO = SLO()
     assumptions: Mapping[str, Any] = field(default_factory=dict)  # CostModel keywords; none: its defaults
     model: str = ""  # a model of MODELS in place of the scenario's ("": the scenario's)
+    gpu: str = ""  # a GPU of GPUS in place of the scenario's ("": the scenario's)
+    max_len: int = 0  # the limit on prompt + output in place of the scenario's (0: the scenario's)
 
     @property
     def spec(self) -> Scenario:
-        return SCENARIOS[self.scenario]
+        """The scenario, with the GPU and the length limit given in place of its own."""
+        spec = SCENARIOS[self.scenario]
+        if not (self.gpu or self.max_len):
+            return spec
+        return replace(spec, gpu=self.gpu or spec.gpu, max_len=self.max_len or spec.max_len)
 
     def cost_model(self) -> CostModel:
         """The scenario's cost model under these assumptions: one object per distinct choice (the
