@@ -24,6 +24,7 @@ from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
+from kvweb.prefix.swa_radix_cache import SWARadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
 from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
@@ -32,7 +33,8 @@ from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
-from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.swa_scheduler import SWA_FULL_TOKENS_RATIO, SWARadixScheduler, model_window, swa_pool_sizes
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
@@ -232,6 +234,16 @@ class SchedulersLab(ServingLab):
                  "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
                 for g in layout.groups]
 
+    def sglang_pools(self) -> dict[str, Any] | None:
+        """SGLang's two pools for a model with window layers (None otherwise): the window, the
+        ratio of window to full slots, and each pool's token slots (serving/swa_scheduler.py)."""
+        cost = self.setup().cost_model()
+        window = model_window(cost.model)
+        if not window:
+            return None
+        full, swa = swa_pool_sizes(cost)
+        return {"window": window, "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO, "full_tokens": full, "swa_tokens": swa}
+
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
 
@@ -259,6 +271,10 @@ class SchedulersLab(ServingLab):
             return V1Scheduler(cost, config, setup.slo, give_up_after)
         config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
                              self.prefix_caching)
+        window = model_window(cost.model)
+        if window:  # SGLang's full and window pools, its radix cache with tombstones
+            full, swa = swa_pool_sizes(cost)
+            return SWARadixScheduler(cost, SWARadixCache(full, swa, window), config, setup.slo, give_up_after)
         host_tokens = self.host_tokens()
         host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
         return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)
@@ -347,9 +363,13 @@ class SchedulersLab(ServingLab):
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
         # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
-        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool
+        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool.
+        # SGLang on a window model (both pools' slots) counts at most DENSE_SLOTS: a larger map is keyed only
+        # where slots are held (gpt-oss-20b on H200: 2.4M slots, 0.2 s, not 31 s); the full-attention count
+        # is kept as it was, so that no full-attention run's admission changes
+        sglang_units = min(cost.kv_capacity_tokens, DENSE_SLOTS) if model_window(cost.model) else cost.kv_capacity_tokens
         plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
-                "sglang": (16, cost.kv_capacity_tokens, True)}
+                "sglang": (16, sglang_units, True)}
         modes = {m: plan[m] for m in MODES if not self.refusal(m)}
         runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
                 for block, units, stepwise in modes.values()]
@@ -397,6 +417,9 @@ class SchedulersLab(ServingLab):
         clock = timeline([m["trace"]["frames"] for m in modes])
         groups = self.kv_groups()
         hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
+        pools = self.sglang_pools()
+        if pools:
+            hybrid["sglang_pools"] = pools
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             "submitted": len(requests),

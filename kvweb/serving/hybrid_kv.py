@@ -263,12 +263,12 @@ def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -
 
 
 def sglang_refusal(model: LLMSpec) -> str | None:
-    """Why kvweb's SGLang mode cannot serve this model, or None: its pool is one token slot per token
-    for every layer alike, so a model with window or linear layers (SGLang's SWA pool and Mamba radix
-    cache, not simulated yet) is refused rather than served as if every layer were full."""
-    kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
-    if not kinds:
+    """Why kvweb's SGLang mode cannot serve this model, or None: full, latent and sliding-window
+    layers are served (window layers on SGLang's two pools, swa_scheduler.py); a model with linear
+    layers (SGLang's Mamba radix cache, not simulated yet) is refused rather than served as if every
+    layer were full."""
+    if not any(a.kind == "linear" for a, _ in model.groups):
         return None
-    return (f"sglang: {model.name} has {' and '.join(kinds)} attention layers; kvweb's SGLang mode serves models whose "
-            "layers are all full or latent (MLA) attention (SGLang's sliding-window pool and hybrid radix cache are "
-            "not simulated yet); use vllm-v1 for it")
+    return (f"sglang: {model.name} has linear attention layers; kvweb's SGLang mode serves full, latent (MLA) and "
+            "sliding-window attention (SGLang's radix cache for linear-attention hybrids, MambaRadixCache, is not "
+            "simulated yet); use vllm-v1 for it")
