@@ -24,6 +24,7 @@ from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
+from kvweb.prefix.mamba_radix_cache import MambaRadixCache
 from kvweb.prefix.swa_radix_cache import SWARadixCache
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
@@ -31,6 +32,7 @@ from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
+from kvweb.serving.mamba_scheduler import MAMBA_FULL_MEMORY_RATIO, MambaRadixScheduler, mamba_pool_sizes, state_bytes
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, RadixScheduler, default_chunk_size
@@ -109,8 +111,9 @@ class SchedulersLab(ServingLab):
 
     model = param.Selector(objects=["scenario", *MODELS], default="scenario",
                            doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
-                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups; the "
-                               "papers' engine and SGLang here serve only models whose layers are all full or latent)")
+                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
+                               "window layers in a pool of their own; the papers' engine serves only models whose "
+                               "layers are all full or latent, and SGLang here none with linear layers)")
     workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "trace"], default="multi-turn",
                               doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
                                   "chat sessions sharing prefixes, or the uploaded trace")
@@ -235,14 +238,22 @@ class SchedulersLab(ServingLab):
                 for g in layout.groups]
 
     def sglang_pools(self) -> dict[str, Any] | None:
-        """SGLang's two pools for a model with window layers (None otherwise): the window, the
-        ratio of window to full slots, and each pool's token slots (serving/swa_scheduler.py)."""
+        """SGLang's two pools for a model with window or linear layers (None otherwise): the window,
+        the ratio of window to full slots and each pool's token slots (serving/swa_scheduler.py); or
+        a state's bytes, the memory ratio, the full-attention tokens and the states (mamba_scheduler.py)."""
         cost = self.setup().cost_model()
         window = model_window(cost.model)
-        if not window:
+        if self.refusal("sglang"):
             return None
-        full, swa = swa_pool_sizes(cost)
-        return {"window": window, "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO, "full_tokens": full, "swa_tokens": swa}
+        if window:
+            full, swa = swa_pool_sizes(cost)
+            return {"window": window, "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO, "full_tokens": full,
+                    "swa_tokens": swa}
+        if state_bytes(cost):
+            tokens, states = mamba_pool_sizes(cost)
+            return {"state_bytes": state_bytes(cost), "mamba_full_memory_ratio": MAMBA_FULL_MEMORY_RATIO,
+                    "full_tokens": tokens, "states": states}
+        return None
 
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
@@ -275,6 +286,9 @@ class SchedulersLab(ServingLab):
         if window:  # SGLang's full and window pools, its radix cache with tombstones
             full, swa = swa_pool_sizes(cost)
             return SWARadixScheduler(cost, SWARadixCache(full, swa, window), config, setup.slo, give_up_after)
+        if state_bytes(cost):  # SGLang's token and state pools, its radix cache keeping states at some nodes
+            tokens, states = mamba_pool_sizes(cost)
+            return MambaRadixScheduler(cost, MambaRadixCache(tokens, states), config, states, setup.slo, give_up_after)
         host_tokens = self.host_tokens()
         host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
         return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)

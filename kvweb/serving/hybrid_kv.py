@@ -263,12 +263,11 @@ def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -
 
 
 def sglang_refusal(model: LLMSpec) -> str | None:
-    """Why kvweb's SGLang mode cannot serve this model, or None: full, latent and sliding-window
-    layers are served (window layers on SGLang's two pools, swa_scheduler.py); a model with linear
-    layers (SGLang's Mamba radix cache, not simulated yet) is refused rather than served as if every
-    layer were full."""
-    if not any(a.kind == "linear" for a, _ in model.groups):
+    """Why kvweb's SGLang mode cannot serve this model, or None: it serves window layers on SGLang's
+    two pools (swa_scheduler.py) and linear layers on its state pool (mamba_scheduler.py), one or the
+    other; a model with both is refused rather than served as if one kind were full attention."""
+    kinds = {a.kind for a, _ in model.groups}
+    if not {"sliding", "linear"} <= kinds:
         return None
-    return (f"sglang: {model.name} has linear attention layers; kvweb's SGLang mode serves full, latent (MLA) and "
-            "sliding-window attention (SGLang's radix cache for linear-attention hybrids, MambaRadixCache, is not "
-            "simulated yet); use vllm-v1 for it")
+    return (f"sglang: {model.name} has both sliding-window and linear attention layers; kvweb's SGLang mode serves "
+            "one or the other (SGLang's SWA pool or its Mamba radix cache); use vllm-v1 for it")

@@ -141,9 +141,13 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         why = sglang_refusal(cost.model)
         if why:
             raise ValueError(why)
-        if any(a.window for a, _ in cost.model.groups) and not getattr(tree, "window", 0):
+        kinds = {a.kind for a, _ in cost.model.groups}
+        if "sliding" in kinds and not getattr(tree, "window", 0):
             raise ValueError(f"sglang: {cost.model.name} has sliding-window layers; serve it with SWARadixScheduler "
                              "on an SWARadixCache (two pools), not as if every layer were full")
+        if "linear" in kinds and not hasattr(tree, "take_state"):
+            raise ValueError(f"sglang: {cost.model.name} has linear attention layers; serve it with "
+                             "MambaRadixScheduler on a MambaRadixCache (a state pool), not as if every layer were full")
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.tree = tree
