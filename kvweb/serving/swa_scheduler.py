@@ -121,7 +121,8 @@ class SWARadixScheduler(RadixScheduler):
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """`RadixScheduler.memory_map` over the full pool's slots, then the window pool's (numbered
-        after them): every node's and request's window slots are drawn as its full slots are."""
+        after them): every node's and request's window slots are drawn as its full slots are (the
+        tree handed over as two nodes, the locked and the unlocked slots: all the map reads)."""
         self._materialize_running()
         pool = self.pool
         swa_of, offset = pool.swa_of, pool.size
@@ -130,11 +131,14 @@ class SWARadixScheduler(RadixScheduler):
             swa = swa_of[slots]
             return np.concatenate([slots, swa[swa != NO_SWA] + offset])
 
-        nodes, stack = [], list(self.tree.root.children.values())
+        held: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # slots of unlocked and of locked nodes
+        stack = list(self.tree.root.children.values())
         while stack:
             node = stack.pop()
-            nodes.append(SimpleNamespace(value=both(node.value), lock_ref=node.lock_ref, children={}))
+            held[node.lock_ref > 0].append(node.value)
             stack.extend(node.children.values())
+        nodes = [SimpleNamespace(value=both(np.concatenate(values)), lock_ref=lock, children={})
+                 for lock, values in enumerate(held) if values]
 
         def drawn(seq: Any) -> SimpleNamespace:
             return SimpleNamespace(id=seq.id, own=[both(np.concatenate(seq.own))] if seq.own else [])
