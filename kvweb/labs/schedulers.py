@@ -4,8 +4,9 @@ same requests, the same paper GPU and the same SLO.
 `paper` is the engine of the lab `engine` (vLLM 2023: paged memory, whole prefills, preemption by
 recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
-serving/radix_scheduler.py on a `RadixCache` (prefix/radix_cache.py), wired here because the
-serving part may not import the prefix part (so is SGLang's host tree, another `RadixCache`).
+serving/radix_scheduler.py on the pools its model needs (prefix/sglang_pools.py: a `RadixCache`, or
+for window and linear layers SGLang's two pools), wired in the prefix part because the serving part
+may not import it (so is SGLang's host tree here, another `RadixCache`).
 `host_tier_gb` gives both a host-memory tier (serving/host_tier.py).
 """
 from __future__ import annotations
@@ -24,19 +25,17 @@ from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.prefix.mamba_radix_cache import MambaRadixCache
-from kvweb.prefix.swa_radix_cache import SWARadixCache
+from kvweb.prefix.sglang_pools import sglang_pool_figures, sglang_scheduler
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
 from kvweb.serving.engine_setup import SCENARIOS, Setup, ignored_by
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
-from kvweb.serving.mamba_scheduler import MAMBA_FULL_MEMORY_RATIO, MambaRadixScheduler, mamba_pool_sizes, state_bytes
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
-from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, RadixScheduler, default_chunk_size
-from kvweb.serving.swa_scheduler import SWA_FULL_TOKENS_RATIO, SWARadixScheduler, model_window, swa_pool_sizes
+from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, default_chunk_size
+from kvweb.serving.swa_scheduler import model_window
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
@@ -238,22 +237,10 @@ class SchedulersLab(ServingLab):
                 for g in layout.groups]
 
     def sglang_pools(self) -> dict[str, Any] | None:
-        """SGLang's two pools for a model with window or linear layers (None otherwise): the window,
-        the ratio of window to full slots and each pool's token slots (serving/swa_scheduler.py); or
-        a state's bytes, the memory ratio, the full-attention tokens and the states (mamba_scheduler.py)."""
-        cost = self.setup().cost_model()
-        window = model_window(cost.model)
+        """SGLang's pools for a model with window or linear layers (prefix/sglang_pools.py; None otherwise)."""
         if self.refusal("sglang"):
             return None
-        if window:
-            full, swa = swa_pool_sizes(cost)
-            return {"window": window, "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO, "full_tokens": full,
-                    "swa_tokens": swa}
-        if state_bytes(cost):
-            tokens, states = mamba_pool_sizes(cost)
-            return {"state_bytes": state_bytes(cost), "mamba_full_memory_ratio": MAMBA_FULL_MEMORY_RATIO,
-                    "full_tokens": tokens, "states": states}
-        return None
+        return sglang_pool_figures(self.setup().cost_model())
 
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
@@ -282,16 +269,9 @@ class SchedulersLab(ServingLab):
             return V1Scheduler(cost, config, setup.slo, give_up_after)
         config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
                              self.prefix_caching)
-        window = model_window(cost.model)
-        if window:  # SGLang's full and window pools, its radix cache with tombstones
-            full, swa = swa_pool_sizes(cost)
-            return SWARadixScheduler(cost, SWARadixCache(full, swa, window), config, setup.slo, give_up_after)
-        if state_bytes(cost):  # SGLang's token and state pools, its radix cache keeping states at some nodes
-            tokens, states = mamba_pool_sizes(cost)
-            return MambaRadixScheduler(cost, MambaRadixCache(tokens, states), config, states, setup.slo, give_up_after)
         host_tokens = self.host_tokens()
         host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
-        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)
+        return sglang_scheduler(cost, config, setup.slo, give_up_after, host)
 
     def host_tokens(self) -> int:
         """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
