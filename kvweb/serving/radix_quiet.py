@@ -3,8 +3,9 @@
 While no prefill batch is tried (nothing is chunked, and the batch is full or nobody waits) and
 the free slots suffice (no eviction, no retraction), an iteration of `RadixScheduler` only decodes
 every running request; a stretch ends before the decode count `slide_at`, where the scheduler has
-work of its own (a window model's running requests free window KV: swa_scheduler.py). `RadixQuietSteps` runs such iterations one by one in a tight loop
-(`_quiet_run`) or, in long stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
+work of its own (a window model's running requests free window KV: swa_scheduler.py).
+`RadixQuietSteps` runs such iterations one by one in a tight loop (`_quiet_run`) or, in long
+stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
 state exactly as `RadixScheduler._iterate` would (tests/test_speed_exact_schedulers.py compares
 them); it is kept apart from the scheduling rules (radix_scheduler.py), which it only reads.
 """

@@ -131,7 +131,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     slide_at = 1 << 62
     # whether a prompt's KV enters the tree when its prefill ends (SGLang's `cache_unfinished_req` in
     # `process_batch_result_prefill`), not only a chunk's: swa_scheduler.py does, so that the window
-    # pool's eviction may free a long prompt's window KV; here only chunks do (as replayed in parity)
+    # pool's eviction may free a long prompt's window KV, and mamba_scheduler.py, so that the prompt's
+    # end holds a state; here only chunks do (as replayed in parity: full-attention runs unchanged)
     cache_prompts = False
 
     def __init__(self, cost: CostModel, tree: PrefixTree, config: RadixConfig, slo: SLO = SLO(),
