@@ -118,11 +118,13 @@ def tiny_engine(tokens: int, states: int, **config) -> MambaRadixScheduler:
 
 @settings(max_examples=60, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 300), states=st.integers(3, 12),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans())
-def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens, states, max_seqs, budget, lpm, mixed):
+       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
+       caching=st.booleans())
+def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens, states, max_seqs, budget, lpm, mixed,
+                                                          caching):
     requests = workload(rows, shared)
     config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
-                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed)
+                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
     engine = tiny_engine(tokens, states, **config)
     run = engine.run(requests, observer=check_mamba)
     assert engine.tree.protected_size == engine.tree.state_protected == engine.pending == 0 and not engine.held

@@ -177,11 +177,13 @@ def check_swa(engine: SWARadixScheduler, step: int) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), full=st.integers(40, 300), ratio=st.sampled_from([0.3, 0.8, 1.0]),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans())
-def test_every_request_finishes_and_no_slot_of_either_pool_leaks(rows, shared, full, ratio, max_seqs, budget, lpm, mixed):
+       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
+       caching=st.booleans())
+def test_every_request_finishes_and_no_slot_of_either_pool_leaks(rows, shared, full, ratio, max_seqs, budget, lpm, mixed,
+                                                                 caching):
     requests = workload(rows, shared)
     config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
-                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed)
+                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
     engine = swa_engine(full, max(int(full * ratio), 1), **config)
     run = engine.run(requests, observer=check_swa)
     assert engine.tree.protected_size == engine.tree.swa_protected_size == engine.pending == 0
