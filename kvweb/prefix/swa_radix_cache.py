@@ -80,10 +80,14 @@ class SWATokenPool:
         self.free_swa(slots)
         self.full.free(slots)
 
+    def window_slots(self, slots: np.ndarray) -> np.ndarray:
+        """The window slots these tokens still hold (for drawing)."""
+        swa = self.swa_of[slots]
+        return swa[swa != NO_SWA]
+
     def free_swa(self, slots: np.ndarray) -> None:
         """The window slots of these tokens, where still held; their full slots stay."""
-        swa = self.swa_of[slots]
-        held = swa[swa != NO_SWA]
+        held = self.window_slots(slots)
         if len(held):
             self.swa.free(held)
         self.swa_of[slots] = NO_SWA

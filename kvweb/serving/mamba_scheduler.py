@@ -1,6 +1,6 @@
 """SGLang's scheduler for linear-attention hybrids (Qwen3-Next): a token pool for the full-attention
 layers and a pool of recurrent states, on the radix cache that keeps states only at some nodes
-(kvweb/prefix/mamba_radix_cache.py, wired by the lab: serving may not import prefix).
+(kvweb/prefix/mamba_radix_cache.py, wired in prefix/sglang_pools.py: serving may not import prefix).
 
 Following SGLang (model_runner.py's mamba pool sizing, `HybridReqToTokenPool`,
 mamba_radix_cache.py `cache_unfinished_req` / `cache_finished_req`):

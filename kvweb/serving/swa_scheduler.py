@@ -1,6 +1,7 @@
 """SGLang's scheduler for models with sliding-window layers (gpt-oss, Gemma 3): a full pool and a
 window pool, the window KV of running requests freed as it falls out of the window, on the radix
-cache with tombstones (kvweb/prefix/swa_radix_cache.py, wired by the lab: serving may not import prefix).
+cache with tombstones (kvweb/prefix/swa_radix_cache.py, wired in prefix/sglang_pools.py: serving may not
+import prefix).
 
 Following SGLang (model_runner.py `set_num_token_hybrid`, schedule_batch.py `maybe_evict_swa` /
 `_evict_swa`, schedule_policy.py `PrefillAdder.rem_total_tokens`):
@@ -39,7 +40,6 @@ from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_scheduler import PAGE_OVERHEAD, PrefixTree, RadixConfig, RadixScheduler
 
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang's --swa-full-tokens-ratio default
-NO_SWA = -1
 
 
 def model_window(model: LLMSpec) -> int:
@@ -125,11 +125,10 @@ class SWARadixScheduler(RadixScheduler):
         tree handed over as two nodes, the locked and the unlocked slots: all the map reads)."""
         self._materialize_running()
         pool = self.pool
-        swa_of, offset = pool.swa_of, pool.size
+        offset = pool.size
 
         def both(slots: np.ndarray) -> np.ndarray:
-            swa = swa_of[slots]
-            return np.concatenate([slots, swa[swa != NO_SWA] + offset])
+            return np.concatenate([slots, pool.window_slots(slots) + offset])
 
         held: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # slots of unlocked and of locked nodes
         stack = list(self.tree.root.children.values())
