@@ -35,7 +35,6 @@ from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, default_chunk_size
-from kvweb.serving.swa_scheduler import model_window
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
@@ -358,10 +357,11 @@ class SchedulersLab(ServingLab):
         blocks = cost.kv_capacity_blocks(self.block_size)
         # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
         # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool.
-        # SGLang on a window model (both pools' slots) counts at most DENSE_SLOTS: a larger map is keyed only
-        # where slots are held (gpt-oss-20b on H200: 2.4M slots, 0.2 s, not 31 s); the full-attention count
-        # is kept as it was, so that no full-attention run's admission changes
-        sglang_units = min(cost.kv_capacity_tokens, DENSE_SLOTS) if model_window(cost.model) else cost.kv_capacity_tokens
+        # SGLang on a window or linear model (its own pools) counts at most DENSE_SLOTS: a larger map is keyed
+        # only where slots are held (gpt-oss-20b on H200: 2.4M slots, 0.2 s, not 31 s); the full-attention
+        # count is kept as it was, so that no full-attention run's admission changes
+        hybrid = kv_layout(cost, self.block_size).hybrid
+        sglang_units = min(cost.kv_capacity_tokens, DENSE_SLOTS) if hybrid else cost.kv_capacity_tokens
         plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
                 "sglang": (16, sglang_units, True)}
         modes = {m: plan[m] for m in MODES if not self.refusal(m)}
