@@ -148,9 +148,12 @@ def test_a_window_layer_reads_a_window_per_sequence_in_the_decode_price():
     assert bb == 52 * 1024 * 2 * 16 * 128 * 2
 
 
-def test_sglang_refuses_a_model_with_windows_or_linear_layers():
+def test_sglang_refuses_linear_layers_and_window_layers_on_one_pool():
     cost = CostModel(H200, MODELS["gpt-oss-120b"], weight_precision="int4")
     with pytest.raises(ValueError, match="gpt-oss-120b.*sliding"):
+        RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), RadixConfig(8192))
+    cost = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")
+    with pytest.raises(ValueError, match="qwen3-next-80b-a3b.*linear"):
         RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), RadixConfig(8192))
 
 
@@ -267,7 +270,8 @@ def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks
     assert main(argv, out, err) == 0, err.getvalue()
     result = json.loads(out.getvalue())["result"]
     assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
-    assert [m["mode"] for m in result["modes"]] == ["vllm-v1"] and set(result["refused"]) == {"paper", "sglang"}
+    # SGLang serves them on its own pools (tests/test_swa_radix.py, tests/test_mamba_radix.py)
+    assert [m["mode"] for m in result["modes"]] == ["vllm-v1", "sglang"] and set(result["refused"]) == {"paper"}
     assert [g["blocks_per_max_request"] for g in result["kv_groups"]] == blocks  # of 8,192 tokens
     # the system prompt and a task's examples (800 tokens) are hit in whole blocks: of 16 tokens, or of 544
     v1 = result["modes"][0]

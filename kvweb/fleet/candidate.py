@@ -15,13 +15,13 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.prefix.radix_cache import RadixCache
 from kvweb.fleet.fleet import serve
+from kvweb.prefix.sglang_pools import sglang_scheduler
 from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.metrics import SLO, attainment, distribution, throughput, tpot, ttft
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.radix_scheduler import RadixConfig, default_chunk_size
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import Request, poisson_workload
 
@@ -109,7 +109,7 @@ def replica(candidate: Candidate, workload: Workload) -> ContinuousBatching:
         v1 = V1Config(workload.max_len, BLOCK_SIZE, MAX_SEQS, default_token_budget(cost.gpu))
         return V1Scheduler(cost, v1, workload.slo)
     radix = RadixConfig(workload.max_len, MAX_SEQS, default_chunk_size(cost.gpu))
-    return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix, workload.slo)
+    return sglang_scheduler(cost, radix, workload.slo)
 
 
 def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, Any]:

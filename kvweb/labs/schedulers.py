@@ -4,8 +4,9 @@ same requests, the same paper GPU and the same SLO.
 `paper` is the engine of the lab `engine` (vLLM 2023: paged memory, whole prefills, preemption by
 recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
-serving/radix_scheduler.py on a `RadixCache` (prefix/radix_cache.py), wired here because the
-serving part may not import the prefix part (so is SGLang's host tree, another `RadixCache`).
+serving/radix_scheduler.py on the pools its model needs (prefix/sglang_pools.py: a `RadixCache`, or
+for window and linear layers SGLang's two pools), wired in the prefix part because the serving part
+may not import it (so is SGLang's host tree here, another `RadixCache`).
 `host_tier_gb` gives both a host-memory tier (serving/host_tier.py).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.radix_cache import RadixCache
+from kvweb.prefix.sglang_pools import sglang_pool_figures, sglang_scheduler
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
 from kvweb.serving.engine_setup import Setup, ignored_by
@@ -32,7 +34,7 @@ from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
-from kvweb.serving.radix_scheduler import POLICIES, RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, default_chunk_size
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
@@ -107,8 +109,9 @@ class SchedulersLab(ServingLab):
 
     model = param.Selector(objects=["scenario", *MODELS], default="scenario",
                            doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
-                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups; the "
-                               "papers' engine and SGLang here serve only models whose layers are all full or latent)")
+                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
+                               "window layers in a pool of their own; the papers' engine serves only models whose "
+                               "layers are all full or latent, and SGLang here none with linear layers)")
     workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "trace"], default="multi-turn",
                               doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
                                   "chat sessions sharing prefixes, or the uploaded trace")
@@ -232,6 +235,12 @@ class SchedulersLab(ServingLab):
                  "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
                 for g in layout.groups]
 
+    def sglang_pools(self) -> dict[str, Any] | None:
+        """SGLang's pools for a model with window or linear layers (prefix/sglang_pools.py; None otherwise)."""
+        if self.refusal("sglang"):
+            return None
+        return sglang_pool_figures(self.setup().cost_model())
+
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
 
@@ -261,7 +270,7 @@ class SchedulersLab(ServingLab):
                              self.prefix_caching)
         host_tokens = self.host_tokens()
         host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
-        return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, setup.slo, give_up_after, host)
+        return sglang_scheduler(cost, config, setup.slo, give_up_after, host)
 
     def host_tokens(self) -> int:
         """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
@@ -347,9 +356,14 @@ class SchedulersLab(ServingLab):
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
         # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
-        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool
+        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool.
+        # SGLang on a window or linear model (its own pools) counts at most DENSE_SLOTS: a larger map is keyed
+        # only where slots are held (gpt-oss-20b on H200: 2.4M slots, 0.2 s, not 31 s); the full-attention
+        # count is kept as it was, so that no full-attention run's admission changes
+        hybrid = kv_layout(cost, self.block_size).hybrid
+        sglang_units = min(cost.kv_capacity_tokens, DENSE_SLOTS) if hybrid else cost.kv_capacity_tokens
         plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
-                "sglang": (16, cost.kv_capacity_tokens, True)}
+                "sglang": (16, sglang_units, True)}
         modes = {m: plan[m] for m in MODES if not self.refusal(m)}
         runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
                 for block, units, stepwise in modes.values()]
@@ -397,6 +411,9 @@ class SchedulersLab(ServingLab):
         clock = timeline([m["trace"]["frames"] for m in modes])
         groups = self.kv_groups()
         hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
+        pools = self.sglang_pools()
+        if pools:
+            hybrid["sglang_pools"] = pools
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             "submitted": len(requests),

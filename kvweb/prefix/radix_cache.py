@@ -149,11 +149,13 @@ class Match:
 
 
 class RadixCache:
+    node_class = TreeNode  # a subclass may keep more per node (swa_radix_cache.SWANode)
+
     def __init__(self, size: int, page_size: int = 1, record: bool = False) -> None:
         self.pool = TokenPool(size, page_size)
         self.page_size = page_size
         self._ids = itertools.count()
-        self.root = TreeNode(next(self._ids), EMPTY, EMPTY, None)
+        self.root = self.node_class(next(self._ids), EMPTY, EMPTY, None)
         self.root.lock_ref = 1  # never evicted, never merged
         self.clock = 0  # logical time of the last operation (LRU order)
         self.evictable_size = 0  # cached tokens in unlocked nodes
@@ -330,7 +332,7 @@ class RadixCache:
             self.pool.free(given[given != kept])
 
     def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> TreeNode:
-        leaf = TreeNode(next(self._ids), key, value, parent)
+        leaf = self.node_class(next(self._ids), key, value, parent)
         leaf.last_access = self.clock
         parent.children[self._child_key(key, 0)] = leaf
         self._leaves.discard(parent)
@@ -342,7 +344,7 @@ class RadixCache:
         """Cut `child`'s edge after k tokens; the new upper node is returned."""
         parent = child.parent
         assert parent is not None
-        upper = TreeNode(next(self._ids), child.key[:k], child.value[:k], parent)
+        upper = self.node_class(next(self._ids), child.key[:k], child.value[:k], parent)
         upper.lock_ref = child.lock_ref
         upper.last_access = child.last_access
         upper.children[self._child_key(child.key, k)] = child

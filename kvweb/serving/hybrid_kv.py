@@ -263,12 +263,11 @@ def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -
 
 
 def sglang_refusal(model: LLMSpec) -> str | None:
-    """Why kvweb's SGLang mode cannot serve this model, or None: its pool is one token slot per token
-    for every layer alike, so a model with window or linear layers (SGLang's SWA pool and Mamba radix
-    cache, not simulated yet) is refused rather than served as if every layer were full."""
-    kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
-    if not kinds:
+    """Why kvweb's SGLang mode cannot serve this model, or None: it serves window layers on SGLang's
+    two pools (swa_scheduler.py) and linear layers on its state pool (mamba_scheduler.py), one or the
+    other; a model with both is refused rather than served as if one kind were full attention."""
+    kinds = {a.kind for a, _ in model.groups}
+    if not {"sliding", "linear"} <= kinds:
         return None
-    return (f"sglang: {model.name} has {' and '.join(kinds)} attention layers; kvweb's SGLang mode serves models whose "
-            "layers are all full or latent (MLA) attention (SGLang's sliding-window pool and hybrid radix cache are "
-            "not simulated yet); use vllm-v1 for it")
+    return (f"sglang: {model.name} has both sliding-window and linear attention layers; kvweb's SGLang mode serves "
+            "one or the other (SGLang's SWA pool or its Mamba radix cache); use vllm-v1 for it")

@@ -2,8 +2,10 @@
 
 While no prefill batch is tried (nothing is chunked, and the batch is full or nobody waits) and
 the free slots suffice (no eviction, no retraction), an iteration of `RadixScheduler` only decodes
-every running request. `RadixQuietSteps` runs such iterations one by one in a tight loop
-(`_quiet_run`) or, in long stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
+every running request; a stretch ends before the decode count `slide_at`, where the scheduler has
+work of its own (a window model's running requests free window KV: swa_scheduler.py).
+`RadixQuietSteps` runs such iterations one by one in a tight loop (`_quiet_run`) or, in long
+stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
 state exactly as `RadixScheduler._iterate` would (tests/test_speed_exact_schedulers.py compares
 them); it is kept apart from the scheduling rules (radix_scheduler.py), which it only reads.
 """
@@ -23,7 +25,7 @@ class RadixQuietSteps(ContinuousBatching):
         if self.chunked is not None or not (self.batch_is_full or not self.waiting):
             return 0
         n = len(self.running)
-        most = min(most, (self.pool.available - self.pending) // n)  # each batch takes a slot per request
+        most = min(most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep)  # a slot per request per batch
         if most <= 0:
             return 0
         f0, fb, fc, b0, bb, bc = self.coef
@@ -62,7 +64,7 @@ class RadixQuietSteps(ContinuousBatching):
         n, kv = len(self.running), self.kv_tokens
         f0, fb, fc, b0, bb, bc = self.coef
         fbn, bbn = fb * n, bb * n
-        most = min(most, (self.pool.available - self.pending) // n)
+        most = min(most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep)
         most = self._quiet_span(most, room_s, self.cost.step_time(f0 + (fbn + fc * (kv + n)), b0 + (bbn + bc * (kv + n))))
         if most < self.quiet_array:
             return max(most, 0), None

@@ -126,6 +126,14 @@ class RadixConfig:
 
 class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     kind = "sglang"
+    # the decode count at which the scheduler has work of its own before decoding again (quiet
+    # iterations stop there): never here; swa_scheduler.py frees window KV then
+    slide_at = 1 << 62
+    # whether a prompt's KV enters the tree when its prefill ends (SGLang's `cache_unfinished_req` in
+    # `process_batch_result_prefill`), not only a chunk's: swa_scheduler.py does, so that the window
+    # pool's eviction may free a long prompt's window KV, and mamba_scheduler.py, so that the prompt's
+    # end holds a state; here only chunks do (as replayed in parity: full-attention runs unchanged)
+    cache_prompts = False
 
     def __init__(self, cost: CostModel, tree: PrefixTree, config: RadixConfig, slo: SLO = SLO(),
                  give_up_after: int | None = None, host: HostTree | None = None) -> None:
@@ -134,6 +142,13 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         why = sglang_refusal(cost.model)
         if why:
             raise ValueError(why)
+        kinds = {a.kind for a, _ in cost.model.groups}
+        if "sliding" in kinds and not getattr(tree, "window", 0):
+            raise ValueError(f"sglang: {cost.model.name} has sliding-window layers; serve it with SWARadixScheduler "
+                             "on an SWARadixCache (two pools), not as if every layer were full")
+        if "linear" in kinds and not hasattr(tree, "take_state"):
+            raise ValueError(f"sglang: {cost.model.name} has linear attention layers; serve it with "
+                             "MambaRadixScheduler on a MambaRadixCache (a state pool), not as if every layer were full")
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.tree = tree
@@ -202,6 +217,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             if seq is self.chunked:
                 self._cache_unfinished(seq)
             else:
+                if self.cache_prompts:
+                    self._cache_unfinished(seq)
                 seq.mat = seq.computed
                 self._sampled(seq, fresh)
         held = self.occupied

@@ -1,0 +1,80 @@
+"""SGLang's scheduler for linear-attention hybrids (Qwen3-Next): a token pool for the full-attention
+layers and a pool of recurrent states, on the radix cache that keeps states only at some nodes
+(kvweb/prefix/mamba_radix_cache.py, wired in prefix/sglang_pools.py: serving may not import prefix).
+
+Following SGLang (model_runner.py's mamba pool sizing, `HybridReqToTokenPool`,
+mamba_radix_cache.py `cache_unfinished_req` / `cache_finished_req`):
+
+- **Pool sizes** (`mamba_pool_sizes`): of the KV memory, `mamba_full_memory_ratio` / (1 +
+  `mamba_full_memory_ratio`) (default 0.9: 47 %) goes to states, as many as fit of one request's
+  state over every linear layer; the rest to full-attention tokens.
+- **A state per running request**, taken when it is first admitted and given back when it leaves;
+  every prefill that ends puts a copy at the end of the prompt's node, and a finished request's
+  whole sequence gets one at its end (the request's own state is then freed).
+- Admission and everything else are `RadixScheduler`'s rules on the token pool.
+
+Simplified: running requests are capped at (states - 1) / 2, so that every running request's own
+state and the state its cached prefix locks always find a slot (SGLang caps max_running_requests
+by its state pool too); states are counted at the KV precision (SGLang keeps the SSM state in
+`mamba_ssm_dtype`).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kvweb.gpu.cost import KV_PRECISIONS, CostModel
+from kvweb.serving.metrics import SLO
+from kvweb.serving.radix_scheduler import PrefixTree, RadixConfig, RadixScheduler
+
+MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's --mamba-full-memory-ratio default
+
+
+def state_bytes(cost: CostModel) -> int:
+    """One request's recurrent states over every linear layer, on one GPU."""
+    tp = 1 if cost.attention_dp else cost.tp
+    return sum(n * a.state_elements_per_gpu(tp) for a, n in cost.model.groups) * KV_PRECISIONS[cost.kv_precision]
+
+
+def mamba_pool_sizes(cost: CostModel, ratio: float = MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
+    """(full-attention tokens, states) of SGLang's two pools on this GPU (see the module doc)."""
+    per_state = state_bytes(cost)
+    if not cost.fits or not per_state:
+        return 0, 0
+    free = cost.kv_bytes_free_per_gpu
+    states = int(free * ratio / (1 + ratio) // per_state)
+    return int((free - states * per_state) // cost.kv_bytes_per_token_per_gpu), states
+
+
+class StateTree(PrefixTree, Protocol):
+    """What the scheduler needs of MambaRadixCache besides `PrefixTree`."""
+
+    def take_state(self) -> int: ...
+    def give_state(self, slot: int) -> None: ...
+
+
+class MambaRadixScheduler(RadixScheduler):
+    """`RadixScheduler` with a state per running request (see the module doc)."""
+
+    cache_prompts = True  # `cache_unfinished_req` after every prefill: the prompt's end gets a state
+
+    def __init__(self, cost: CostModel, tree: StateTree, config: RadixConfig, states: int, slo: SLO = SLO(),
+                 give_up_after: int | None = None) -> None:
+        if states < 3:
+            raise ValueError("sglang: the state pool must hold at least 3 states (a request's and its prefix's)")
+        super().__init__(cost, tree, config, slo, give_up_after)
+        self.max_seqs = min(self.max_seqs, (states - 1) // 2)
+        self.held: dict[int, int] = {}  # request id -> its own state slot
+
+    def _take(self, seq: Any, n: int) -> None:
+        if seq.id not in self.held:
+            slot = self.tree.take_state()
+            if slot < 0:
+                raise RuntimeError(f"sglang: no state for request {seq.id} although the cap had one")
+            self.held[seq.id] = slot
+        super()._take(seq, n)
+
+    def _release(self, seq: Any, finished: bool) -> None:
+        super()._release(seq, finished)
+        slot = self.held.pop(seq.id, None)
+        if slot is not None:
+            self.tree.give_state(slot)
