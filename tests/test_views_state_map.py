@@ -14,15 +14,16 @@ from bokeh.document import Document  # noqa: E402
 from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
 
 import kvweb.labs  # noqa: E402, F401
-from app.views.schedulers import MODES, STATES, SchedulersView, StateMap, state_codes  # noqa: E402
+from app.views.schedulers import MODES, STATES, WHOLE_POOL, SchedulersView, StateMap, state_codes  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED  # noqa: E402
+from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED  # noqa: E402
 
 
 def test_each_owner_has_its_state():
-    owners = np.array([7, SHARED, CACHED, FREE, 0])
+    owners = np.array([7, SHARED, CACHED, FREE, 0, OTHER])
     names = [STATES[c][0] for c in state_codes(owners)]
-    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running"]
+    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running",
+                     "another group's"]
 
 
 def test_a_frame_sends_only_what_changes():
@@ -62,8 +63,36 @@ def test_the_step_text_counts_the_cells_each_map_shows():
         owners = frames[at[step]]["owner"]
         by_hand = Counter("running" if o >= 0 else {SHARED: "running, from the prefix cache",
                                                     CACHED: "cached, reusable"}.get(o, "free") for o in owners)
-        assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES)
+        assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES[:WHOLE_POOL])
         assert list(view.maps[mode].cells.source.data["owner"]) == owners
+    assert not view.group_box.visible and not view.key_items[WHOLE_POOL].visible  # one kind of layer: no group maps
+
+
+def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_none():
+    lab = LABS["schedulers"](scenario="B", model="gpt-oss-20b", weight_precision="int4", workload="few-shot",
+                             requests=30)
+    view = SchedulersView()
+    result = lab.run()
+    view.update(lab, result)
+    step = len(view.timeline["t"]) // 2
+    view.show_step(step)
+    frames = result["modes"][0]["trace"]["frames"]
+    frame = frames[view.timeline["frames"][0][step]]
+    maps = view.group_maps["vllm-v1"]
+    assert view.group_box.visible and view.key_items[WHOLE_POOL].visible and len(maps) == 2
+    assert [m.figure.title.text.split(";")[0] for m in maps] == \
+        ["vllm-v1, group 0: sliding window (128 tokens), 12 layers", "vllm-v1, group 1: full attention, 12 layers"]
+    assert ("group", "0: sliding window (128 tokens), 12 layers") in maps[0].hover.tooltips
+    for m, group in zip(maps, frame["groups"]):
+        assert list(m.cells.source.data["owner"]) == group["owner"]
+        assert list(m.cells.source.data["written"]) == group["written"]
+    assert view.group_note.text.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
+    assert "sliding-window group frees" in view.group_note.text and "linear" not in view.group_note.text
+    plain = LABS["schedulers"](requests=30, workload="few-shot")
+    view.update(plain, plain.run())
+    view.show_step(0)
+    assert not view.group_box.visible and not view.key_items[WHOLE_POOL].visible
+    assert not any(m.figure.visible for m in maps) and view.group_note.text == ""
 
 
 def test_the_time_figures_span_exactly_the_curves():

@@ -8,7 +8,9 @@ A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a r
 holds it, purple while running requests read it from the prefix cache (blocks a request hit or
 shares with another; radix-tree nodes locked by running requests), green when it holds the KV of
 a finished or preempted request that nobody holds but a later request can still reuse, white
-when free.
+when free. For a model whose layers are not all alike a mode's KV cache groups get a map each
+(`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
+so a window group's blocks are seen freed as it slides while a full group's grow.
 """
 from __future__ import annotations
 
@@ -26,21 +28,23 @@ from app.view import LabView, columns, padded_end, serving_rows, set_range, stea
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
-from kvweb.serving.continuous_batching import CACHED, SHARED
+from kvweb.serving.continuous_batching import CACHED, OTHER, SHARED
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
 TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
-          ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
+          ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"))
+WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
 
 
 def state_codes(owners: np.ndarray) -> np.ndarray:
     """Each cell's index in STATES: a request id is running, the other owners say which state."""
-    codes = np.where(owners >= 0, 0, len(STATES) - 1).astype(np.int8)
+    codes = np.where(owners >= 0, 0, 3).astype(np.int8)
     codes[owners == SHARED] = 1
     codes[owners == CACHED] = 2
+    codes[owners == OTHER] = 4
     return codes
 
 
@@ -103,13 +107,36 @@ def kv_groups_text(groups: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-class StateMap:
-    """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
+def group_label(i: int, group: dict[str, Any]) -> str:
+    """A KV cache group (or pool) by number, kind, window and layers: "0: sliding window (128 tokens), 12 layers"."""
+    window = f" ({group['window']:,} {tr('tokens')})" if group["window"] else ""
+    return f"{i}: {tr(LAYER_NAMES[group['kind']])}{window}, {group['layers']} {tr('layers')}"
 
-    def __init__(self, mode: str) -> None:
-        self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
-        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
-                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
+
+def groups_note(mode: str, groups: list[dict[str, Any]]) -> str:
+    """One line beside a mode's group maps: what the learner sees in them."""
+    kinds = {g["kind"] for g in groups}
+    lead = (tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, another group's grey")
+            if groups[0]["shared"] else tr("a pool of its own for each kind of layer, drawn one each"))
+    parts = [f"{mode}: {lead}"]
+    if "sliding" in kinds:
+        parts.append(tr("a sliding-window group frees the blocks before its last window as the request grows "
+                        "(green while still cached)"))
+    if kinds & {"full", "latent"}:
+        parts.append(tr("a full-attention group's blocks grow with the request"))
+    if "linear" in kinds:
+        parts.append(tr("a linear group holds one block of state per request"))
+    return "; ".join(parts)
+
+
+class StateMap:
+    """One mode's KV memory (or one KV cache group's) as a grid of cells coloured by state; `draw`
+    shows one frame."""
+
+    def __init__(self, name: str, height: int = 320, **size: int) -> None:
+        self.cells = Cells(f"schedulers-{name}-cells", "state", "owner")
+        self.figure = figure(height=height, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0), **size)
         self.figure.axis.visible = False
         self.figure.grid.visible = False
         # A cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers).
@@ -118,12 +145,20 @@ class StateMap:
                                 fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
                          fill_color=color, line_color=None)
-        self.figure.add_tools(HoverTool(
-            renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
-                                        (tr("KV"), "@written %")],
+        self.hover = HoverTool(
+            renderers=[held], tooltips=self.tooltips(),
             formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
-                        "@owner": request_hover("-")}))
+                        "@owner": request_hover("-")})
+        self.figure.add_tools(self.hover)
         self.columns = 1
+
+    @staticmethod
+    def tooltips(group: str = "", cell_tokens: int = 0) -> list[tuple[str, str]]:
+        """A cell's hover: its state, request and KV; on a group's map the group, and the tokens a cell holds."""
+        if not group:
+            return [("", "@state{state}"), (tr("request"), "@owner{request}"), (tr("KV"), "@written %")]
+        return [(tr("group"), group), ("", "@state{state}"), (tr("request"), "@owner{request}"),
+                (tr("KV"), "@written % " + tr("of {0} tokens").format(f"{cell_tokens:,}"))]
 
     def reset(self, title: str, cells: int) -> None:
         self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
@@ -160,17 +195,22 @@ class SchedulersView(LabView):
         self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
+        # Models whose layers are not all alike: a map per KV cache group (or pool), made when first needed
+        self.group_maps: dict[str, list[StateMap]] = {m: [] for m in MODES}
+        self.group_note = plain(css_class="kv-schedulers-group-note")
+        self.group_box = pn.FlexBox(flex_wrap="wrap", sizing_mode="stretch_width", visible=False)
+        self.grouped: list[int] = []  # each run mode's group maps in use (0: none)
         # The maps' key: a strip of its own above them, so no map loses room to it.
         self.key = figure(height=64, sizing_mode="stretch_width", toolbar_location=None, tools="",
                           x_range=Range1d(0, 1), y_range=Range1d(0, 1), outline_line_color=None)
         self.key.axis.visible = False
         self.key.grid.visible = False
         swatches = ColumnDataSource(dict(zip(CELL, ([2], [3], [2], [3]))))  # off the strip: only the legend shows it
-        self.key.add_layout(Legend(items=[
-            LegendItem(label=tr(name), renderers=[self.key.quad(*CELL, source=swatches, fill_color=color,
-                                                                line_color="#888888")])
-            for name, color in STATES], orientation="horizontal", ncols=2, location="center", border_line_alpha=0,
-            label_text_font_size="12px", background_fill_alpha=0))
+        self.key_items = [LegendItem(label=tr(name), renderers=[
+            self.key.quad(*CELL, source=swatches, fill_color=color, line_color="#888888")]) for name, color in STATES]
+        self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
+        self.key.add_layout(Legend(items=self.key_items, orientation="horizontal", ncols=2, location="center",
+                                   border_line_alpha=0, label_text_font_size="12px", background_fill_alpha=0))
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
         self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
@@ -218,7 +258,8 @@ class SchedulersView(LabView):
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
-                         self.key, maps, self.hits, self.host, self.batch, self.memory, sizing_mode="stretch_width")
+                         self.key, maps, self.group_note, self.group_box, self.hits, self.host, self.batch, self.memory,
+                         sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
@@ -238,6 +279,7 @@ class SchedulersView(LabView):
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
             self.maps[m["mode"]].reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
                                        cells)
+        self._show_groups(modes)
         curves = []
         for m in modes:
             c = m["trace"]["curves"]
@@ -272,6 +314,30 @@ class SchedulersView(LabView):
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
 
+    def _show_groups(self, modes: list[dict[str, Any]]) -> None:
+        """Each run mode's KV cache group maps (none: the box hides), their titles and hovers."""
+        self.grouped = [len(m["trace"].get("groups", [])) for m in modes]
+        notes = []
+        for m, count in zip(modes, self.grouped):
+            maps = self.group_maps[m["mode"]]
+            while len(maps) < count:  # made once, kept for the next hybrid model
+                maps.append(StateMap(f"{m['mode']}-group-{len(maps)}", height=260, min_width=300))
+                self.group_box.append(maps[-1].figure)
+            for i, group in enumerate(m["trace"].get("groups", [])):
+                frames = m["trace"]["frames"]
+                label = group_label(i, group)
+                maps[i].hover.tooltips = StateMap.tooltips(label, group["cell_tokens"])
+                maps[i].reset(f"{m['mode']}, {tr('group')} {label}; {tr('one cell')} = {group['cell_tokens']:,} "
+                              f"{tr('tokens')}", len(frames[0]["groups"][i]["owner"]) if frames else 0)
+            if count:
+                notes.append(groups_note(m["mode"], m["trace"]["groups"]))
+        for m in MODES:  # the maps of a mode not run now, or of more groups than this model has, hide
+            used = next((c for row, c in zip(modes, self.grouped) if row["mode"] == m), 0)
+            for i, state_map in enumerate(self.group_maps[m]):
+                state_map.figure.visible = i < used
+        self.group_note.text = "\n".join(notes)
+        self.group_box.visible = self.key_items[WHOLE_POOL].visible = any(self.grouped)
+
     def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
         """The host tier's curves of the modes that have one (none: the figure hides)."""
         self.host.visible = bool(tiered)
@@ -296,9 +362,12 @@ class SchedulersView(LabView):
         index = min(index, len(times) - 1)
         t = times[index]
         lines = [f"t = {t:.1f} s"]
-        for mode, frames, at in zip(self.names, self.frames, self.timeline["frames"]):
-            counts = np.bincount(self.maps[mode].draw(frames[at[index]]), minlength=len(STATES))
-            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES, counts)))
+        for mode, frames, at, grouped in zip(self.names, self.frames, self.timeline["frames"], self.grouped):
+            frame = frames[at[index]]
+            counts = np.bincount(self.maps[mode].draw(frame), minlength=len(STATES))
+            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES[:WHOLE_POOL], counts)))
+            for state_map, group in zip(self.group_maps[mode][:grouped], frame.get("groups", ())):
+                state_map.draw(group)
         for span in self.now:
             span.location = t
         self.step_text.text = "\n".join(lines)
