@@ -65,7 +65,7 @@ def test_the_step_text_counts_the_cells_each_map_shows():
                                                     CACHED: "cached, reusable"}.get(o, "free") for o in owners)
         assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES[:WHOLE_POOL])
         assert list(view.maps[mode].cells.source.data["owner"]) == owners
-    assert not view.group_box.visible and not view.key_items[WHOLE_POOL].visible  # one kind of layer: no group maps
+    assert not view.group_maps["vllm-v1"].figure.visible and not view.key_items[WHOLE_POOL].visible  # one kind: none
 
 
 def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_none():
@@ -76,23 +76,25 @@ def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_no
     view.update(lab, result)
     step = len(view.timeline["t"]) // 2
     view.show_step(step)
-    frames = result["modes"][0]["trace"]["frames"]
-    frame = frames[view.timeline["frames"][0][step]]
+    frame = result["modes"][0]["trace"]["frames"][view.timeline["frames"][0][step]]
     maps = view.group_maps["vllm-v1"]
-    assert view.group_box.visible and view.key_items[WHOLE_POOL].visible and len(maps) == 2
-    assert [m.figure.title.text.split(";")[0] for m in maps] == \
-        ["vllm-v1, group 0: sliding window (128 tokens), 12 layers", "vllm-v1, group 1: full attention, 12 layers"]
-    assert ("group", "0: sliding window (128 tokens), 12 layers") in maps[0].hover.tooltips
-    for m, group in zip(maps, frame["groups"]):
-        assert list(m.cells.source.data["owner"]) == group["owner"]
-        assert list(m.cells.source.data["written"]) == group["written"]
+    assert maps.figure.visible and not view.group_maps["sglang"].figure.visible and view.key_items[WHOLE_POOL].visible
+    data = maps.cells.source.data
+    cells = len(frame["groups"][0]["owner"])
+    assert list(data["owner"]) == frame["groups"][0]["owner"] + frame["groups"][1]["owner"]
+    assert list(data["written"]) == frame["groups"][0]["written"] + frame["groups"][1]["written"]
+    assert list(data["group"]) == [0] * cells + [1] * cells
+    # two bands side by side, each under its title: the second starts a column past the first's last
+    cols = int(max(data["left"][:cells])) + 1
+    assert (data["left"][cells], data["top"][cells]) == (cols + 1, data["top"][0]) == (cols + 1, -1)
+    assert maps.titles.data["text"] == ["0: sliding window (128 tokens), 12 layers", "1: full attention, 12 layers"]
+    assert maps.group_names.args["names"][0].startswith("0: sliding window (128 tokens), 12 layers; one cell = ")
     assert view.group_note.text.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
     assert "sliding-window group frees" in view.group_note.text and "linear" not in view.group_note.text
     plain = LABS["schedulers"](requests=30, workload="few-shot")
     view.update(plain, plain.run())
     view.show_step(0)
-    assert not view.group_box.visible and not view.key_items[WHOLE_POOL].visible
-    assert not any(m.figure.visible for m in maps) and view.group_note.text == ""
+    assert not maps.figure.visible and not view.key_items[WHOLE_POOL].visible and view.group_note.text == ""
 
 
 def test_the_time_figures_span_exactly_the_curves():

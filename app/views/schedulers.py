@@ -33,7 +33,9 @@ from kvweb.serving.continuous_batching import CACHED, OTHER, SHARED
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
 TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
+GROUPED = ("vllm-v1", "sglang")  # the modes that may keep a model's kinds of layer apart (KV cache groups, pools)
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
+KEY_HEIGHT = 64  # pixels of the maps' key, two rows
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
           ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"))
 WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
@@ -133,10 +135,10 @@ class StateMap:
     """One mode's KV memory (or one KV cache group's) as a grid of cells coloured by state; `draw`
     shows one frame."""
 
-    def __init__(self, name: str, height: int = 320, **size: int) -> None:
-        self.cells = Cells(f"schedulers-{name}-cells", "state", "owner")
-        self.figure = figure(height=height, sizing_mode="stretch_width", tools="save", toolbar_location="above",
-                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0), **size)
+    def __init__(self, mode: str) -> None:
+        self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
+        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
         self.figure.axis.visible = False
         self.figure.grid.visible = False
         # A cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers).
@@ -145,20 +147,12 @@ class StateMap:
                                 fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
         self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
                          fill_color=color, line_color=None)
-        self.hover = HoverTool(
-            renderers=[held], tooltips=self.tooltips(),
+        self.figure.add_tools(HoverTool(
+            renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
+                                        (tr("KV"), "@written %")],
             formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
-                        "@owner": request_hover("-")})
-        self.figure.add_tools(self.hover)
+                        "@owner": request_hover("-")}))
         self.columns = 1
-
-    @staticmethod
-    def tooltips(group: str = "", cell_tokens: int = 0) -> list[tuple[str, str]]:
-        """A cell's hover: its state, request and KV; on a group's map the group, and the tokens a cell holds."""
-        if not group:
-            return [("", "@state{state}"), (tr("request"), "@owner{request}"), (tr("KV"), "@written %")]
-        return [(tr("group"), group), ("", "@state{state}"), (tr("request"), "@owner{request}"),
-                (tr("KV"), "@written % " + tr("of {0} tokens").format(f"{cell_tokens:,}"))]
 
     def reset(self, title: str, cells: int) -> None:
         self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
@@ -173,6 +167,73 @@ class StateMap:
         states = state_codes(owners)
         self.cells.show(self.columns, np.asarray(frame["written"], dtype=np.int32), state=states, owner=owners)
         return states
+
+
+class GroupMaps:
+    """A mode's maps of its KV cache groups (or pools) in one figure, for a model whose layers are not
+    all alike: a band per group, each the pool's grid of cells under the group's name, two bands a
+    row; hidden otherwise. (One figure made with the view: a figure added to a drawn page later can
+    miss the data sent with it.)"""
+
+    ACROSS = 2  # bands side by side
+
+    def __init__(self, mode: str) -> None:
+        self.cells = Cells(f"schedulers-{mode}-groups-cells", "state", "owner", "group")
+        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0), visible=False,
+                             name=f"schedulers-{mode}-groups")
+        self.figure.axis.visible = False
+        self.figure.grid.visible = False
+        color = indexed_color("state", [c for _, c in STATES])
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
+                                fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
+        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
+                         fill_color=color, line_color=None)
+        self.titles = ColumnDataSource(columns("x", "y", "text"), name=f"schedulers-{mode}-groups-titles")
+        self.figure.text("x", "y", "text", source=self.titles, text_font_size="11px", text_baseline="middle")
+        self.group_names = CustomJSHover(args={"names": []}, code="return names[value]")
+        self.figure.add_tools(HoverTool(
+            renderers=[held], tooltips=[(tr("group"), "@group{group}"), ("", "@state{state}"),
+                                        (tr("request"), "@owner{request}"), (tr("KV"), "@written %")],
+            formatters={"@group": self.group_names, "@owner": request_hover("-"),
+                        "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]")}))
+        self.slots = np.zeros(0, dtype=np.int64)
+        self.group = np.zeros(0, dtype=np.int8)
+        self.width = 1
+
+    def reset(self, mode: str, groups: list[dict[str, Any]], cells: list[int]) -> None:
+        """Bands for these groups, of these cells each (none: hidden)."""
+        self.figure.visible = bool(groups)
+        if not groups:
+            return
+        cols = min(32, max(8, int(max(cells) ** 0.5 + 0.999)))
+        rows = -(-max(cells) // cols) + 1  # a band's cells under a row for its title
+        across = min(self.ACROSS, len(groups))
+        self.width = across * (cols + 1)
+        slots, titles = [], columns("x", "y", "text")
+        for g, n in enumerate(cells):
+            x, y = g % across * (cols + 1), g // across * rows
+            i = np.arange(n)
+            slots.append((y + 1 + i // cols) * self.width + x + i % cols)
+            titles["x"].append(x)
+            titles["y"].append(-y - 0.45)
+            titles["text"].append(group_label(g, groups[g]))
+        self.slots = np.concatenate(slots)
+        self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
+        self.titles.data = titles
+        self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
+                                           f"{tr('tokens')}" for g, group in enumerate(groups)]}
+        total_rows = -(-len(groups) // across) * rows
+        self.figure.title.text = f"{mode}: " + tr("each KV cache group's map")
+        self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
+        self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
+        self.figure.y_range.start, self.figure.y_range.end = -total_rows - 0.2, 0.2
+
+    def draw(self, groups: list[dict[str, Any]]) -> None:
+        """Show one frame's group maps."""
+        owners = np.concatenate([np.asarray(g["owner"], dtype=np.int32) for g in groups])
+        written = np.concatenate([np.asarray(g["written"], dtype=np.int32) for g in groups])
+        self.cells.show(self.width, written, self.slots, state=state_codes(owners), owner=owners, group=self.group)
 
 
 class SchedulersView(LabView):
@@ -195,13 +256,12 @@ class SchedulersView(LabView):
         self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
-        # Models whose layers are not all alike: a map per KV cache group (or pool), made when first needed
-        self.group_maps: dict[str, list[StateMap]] = {m: [] for m in MODES}
+        # Models whose layers are not all alike: each KV cache group's (or pool's) map
+        self.group_maps = {m: GroupMaps(m) for m in GROUPED}
         self.group_note = plain(css_class="kv-schedulers-group-note")
-        self.group_box = pn.FlexBox(flex_wrap="wrap", sizing_mode="stretch_width", visible=False)
-        self.grouped: list[int] = []  # each run mode's group maps in use (0: none)
+        self.grouped: list[bool] = []  # whether each run mode has group maps
         # The maps' key: a strip of its own above them, so no map loses room to it.
-        self.key = figure(height=64, sizing_mode="stretch_width", toolbar_location=None, tools="",
+        self.key = figure(height=KEY_HEIGHT, sizing_mode="stretch_width", toolbar_location=None, tools="",
                           x_range=Range1d(0, 1), y_range=Range1d(0, 1), outline_line_color=None)
         self.key.axis.visible = False
         self.key.grid.visible = False
@@ -258,7 +318,8 @@ class SchedulersView(LabView):
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
-                         self.key, maps, self.group_note, self.group_box, self.hits, self.host, self.batch, self.memory,
+                         self.key, maps, self.group_note,
+                         pn.Row(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"), self.hits, self.host, self.batch, self.memory,
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -315,28 +376,17 @@ class SchedulersView(LabView):
         self.set_steps(len(self.timeline["t"]))
 
     def _show_groups(self, modes: list[dict[str, Any]]) -> None:
-        """Each run mode's KV cache group maps (none: the box hides), their titles and hovers."""
-        self.grouped = [len(m["trace"].get("groups", [])) for m in modes]
-        notes = []
-        for m, count in zip(modes, self.grouped):
-            maps = self.group_maps[m["mode"]]
-            while len(maps) < count:  # made once, kept for the next hybrid model
-                maps.append(StateMap(f"{m['mode']}-group-{len(maps)}", height=260, min_width=300))
-                self.group_box.append(maps[-1].figure)
-            for i, group in enumerate(m["trace"].get("groups", [])):
-                frames = m["trace"]["frames"]
-                label = group_label(i, group)
-                maps[i].hover.tooltips = StateMap.tooltips(label, group["cell_tokens"])
-                maps[i].reset(f"{m['mode']}, {tr('group')} {label}; {tr('one cell')} = {group['cell_tokens']:,} "
-                              f"{tr('tokens')}", len(frames[0]["groups"][i]["owner"]) if frames else 0)
-            if count:
-                notes.append(groups_note(m["mode"], m["trace"]["groups"]))
-        for m in MODES:  # the maps of a mode not run now, or of more groups than this model has, hide
-            used = next((c for row, c in zip(modes, self.grouped) if row["mode"] == m), 0)
-            for i, state_map in enumerate(self.group_maps[m]):
-                state_map.figure.visible = i < used
-        self.group_note.text = "\n".join(notes)
-        self.group_box.visible = self.key_items[WHOLE_POOL].visible = any(self.grouped)
+        """Each run mode's KV cache group maps (hidden for a model of one kind of layer) and the line about them."""
+        run = {m["mode"]: m["trace"] for m in modes}
+        self.grouped = [bool(m["trace"].get("groups")) for m in modes]
+        for mode, maps in self.group_maps.items():
+            trace = run.get(mode, {})
+            frames = trace.get("frames") or [{}]
+            maps.reset(mode, trace.get("groups", []), [len(g["owner"]) for g in frames[0].get("groups", [])])
+        self.group_note.text = "\n".join(groups_note(m["mode"], m["trace"]["groups"])
+                                         for m, grouped in zip(modes, self.grouped) if grouped)
+        self.key_items[WHOLE_POOL].visible = any(self.grouped)
+        self.key.height = KEY_HEIGHT + 20 * any(self.grouped)  # a third row of the key
 
     def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
         """The host tier's curves of the modes that have one (none: the figure hides)."""
@@ -366,8 +416,8 @@ class SchedulersView(LabView):
             frame = frames[at[index]]
             counts = np.bincount(self.maps[mode].draw(frame), minlength=len(STATES))
             lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES[:WHOLE_POOL], counts)))
-            for state_map, group in zip(self.group_maps[mode][:grouped], frame.get("groups", ())):
-                state_map.draw(group)
+            if grouped:
+                self.group_maps[mode].draw(frame["groups"])
         for span in self.now:
             span.location = t
         self.step_text.text = "\n".join(lines)
