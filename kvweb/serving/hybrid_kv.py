@@ -289,16 +289,20 @@ def group_maps(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> list[G
     `grouped_memory_map`), a free page without a hash FREE, a page held or cached by another group
     OTHER. The maps together hold about twice the cells of one (`max_cells` each for two groups)."""
     key, group = page_states(pool, seqs, groups=True)
-    per_cell = cell_group(len(key), max(max_cells // 4, 2 * max_cells // pool.width))
-    size = len(key) + -len(key) % per_cell
-    mine = np.zeros((pool.width, size), dtype=bool)  # a row per group, the padding in no group
-    mine[:, :len(key)] = group == np.arange(pool.width)[:, None]
-    key = np.concatenate([key, np.full(size - len(key), K_FREE)])
-    others = np.where(np.concatenate([group, np.full(size - len(group), -1)]) < 0, K_FREE, K_OTHER)
-    # every group's row at once: one row after another are whole cells
-    cell_tokens, owner, percent = key_cells(pool.block_size, per_cell, np.where(mine, key, others).ravel(),
-                                            (mine * pool.block_size).ravel())
-    cells = size // per_cell
+    n, width, bs = len(key), pool.width, pool.block_size
+    per_cell = cell_group(n, max(max_cells // 4, 2 * max_cells // width))
+    cells = -(-n // per_cell)
+    # Cell by cell: another group's, unless a page in it is free (the padding too: FREE) or this group's
+    # (the largest key). Only the pages of some group are looked at one by one: most of a pool is free.
+    free = np.ones(cells * per_cell, dtype=bool)
+    free[:n] = group < 0
+    own = np.full((width, cells), K_OTHER, dtype=np.int64)
+    own[:, free.reshape(cells, per_cell).any(axis=1)] = K_FREE
+    at = np.flatnonzero(~free[:n])
+    mine = group[at] * cells + at // per_cell  # (group, cell) of each
+    np.maximum.at(own.ravel(), mine, key[at])
+    written = np.bincount(mine, minlength=width * cells) * bs
+    cell_tokens, owner, percent = key_cells(per_cell * bs, 1, own.ravel(), written)
     return [GroupMap(g.kind, g.layers, g.kept + 1 if g.kind == "sliding" else 0, True, "block", cell_tokens,
                      owner[i * cells:(i + 1) * cells], percent[i * cells:(i + 1) * cells])
             for i, g in enumerate(pool.groups)]
