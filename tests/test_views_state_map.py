@@ -84,9 +84,10 @@ def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_no
     assert list(data["owner"]) == frame["groups"][0]["owner"] + frame["groups"][1]["owner"]
     assert list(data["written"]) == frame["groups"][0]["written"] + frame["groups"][1]["written"]
     assert list(data["group"]) == [0] * cells + [1] * cells
-    # two bands side by side, each under its title: the second starts a column past the first's last
-    cols = int(max(data["left"][:cells])) + 1
-    assert (data["left"][cells], data["top"][cells]) == (cols + 1, data["top"][0]) == (cols + 1, -1)
+    # a band a group, 64 cells a row, each under a row for its title: 1,021 cells (152,100 blocks, 149 a cell)
+    # are 16 rows, so the second band's first cell is at the left of row 18
+    assert cells == 1021 and (data["left"][0], data["top"][0]) == (0, -1) and data["left"][63] == 63
+    assert (data["left"][cells], data["top"][cells]) == (0, -18) and maps.titles.data["y"] == [-0.45, -17.45]
     assert maps.titles.data["text"] == ["0: sliding window (128 tokens), 12 layers", "1: full attention, 12 layers"]
     assert maps.group_names.args["names"][0].startswith("0: sliding window (128 tokens), 12 layers; one cell = ")
     assert view.group_note.text.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")

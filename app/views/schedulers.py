@@ -171,11 +171,11 @@ class StateMap:
 
 class GroupMaps:
     """A mode's maps of its KV cache groups (or pools) in one figure, for a model whose layers are not
-    all alike: a band per group, each the pool's grid of cells under the group's name, two bands a
-    row; hidden otherwise. (One figure made with the view: a figure added to a drawn page later can
-    miss the data sent with it.)"""
+    all alike: a band per group, one under another, each the pool's cells under the group's name;
+    hidden otherwise. (One figure made with the view: a figure added to a drawn page later can miss
+    the data sent with it.)"""
 
-    ACROSS = 2  # bands side by side
+    COLUMNS = 64  # cells a row: a band is a strip of the pool, as wide as the page
 
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-groups-cells", "state", "owner", "group")
@@ -199,31 +199,28 @@ class GroupMaps:
                         "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]")}))
         self.slots = np.zeros(0, dtype=np.int64)
         self.group = np.zeros(0, dtype=np.int8)
-        self.width = 1
+        self.width = 1  # cells a row
 
     def reset(self, mode: str, groups: list[dict[str, Any]], cells: list[int]) -> None:
         """Bands for these groups, of these cells each (none: hidden)."""
         self.figure.visible = bool(groups)
         if not groups:
             return
-        cols = min(32, max(8, int(max(cells) ** 0.5 + 0.999)))
-        rows = -(-max(cells) // cols) + 1  # a band's cells under a row for its title
-        across = min(self.ACROSS, len(groups))
-        self.width = across * (cols + 1)
+        self.width = min(self.COLUMNS, max(cells))
+        rows = -(-max(cells) // self.width) + 1  # a band's cells under a row for its title
         slots, titles = [], columns("x", "y", "text")
         for g, n in enumerate(cells):
-            x, y = g % across * (cols + 1), g // across * rows
             i = np.arange(n)
-            slots.append((y + 1 + i // cols) * self.width + x + i % cols)
-            titles["x"].append(x)
-            titles["y"].append(-y - 0.45)
+            slots.append((g * rows + 1) * self.width + i)
+            titles["x"].append(0)
+            titles["y"].append(-g * rows - 0.45)
             titles["text"].append(group_label(g, groups[g]))
         self.slots = np.concatenate(slots)
         self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
         self.titles.data = titles
         self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
                                            f"{tr('tokens')}" for g, group in enumerate(groups)]}
-        total_rows = -(-len(groups) // across) * rows
+        total_rows = len(groups) * rows
         self.figure.title.text = f"{mode}: " + tr("each KV cache group's map")
         self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
