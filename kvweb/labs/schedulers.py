@@ -347,10 +347,8 @@ class SchedulersLab(ServingLab):
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
         # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
-        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: two units per block of the
-        # pool (the pool's map and its KV cache groups' maps each read every block)
-        v1_units = self.kv_blocks() * (2 if self.kv_groups() else 1)
-        plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, v1_units, True),
+        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool
+        plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
                 "sglang": (16, cost.kv_capacity_tokens, True)}
         modes = {m: plan[m] for m in MODES if not self.refusal(m)}
         runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
