@@ -104,3 +104,32 @@ def test_a_gpt_oss_model_shows_vllms_kv_cache_groups(page, served_app, guard):
     assert rows["most requests at once"]["vllm-v1"] != "-" and rows["most requests at once"]["sglang"] != "-"
     assert query(page)["model"] == "gpt-oss-20b"
     assert guard.errors == []
+
+
+GROUPS = """() => { const doc = Bokeh.documents[0];
+  const cells = doc.get_model_by_name('schedulers-vllm-v1-groups-cells').data;
+  return {group: Array.from(cells.group), state: Array.from(cells.state),
+          titles: doc.get_model_by_name('schedulers-vllm-v1-groups-titles').data.text,
+          shown: doc.get_model_by_name('schedulers-vllm-v1-groups').visible}; }"""
+
+
+def test_a_gpt_oss_model_draws_each_kv_cache_groups_map_and_steps_them(page, served_app, guard):
+    # issue 27: vLLM V1's one pool drawn once per group, a band each, stepped with the player
+    page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
+    wait_ready(page)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('schedulers-vllm-v1-groups-cells')"
+                           ".data.state.length > 0")
+    shown = page.evaluate(GROUPS)
+    assert shown["shown"] and shown["titles"] == ["0: sliding window (128 tokens), 12 layers",
+                                                  "1: full attention, 12 layers"]
+    assert shown["group"] == [0] * 1024 + [1] * 1024  # the one pool of 76,762 blocks, 1,024 cells a group
+    assert CACHED in shown["state"]  # freed window blocks and finished requests' blocks, still hashed
+    note = plain_text(page, "kv-schedulers-group-note").inner_text()
+    assert note.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
+    assert not page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').visible")
+    page.locator(".kv-player button.first").click()
+    page.wait_for_function("() => location.search.includes('step=0')")
+    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+                           "'schedulers-vllm-v1-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
+    assert query(page)["model"] == "gpt-oss-20b"
+    assert guard.errors == []

@@ -14,6 +14,7 @@ from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.layers import Attention, LinearAttention
 from kvweb.gpu.specs import LLMSpec
 from kvweb.prefix.radix_cache import RadixCache
+from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED
 from kvweb.serving.hybrid_kv import NULL, GroupedPool, KVGroup, KVLayout, kv_layout
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.step_cost import decode_coefficients
@@ -276,3 +277,80 @@ def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks
     # the system prompt and a task's examples (800 tokens) are hit in whole blocks: of 16 tokens, or of 544
     v1 = result["modes"][0]
     assert v1["hit_tokens"] % result["block_size"] == 0 and v1["prefix_hit_rate"] > (0.5 if blocks[0] == 9 else 0.4)
+    # each frame draws the one pool once per group, the groups named once
+    trace = v1["trace"]
+    assert [(g["kind"], g["layers"], g["shared"], g["unit"]) for g in trace["groups"]] == \
+        [(g["kind"], g["layers"], True, "block") for g in result["kv_groups"]]
+    assert all(len(f["groups"]) == len(blocks) and len({len(g["owner"]) for g in f["groups"]}) == 1
+               for f in trace["frames"])
+
+
+def test_a_model_of_one_kind_of_layer_has_no_group_maps():
+    from kvweb.parsing import make
+
+    result = make("schedulers", {"requests": "20"}).run()
+    for mode in result["modes"]:
+        assert "groups" not in mode["trace"] and not any("groups" in f for f in mode["trace"]["frames"])
+
+
+# -- each group's memory map (issue 27, part 3: the view) ---------------------------------------------
+def group_pages(maps: list, owner: int) -> list[int]:
+    """How many cells of each group's map (one page a cell) hold `owner`."""
+    return [m.owner.count(owner) for m in maps]
+
+
+def test_a_window_groups_map_keeps_the_last_window_while_the_full_groups_grows():
+    # gpt-oss-20b in 300 pages of 16 tokens (12 layers each): a window group keeps the 127 tokens before the
+    # next one (`kept`) and frees every block wholly before them as the request computes
+    base = CostModel(H200, MODELS["gpt-oss-20b"])
+    layout = kv_layout(base, 16)
+    cost = replace(base, mem_util=(base.weight_bytes + 301.5 * layout.block_bytes) / H200.hbm_bytes)
+    engine = V1Scheduler(cost, V1Config(8192, 16, 256, 8192))
+    assert engine.pool.n_blocks == 300 and engine.width == 2
+    engine.start([Request(0, 0.0, 200, 200)])
+    engine.advance(iterations=1)  # the prefill: 200 tokens, 13 blocks, 12 of them full and hashed
+    seen = []
+    for decodes in (50, 32, 64):
+        engine.advance(iterations=decodes)
+        maps = engine.group_maps(engine.step, 300)  # one cell a page
+        assert [(m.kind, m.window, m.layers, m.cell_tokens, len(m.owner)) for m in maps] == \
+            [("sliding", 128, 12, 16, 300), ("full", 0, 12, 16, 300)]
+        seen.append((group_pages(maps, 0), group_pages(maps, CACHED), group_pages(maps, OTHER), group_pages(maps, FREE)))
+    # after 50, 82 and 146 decodes the request holds 250, 282 and 346 tokens: 16, 18 and 22 blocks. The window
+    # slid at the start of the last step (249, 281, 345 tokens computed): (249 - 127) // 16 = 7 blocks, then 9,
+    # then 13 were freed, so it holds 9 blocks each time (ceil(127 / 16) + 1), the full group every block.
+    # Freed window pages of prompt blocks keep their hash (cached); decoded blocks are hashed only when the
+    # request leaves, so their window pages are freed plain (13 freed: 12 prompt blocks cached, 1 free).
+    assert seen == [([9, 16], [7, 0], [16, 16], [268, 268]),
+                    ([9, 18], [9, 0], [18, 18], [264, 264]),
+                    ([9, 22], [12, 0], [22, 21], [257, 257])]
+
+
+def check_group_maps(engine: V1Scheduler, step: int) -> None:
+    """With one page a cell, each group's map holds exactly the pages its requests hold (by id or
+    SHARED) and the ones hashed for it (CACHED); every page is in one group or FREE in all of them."""
+    n, pool = engine.pool.n_blocks, engine.pool
+    maps = engine.group_maps(step, n * pool.width)
+    assert len(maps) == pool.width and all(len(m.owner) == n and m.cell_tokens == engine.bs for m in maps)
+    owners = np.array([m.owner for m in maps])
+    mine = owners != OTHER
+    free = (owners == FREE).all(axis=0)
+    assert ((mine.sum(axis=0) == 1) & ~free | free & mine.all(axis=0)).all()  # one group's, or free in all
+    assert (np.array([m.written for m in maps]).sum(axis=0) == np.where(free, 0, 100)).all()
+    seqs = [*engine.running.values(), *engine.prefilling, *engine.leaving]
+    for g, m in enumerate(maps):
+        held = {b[g] for s in seqs for b in s.blocks if b[g] != NULL}
+        hashed = {p for p in range(n) if pool.pages.block_hash[p] is not None and pool.pages.block_hash[p][1] == g}
+        assert {p for p in range(n) if m.owner[p] >= 0 or m.owner[p] == SHARED} == held
+        assert {p for p in range(n) if m.owner[p] == CACHED} == hashed - held
+    # the whole pool's map is the groups' maps put together
+    _, whole, _ = engine.memory_map(step, n)
+    assert whole == np.where(free, FREE, owners.max(axis=0, where=mine, initial=OTHER)).tolist()
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=requests_st, shared=st.booleans(), kind=st.sampled_from(sorted(TINY)), blocks=st.integers(30, 120),
+       block=st.sampled_from([2, 4, 16]), max_seqs=st.integers(1, 6), caching=st.booleans())
+def test_every_page_is_in_one_groups_map_or_free(rows, shared, kind, blocks, block, max_seqs, caching):
+    engine = V1Scheduler(tiny_cost(kind, blocks, block), V1Config(128, block, max_seqs, max_seqs + 64, caching))
+    engine.run(workload(rows, shared), observer=check_group_maps)

@@ -14,15 +14,16 @@ from bokeh.document import Document  # noqa: E402
 from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
 
 import kvweb.labs  # noqa: E402, F401
-from app.views.schedulers import MODES, STATES, SchedulersView, StateMap, state_codes  # noqa: E402
+from app.views.schedulers import MODES, STATES, WHOLE_POOL, SchedulersView, StateMap, state_codes  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED  # noqa: E402
+from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED  # noqa: E402
 
 
 def test_each_owner_has_its_state():
-    owners = np.array([7, SHARED, CACHED, FREE, 0])
+    owners = np.array([7, SHARED, CACHED, FREE, 0, OTHER])
     names = [STATES[c][0] for c in state_codes(owners)]
-    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running"]
+    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running",
+                     "another group's"]
 
 
 def test_a_frame_sends_only_what_changes():
@@ -62,8 +63,39 @@ def test_the_step_text_counts_the_cells_each_map_shows():
         owners = frames[at[step]]["owner"]
         by_hand = Counter("running" if o >= 0 else {SHARED: "running, from the prefix cache",
                                                     CACHED: "cached, reusable"}.get(o, "free") for o in owners)
-        assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES)
+        assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES[:WHOLE_POOL])
         assert list(view.maps[mode].cells.source.data["owner"]) == owners
+    assert not view.group_maps["vllm-v1"].figure.visible and not view.key_items[WHOLE_POOL].visible  # one kind: none
+
+
+def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_none():
+    lab = LABS["schedulers"](scenario="B", model="gpt-oss-20b", weight_precision="int4", workload="few-shot",
+                             requests=30)
+    view = SchedulersView()
+    result = lab.run()
+    view.update(lab, result)
+    step = len(view.timeline["t"]) // 2
+    view.show_step(step)
+    frame = result["modes"][0]["trace"]["frames"][view.timeline["frames"][0][step]]
+    maps = view.group_maps["vllm-v1"]
+    assert maps.figure.visible and not view.group_maps["sglang"].figure.visible and view.key_items[WHOLE_POOL].visible
+    data = maps.cells.source.data
+    cells = len(frame["groups"][0]["owner"])
+    assert list(data["owner"]) == frame["groups"][0]["owner"] + frame["groups"][1]["owner"]
+    assert list(data["written"]) == frame["groups"][0]["written"] + frame["groups"][1]["written"]
+    assert list(data["group"]) == [0] * cells + [1] * cells
+    # a band a group, 64 cells a row, each under a row for its title: 1,021 cells (152,100 blocks, 149 a cell)
+    # are 16 rows, so the second band's first cell is at the left of row 18
+    assert cells == 1021 and (data["left"][0], data["top"][0]) == (0, -1) and data["left"][63] == 63
+    assert (data["left"][cells], data["top"][cells]) == (0, -18) and maps.titles.data["y"] == [-0.45, -17.45]
+    assert maps.titles.data["text"] == ["0: sliding window (128 tokens), 12 layers", "1: full attention, 12 layers"]
+    assert maps.group_names.args["names"][0].startswith("0: sliding window (128 tokens), 12 layers; one cell = ")
+    assert view.group_note.text.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
+    assert "sliding-window group frees" in view.group_note.text and "linear" not in view.group_note.text
+    plain = LABS["schedulers"](requests=30, workload="few-shot")
+    view.update(plain, plain.run())
+    view.show_step(0)
+    assert not maps.figure.visible and not view.key_items[WHOLE_POOL].visible and view.group_note.text == ""
 
 
 def test_the_time_figures_span_exactly_the_curves():

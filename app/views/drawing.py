@@ -42,15 +42,17 @@ class Cells:
 
     def __init__(self, name: str, *shown: str) -> None:
         self.source = ColumnDataSource(columns(*CELL, "fill_top", "written", *shown), name=name)
-        self.drawn = (0, 0)  # (cells, columns) of the boxes the page has
+        self.drawn: tuple = (0, 0, None)  # (cells, columns, slots) of the boxes the page has
         self.bottom = np.zeros(0)
 
-    def show(self, cols: int, written: np.ndarray, **shown: np.ndarray) -> None:
-        """One frame: each cell's percentage holding KV (filled from the bottom) and `shown`."""
+    def show(self, cols: int, written: np.ndarray, slots: np.ndarray | None = None, **shown: np.ndarray) -> None:
+        """One frame: each cell's percentage holding KV (filled from the bottom) and `shown`; `slots`:
+        where each cell goes in the grid, if not one after another (a grid of several maps)."""
         grid = None
-        if self.drawn != (len(written), cols):
-            grid = cell_boxes(np.arange(len(written)), cols)
-            self.bottom, self.drawn = grid["bottom"], (len(written), cols)
+        drawn = (len(written), cols, None if slots is None else hash(slots.tobytes()))
+        if self.drawn != drawn:
+            grid = cell_boxes(np.arange(len(written)) if slots is None else slots, cols)
+            self.bottom, self.drawn = grid["bottom"], drawn
         data = {"fill_top": self.bottom + (1 - GAP) * written / 100, "written": written, **shown}
         if grid is None:
             self.source.data.update(data)  # a ColumnDataChangedEvent of these columns only

@@ -8,7 +8,9 @@ A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a r
 holds it, purple while running requests read it from the prefix cache (blocks a request hit or
 shares with another; radix-tree nodes locked by running requests), green when it holds the KV of
 a finished or preempted request that nobody holds but a later request can still reuse, white
-when free.
+when free. For a model whose layers are not all alike a mode's KV cache groups get a map each
+(`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
+so a window group's blocks are seen freed as it slides while a full group's grow.
 """
 from __future__ import annotations
 
@@ -26,21 +28,25 @@ from app.view import LabView, columns, padded_end, serving_rows, set_range, stea
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
-from kvweb.serving.continuous_batching import CACHED, SHARED
+from kvweb.serving.continuous_batching import CACHED, OTHER, SHARED
 
 MODES = ("paper", "vllm-v1", "sglang")
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
 TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
+GROUPED = ("vllm-v1", "sglang")  # the modes that may keep a model's kinds of layer apart (KV cache groups, pools)
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
+KEY_HEIGHT = 64  # pixels of the maps' key, two rows
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
-          ("cached, reusable", "#54a24b"), ("free", "#ffffff"))
+          ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"))
+WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
 
 
 def state_codes(owners: np.ndarray) -> np.ndarray:
     """Each cell's index in STATES: a request id is running, the other owners say which state."""
-    codes = np.where(owners >= 0, 0, len(STATES) - 1).astype(np.int8)
+    codes = np.where(owners >= 0, 0, 3).astype(np.int8)
     codes[owners == SHARED] = 1
     codes[owners == CACHED] = 2
+    codes[owners == OTHER] = 4
     return codes
 
 
@@ -103,8 +109,31 @@ def kv_groups_text(groups: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def group_label(i: int, group: dict[str, Any]) -> str:
+    """A KV cache group (or pool) by number, kind, window and layers: "0: sliding window (128 tokens), 12 layers"."""
+    window = f" ({group['window']:,} {tr('tokens')})" if group["window"] else ""
+    return f"{i}: {tr(LAYER_NAMES[group['kind']])}{window}, {group['layers']} {tr('layers')}"
+
+
+def groups_note(mode: str, groups: list[dict[str, Any]]) -> str:
+    """One line beside a mode's group maps: what the learner sees in them."""
+    kinds = {g["kind"] for g in groups}
+    lead = (tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, another group's grey")
+            if groups[0]["shared"] else tr("a pool of its own for each kind of layer, drawn one each"))
+    parts = [f"{mode}: {lead}"]
+    if "sliding" in kinds:
+        parts.append(tr("a sliding-window group frees the blocks before its last window as the request grows "
+                        "(green while still cached)"))
+    if kinds & {"full", "latent"}:
+        parts.append(tr("a full-attention group's blocks grow with the request"))
+    if "linear" in kinds:
+        parts.append(tr("a linear group holds one block of state per request"))
+    return "; ".join(parts)
+
+
 class StateMap:
-    """One mode's KV memory as a grid of cells coloured by state; `draw` shows one frame."""
+    """One mode's KV memory (or one KV cache group's) as a grid of cells coloured by state; `draw`
+    shows one frame."""
 
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
@@ -140,6 +169,70 @@ class StateMap:
         return states
 
 
+class GroupMaps:
+    """A mode's maps of its KV cache groups (or pools) in one figure, for a model whose layers are not
+    all alike: a band per group, one under another, each the pool's cells under the group's name;
+    hidden otherwise. (One figure made with the view: a figure added to a drawn page later can miss
+    the data sent with it.)"""
+
+    COLUMNS = 64  # cells a row: a band is a strip of the pool, as wide as the page
+
+    def __init__(self, mode: str) -> None:
+        self.cells = Cells(f"schedulers-{mode}-groups-cells", "state", "owner", "group")
+        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0), visible=False,
+                             name=f"schedulers-{mode}-groups")
+        self.figure.axis.visible = False
+        self.figure.grid.visible = False
+        color = indexed_color("state", [c for _, c in STATES])
+        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
+                                fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
+        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
+                         fill_color=color, line_color=None)
+        self.titles = ColumnDataSource(columns("x", "y", "text"), name=f"schedulers-{mode}-groups-titles")
+        self.figure.text("x", "y", "text", source=self.titles, text_font_size="11px", text_baseline="middle")
+        self.group_names = CustomJSHover(args={"names": []}, code="return names[value]")
+        self.figure.add_tools(HoverTool(
+            renderers=[held], tooltips=[(tr("group"), "@group{group}"), ("", "@state{state}"),
+                                        (tr("request"), "@owner{request}"), (tr("KV"), "@written %")],
+            formatters={"@group": self.group_names, "@owner": request_hover("-"),
+                        "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]")}))
+        self.slots = np.zeros(0, dtype=np.int64)
+        self.group = np.zeros(0, dtype=np.int8)
+        self.width = 1  # cells a row
+
+    def reset(self, mode: str, groups: list[dict[str, Any]], cells: list[int]) -> None:
+        """Bands for these groups, of these cells each (none: hidden)."""
+        self.figure.visible = bool(groups)
+        if not groups:
+            return
+        self.width = min(self.COLUMNS, max(cells))
+        rows = -(-max(cells) // self.width) + 1  # a band's cells under a row for its title
+        slots, titles = [], columns("x", "y", "text")
+        for g, n in enumerate(cells):
+            i = np.arange(n)
+            slots.append((g * rows + 1) * self.width + i)
+            titles["x"].append(0)
+            titles["y"].append(-g * rows - 0.45)
+            titles["text"].append(group_label(g, groups[g]))
+        self.slots = np.concatenate(slots)
+        self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
+        self.titles.data = titles
+        self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
+                                           f"{tr('tokens')}" for g, group in enumerate(groups)]}
+        total_rows = len(groups) * rows
+        self.figure.title.text = f"{mode}: " + tr("each KV cache group's map")
+        self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
+        self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
+        self.figure.y_range.start, self.figure.y_range.end = -total_rows - 0.2, 0.2
+
+    def draw(self, groups: list[dict[str, Any]]) -> None:
+        """Show one frame's group maps."""
+        owners = np.concatenate([np.asarray(g["owner"], dtype=np.int32) for g in groups])
+        written = np.concatenate([np.asarray(g["written"], dtype=np.int32) for g in groups])
+        self.cells.show(self.width, written, self.slots, state=state_codes(owners), owner=owners, group=self.group)
+
+
 class SchedulersView(LabView):
     labs = ("schedulers",)
     animated = True
@@ -160,17 +253,21 @@ class SchedulersView(LabView):
         self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
+        # Models whose layers are not all alike: each KV cache group's (or pool's) map
+        self.group_maps = {m: GroupMaps(m) for m in GROUPED}
+        self.group_note = plain(css_class="kv-schedulers-group-note")
+        self.grouped: list[bool] = []  # whether each run mode has group maps
         # The maps' key: a strip of its own above them, so no map loses room to it.
-        self.key = figure(height=64, sizing_mode="stretch_width", toolbar_location=None, tools="",
+        self.key = figure(height=KEY_HEIGHT, sizing_mode="stretch_width", toolbar_location=None, tools="",
                           x_range=Range1d(0, 1), y_range=Range1d(0, 1), outline_line_color=None)
         self.key.axis.visible = False
         self.key.grid.visible = False
         swatches = ColumnDataSource(dict(zip(CELL, ([2], [3], [2], [3]))))  # off the strip: only the legend shows it
-        self.key.add_layout(Legend(items=[
-            LegendItem(label=tr(name), renderers=[self.key.quad(*CELL, source=swatches, fill_color=color,
-                                                                line_color="#888888")])
-            for name, color in STATES], orientation="horizontal", ncols=2, location="center", border_line_alpha=0,
-            label_text_font_size="12px", background_fill_alpha=0))
+        self.key_items = [LegendItem(label=tr(name), renderers=[
+            self.key.quad(*CELL, source=swatches, fill_color=color, line_color="#888888")]) for name, color in STATES]
+        self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
+        self.key.add_layout(Legend(items=self.key_items, orientation="horizontal", ncols=2, location="center",
+                                   border_line_alpha=0, label_text_font_size="12px", background_fill_alpha=0))
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
         self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
@@ -218,7 +315,9 @@ class SchedulersView(LabView):
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
-                         self.key, maps, self.hits, self.host, self.batch, self.memory, sizing_mode="stretch_width")
+                         self.key, maps, self.group_note,
+                         pn.Row(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"), self.hits, self.host, self.batch, self.memory,
+                         sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
@@ -238,6 +337,7 @@ class SchedulersView(LabView):
             unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
             self.maps[m["mode"]].reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
                                        cells)
+        self._show_groups(modes)
         curves = []
         for m in modes:
             c = m["trace"]["curves"]
@@ -272,6 +372,19 @@ class SchedulersView(LabView):
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
 
+    def _show_groups(self, modes: list[dict[str, Any]]) -> None:
+        """Each run mode's KV cache group maps (hidden for a model of one kind of layer) and the line about them."""
+        run = {m["mode"]: m["trace"] for m in modes}
+        self.grouped = [bool(m["trace"].get("groups")) for m in modes]
+        for mode, maps in self.group_maps.items():
+            trace = run.get(mode, {})
+            frames = trace.get("frames") or [{}]
+            maps.reset(mode, trace.get("groups", []), [len(g["owner"]) for g in frames[0].get("groups", [])])
+        self.group_note.text = "\n".join(groups_note(m["mode"], m["trace"]["groups"])
+                                         for m, grouped in zip(modes, self.grouped) if grouped)
+        self.key_items[WHOLE_POOL].visible = any(self.grouped)
+        self.key.height = KEY_HEIGHT + 20 * any(self.grouped)  # a third row of the key
+
     def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
         """The host tier's curves of the modes that have one (none: the figure hides)."""
         self.host.visible = bool(tiered)
@@ -296,9 +409,12 @@ class SchedulersView(LabView):
         index = min(index, len(times) - 1)
         t = times[index]
         lines = [f"t = {t:.1f} s"]
-        for mode, frames, at in zip(self.names, self.frames, self.timeline["frames"]):
-            counts = np.bincount(self.maps[mode].draw(frames[at[index]]), minlength=len(STATES))
-            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES, counts)))
+        for mode, frames, at, grouped in zip(self.names, self.frames, self.timeline["frames"], self.grouped):
+            frame = frames[at[index]]
+            counts = np.bincount(self.maps[mode].draw(frame), minlength=len(STATES))
+            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES[:WHOLE_POOL], counts)))
+            if grouped:
+                self.group_maps[mode].draw(frame["groups"])
         for span in self.now:
             span.location = t
         self.step_text.text = "\n".join(lines)

@@ -31,14 +31,15 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.engine_trace import GroupMap, TraceRecorder
 from kvweb.serving.metrics import SLO
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
 
 # Memory-map owners besides request ids: cached KV nobody holds (reusable), free memory, and
-# KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes).
-CACHED, FREE, SHARED = -2, -1, -3
+# KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes);
+# in a KV cache group's map of a pool every group shares (`group_maps`), another group's memory.
+CACHED, FREE, SHARED, OTHER = -2, -1, -3, -4
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
 NO_SLOTS = np.zeros(0, dtype=np.int64)  # an empty prefix, shared (read only): only SGLang gives requests one
@@ -349,6 +350,12 @@ class ContinuousBatching:
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         raise NotImplementedError
 
+    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
+        """One map per KV cache group (or per pool, where each kind of layer has a pool of its own),
+        for a model whose layers are not all alike; none when `memory_map` says all (one kind of
+        layer, one pool). The trace keeps them beside `memory_map`'s (engine_trace.GroupMap)."""
+        return []
+
     # -- bookkeeping the schedulers call ---------------------------------------
     def _event(self, kind: str, seq: Seq) -> None:
         if self.trace is not None:
@@ -618,10 +625,11 @@ class ContinuousBatching:
 
 
 # Memory-map cells show the most active state among their units: a running request (the largest
-# id), else SHARED, else CACHED, else FREE. Maps are built on keys in that order: an owner id is its
-# own key, a mark m has the key -4 - m (SHARED -1, CACHED -2, FREE -3), and the same map turns a
-# key back into an owner.
-K_SHARED, K_CACHED, K_FREE = -4 - SHARED, -4 - CACHED, -4 - FREE
+# id), else SHARED, else CACHED, else FREE, else OTHER (a group's map: a cell wholly another
+# group's). Maps are built on keys in that order: an owner id is its own key, a mark m has the key
+# -4 - m (SHARED -1, CACHED -2, FREE -3), and the same map turns a key back into an owner; OTHER's
+# key is -4, below them all.
+K_SHARED, K_CACHED, K_FREE, K_OTHER = -4 - SHARED, -4 - CACHED, -4 - FREE, -4
 
 
 def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndarray) -> tuple[int, list[int], list[int]]:
@@ -632,4 +640,6 @@ def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndar
         key = key.reshape(-1, per_cell).max(axis=1)
         written = written.reshape(-1, per_cell).sum(axis=1)
     percent = np.rint(100 * written / cell_tokens).astype(int)
-    return cell_tokens, np.where(key >= 0, key, -4 - key).tolist(), percent.tolist()
+    owner = np.where(key >= 0, key, -4 - key)
+    owner[key == K_OTHER] = OTHER
+    return cell_tokens, owner.tolist(), percent.tolist()

@@ -7,6 +7,7 @@ doubles: samples stay evenly spread and the trace stays small enough for a brows
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +51,29 @@ def merge_frames(earlier: dict[str, Any], later: dict[str, Any]) -> None:
     happened = later["happened"]
     for kind, n in earlier["happened"].items():
         happened[kind] = happened.get(kind, 0) + n
+
+
+@dataclass(frozen=True)
+class GroupMap:
+    """One KV cache group's memory map in a frame, for a model whose layers are not all alike
+    (`ContinuousBatching.group_maps`): vLLM's groups share one pool of blocks, so each group's map
+    is that whole pool with its own blocks coloured and the other groups' OTHER; a scheduler that
+    keeps each kind of layer in a pool of its own (SGLang's full, sliding-window and Mamba pools)
+    gives one map per pool, `shared` False. Owners and percentages are `memory_map`'s."""
+
+    kind: str  # full, sliding, latent or linear (kvweb/gpu/layers.py)
+    layers: int  # layers whose KV (or state) it keeps
+    window: int  # a sliding window's tokens (0: none)
+    shared: bool  # one pool for every group (a cell may be OTHER), or a pool of its own
+    unit: str  # what the pool is made of: "block", "token slot" or "state slot"
+    cell_tokens: int  # tokens a cell holds (a state pool: states per cell)
+    owner: list[int]  # each cell's owner: a request id, SHARED, CACHED, FREE or OTHER
+    written: list[int]  # percentage of each cell holding this group's KV
+
+    def about(self) -> dict[str, Any]:
+        """What stays the same from frame to frame (the trace keeps it once)."""
+        return {"kind": self.kind, "layers": self.layers, "window": self.window, "shared": self.shared,
+                "unit": self.unit, "cell_tokens": self.cell_tokens}
 
 
 def cell_group(n_units: int, max_cells: int) -> int:
@@ -134,6 +158,7 @@ class TraceRecorder:
         self.returned: set[int] = set()  # cells preempted work came back to since the last frame
         self.host: dict[int, int] = {}  # swapped-out request id -> KV tokens on the host
         self.since = 0  # events before the last frame
+        self.groups: list[dict[str, Any]] = []  # each group's `GroupMap.about` (layers of several kinds)
 
     @property
     def next_t(self) -> float:
@@ -147,9 +172,14 @@ class TraceRecorder:
         if t >= self.frames.next_t:
             self.cell_tokens, owner, written = memory.memory_map(step, self.max_cells)
             kinds = self.events["kind"][self.since:]
-            self.frames.add(t, {"t": t, "owner": owner, "written": written, "freed": sorted(self.freed),
-                                "returned": sorted(self.returned), "host": [[i, n] for i, n in self.host.items()],
-                                "happened": {k: kinds.count(k) for k in EVENT_KINDS if k in kinds}})
+            frame = {"t": t, "owner": owner, "written": written, "freed": sorted(self.freed),
+                     "returned": sorted(self.returned), "host": [[i, n] for i, n in self.host.items()],
+                     "happened": {k: kinds.count(k) for k in EVENT_KINDS if k in kinds}}
+            groups = memory.group_maps(step, self.max_cells)
+            if groups:
+                self.groups = [g.about() for g in groups]
+                frame["groups"] = [{"owner": g.owner, "written": g.written} for g in groups]
+            self.frames.add(t, frame)
             self.freed, self.returned, self.since = set(), set(), len(self.events["t"])
 
     def event(self, t: float, kind: str, seq_id: int, tokens: int = 0, cells: tuple[int, ...] | list[int] = ()) -> None:
@@ -189,4 +219,5 @@ class TraceRecorder:
             "frames": self.frames.rows,
             "events": self.events,
             "event_bins": self.event_bins(curves["t"][-1] if curves["t"] else 0.0),
+            **({"groups": self.groups} if self.groups else {}),
         }

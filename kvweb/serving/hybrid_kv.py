@@ -35,13 +35,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
 from kvweb.gpu.specs import LLMSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, Seq, key_cells
-from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_OTHER, K_SHARED, Seq, key_cells
+from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.prefix_caching import BlockPool
 
 ALIGN = 16  # vLLM's attention kernel block alignment: a raised block size is a multiple of it
@@ -242,24 +243,69 @@ class GroupedPool:
                 self.pages.release(freed[::-1])
 
 
-def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> tuple[int, list[int], list[int]]:
-    """`V1Scheduler.memory_map` on a grouped pool: cells of whole blocks (every group's), a running
-    request's id, SHARED (found in the cache or held twice), CACHED or FREE; a held or cached block
-    counts as full (the last block's fill is not drawn)."""
-    pages, bs = pool.pages, pool.block_size
+def page_states(pool: GroupedPool, seqs: Sequence[Seq], groups: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each page's key (a running request's id, K_SHARED for a page found in the cache or held twice,
+    K_CACHED or K_FREE) and, if asked, its group (-1: free without a hash). Every page is in exactly
+    one group or free: a group's pages are the ones its requests hold and the ones hashed for it."""
+    pages, bs, width = pool.pages, pool.block_size, pool.width
     n = pages.n_blocks
-    per_cell = cell_group(n, max_cells)
-    size = -(-n // per_cell) * per_cell
-    key = np.full(size, K_FREE, dtype=np.int64)
+    key = np.full(n, K_FREE, dtype=np.int64)
+    group = np.full(n, -1, dtype=np.int64) if groups else None
     cached = np.fromiter(chain(pages.table.values(), *pages.copies.values()), np.intp)
     key[cached] = K_CACHED
-    for seq in seqs:
-        held = [p for p in chain.from_iterable(seq.blocks) if p != NULL]
-        key[held] = seq.id
-        hits = [p for p in chain.from_iterable(seq.blocks[:seq.hit // bs]) if p != NULL]
-        key[[p for p in held if pages.ref[p] > 1] + hits] = K_SHARED
-    written = np.where(key == K_FREE, 0, bs)
-    return key_cells(bs, per_cell, key, written)
+    if group is not None:  # hashed for group g: under the key (hash, g)
+        group[cached] = np.fromiter(chain(map(itemgetter(1), pages.table),
+                                          (h[1] for h, copies in pages.copies.items() for _ in copies)),
+                                    np.int64, len(cached))
+    if seqs:
+        counts = [len(s.blocks) * width for s in seqs]
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(s.blocks for s in seqs)), np.intp, sum(counts))
+        held = flat != NULL
+        pages_held = flat[held]
+        key[pages_held] = np.repeat(np.array([s.id for s in seqs], dtype=np.int64), counts)[held]
+        if group is not None:
+            group[pages_held] = np.tile(np.arange(width), len(flat) // width)[held]
+        found = np.zeros(len(flat), dtype=bool)  # the pages of the blocks each request hit
+        for start, s in zip(np.cumsum([0, *counts[:-1]]).tolist(), seqs):
+            if s.hit >= bs:
+                found[start:start + s.hit // bs * width] = True
+        key[flat[held & found]] = K_SHARED
+        key[np.bincount(pages_held, minlength=n) > 1] = K_SHARED  # only running requests hold pages
+    return key, group
+
+
+def grouped_memory_map(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> tuple[int, list[int], list[int]]:
+    """`V1Scheduler.memory_map` on a grouped pool: cells of pages of any group, a running request's
+    id, SHARED (found in the cache or held twice), CACHED or FREE; a held or cached page counts as
+    full (the last block's fill is not drawn)."""
+    key, _ = page_states(pool, seqs)
+    per_cell = cell_group(len(key), max_cells)
+    key = np.concatenate([key, np.full(-len(key) % per_cell, K_FREE)])  # whole cells: the padding stays free
+    return key_cells(pool.block_size, per_cell, key, np.where(key == K_FREE, 0, pool.block_size))
+
+
+def group_maps(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> list[GroupMap]:
+    """`V1Scheduler.group_maps`: the one pool once per group, its own pages by state (as
+    `grouped_memory_map`), a free page without a hash FREE, a page held or cached by another group
+    OTHER. The maps together hold about twice the cells of one (`max_cells` each for two groups)."""
+    key, group = page_states(pool, seqs, groups=True)
+    n, width, bs = len(key), pool.width, pool.block_size
+    per_cell = cell_group(n, max(max_cells // 4, 2 * max_cells // width))
+    cells = -(-n // per_cell)
+    # Cell by cell: another group's, unless a page in it is free (the padding too: FREE) or this group's
+    # (the largest key). Only the pages of some group are looked at one by one: most of a pool is free.
+    free = np.ones(cells * per_cell, dtype=bool)
+    free[:n] = group < 0
+    own = np.full((width, cells), K_OTHER, dtype=np.int64)
+    own[:, free.reshape(cells, per_cell).any(axis=1)] = K_FREE
+    at = np.flatnonzero(~free[:n])
+    mine = group[at] * cells + at // per_cell  # (group, cell) of each
+    np.maximum.at(own.ravel(), mine, key[at])
+    written = np.bincount(mine, minlength=width * cells) * bs
+    cell_tokens, owner, percent = key_cells(per_cell * bs, 1, own.ravel(), written)
+    return [GroupMap(g.kind, g.layers, g.kept + 1 if g.kind == "sliding" else 0, True, "block", cell_tokens,
+                     owner[i * cells:(i + 1) * cells], percent[i * cells:(i + 1) * cells])
+            for i, g in enumerate(pool.groups)]
 
 
 def sglang_refusal(model: LLMSpec) -> str | None:

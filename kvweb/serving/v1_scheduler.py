@@ -41,9 +41,9 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
-from kvweb.serving.engine_trace import cell_group
+from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.host_tier import HostTier
-from kvweb.serving.hybrid_kv import GroupedPool, grouped_memory_map, kv_layout
+from kvweb.serving.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
@@ -379,3 +379,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             if pool.shared_extra:  # blocks held more than once (pool.ref > 1): only running requests hold blocks
                 key[:n][np.bincount(blocks, minlength=n) > 1] = K_SHARED
         return key_cells(bs, per_cell, key, written)
+
+    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
+        """Each KV cache group's map of the one pool (`hybrid_kv.group_maps`; none with one group)."""
+        if self.width == 1:
+            return []
+        return group_maps(self.pool, [*self.running.values(), *self.prefilling, *self.leaving], max_cells)
