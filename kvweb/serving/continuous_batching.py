@@ -295,7 +295,7 @@ class ContinuousBatching:
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
         occupied, used, cached)) for k of them, at least `quiet_array` and at most `most` (arrays of k
-        elements; occupied, used and cached may be one number for all); or (k, None): run at most
+        elements; occupied, used and cached may be one number for all, cached None where nothing is); or (k, None): run at most
         the next k one by one (0: the next one is not quiet). `room_s`: seconds to the next event;
         iterations only get longer, so planning stops at about as many as fill it. `_quiet_commit(m)`
         then changes the state as the first m do."""
@@ -507,14 +507,18 @@ class ContinuousBatching:
                         flops, nbytes, occ, use, cache = plan
                         dts = step_times(flops, nbytes)
                         k = len(dts)
-                        sums = np.empty((4, k))  # the clock and the three time integrals
+                        # the clock and the three time integrals (the third only where something is cached)
+                        sums = np.empty((3 if cache is None else 4, k))
                         sums[0] = dts
                         np.multiply(dts, occ, out=sums[1])
                         np.multiply(dts, use, out=sums[2])
-                        np.multiply(dts, cache, out=sums[3])
-                        sums[:, 0] += (self.now, occupied_s, used_s, cached_s)
+                        if cache is None:
+                            sums[:, 0] += (self.now, occupied_s, used_s)
+                        else:
+                            np.multiply(dts, cache, out=sums[3])
+                            sums[:, 0] += (self.now, occupied_s, used_s, cached_s)
                         np.add.accumulate(sums, axis=1, out=sums)
-                        m = min(int(np.searchsorted(sums[0], limit)) + 1, k)  # up to the one reaching the limit
+                        m = min(int(sums[0].searchsorted(limit)) + 1, k)  # up to the one reaching the limit
                         self._quiet_commit(m)
                         if step_itl:
                             itl_s += dts[:m].tolist()
@@ -523,7 +527,9 @@ class ContinuousBatching:
                             itl_s.append(times[0].item() - last_decode)
                             itl_s += np.diff(times).tolist()
                         itl_n += [n] * m
-                        self.now, occupied_s, used_s, cached_s = sums[:, m - 1].tolist()
+                        self.now, occupied_s, used_s, *cached = sums[:, m - 1].tolist()
+                        if cached:
+                            cached_s = cached[0]
                         self.step += m
                     else:
                         clock = [self.now, occupied_s, used_s, cached_s, last_decode]

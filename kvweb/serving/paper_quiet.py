@@ -81,7 +81,7 @@ class PaperQuietSteps(ContinuousBatching):
         flops, nbytes = ctx * fc, ctx * bc
         flops += flops0
         nbytes += nbytes0
-        return k, (flops, nbytes, held[0] if held[0] == held[-1] else np.array(held), ctx, 0)
+        return k, (flops, nbytes, held[0] if held[0] == held[-1] else np.array(held), ctx, None)
 
     def _quiet_commit(self, m: int) -> None:
         n = len(self.running)
