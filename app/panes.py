@@ -75,7 +75,7 @@ class LabPanes:
 
 def fold(title: str, widgets: list[pn.widgets.Widget]) -> pn.Card:
     """A folded card whose widgets join the page when it is first opened: until then they cost
-    the page nothing (a roofline's 17 folded widgets with their tooltips are 51 of its first
+    the page nothing (a roofline's 17 folded widgets with their tooltips are 49 of its first
     page's 254 Bokeh models, built by the server and drawn by the browser). The widgets exist
     and follow the lab all along; only their models wait.
 
