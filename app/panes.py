@@ -62,11 +62,7 @@ class LabPanes:
             groups: dict[float, list[pn.widgets.Widget]] = {}
             for n, w in widgets.items():
                 groups.setdefault(lab.param[n].precedence or 0, []).append(w)
-            # One Column in each folded card: a collapsed Card hides each of its children in the
-            # page, and each hidden child costs a layout of the whole page (seconds per switch
-            # beside a big view, with a dozen widgets folded).
-            folded = [pn.Card(pn.Column(*groups[level], margin=0), title=tr(title), collapsed=True, width=290,
-                              css_classes=[f"kv-fold-{title}"]) for level, title in FOLDS if level in groups]
+            folded = [fold(title, groups[level]) for level, title in FOLDS if level in groups]
             pane = LabPane(widgets, pn.Column(*groups.get(0, []), *folded, margin=0), view.panel)
         self.panes[lab.lab_name] = pane
         while len(self.panes) > KEEP_LABS:
@@ -77,3 +73,23 @@ class LabPanes:
         self.views.clear()
         self.panes.clear()
         self.drawn.clear()
+
+
+def fold(title: str, widgets: list[pn.widgets.Widget]) -> pn.Card:
+    """A folded card whose widgets join the page when it is first opened: until then they cost
+    the page nothing (a roofline's 17 folded widgets with their tooltips are 49 of its first
+    page's 254 Bokeh models, built by the server and drawn by the browser). The widgets exist
+    and follow the lab all along; only their models wait.
+
+    One Column in each card: a collapsed Card hides each of its children in the page, and each
+    hidden child costs a layout of the whole page (seconds per switch beside a big view, with a
+    dozen widgets folded)."""
+    inner = pn.Column(margin=0)
+    card = pn.Card(inner, title=tr(title), collapsed=True, width=290, css_classes=[f"kv-fold-{title}"])
+
+    def opened(event: Any) -> None:
+        if not event.new and not inner.objects:
+            inner.objects = widgets
+
+    card.param.watch(opened, "collapsed")
+    return card

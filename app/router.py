@@ -35,15 +35,15 @@ class Router:
         self._entry: str | None = None  # what the browser's current history entry stands for
 
     def start(self) -> None:
-        """In a browser, open its URL once the page has loaded (in a worker too); the URL is
-        read raw (`install`), before Panel makes a Location that parses the query itself."""
+        """Open the browser's URL at once, while the session's document is built: the page's
+        first document then already shows its route, drawn in one layout, with no round trip
+        after the page has loaded (docs/site.md, "A fresh session's first page"). The URL is the
+        request's under `panel serve` and the page's in the static site's worker, read raw
+        (`install`), before Panel makes a Location that parses the query itself."""
         if pn.state.curdoc is None:
             self.open("")
             return
         install()
-        pn.state.onload(self._on_load)
-
-    def _on_load(self) -> None:
         self.history.on_pop(self._on_pop)
         self.open(pn.state.location.search)
 

@@ -78,6 +78,10 @@ class Runner:
         self._drawn = 0.0  # when the browser's bar was last redrawn
         self._ticker: Any = None
         self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
+        if self.pool is not None and pn.state.curdoc is not None:
+            # A session that ends (its page closed, or never connected: a bare request of a URL
+            # draws its lab, app/router.py) stops its run and drops its waiting one, as cancel does.
+            pn.state.curdoc.on_session_destroyed(lambda context: self._forget())
 
     def start(self, lab: Lab, finish: Finish) -> None:
         """Run `lab`; `finish(result, error)` is called under the document lock when it ends."""
@@ -147,12 +151,17 @@ class Runner:
     def _stop(self) -> None:
         """The running lab stops (its child killed, or in a thread at its next progress report; a
         waiting one never starts); the app says so at once."""
-        finish, self._finish = self._finish, None
+        finish = self._finish
+        self._forget()
+        if finish is not None:
+            under_lock(lambda: (self._hide(), finish(None, CANCELLED)))
+
+    def _forget(self) -> None:
+        """The running lab stops and a waiting one never starts; nothing of theirs is drawn."""
+        self._finish = None
         self._generation += 1
         if self.pool is not None:
             self.pool.drop(self)
-        if finish is not None:
-            under_lock(lambda: (self._hide(), finish(None, CANCELLED)))
 
     def _hide(self) -> None:
         if self._ticker is not None:

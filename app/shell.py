@@ -19,6 +19,7 @@ from app.lab_area import LabArea
 from app.pages import Page, pages
 from app.route import Route
 from app.router import Router
+from app.site import resources
 from kvweb.lab import LABS
 from kvweb.query import DEFAULT_LAB, to_query
 
@@ -28,6 +29,7 @@ class Shell:
 
     def __init__(self) -> None:
         style.install()  # phones, wrapping, CJK fonts, viewport (app/style.py)
+        resources.install()  # only the extensions used, and the DataTable guard (app/site/resources.py)
         self.route: Route | None = None
         self.pages: dict[str, Page] = {}  # made in the session's language
         self.router = Router(self.draw)

@@ -123,6 +123,13 @@ def set_param(page: Page, name: str, value: str) -> None:
     box.press("Enter")
 
 
+def open_folds(page: Page) -> None:
+    """Open the lab's folded cards: their widgets join the page when a card is first opened
+    (app/panes.py `fold`)."""
+    for header in page.locator("[class*='kv-fold-'] .card-header").all():
+        header.click()
+
+
 def plain_text(page: Page, css_class: str):
     """Locator of the text inside an `app.text.plain` Div or `LiveText` (in a shadow root)."""
     return page.locator(f".{css_class} .bk-clearfix, .{css_class} .kv-text")

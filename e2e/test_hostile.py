@@ -4,7 +4,7 @@ stay, and the app stays usable. And sessions under `panel serve` stay apart."""
 from urllib.parse import parse_qsl, quote
 
 import pytest
-from conftest import INJECTED, data_fingerprint, plain_text, set_param, wait_ready
+from conftest import INJECTED, data_fingerprint, open_folds, plain_text, set_param, wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 from app.route import MAX_QUERY, URL_EXTRAS
@@ -60,6 +60,7 @@ def test_hostile_url_keeps_good_values_and_names_the_bad(page, open_app, guard, 
     for words in [*expected, *said]:
         assert words in text, (words, text)
     assert len(text.splitlines()) <= MAX_MESSAGES + 2  # + the shell's own lang and step lines
+    open_folds(page)  # a folded parameter's widget is in the page once its card is opened
     assert {name: widget_value(page, name) for name in kept} == kept
     assert page.evaluate(INJECTED) == [] and guard.dialogs == [] and guard.errors == []
     set_param(page, "block_size" if "roofline" in query else "requests", "24")  # still usable

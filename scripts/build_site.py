@@ -333,7 +333,8 @@ def convert(site: Path, packages: list[str], script: Path) -> None:
     worker = (worker.replace("@PACKAGES@", json.dumps(packages)).replace("@WHEELS@", json.dumps(wheels))
               .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]})))
     from app.site.convert import convert as convert_app
-    html, worker_js = convert_app(script, worker, (STATIC / "handler.js").read_text())
+    from app.site.resources import DATATABLE_GUARD
+    html, worker_js = convert_app(script, worker, DATATABLE_GUARD + (STATIC / "handler.js").read_text())
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
     (site / "main.mjs").write_text(worker_js)

@@ -79,18 +79,8 @@ function adoptAppUrl(docs_json) {
   }
 }
 
-// Bokeh 3.9's DataTable sizes its grid in after_layout, which a sibling's first render can
-// call before the table's own after_render has made the grid (seen on a static page whose
-// first document already holds the engine lab's table): wait for the grid instead of failing.
-function guardDataTables() {
-  const view = window.Bokeh?.Tables?.DataTable?.prototype?.default_view;
-  if (view == null || view.prototype.kvwebGuarded) return;
-  for (const name of ["_after_layout", "_after_resize"]) {
-    const original = view.prototype[name];
-    view.prototype[name] = function () { if (this.grid !== undefined) original.call(this); };
-  }
-  view.prototype.kvwebGuarded = true;
-}
+// guardDataTables(): app/site/resources.py's DATATABLE_GUARD, put in front of this script by
+// scripts/build_site.py (the served app's page runs the same guard).
 
 // Stop: the cancel button while a run computes (docs/site.md, "Stopping a run"). Its click would
 // reach Python only after the run, so the page stops the run itself: isolated, through Pyodide's

@@ -12,6 +12,7 @@ if sys.platform == "emscripten":
 
 
 import kvweb.labs  # noqa: E402, F401
+import panel as pn  # noqa: E402
 from app import i18n  # noqa: E402
 from app.i18n import tr_message  # noqa: E402
 from app.child import CPU_MESSAGE, MEMORY_MESSAGE, run_in_child  # noqa: E402
@@ -152,6 +153,48 @@ def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(serve
     assert first.outcomes == [] and second.outcomes == []
     assert third.outcomes == [(jsonable(get_lab("block-tables")(seed=3).run()), None)]
     assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
+
+
+def end_session() -> None:
+    """What Bokeh does when it discards the current session (its page closed, or never connected)."""
+    for callback in pn.state.curdoc.session_destroyed_callbacks:
+        callback(None)
+
+
+def test_a_sessions_end_kills_its_child(served):
+    """A bare request of a URL draws the URL's lab (app/router.py): if no page ever connects, its
+    run must not go on holding a slot."""
+    runner, ticks = served
+    finished = Finished()
+    runner.start(get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64), finished)
+    for _ in range(WAIT * 100):  # until its child computes
+        computing = runs_computing()
+        if computing:
+            break
+        threading.Event().wait(0.01)
+    end_session()
+    ended = threading.Event()
+    runner.pool.submit("probe", ended.set)  # one worker: this runs once the killed run has ended
+    assert ended.wait(WAIT)
+    run_ticks(ticks, ended)
+    assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}") and finished.outcomes == []
+
+
+def test_a_sessions_end_drops_its_waiting_run(served):
+    runner, ticks = served
+    other, holding, finished = threading.Event(), threading.Event(), Finished()
+    runner.pool.submit("other", lambda: (holding.set(), other.wait()))  # another session's run holds the one slot
+    assert holding.wait(WAIT)
+    runner.start(get_lab("block-tables")(seed=3), finished)
+    assert runner.pool.waiting() == 1
+    end_session()
+    assert runner.pool.waiting() == 0
+    other.set()
+    ended = threading.Event()
+    runner.pool.submit("probe", ended.set)
+    assert ended.wait(WAIT)
+    run_ticks(ticks, ended)
+    assert finished.outcomes == []  # it never ran: it came before the probe, which the one worker ran
 
 
 class PartOfTheReport:

@@ -13,13 +13,16 @@ import panel as pn  # noqa: E402
 from bokeh.document import Document  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
 
+import app.runner  # noqa: E402
 from app import i18n  # noqa: E402
 from app.pages.exercises import ExercisesPage  # noqa: E402
 from app.pages.tour import STEPS  # noqa: E402
 from app.panes import KEEP_LABS  # noqa: E402
 from app.shell import Shell  # noqa: E402
 from app.site.history import History  # noqa: E402
-from kvweb.lab import LABS  # noqa: E402
+from app.site.location import install as install_location  # noqa: E402
+from kvweb.jsonable import jsonable  # noqa: E402
+from kvweb.lab import LABS, no_progress  # noqa: E402
 
 
 @pytest.fixture
@@ -121,13 +124,49 @@ def test_a_lab_view_that_does_not_fit_is_hidden_and_shown_again(shell):
     assert not shell.labs.fit_pane.visible and shell.labs.main.objects[1].visible
 
 
-def test_folded_parameters_sit_in_one_column_of_their_card(shell):
-    """A collapsed Card hides each child in the page, and each costs a layout of the page."""
-    shell.router.open("?lab=schedulers")
-    cards = [o for o in shell.labs.kept.panes["schedulers"].controls.objects if isinstance(o, pn.Card)]
-    assert cards and all(len(c.objects) == 1 and isinstance(c.objects[0], pn.Column) for c in cards)
-    folded = {w for c in cards for w in c.objects[0].objects}
-    assert folded and folded < set(shell.labs.widgets.values())
+def test_folded_parameters_join_one_column_of_their_card_when_it_is_first_opened(shell):
+    """Until then they follow the lab without a model in the page; then one Column holds them (a
+    collapsed Card hides each child in the page, and each costs a layout of the page)."""
+    shell.router.open("?lab=roofline&mem_util=0.8&ignore_weights=true")
+    cards = [o for o in shell.labs.kept.panes["roofline"].controls.objects if isinstance(o, pn.Card)]
+    assert [c.css_classes for c in cards] == [["kv-fold-details"], ["kv-fold-assumptions"]]
+    assert all(len(c.objects) == 1 and isinstance(c.objects[0], pn.Column) and not c.objects[0].objects for c in cards)
+    widgets = shell.labs.widgets
+    assert widgets["mem_util"].value == 0.8 and widgets["ignore_weights"].value is True  # folded, and set
+    doc = Document()
+    with set_curdoc(doc):
+        shell.layout.get_root(doc)
+        assert not widgets["mem_util"]._models and widgets["tokens"]._models  # only shown widgets are in the page
+        for card in cards:
+            card.collapsed = False
+        assert widgets["mem_util"]._models  # opened: now in the page
+    folded = [w for c in cards for w in c.objects[0].objects]
+    assert len(folded) == 17 and set(folded) < set(widgets.values())  # 7 details, 10 assumptions
+    cards[0].collapsed, cards[0].collapsed = True, False  # folded and opened again: the same widgets, once
+    assert [w for c in cards for w in c.objects[0].objects] == folded
+
+
+def test_a_sessions_first_document_already_shows_its_url(monkeypatch):
+    """The URL is opened while the session's document is built, not once the page has loaded: the
+    first document the page gets holds the lab drawn with the URL's values, and the URL written;
+    the history box's script runs once the page has rendered it (the page could not hear it before)."""
+    monkeypatch.setattr(app.runner, "server_pool", lambda: None)  # the run is called here, as the quick lane does
+    search = "?lab=roofline&tokens=4096&lang=zh"
+    doc = Document()
+    with set_curdoc(doc):
+        install_location({"pathname": "/main", "search": search, "href": "http://127.0.0.1/main" + search, "origin": "x"})
+        shell = Shell()  # as app/main.py: no page has loaded, no document_ready has come
+        assert shell.route.lab.tokens == 4096 and shell.labs.widgets["tokens"].value == 4096
+        assert shell.labs.result == jsonable(LABS["roofline"](tokens=4096).run(no_progress))  # run,
+        assert shell.labs.kept.drawn[shell.labs.view] is shell.labs.result and shell.labs.status.text == "就绪 (ready)"  # drawn
+        mode, written = shell.router.history.entry.value.split(" ")
+        assert mode == "replace" and written.startswith("?lab=roofline&") and "&tokens=4096&" in written
+        shell.layout.server_doc(doc)
+        ready = dict(doc.to_json(deferred=False)["callbacks"]["entries"])["document_ready"]
+        (replay,) = [c["attributes"] for c in ready if c["attributes"]["code"] == "box.properties.value.change.emit()"]
+        box = doc.get_model_by_id(dict(replay["args"]["entries"])["box"]["id"])
+        assert box.css_classes == ["kv-history"] and box.value == f"replace {written}"
+    i18n.use("en")
 
 
 def test_the_history_box_carries_its_browser_part_on_its_own_model():

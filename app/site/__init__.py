@@ -6,6 +6,8 @@ link to the page and Panel's conversion into a static page.
 - `history`: Back and Forward, which Panel's Location leaves alone.
 - `link`: the worker's link to the page (one message per redraw, app/redraw.py).
 - `convert`: Panel's conversion with kvweb's worker and page scripts (static/).
+- `resources`: what the served page loads besides the document (no unused Panel extension;
+  the DataTable guard both pages run).
 - `upstream`: every private Panel API the above use, in one place (tests/test_site_upstream.py).
 
 The browser's own part is in static/ (handler.js, worker.mjs, early.html, loading.html).

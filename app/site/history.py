@@ -2,6 +2,7 @@
 change, and never hears Back or Forward)."""
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import panel as pn
@@ -20,7 +21,11 @@ class History:
     def __init__(self) -> None:
         self.popped = pn.widgets.TextInput()  # "N ?query": the Nth Back or Forward, and where it went
         # "push ?query" or "replace ?query"
-        self.entry = LinkedTextInput(_SHOW, {"popped": self.popped}, css_classes=["kv-history"])
+        # The app writes its first URL while the session's document is built (app/router.py), before
+        # the page can hear it: under `panel serve` the box's script runs once more when the page
+        # has rendered; the static site's page does that itself (static/handler.js).
+        self.entry = LinkedTextInput(_SHOW, {"popped": self.popped}, on_render=sys.platform != "emscripten",
+                                     css_classes=["kv-history"])
         self.layout = pn.Row(self.popped, self.entry, visible=False)  # `popped`'s model is made first
 
     def show(self, search: str, push: bool) -> None:
@@ -30,10 +35,9 @@ class History:
         self.popped.param.watch(lambda event: callback(event.new.partition(" ")[2]), "value")
 
 
-# The browser's part. The popstate listener is added the first time this runs: when the app
-# writes its first URL, or (static site, whose first URL is written before the page renders
-# and put in the address bar by static/handler.js) when handler.js runs it once after render,
-# so that entries from before a reload still bring Back and Forward into the app.
+# The browser's part. The popstate listener is added the first time this runs: once the page
+# has rendered the first document (the app wrote its first URL while building it), so that
+# entries from before a reload still bring Back and Forward into the app.
 _SHOW = """
 const [mode, search] = cb_obj.value.split(" ")
 if (!window.kvwebPopstate) {

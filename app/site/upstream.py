@@ -75,15 +75,19 @@ class LinkedTextInput(pn.widgets.TextInput):
 
     Panel's `jscallback` would do the same, but then Panel walks every model of the page after
     each layout change, looking for linked ones (0.1-0.3 s a lab switch in the browser).
+    With `on_render`, `code` also runs once when the page has rendered the document, for the
+    value the box was built with (a change made before the page could hear it).
     """
 
-    def __init__(self, code: str, args: dict[str, pn.widgets.Widget], **params: Any) -> None:
+    def __init__(self, code: str, args: dict[str, pn.widgets.Widget], on_render: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self._js_code, self._js_args = code, args
+        self._js_code, self._js_args, self._on_render = code, args, on_render
 
     def _get_model(self, doc: Document, root: Any = None, parent: Any = None, comm: Any = None) -> Any:
         model = super()._get_model(doc, root, parent, comm)
         ref = (root or model).ref["id"]
         args = {name: widget._models[ref][0] for name, widget in self._js_args.items()}
         model.js_on_change("value", CustomJS(args=args, code=self._js_code))
+        if self._on_render:
+            doc.js_on_event("document_ready", CustomJS(args={"box": model}, code="box.properties.value.change.emit()"))
         return model
