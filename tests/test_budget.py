@@ -10,7 +10,7 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+                          HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, POOL_BLOCKS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -96,6 +96,10 @@ def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_en
     # prefill replicas 2 of 4: the splits 1 + 3, 2 + 2, 3 + 1, a fleet run each (not two)
     split = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate())
     assert split[ENGINE_REQUESTS] == (1 + 3 + 1) * 10 and split[ADVANCES] == 4 * 10 * 4 + 10
+    assert split[POOL_BLOCKS] == 0  # SGLang: no block hashes
+    # vLLM V1 hashes every block into its pool; a split's decode side each prompt's again
+    v1 = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2, mode="vllm-v1").estimate())
+    assert v1[POOL_BLOCKS] == 5 * 10 * 128 / 16 + 3 * 10 * 100 / 16
     # few-shot: every prompt's blocks probed on each replica (a split's router: its prefill pool's)
     shots = dict(workload="few-shot", requests=12, tasks=2, examples_len=64, question_len=16, block_size=16)
     lab = LABS["fleet"](**shots, replicas=3, routers="exact-prefix", prefill_replicas=1)

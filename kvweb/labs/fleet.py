@@ -111,10 +111,12 @@ class FleetLab(SchedulersLab):
             horizon = max((r.arrival for r in requests), default=0.0)
             rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
         kv_tokens = self.setup().cost_model().kv_capacity_tokens
-        runs = [fleet_work(requests, self.replicas, probed, kv_tokens, self.max_seqs, self.block_size, rounds)
-                for probed in [self.replicas] * len(self.router_list()) + splits]
+        runs = [fleet_work(requests, self.replicas, self.replicas, kv_tokens, self.max_seqs, self.mode, self.block_size,
+                           rounds) for _ in self.router_list()]
+        runs += [fleet_work(requests, self.replicas, prefill, kv_tokens, self.max_seqs, self.mode, self.block_size, rounds,
+                            transfers=True) for prefill in splits]
         knobs = self.work_knobs()
-        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.block_size)
+        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size)
         return work(*(part for run in runs for part in run), *single,
                     lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
                     higher=(*knobs["higher"], *(("think_s",) if rounds else ())))
