@@ -101,7 +101,7 @@ def most_requests(name: str, values: dict) -> int:
 def estimate_table() -> None:
     print(f"| lab | values | requests | estimate s | CPU s | estimate / CPU |")
     print("|---|---|---|---|---|---|")
-    for name, values in ESTIMATED:
+    for name, values in [ESTIMATED[i] for i in map(int, sys.argv[2:])] or ESTIMATED:
         lab = LABS[name](**values, requests=most_requests(name, values))
         clear_memos()
         cpu = time.process_time()

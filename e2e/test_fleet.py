@@ -69,7 +69,7 @@ def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app
     page.goto(f"{served_app}?{bigger}")
     wait_ready(page)
     before = page.evaluate("location.search")
-    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 10 s by the estimate
+    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 8 s by the estimate
     bar = page.locator("progress.kv-progress")
     bar.wait_for(state="visible", timeout=30_000)
     for _ in range(300):  # the plan reports each candidate as it finishes

@@ -58,6 +58,7 @@ HASHED_PEEKS = Unit("lookups in a block-hash table", 9e-6)
 HASHES = Unit("blocks hashed", 1e-8)
 MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
 MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
+FLEET_REQUESTS = Unit("requests through a fleet's replicas", 1.5e-4)  # each admitted, stepped, finished, summarized
 POOL_BLOCKS = Unit("blocks hashed into vLLM V1's block pool", 1e-6)  # a fleet's vLLM V1 replicas: every full block
 DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's: output tokens / batch_at_most
 ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)

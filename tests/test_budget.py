@@ -10,7 +10,8 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, POOL_BLOCKS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+                          FLEET_REQUESTS, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS,
+                          POOL_BLOCKS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -88,14 +89,14 @@ def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_en
     # 10 fixed requests of 100 + 28 tokens on 4 replicas: all of them fit one replica's batch
     base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16, replicas=4)
     two = units(LABS["fleet"](**base, routers="round-robin,cost").estimate())
-    assert two[ENGINE_REQUESTS] == 3 * 10  # two routers' fleets and the single engine
+    assert two[FLEET_REQUESTS] == 3 * 10  # two routers' fleets and the single engine
     assert two[ENGINE_BLOCKS] == 3 * 10 * 128 / 16
     assert two[DECODE_STEPS] == 3 * 28  # 10 at once: each output token a step for all of them
     assert two[ADVANCES] == 2 * 10 * 4 + 10  # every replica at each arrival; the single engine, one
     assert two[HASHED_BLOCKS] == 0  # requests without content: no prefix to probe
     # prefill replicas 2 of 4: the splits 1 + 3, 2 + 2, 3 + 1, a fleet run each (not two)
     split = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate())
-    assert split[ENGINE_REQUESTS] == (1 + 3 + 1) * 10 and split[ADVANCES] == 4 * 10 * 4 + 10
+    assert split[FLEET_REQUESTS] == (1 + 3 + 1) * 10 and split[ADVANCES] == 4 * 10 * 4 + 10
     assert split[POOL_BLOCKS] == 0  # SGLang: no block hashes
     # vLLM V1 hashes every block into its pool; a split's decode side each prompt's again
     v1 = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2, mode="vllm-v1").estimate())
@@ -113,7 +114,7 @@ def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():
                        schedulers="sglang", replicas="1,3", workload="fixed", prompt_len=100, output_len=28,
                        requests=10, rate=1.0)
     got = units(lab.estimate())
-    assert got[ENGINE_REQUESTS] == 4 * 10 and got[ADVANCES] == 2 * (1 + 3) * 10
+    assert got[FLEET_REQUESTS] == 4 * 10 and got[ADVANCES] == 2 * (1 + 3) * 10
 
 
 def test_cache_schedule_counts_insertions_and_lookups():

@@ -12,7 +12,7 @@ from typing import Any
 
 import param
 
-from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, POOL_BLOCKS, Estimate, Unit,
+from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, POOL_BLOCKS, Estimate, Unit,
                           work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import MAX_SEQS, PERCENTILES, SCHEDULERS, Candidate, Workload
@@ -30,9 +30,8 @@ MAX_CANDIDATES = 4096  # grid points before pruning
 def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: int, max_seqs: int, scheduler: str,
                block_size: int = 16, rounds: float = 0.0, transfers: bool = False) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
-    requests and their blocks through the schedulers, in the papers' engine's units (vLLM V1's and
-    SGLang's quiet steps run as arrays: counting every output token step by step made the estimate
-    3-5x high), the decode steps of the batches each replica's `kv_tokens` hold (the slow runs: long
+    requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
+    arrays: counting every output token step by step made the estimate 3-5x high), the decode steps of the batches each replica's `kv_tokens` hold (the slow runs: long
     outputs in little memory), vLLM V1's blocks hashed into its pool (with `transfers`, a split's
     decode side hashes each prompt again as it reserves it), every replica advanced at each arrival
     and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
@@ -42,7 +41,7 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     prompts = sum(r.prompt for r in requests)
     steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
     hashed = (tokens + (prompts if transfers else 0)) / block_size if scheduler == "vllm-v1" else 0
-    return [(len(requests), ENGINE_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
+    return [(len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
             (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
             (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
 
