@@ -1,6 +1,6 @@
 """Benchmark: the fleet simulation's speed (simulated seconds per wall second).
 
-Run: .venv/bin/python -m bench.fleet [--estimates]   (figures go to docs/fleet.md by hand)
+Run: .venv/bin/python -m bench.fleet [--estimates [ROW ...]]   (figures go to docs/fleet.md by hand)
 
 Scenario A traffic (1000 ShareGPT-like requests) on 4 replicas at 4x the schedulers lab's default
 rate (8/s, each replica at about 2/s), each scheduler behind each router, then the single engine
@@ -8,7 +8,8 @@ at 2/s for comparison. Goal: >= 1000x real time at 4 replicas. Also the fleet la
 routers and the single engine, multi-turn) as the app runs it, and a disaggregated fleet.
 Best of a few repeats (bench/timing.py). With --estimates instead: the fleet and plan labs' work
 estimates beside the CPU time of their runs (bench/caps.py's style), each run's requests raised to
-the most the budget accepts: none may take over 1.5x its estimate's budget, nor under half its estimate.
+the most the budget accepts (ROW: only those rows of ESTIMATED, by index): none may take over 1.5x its
+estimate's budget, nor under half its estimate.
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def most_requests(name: str, values: dict) -> int:
 
 
 def estimate_table() -> None:
-    print(f"| lab | values | requests | estimate s | CPU s | estimate / CPU |")
+    print("| lab | values | requests | estimate s | CPU s | estimate / CPU |")
     print("|---|---|---|---|---|---|")
     for name, values in [ESTIMATED[i] for i in map(int, sys.argv[2:])] or ESTIMATED:
         lab = LABS[name](**values, requests=most_requests(name, values))
