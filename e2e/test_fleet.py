@@ -1,10 +1,12 @@
 """The served app end to end on the fleet lab: opened by URL, it compares the routers' hit
 rates; switching the replicas' scheduler to the papers' engine (a widget, written to the URL)
-redraws them: no prefix cache, no hits. The plan links to it, and its run can be stopped."""
+redraws them: no prefix cache, no hits. The plan links to it, and its run can be stopped, under
+`panel serve` and in the static site."""
 from urllib.parse import parse_qs
 
 import pytest
 from conftest import plain_text, set_param, wait_ready
+from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
 DATA = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
 
@@ -67,7 +69,7 @@ def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app
     page.goto(f"{served_app}?{bigger}")
     wait_ready(page)
     before = page.evaluate("location.search")
-    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 10 s by the estimate
+    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 8 s by the estimate
     bar = page.locator("progress.kv-progress")
     bar.wait_for(state="visible", timeout=30_000)
     for _ in range(300):  # the plan reports each candidate as it finishes
@@ -79,3 +81,56 @@ def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app
     plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
     wait_ready(page)
     assert page.evaluate("location.search") == before
+
+
+def test_the_plan_in_the_static_site(page, static_site, guard):
+    """The same in the static site (Python in the page's worker: the plan's serial backend): a
+    bigger plan's bar moves as candidates finish, cancel stops it (the URL's state drawn again)
+    and the page still answers; the plan run again opens a front row in the fleet lab with the
+    row's figures, and Back returns to the plan."""
+    url = f"{static_site}?{PLAN}"
+    page.goto(url)
+    wait_live(page)
+    page.evaluate("() => navigator.serviceWorker.ready.then(() => null)")
+    page.goto(url)  # cross-origin isolated from the second visit on: cancel stops Python in place
+    wait_live(page)
+    assert page.evaluate("() => crossOriginIsolated")
+    wait_ready(page)
+    before = page.evaluate("location.search")
+    set_param(page, "requests", "1500")  # 4 candidates of 1,500 requests: the bar moves by quarters
+    bar = page.locator("progress.kv-progress")
+    bar.wait_for(state="visible", timeout=30_000)
+    for _ in range(300):
+        if int(bar.get_attribute("value") or 0) > 0:
+            break
+        page.wait_for_timeout(100)
+    assert int(bar.get_attribute("value")) in (250, 500, 750)  # a candidate done, one left at least
+    page.locator(".kv-cancel button").click()
+    plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=30_000)
+    wait_ready(page)
+    assert page.evaluate("location.search") == before
+    assert page.locator(".kv-param-requests input").first.input_value() == "60"
+    set_param(page, "requests", "80")  # run again
+    page.wait_for_function("() => location.search.includes('requests=80')", timeout=60_000)
+    wait_ready(page)
+    plan_search = page.evaluate("location.search")
+    front = page.evaluate(DATA, "plan-pareto")
+    row = len(front["c0"]) - 1  # the front's last row: the fastest
+    key, ttft_s = front["c0"][row], float(front["c3"][row])
+    page.locator(f".kv-plan-open-{row} button").click()
+    page.wait_for_function("() => location.search.includes('lab=fleet')")
+    wait_ready(page)
+    query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
+    gpu, tp, _, _, mode, replicas, router = key.split("/")
+    assert (query["gpu"], query["tp"], query["mode"], query["replicas"], query["routers"]) == (
+        gpu, tp[2:], mode, replicas[1:], router)
+    assert (query["model"], query["requests"], query["rate"]) == ("llama-3-8b", "80", "8.0")
+    table = page.evaluate(DATA, "fleet-table")
+    assert table["c0"] == [router]
+    assert float(table["c2"][0].split(" / ")[1]) == pytest.approx(1e3 * ttft_s, rel=0.01)  # TTFT p90, as the plan's
+    page.go_back()
+    page.wait_for_function("s => location.search === s", arg=plan_search)
+    wait_ready(page)
+    page.locator(f".kv-plan-open-{row} button").wait_for()
+    assert page.evaluate(DATA, "plan-pareto")["c0"][row] == key
+    assert guard.errors == []

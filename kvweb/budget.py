@@ -58,6 +58,9 @@ HASHED_PEEKS = Unit("lookups in a block-hash table", 9e-6)
 HASHES = Unit("blocks hashed", 1e-8)
 MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
 MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
+FLEET_REQUESTS = Unit("requests through a fleet's replicas", 1.5e-4)  # each admitted, stepped, finished, summarized
+POOL_BLOCKS = Unit("blocks hashed into vLLM V1's block pool", 1e-6)  # a fleet's vLLM V1 replicas: every full block
+DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's: output tokens / batch_at_most
 ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
 
@@ -71,7 +74,7 @@ def refusal(estimate: Estimate, budget_s: float) -> str:
     """The one line that refuses a run over the budget. It starts with the parameters to change, as
     a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
     lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
-    parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED)
+    parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED and n)
     change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
     seconds = f"{estimate.seconds:,.0f}" if estimate.seconds >= 1 else f"{estimate.seconds:.2g}"
     return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "

@@ -9,8 +9,9 @@ from unittest import mock
 import pytest
 
 import kvweb.labs  # noqa: F401
-from kvweb.budget import (BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED, HASHED_PEEKS, HASHES,
-                          MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
+                          FLEET_REQUESTS, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS,
+                          POOL_BLOCKS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -82,6 +83,38 @@ def test_schedulers_count_three_modes_and_their_searches():
     assert plain[STEP_TOKENS] == 2 * 10 * 28  # vLLM V1 and SGLang decode step by step
     searched = units(LABS["schedulers"](**base, search=True).estimate())
     assert searched[ENGINE_REQUESTS] == 3 * 10 + 3 * (SEARCH_DOUBLINGS + 6) * 10
+
+
+def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_engine():
+    # 10 fixed requests of 100 + 28 tokens on 4 replicas: all of them fit one replica's batch
+    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16, replicas=4)
+    two = units(LABS["fleet"](**base, routers="round-robin,cost").estimate())
+    assert two[FLEET_REQUESTS] == 3 * 10  # two routers' fleets and the single engine
+    assert two[ENGINE_BLOCKS] == 3 * 10 * 128 / 16
+    assert two[DECODE_STEPS] == 3 * 28  # 10 at once: each output token a step for all of them
+    assert two[ADVANCES] == 2 * 10 * 4 + 10  # every replica at each arrival; the single engine, one
+    assert two[HASHED_BLOCKS] == 0  # requests without content: no prefix to probe
+    # prefill replicas 2 of 4: the splits 1 + 3, 2 + 2, 3 + 1, a fleet run each (not two)
+    split = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate())
+    assert split[FLEET_REQUESTS] == (1 + 3 + 1) * 10 and split[ADVANCES] == 4 * 10 * 4 + 10
+    assert split[POOL_BLOCKS] == 0  # SGLang: no block hashes
+    # vLLM V1 hashes every block into its pool; a split's decode side each prompt's again
+    v1 = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2, mode="vllm-v1").estimate())
+    assert v1[POOL_BLOCKS] == 5 * 10 * 128 / 16 + 3 * 10 * 100 / 16
+    # few-shot: every prompt's blocks probed on each replica (a split's router: its prefill pool's)
+    shots = dict(workload="few-shot", requests=12, tasks=2, examples_len=64, question_len=16, block_size=16)
+    lab = LABS["fleet"](**shots, replicas=3, routers="exact-prefix", prefill_replicas=1)
+    prompts = sum(r.prompt for r in lab.requests_at(lab.rate))
+    assert units(lab.estimate())[HASHED_BLOCKS] == pytest.approx(prompts / 16 * (3 + 1 + 2))
+
+
+def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():
+    # 70B at 16 bits: no room on one H100 (pruned), a fleet run each on 2 and 4 GPUs (1 and 3 replicas)
+    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
+                       schedulers="sglang", replicas="1,3", workload="fixed", prompt_len=100, output_len=28,
+                       requests=10, rate=1.0)
+    got = units(lab.estimate())
+    assert got[FLEET_REQUESTS] == 4 * 10 and got[ADVANCES] == 2 * (1 + 3) * 10
 
 
 def test_cache_schedule_counts_insertions_and_lookups():

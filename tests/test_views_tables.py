@@ -17,7 +17,7 @@ from app.views.fragmentation import FragmentationView  # noqa: E402
 from app.views.max_rate import MaxRateView  # noqa: E402
 from app.views.roofline import RooflineView  # noqa: E402
 from kvweb.jsonable import number  # noqa: E402
-from kvweb.lab import LABS  # noqa: E402
+from kvweb.lab import LABS, ParamError  # noqa: E402
 
 
 @pytest.fixture
@@ -157,6 +157,33 @@ def test_the_plan_links_the_cheapest_and_each_front_row_to_the_fleet_lab():
         "lab": "fleet", "gpu": "H100-SXM", "tp": "4", "mode": "sglang", "replicas": "1", "routers": "round-robin",
         "model": "llama-3.1-70b", "requests": "40", "rate": "4.0"}
     assert front[1].value is False  # springs back
+
+
+def test_a_plan_row_beyond_the_fleet_lab_says_so_instead_of_a_link(chinese):
+    """The fleet lab runs a candidate's fleet and the single engine beside it: about twice a plan's
+    work for it, so a plan within the budget may hold a row the fleet lab refuses (here 3,000
+    requests of 8,000 output tokens, one at a time in a 70B replica's little KV memory). Such a row
+    gets one line saying why, not a link whose URL the fleet lab would open with values reset."""
+    from app.views.plan import PlanView
+    from kvweb.fleet.candidate import Candidate
+    from kvweb.labs.fleet import FleetLab
+
+    grid = dict(model="llama-3.1-70b", gpus="A100-80GB", tps="2", weight_precisions="16-bit", schedulers="sglang",
+                replicas="1", workload="fixed", prompt_len=100, output_len=8000, max_len=8192, rate=0.05)
+    small = LABS["plan"](**grid, requests=4)
+    result = small.run()
+    large = LABS["plan"](**grid, requests=3000)
+    large.admit()  # the plan accepts it
+    (row,) = result["pareto"]
+    with pytest.raises(ParamError, match="over the budget"):
+        FleetLab.of_candidate(large, Candidate.of(row)).admit()
+    view = PlanView()
+    view.update(small, result)
+    assert [b.css_classes for b in view.open_front.objects] == [["kv-plan-open-0"]]  # within its limits: a link
+    view.update(large, result)  # the large plan's rows (figures from the small one: only the links differ)
+    (line,) = [o.object.text for o in view.open_front.objects]
+    assert line.startswith(f"{row['key']}: 超出 fleet lab 的限制，不提供链接: requests, prompt_len, output_len")
+    assert line.endswith("超出了 20 秒的预算；调低 requests/prompt_len/output_len/replicas/routers 或调高 block_size")
 
 
 def test_the_fleet_view_sets_every_split_beside_co_located_and_names_up_to_8_lines():

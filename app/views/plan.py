@@ -2,7 +2,8 @@
 every simulated candidate (the Pareto front joined), the front as a table, then every candidate
 with what the roofline pruned and why. The cheapest and each row of the front link to the fleet
 lab with that configuration on the plan's workload (`FleetLab.of_candidate`), which shows the
-same figures."""
+same figures; a row the fleet lab would refuse (its rules or work budget: the plan allows more)
+says so in one line instead, rather than a link whose URL the fleet lab would open with values reset."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, tr_message
 from app.route import Route
 from app.text import plain
 from app.view import LabView, TextTable, columns
@@ -19,7 +20,7 @@ from app.views.drawing import legend_below
 from app.widgets import link_button
 from kvweb.fleet.candidate import Candidate
 from kvweb.jsonable import number
-from kvweb.lab import Lab
+from kvweb.lab import Lab, ParamError
 from kvweb.labs.fleet import FleetLab
 
 MEETS, MISSES = "#2ca02c", "#d62728"
@@ -70,9 +71,17 @@ class PlanView(LabView):
                          self.open_front, plain(tr("every candidate")), self.everything.pane,
                          sizing_mode="stretch_width")
 
-    def fleet_link(self, lab: Lab, row: dict[str, Any], label: str, css_class: str) -> pn.widgets.Widget:
-        """A button opening the fleet lab on the plan's workload with the row's configuration."""
-        query = Route(lab=FleetLab.of_candidate(lab, Candidate.of(row))).query()
+    def fleet_link(self, lab: Lab, row: dict[str, Any], label: str, css_class: str) -> pn.viewable.Viewable:
+        """A button opening the fleet lab on the plan's workload with the row's configuration, or,
+        where the fleet lab would refuse that configuration, one line saying why."""
+        fleet = FleetLab.of_candidate(lab, Candidate.of(row))
+        try:
+            fleet.admit()
+        except ParamError as refused:
+            beyond = tr("beyond the fleet lab's limits, not linked")
+            line = f"{row['key']}: {beyond}: {tr_message(str(refused))}"
+            return pn.pane.Bokeh(plain(line, css_class="kv-plan-beyond"), sizing_mode="stretch_width")
+        query = Route(lab=fleet).query()
         button = link_button(label, css_class, lambda: self.navigate(query))
         button.param.update(sizing_mode="stretch_width", styles={"max-width": "640px"}, stylesheets=[WRAPPED])
         return button

@@ -119,12 +119,18 @@ class ServingLab(PaperGPULab):
             prompt = sum(r.prompt for r in requests) // len(requests)
             serial_s = (sum(r.output for r in requests) * cost.decode_step_cost(1, 0)
                         + len(requests) * cost.prefill_cost(prompt))  # one request at a time, one token a step
-            # as many at once as memory and the batch limit allow; steps of a full batch take longer
-            together = max(1, min(max_seqs, len(requests), cost.kv_capacity_tokens * len(requests) // tokens))
+            together = batch_at_most(requests, cost.kv_capacity_tokens, max_seqs)  # a full batch's steps take longer
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
             longest = horizon + sum(r.delay for r in requests) + 4 * serial_s / together
             parts.append((frames_at_most(horizon, longest) * map_cells, MAP_CELLS))
         return parts
+
+
+def batch_at_most(requests: list[Request], kv_tokens: int, max_seqs: int) -> int:
+    """Requests one engine runs at once, about: as many as its KV memory holds at their mean
+    length, and the batch limit allow."""
+    tokens = sum(r.prompt + r.output for r in requests)
+    return max(1, min(max_seqs, len(requests), kv_tokens * len(requests) // max(tokens, 1)))
 
 
 def frames_at_most(horizon: float, longest_s: float) -> int:

@@ -16,13 +16,13 @@ from typing import Any
 
 import param
 
-from kvweb.budget import ADVANCES, HASHED_BLOCKS, Estimate, work
+from kvweb.budget import Estimate, work
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS
-from kvweb.labs.plan import PlanLab, choices
+from kvweb.labs.plan import PlanLab, choices, fleet_work
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
@@ -101,22 +101,25 @@ class FleetLab(SchedulersLab):
         return choices("routers", self.routers, list(ROUTERS))
 
     def estimate(self) -> Estimate:
-        """One run per router and the single engine's (a stepwise scheduler's work each), and
-        every decision's prefix probes: each replica reads the prompt's blocks."""
+        """One fleet simulation per router and per split fleet (`fleet_work`: a split's prefill and
+        decode pools serve the requests once between them, its router probing the prefill pool), and
+        the single engine's run."""
         requests = self.requests_at(self.rate)
-        splits = len(split_points(self.replicas, self.prefill_replicas)) if self.prefill_replicas else 0
-        runs = len(self.router_list()) + 1 + 2 * splits  # a split run: about two
-        one = self.served_work(requests, self.block_size, stepwise=True, max_seqs=self.max_seqs)
-        probes = self.replicas * sum(r.prompt for r in requests) / self.block_size
-        knobs = self.work_knobs()
-        steps = 0.0  # multi-turn: the fleet advances every replica at least once per think time
+        splits = split_points(self.replicas, self.prefill_replicas) if self.prefill_replicas else []
+        rounds = 0.0  # multi-turn: the fleet advances every replica at least once per think time
         if self.workload == "multi-turn":
             horizon = max((r.arrival for r in requests), default=0.0)
-            steps = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
-        advances = (len(requests) + steps) * self.replicas * runs
-        return work(*((n * runs, unit) for n, unit in one), (probes * (runs - 1), HASHED_BLOCKS), (advances, ADVANCES),
+            rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
+        kv_tokens = self.setup().cost_model().kv_capacity_tokens
+        runs = [fleet_work(requests, self.replicas, self.replicas, kv_tokens, self.max_seqs, self.mode, self.block_size,
+                           rounds) for _ in self.router_list()]
+        runs += [fleet_work(requests, self.replicas, prefill, kv_tokens, self.max_seqs, self.mode, self.block_size, rounds,
+                            transfers=True) for prefill in splits]
+        knobs = self.work_knobs()
+        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size)
+        return work(*(part for run in runs for part in run), *single,
                     lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
-                    higher=(*knobs["higher"], *(("think_s",) if steps else ())))
+                    higher=(*knobs["higher"], *(("think_s",) if rounds else ())))
 
     def fleet_key(self, **extra: Any) -> str:
         return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)

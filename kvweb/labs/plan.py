@@ -12,17 +12,38 @@ from typing import Any
 
 import param
 
-from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, Estimate, work
+from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, POOL_BLOCKS, Estimate, Unit,
+                          work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
-from kvweb.fleet.candidate import PERCENTILES, SCHEDULERS, Candidate, Workload
+from kvweb.fleet.candidate import MAX_SEQS, PERCENTILES, SCHEDULERS, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
+from kvweb.labs.engine import batch_at_most
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
-from kvweb.serving.workload import SHAPES
+from kvweb.serving.workload import SHAPES, Request
 
 MAX_CANDIDATES = 4096  # grid points before pruning
+
+
+def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: int, max_seqs: int, scheduler: str,
+               block_size: int = 16, rounds: float = 0.0, transfers: bool = False) -> list[tuple[float, Unit]]:
+    """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
+    requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
+    arrays: counting every output token step by step made the estimate 3-5x high), the decode steps of the batches each replica's `kv_tokens` hold (the slow runs: long
+    outputs in little memory), vLLM V1's blocks hashed into its pool (with `transfers`, a split's
+    decode side hashes each prompt again as it reserves it), every replica advanced at each arrival
+    and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
+    `probed` replicas (a request without content is shared with none: nothing to read). The figures,
+    estimate beside CPU time: docs/fleet.md, `python -m bench.fleet --estimates`."""
+    tokens = sum(r.prompt + r.output for r in requests)
+    prompts = sum(r.prompt for r in requests)
+    steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
+    hashed = (tokens + (prompts if transfers else 0)) / block_size if scheduler == "vllm-v1" else 0
+    return [(len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
+            (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
+            (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
 
 
 def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
@@ -120,14 +141,13 @@ class PlanLab(Lab):
                         self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment)
 
     def estimate(self) -> Estimate:
-        """Each candidate the roofline leaves: its requests and their blocks through a scheduler (the
-        papers' engine's units: vLLM V1's and SGLang's quiet steps run as arrays, and the default plan
-        takes 2.6 s of the 4.8 this counts)."""
+        """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
         workload = self.workload_spec()
         requests = workload.arrivals()
-        tokens = sum(r.prompt + r.output for r in requests)
-        left = sum(roofline(c, workload)[0] is None for c in self.candidates())
-        return work((left * len(requests), ENGINE_REQUESTS), (left * tokens / 16, ENGINE_BLOCKS),
+        left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
+        return work(*(part for c in left for part in fleet_work(requests, c.replicas, c.replicas,
+                                                                 c.cost_model(self.model).kv_capacity_tokens, MAX_SEQS,
+                                                                 c.scheduler)),
                     lower=("requests", "gpus", "tps", "schedulers", "replicas"))
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
