@@ -142,6 +142,8 @@ def test_sglang_draws_its_full_and_window_pools_as_two_bands(page, served_app, g
                            ".data.state.length > 0")
     shown = page.evaluate(GROUPS, "sglang")
     assert shown["shown"] and shown["titles"] == ["0: full attention, 12 layers", "1: sliding window (128 tokens), 12 layers"]
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').title.text") == \
+        "sglang: each pool's map"
     # the full pool's 682,337 token slots and the window pool's 545,869, in at most 1,024 cells each
     assert shown["group"] == [0] * 1023 + [1] * 1023
     held = [s for g, s in zip(shown["group"], shown["state"]) if g == 1]

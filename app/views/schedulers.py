@@ -228,10 +228,10 @@ class GroupMaps:
         self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
         self.titles.data = titles
         self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
-                                           f"{tr('states' if group['unit'] == 'state slot' else 'tokens')}"
+                                           f"{tr('states') if group['unit'] == 'state slot' else tr('tokens')}"
                                            for g, group in enumerate(groups)]}
         total_rows = len(groups) * rows
-        self.figure.title.text = f"{mode}: " + tr("each KV cache group's map")
+        self.figure.title.text = f"{mode}: " + (tr("each KV cache group's map") if groups[0]["shared"] else tr("each pool's map"))
         self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -total_rows - 0.2, 0.2
