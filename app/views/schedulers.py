@@ -326,7 +326,9 @@ class SchedulersView(LabView):
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
                          self.key, maps, self.group_note,
-                         pn.Row(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"), self.hits, self.host, self.batch, self.memory,
+                         # one under another: two side by side leave a phone's band names cut off
+                         pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
+                         self.hits, self.host, self.batch, self.memory,
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
