@@ -143,7 +143,7 @@ class MambaRadixCache(RadixCache):
 
     def node_states(self) -> tuple[np.ndarray, np.ndarray]:
         """The state slots nodes hold: (no running request reads it, one does: its prefix ends there)."""
-        locked = [node.state for node, locks in self._state_locks.items() if node.state_lock]
+        locked = [node.state for node in self._state_locks if node.state_lock]
         return (np.array([node.state for node in self._state_free], dtype=np.int64),
                 np.array(locked, dtype=np.int64))
 
