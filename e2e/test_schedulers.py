@@ -106,11 +106,11 @@ def test_a_gpt_oss_model_shows_vllms_kv_cache_groups(page, served_app, guard):
     assert guard.errors == []
 
 
-GROUPS = """() => { const doc = Bokeh.documents[0];
-  const cells = doc.get_model_by_name('schedulers-vllm-v1-groups-cells').data;
+GROUPS = """(mode) => { const doc = Bokeh.documents[0];
+  const cells = doc.get_model_by_name(`schedulers-${mode}-groups-cells`).data;
   return {group: Array.from(cells.group), state: Array.from(cells.state),
-          titles: doc.get_model_by_name('schedulers-vllm-v1-groups-titles').data.text,
-          shown: doc.get_model_by_name('schedulers-vllm-v1-groups').visible}; }"""
+          titles: doc.get_model_by_name(`schedulers-${mode}-groups-titles`).data.text,
+          shown: doc.get_model_by_name(`schedulers-${mode}-groups`).visible}; }"""
 
 
 def test_a_gpt_oss_model_draws_each_kv_cache_groups_map_and_steps_them(page, served_app, guard):
@@ -119,17 +119,39 @@ def test_a_gpt_oss_model_draws_each_kv_cache_groups_map_and_steps_them(page, ser
     wait_ready(page)
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('schedulers-vllm-v1-groups-cells')"
                            ".data.state.length > 0")
-    shown = page.evaluate(GROUPS)
+    shown = page.evaluate(GROUPS, "vllm-v1")
     assert shown["shown"] and shown["titles"] == ["0: sliding window (128 tokens), 12 layers",
                                                   "1: full attention, 12 layers"]
     assert shown["group"] == [0] * 1024 + [1] * 1024  # the one pool of 76,762 blocks, 1,024 cells a group
     assert CACHED in shown["state"]  # freed window blocks and finished requests' blocks, still hashed
     note = plain_text(page, "kv-schedulers-group-note").inner_text()
     assert note.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
-    assert not page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').visible")
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
     page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
                            "'schedulers-vllm-v1-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
     assert query(page)["model"] == "gpt-oss-20b"
+    assert guard.errors == []
+
+
+def test_sglang_draws_its_full_and_window_pools_as_two_bands(page, served_app, guard):
+    # issue 27: SGLang keeps window layers' KV in a pool of its own; each pool is a band, stepped with the player
+    page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
+    wait_ready(page)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups-cells')"
+                           ".data.state.length > 0")
+    shown = page.evaluate(GROUPS, "sglang")
+    assert shown["shown"] and shown["titles"] == ["0: full attention, 12 layers", "1: sliding window (128 tokens), 12 layers"]
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').title.text") == \
+        "sglang: each pool's map"
+    # the full pool's 682,337 token slots and the window pool's 545,869, in at most 1,024 cells each
+    assert shown["group"] == [0] * 1023 + [1] * 1023
+    held = [s for g, s in zip(shown["group"], shown["state"]) if g == 1]
+    assert CACHED in held  # finished requests' window KV, still in the tree
+    note = plain_text(page, "kv-schedulers-group-note").inner_text()
+    assert "sglang: a pool of its own for each kind of layer, drawn one each; the full pool holds every token" in note
+    page.locator(".kv-player button.first").click()
+    page.wait_for_function("() => location.search.includes('step=0')")
+    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+                           "'schedulers-sglang-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
     assert guard.errors == []

@@ -48,6 +48,12 @@ def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[
 # The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs).
 FIXED = Unit("seconds of a run its bounds keep short", 1.0)
 MAP_CELLS = Unit("memory-map cells drawn", 6e-8)
+# The maps of a model whose layers are not all alike (vLLM V1's KV cache groups, SGLang's pools): each
+# frame scans its pools (numpy passes over every unit of a pool that is drawn unit by unit) and draws,
+# one by one, what requests and the cache hold (bench/hybrid_maps.py measures both)
+MAP_SCANS = Unit("pool units scanned for memory maps", 4e-9)
+GROUP_PAGES = Unit("KV cache group pages drawn", 1.6e-7)
+POOL_SLOTS = Unit("pool slots drawn", 2e-8)
 ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
 ENGINE_BLOCKS = Unit("KV blocks filled", 1.2e-6)
 STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)

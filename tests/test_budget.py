@@ -10,8 +10,8 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          FLEET_REQUESTS, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MODEL_CALLS, MODEL_PAIRS, PEEKS,
-                          POOL_BLOCKS, STEP_TOKENS, Estimate, Unit, refusal, work)
+                          FLEET_REQUESTS, GROUP_PAGES, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
+                          MODEL_PAIRS, PEEKS, POOL_BLOCKS, POOL_SLOTS, STEP_TOKENS, Estimate, Unit, refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -115,6 +115,33 @@ def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():
                        requests=10, rate=1.0)
     got = units(lab.estimate())
     assert got[FLEET_REQUESTS] == 4 * 10 and got[ADVANCES] == 2 * (1 + 3) * 10
+
+
+def test_mean_held_by_hand():
+    from kvweb.labs.schedulers import mean_held
+    assert mean_held(100, 50) == 25  # never full: half of what comes, on average
+    assert mean_held(100, 400) == 100 * (1 - 100 / 800) == 87.5  # full a quarter of the way in
+    assert mean_held(100, 0) == 0
+
+
+def test_a_hybrid_models_maps_count_what_each_group_and_pool_holds():
+    # gpt-oss-20b on scenario B: 10 requests of 100 + 28 tokens, 1,280 tokens in all. vLLM V1: 80 blocks of
+    # 16, a page in each of 2 groups, 160 pages, far fewer than the pool's: 80 held on average, drawn twice
+    # a frame, and the pool scanned twice. SGLang: 1,280 slots in each of its two pools (both larger than
+    # DENSE_SLOTS: none scanned), 640 on average, drawn twice. Each mode: about 3 maps of 1,024 cells.
+    from kvweb.serving.hybrid_kv import kv_layout
+    lab = LABS["schedulers"](scenario="B", model="gpt-oss-20b", workload="fixed", prompt_len=100, output_len=28,
+                             requests=10, block_size=16)
+    got = units(lab.estimate())
+    pages = kv_layout(lab.setup().cost_model(), 16).blocks(lab.setup().cost_model())
+    frames = got[GROUP_PAGES] / (2 * 80)
+    assert frames == int(frames) > 1 and pages == 76_762
+    assert got[POOL_SLOTS] == frames * 2 * (640 + 640)
+    assert got[MAP_SCANS] == frames * 2 * pages
+    assert got[MAP_CELLS] == frames * 2 * 3 * 1024  # (the papers' engine refuses the model)
+    # a model whose layers are all alike counts its maps in cells alone, as before
+    plain = units(LABS["schedulers"](scenario="B", workload="fixed", prompt_len=100, output_len=28, requests=10).estimate())
+    assert GROUP_PAGES not in plain and POOL_SLOTS not in plain and MAP_SCANS not in plain
 
 
 def test_cache_schedule_counts_insertions_and_lookups():

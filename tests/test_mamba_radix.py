@@ -1,7 +1,10 @@
 """SGLang on linear-attention hybrids (issue 27, part 3): the pools' sizes by hand, the match rule
-(a hit ends at a node holding a recurrent state), what it gives beside vLLM's raised blocks, and
-conservation of token slots and states over random workloads."""
+(a hit ends at a node holding a recurrent state), what it gives beside vLLM's raised blocks, the
+state pool's map by hand, conservation of token slots and states (and of both pools' maps) over
+random workloads, and the lab's CLI JSON against the library run."""
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.mamba_radix_cache import NO_STATE, MambaRadixCache
 from kvweb.serving.mamba_scheduler import MambaRadixScheduler, mamba_pool_sizes, state_bytes
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
 from kvweb.serving.radix_scheduler import RadixConfig
 from kvweb.serving.workload import Request
 from test_hybrid_kv import TINY, content_requests
@@ -82,6 +86,30 @@ def test_a_later_turn_hits_the_whole_earlier_conversation():
     assert run.hit_tokens == 319
 
 
+def test_the_state_pools_map_holds_a_state_per_running_request_and_the_cached_ones():
+    # Qwen3-Next (12 full layers, 36 linear) on 2,000 token slots and 8 states. Requests 0 and 1
+    # (prompts of 100 and 300 tokens, 20 and 200 to write) start together: each takes a state of its
+    # own, and its prompt's node a copy, which it locks (SHARED). When request 0 finishes, its own
+    # state goes back, its whole sequence's node gets one (CACHED), and its prompt's node state is
+    # no longer read (CACHED); request 1 still holds its own and reads its prompt's.
+    cost = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")
+    engine = MambaRadixScheduler(cost, MambaRadixCache(2000, 8), RadixConfig(8192), 8)
+    engine.start([Request(0, 0.0, 100, 20), Request(1, 0.0, 300, 200)])
+    seen = []
+    for iterations in (1, 35):
+        engine.advance(iterations=iterations)
+        tokens, states = engine.group_maps(engine.step, 1000)
+        assert (tokens.kind, tokens.layers, tokens.unit, tokens.cell_tokens, len(tokens.owner)) == \
+            ("full", 12, "token slot", 2, 1000)  # 2,000 slots in at most 1,000 cells
+        assert (states.kind, states.layers, states.window, states.shared, states.unit, states.cell_tokens) == \
+            ("linear", 36, 0, False, "state slot", 1)
+        assert (tokens.owner, tokens.written) == engine.memory_map(engine.step, 1000)[1:]
+        assert states.written == [0 if o == FREE else 100 for o in states.owner]
+        seen.append((sorted(engine.running), dict(Counter(states.owner))))
+    assert seen == [([0, 1], {0: 1, 1: 1, SHARED: 2, FREE: 4}),
+                    ([1], {1: 1, SHARED: 1, CACHED: 2, FREE: 4})]
+
+
 def check_mamba(engine: MambaRadixScheduler, step: int) -> None:
     """Every token slot is held once (a tree node or one running request) and every state slot once (a
     tree node or one running request); the state counts agree and a state lock implies a full lock."""
@@ -116,6 +144,27 @@ def tiny_engine(tokens: int, states: int, **config) -> MambaRadixScheduler:
     return MambaRadixScheduler(cost, MambaRadixCache(tokens, states), RadixConfig(max_len=128, **config), states)
 
 
+def check_mamba_maps(engine: MambaRadixScheduler, step: int) -> None:
+    """`check_mamba`, and both pools' maps, one slot a cell: the token pool's is `memory_map`; every
+    state in exactly one state of the map: a running request's own its id, a node's read by a
+    running request SHARED, any other node's CACHED, the rest FREE."""
+    tree = engine.tree
+    tokens, states = engine.group_maps(step, max(tree.pool.size, tree.states.size))
+    check_mamba(engine, step)
+    assert (tokens.cell_tokens, tokens.owner, tokens.written) == engine.memory_map(step, tree.pool.size)
+    expected = np.full(tree.states.size, FREE)
+    stack = list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        if node.state != NO_STATE:
+            expected[node.state] = SHARED if node.state_lock else CACHED
+        stack += node.children.values()
+    for seq_id, slot in engine.held.items():
+        expected[slot] = seq_id
+    assert states.cell_tokens == 1 and states.owner == expected.tolist()
+    assert Counter(states.written)[100] == tree.states.used
+
+
 @settings(max_examples=60, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 300), states=st.integers(3, 12),
        max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
@@ -126,7 +175,7 @@ def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens,
     config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
                   policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
     engine = tiny_engine(tokens, states, **config)
-    run = engine.run(requests, observer=check_mamba)
+    run = engine.run(requests, observer=check_mamba_maps)
     assert engine.tree.protected_size == engine.tree.state_protected == engine.pending == 0 and not engine.held
     assert engine.tree.pool.used == engine.tree.evictable_size and engine.tree.states.used == engine.tree.state_evictable
     assert sorted([s.id for s in run.sequences] + [r.id for r, _ in run.rejected]) == [r.id for r in requests]
@@ -137,3 +186,29 @@ def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens,
     assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == \
         [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]
     assert (other.steps, other.preemptions, other.hit_tokens) == (run.steps, run.preemptions, run.hit_tokens)
+
+
+def test_the_labs_cli_json_is_the_library_run_on_a_linear_model():
+    import io
+    import json
+
+    from kvweb.cli import main
+    from kvweb.jsonable import jsonable
+    from kvweb.labs.schedulers import SchedulersLab
+    from kvweb.parsing import make
+
+    params = {"scenario": "B", "model": "qwen3-next-80b-a3b", "weight_precision": "int4", "requests": "30"}
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
+    result = json.loads(out.getvalue())["result"]
+    assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
+    sglang = result["modes"][1]["trace"]
+    pools = result["sglang_pools"]
+    assert [(g["kind"], g["layers"], g["unit"], g["cell_tokens"]) for g in sglang["groups"]] == \
+        [("full", 12, "token slot", -(-pools["full_tokens"] // 1024)), ("linear", 36, "state slot", 1)]
+    for frame in sglang["frames"]:
+        tokens, states = frame["groups"]
+        assert (tokens["owner"], tokens["written"]) == (frame["owner"], frame["written"])  # the token pool's map
+        assert len(states["owner"]) == pools["states"] == 374  # one state a cell
+        # a state of its own per running request, and at most one it reads (where its cached prefix ends)
+        assert sum(o == SHARED for o in states["owner"]) <= sum(o >= 0 for o in states["owner"])

@@ -1,7 +1,7 @@
 """SGLang on sliding-window models (issue 27, part 3): the two pools' sizes by hand, the match rule
-on tombstones, window eviction, the window KV a running request frees, gpt-oss's capacity beside
-its all-full twin, conservation of every slot of both pools over random workloads, and the lab's
-CLI JSON against the library run."""
+on tombstones, window eviction, the window KV a running request frees, each pool's map by hand,
+gpt-oss's capacity beside its all-full twin, conservation of every slot of both pools (and of their
+maps) over random workloads, and the lab's CLI JSON against the library run."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,8 +10,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collections import Counter
+
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.swa_radix_cache import NO_SWA, SWARadixCache
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
 from kvweb.serving.radix_scheduler import RadixConfig
 from kvweb.serving.swa_scheduler import SWARadixScheduler, swa_pool_sizes
 from kvweb.serving.workload import Request, poisson_workload
@@ -140,6 +143,36 @@ def test_a_running_request_frees_the_window_kv_behind_its_window():
     assert (engine.pool.full.used, engine.pool.swa.used) == (49, 33)
 
 
+def test_each_pools_map_holds_all_a_requests_tokens_and_its_last_windows():
+    # gpt-oss-20b (12 full + 12 window layers, a window of 128) on pools of 1,000 full and 800 window
+    # slots, one slot a cell. A 200-token prompt enters the tree when its prefill ends (SHARED in both
+    # pools: the request locks it); every 128 decode steps, at the start of an iteration, the request
+    # frees the window KV of its own tokens more than 128 behind its last. So after d decodes it holds
+    # all d of its own tokens in the full pool, and in the window pool d until the first slide that
+    # frees any (at 256: tokens 200-327, 128 of them), then between 129 and 256.
+    cost = CostModel(H200, MODELS["gpt-oss-20b"])
+    engine = SWARadixScheduler(cost, SWARadixCache(1000, 800, 128), RadixConfig(8192))
+    engine.start([Request(0, 0.0, 200, 400)])
+    engine.advance(iterations=1)  # the prefill
+    seen = []
+    for decodes in (100, 156, 1, 127, 1):
+        engine.advance(iterations=decodes)
+        maps = engine.group_maps(engine.step, 1000)
+        assert [(m.kind, m.layers, m.window, m.shared, m.unit, m.cell_tokens, len(m.owner)) for m in maps] == \
+            [("full", 12, 0, False, "token slot", 1, 1000), ("sliding", 12, 128, False, "token slot", 1, 800)]
+        seen.append([(Counter(m.owner)[0], Counter(m.owner)[SHARED], Counter(m.owner)[FREE]) for m in maps])
+        assert all(m.written == [0 if o == FREE else 100 for o in m.owner] for m in maps)
+    assert engine.dstep == 385
+    assert seen == [[(100, 200, 700), (100, 200, 500)],   # 100 decodes: no slide has freed anything
+                    [(256, 200, 544), (256, 200, 344)],   # 256: the slide at 256 comes with the next iteration
+                    [(257, 200, 543), (129, 200, 471)],   # 257: tokens 200-327 freed, 457 - 328 = 129 kept
+                    [(384, 200, 416), (256, 200, 344)],   # 384: 129 + 127
+                    [(385, 200, 415), (129, 200, 471)]]   # 385: tokens 328-455 freed too
+    # the one map over both pools is the two maps side by side
+    _, both, _ = engine.memory_map(engine.step, 1800)
+    assert both == maps[0].owner + maps[1].owner
+
+
 def check_swa(engine: SWARadixScheduler, step: int) -> None:
     """Every full slot is held once (a tree node or one running request) and every window slot
     belongs to exactly one held full slot; tombstones have no window KV, live nodes all of it, a
@@ -174,6 +207,29 @@ def check_swa(engine: SWARadixScheduler, step: int) -> None:
     assert engine.pending == sum(s.kv(engine.dstep) - s.mat for s in engine.running.values()) and engine.free_slots >= 0
 
 
+def check_swa_maps(engine: SWARadixScheduler, step: int) -> None:
+    """`check_swa`, and each pool's map, one slot a cell: every slot in exactly one state, a request's
+    own slots its id, a locked node's SHARED, an unlocked node's CACHED, the rest FREE; a token's
+    window slot as its full slot (none for a tombstone's or a slid token's: FREE)."""
+    pool, tree = engine.pool, engine.tree
+    maps = engine.group_maps(step, max(pool.full.size, pool.swa.size))
+    check_swa(engine, step)
+    expected = [np.full(pool.full.size, FREE), np.full(pool.swa.size, FREE)]
+    nodes, stack = [], list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        nodes.append((node.value, SHARED if node.lock_ref else CACHED))
+        stack += node.children.values()
+    for seq in [*engine.running.values(), *([engine.chunked] if engine.chunked else [])]:
+        nodes += [(own, seq.id) for own in seq.own]
+    for slots, owner in nodes:
+        expected[0][slots] = owner
+        window = pool.swa_of[slots]
+        expected[1][window[window != NO_SWA]] = owner
+    assert [m.owner for m in maps] == [e.tolist() for e in expected]
+    assert [Counter(m.written)[100] for m in maps] == [pool.full.used, pool.swa.used]
+
+
 @settings(max_examples=60, deadline=None)
 @given(rows=requests_st, shared=st.booleans(), full=st.integers(40, 300), ratio=st.sampled_from([0.3, 0.8, 1.0]),
        max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
@@ -184,7 +240,7 @@ def test_every_request_finishes_and_no_slot_of_either_pool_leaks(rows, shared, f
     config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
                   policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
     engine = swa_engine(full, max(int(full * ratio), 1), **config)
-    run = engine.run(requests, observer=check_swa)
+    run = engine.run(requests, observer=check_swa_maps)
     assert engine.tree.protected_size == engine.tree.swa_protected_size == engine.pending == 0
     assert engine.pool.full.used == engine.tree.evictable_size and engine.pool.swa.used == engine.tree.swa_evictable_size
     assert sorted([s.id for s in run.sequences] + [r.id for r, _ in run.rejected]) == [r.id for r in requests]
@@ -249,4 +305,10 @@ def test_the_labs_cli_json_is_the_library_run_on_a_window_model():
     assert sglang["prefix_hit_rate"] > 0.5
     pools = result["sglang_pools"]
     assert pools["window"] == 1024 and pools["swa_tokens"] == int(pools["full_tokens"] * 0.8)
-    assert sglang["trace"]["frames"]  # one map over both pools' slots
+    trace = sglang["trace"]
+    assert trace["frames"]  # one map over both pools' slots, and each pool's map
+    assert [(g["kind"], g["layers"], g["window"], g["shared"], g["unit"]) for g in trace["groups"]] == \
+        [("full", 10, 0, False, "token slot"), ("sliding", 52, 1024, False, "token slot")]
+    sizes = (pools["full_tokens"], pools["swa_tokens"])
+    for frame in trace["frames"]:
+        assert [len(g["owner"]) for g in frame["groups"]] == [-(-n // g["cell_tokens"]) for n, g in zip(sizes, trace["groups"])]

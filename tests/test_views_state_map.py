@@ -78,7 +78,7 @@ def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_no
     view.show_step(step)
     frame = result["modes"][0]["trace"]["frames"][view.timeline["frames"][0][step]]
     maps = view.group_maps["vllm-v1"]
-    assert maps.figure.visible and not view.group_maps["sglang"].figure.visible and view.key_items[WHOLE_POOL].visible
+    assert maps.figure.visible and view.group_maps["sglang"].figure.visible and view.key_items[WHOLE_POOL].visible
     data = maps.cells.source.data
     cells = len(frame["groups"][0]["owner"])
     assert list(data["owner"]) == frame["groups"][0]["owner"] + frame["groups"][1]["owner"]
@@ -92,10 +92,29 @@ def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_no
     assert maps.group_names.args["names"][0].startswith("0: sliding window (128 tokens), 12 layers; one cell = ")
     assert view.group_note.text.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
     assert "sliding-window group frees" in view.group_note.text and "linear" not in view.group_note.text
+    # SGLang's two pools, a band each: the full pool's token slots, then the window pool's
+    pools = view.group_maps["sglang"]
+    sglang = result["modes"][1]["trace"]
+    assert pools.figure.title.text == "sglang: each pool's map"
+    assert pools.titles.data["text"] == ["0: full attention, 12 layers", "1: sliding window (128 tokens), 12 layers"]
+    assert pools.group_names.args["names"][1] == \
+        f"1: sliding window (128 tokens), 12 layers; one cell = {sglang['groups'][1]['cell_tokens']:,} tokens"
+    assert "sglang: a pool of its own for each kind of layer, drawn one each; the full pool holds" in view.group_note.text
     plain = LABS["schedulers"](requests=30, workload="few-shot")
     view.update(plain, plain.run())
     view.show_step(0)
-    assert not maps.figure.visible and not view.key_items[WHOLE_POOL].visible and view.group_note.text == ""
+    assert not maps.figure.visible and not pools.figure.visible and not view.key_items[WHOLE_POOL].visible
+    assert view.group_note.text == ""
+
+
+def test_sglangs_state_pool_counts_states_a_cell():
+    lab = LABS["schedulers"](scenario="B", model="qwen3-next-80b-a3b", weight_precision="int4", requests=30)
+    view = SchedulersView()
+    view.update(lab, lab.run())
+    pools = view.group_maps["sglang"]
+    assert pools.titles.data["text"] == ["0: full attention, 12 layers", "1: linear state, 36 layers"]
+    assert pools.group_names.args["names"][1] == "1: linear state, 36 layers; one cell = 1 states"
+    assert "the state pool holds one state per running request" in view.group_note.text
 
 
 def test_the_time_figures_span_exactly_the_curves():

@@ -118,9 +118,18 @@ def group_label(i: int, group: dict[str, Any]) -> str:
 def groups_note(mode: str, groups: list[dict[str, Any]]) -> str:
     """One line beside a mode's group maps: what the learner sees in them."""
     kinds = {g["kind"] for g in groups}
-    lead = (tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, another group's grey")
-            if groups[0]["shared"] else tr("a pool of its own for each kind of layer, drawn one each"))
-    parts = [f"{mode}: {lead}"]
+    if not groups[0]["shared"]:  # SGLang's pools
+        parts = [f"{mode}: " + tr("a pool of its own for each kind of layer, drawn one each")]
+        if "sliding" in kinds:
+            parts.append(tr("the full pool holds every token of a request; the window pool only its last window or "
+                            "a little more (the older slots are freed every window's worth of decode steps), and no "
+                            "tombstone's (its full slots stay cached)"))
+        if "linear" in kinds:
+            parts.append(tr("the state pool holds one state per running request, and the cached states where a "
+                            "prefill or a request ended"))
+        return "; ".join(parts)
+    parts = [f"{mode}: " + tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, "
+                              "another group's grey")]
     if "sliding" in kinds:
         parts.append(tr("a sliding-window group frees the blocks before its last window as the request grows "
                         "(green while still cached)"))
@@ -219,9 +228,10 @@ class GroupMaps:
         self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
         self.titles.data = titles
         self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
-                                           f"{tr('tokens')}" for g, group in enumerate(groups)]}
+                                           f"{tr('states') if group['unit'] == 'state slot' else tr('tokens')}"
+                                           for g, group in enumerate(groups)]}
         total_rows = len(groups) * rows
-        self.figure.title.text = f"{mode}: " + tr("each KV cache group's map")
+        self.figure.title.text = f"{mode}: " + (tr("each KV cache group's map") if groups[0]["shared"] else tr("each pool's map"))
         self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -total_rows - 0.2, 0.2
@@ -316,7 +326,9 @@ class SchedulersView(LabView):
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
                          self.key, maps, self.group_note,
-                         pn.Row(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"), self.hits, self.host, self.batch, self.memory,
+                         # one under another: two side by side leave a phone's band names cut off
+                         pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
+                         self.hits, self.host, self.batch, self.memory,
                          sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:

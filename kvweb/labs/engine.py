@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -104,17 +105,18 @@ class ServingLab(PaperGPULab):
         return {"lower": ("requests", *lengths), "higher": ("block_size",)}
 
     def served_work(self, requests: list[Request], block_size: int = 0, map_cells: int = 0,
-                    stepwise: bool = False, max_seqs: int = Setup.max_seqs) -> list[tuple[float, Unit]]:
+                    stepwise: bool = False, max_seqs: int = Setup.max_seqs,
+                    frame_work: Sequence[tuple[float, Unit]] = ()) -> list[tuple[float, Unit]]:
         """One simulated run's work: its requests and its tokens in blocks of `block_size` (0: a
         reserved manager, about 16 tokens of work each); `stepwise` (a scheduler that goes through
         every decode step, not only those where something happens, and caches prefixes), its output
         tokens and its blocks hashed too; when traced, the memory maps it draws (`frames_at_most`, of
-        `map_cells` cells each)."""
+        `map_cells` cells each, or costing `frame_work` each)."""
         tokens = sum(r.prompt + r.output for r in requests)
         parts = [(len(requests), ENGINE_REQUESTS), (tokens / (block_size or 16), ENGINE_BLOCKS)]
         if stepwise:
             parts += [(sum(r.output for r in requests), STEP_TOKENS), (tokens / block_size, HASHED_BLOCKS)]
-        if map_cells and requests:
+        if (map_cells or frame_work) and requests:
             cost = self.setup().cost_model()
             prompt = sum(r.prompt for r in requests) // len(requests)
             serial_s = (sum(r.output for r in requests) * cost.decode_step_cost(1, 0)
@@ -122,7 +124,8 @@ class ServingLab(PaperGPULab):
             together = batch_at_most(requests, cost.kv_capacity_tokens, max_seqs)  # a full batch's steps take longer
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
             longest = horizon + sum(r.delay for r in requests) + 4 * serial_s / together
-            parts.append((frames_at_most(horizon, longest) * map_cells, MAP_CELLS))
+            frames = frames_at_most(horizon, longest)
+            parts += [(frames * n, unit) for n, unit in ((map_cells, MAP_CELLS), *frame_work) if n]
         return parts
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import param
 
-from kvweb.budget import Estimate, work
+from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
 from kvweb.gpu import MODELS
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
@@ -29,7 +29,7 @@ from kvweb.prefix.sglang_pools import sglang_pool_figures, sglang_scheduler
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
 from kvweb.serving.engine_setup import Setup, ignored_by
-from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.engine_trace import MAX_CELLS, TraceRecorder
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
@@ -355,29 +355,61 @@ class SchedulersLab(ServingLab):
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         blocks = cost.kv_capacity_blocks(self.block_size)
-        # (block size, map units, stepwise) of each mode run; SGLang: a map unit per token slot, its slots
-        # taken in runs of about 16 tokens of work each; vLLM V1 on a hybrid model: a unit per block of the pool.
-        # SGLang on a window or linear model (its own pools) counts at most DENSE_SLOTS: a larger map is keyed
-        # only where slots are held (gpt-oss-20b on H200: 2.4M slots, 0.2 s, not 31 s); the full-attention
-        # count is kept as it was, so that no full-attention run's admission changes
+        # (block size, map cells, other map work a frame, stepwise) of each mode run; SGLang: a map cell per
+        # token slot, its slots taken in runs of about 16 tokens of work each. A model whose layers are not
+        # all alike draws each group's or pool's map too, costed by what it reads (`group_map_work`)
         hybrid = kv_layout(cost, self.block_size).hybrid
-        sglang_units = min(cost.kv_capacity_tokens, DENSE_SLOTS) if hybrid else cost.kv_capacity_tokens
-        plan = {"paper": (self.block_size, blocks, False), "vllm-v1": (self.block_size, self.kv_blocks(), True),
-                "sglang": (16, sglang_units, True)}
+        tokens = self.distinct_tokens(requests)
+        plan = {"paper": (self.block_size, blocks, (), False),
+                "vllm-v1": (self.block_size, *((0, self.group_map_work("vllm-v1", tokens)) if hybrid
+                                               else (self.kv_blocks(), ())), True),
+                "sglang": (16, *((0, self.group_map_work("sglang", tokens)) if hybrid
+                                 else (cost.kv_capacity_tokens, ())), True)}
         modes = {m: plan[m] for m in MODES if not self.refusal(m)}
-        runs = [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
-                for block, units, stepwise in modes.values()]
+        runs = [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps)
+                for block, cells, maps, stepwise in modes.values()]
         if self.host_blocks():  # vLLM V1 and SGLang without the tier too
-            runs += [self.served_work(requests, block, units, stepwise=stepwise, max_seqs=self.max_seqs)
-                     for m, (block, units, stepwise) in modes.items() if m != "paper"]
+            runs += [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs)
+                     for m, (block, cells, _, stepwise) in modes.items() if m != "paper"]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
             runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
-                     for block, _, stepwise in modes.values()]
+                     for block, _, _, stepwise in modes.values()]
         knobs = self.work_knobs()
         return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
                     higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
+
+    def distinct_tokens(self, requests: list[Request]) -> int:
+        """The most KV the requests can leave in memory: each request's tokens, a prefix workload's
+        system prompt, examples and earlier turns once (later turns and questions reuse them)."""
+        answers = len(requests) * (self.question_len + self.output_len)
+        if self.workload == "multi-turn":
+            return self.system_len + answers
+        if self.workload == "few-shot":
+            return self.system_len + self.tasks * self.examples_len + answers
+        return sum(r.prompt + r.output for r in requests)
+
+    def group_map_work(self, mode: str, tokens: int) -> tuple[tuple[float, Unit], ...]:
+        """What one frame's maps cost a mode on a model whose layers are not all alike, `tokens` being
+        the requests' `distinct_tokens` (bench/hybrid_maps.py measures it). vLLM V1: its one pool of pages
+        scanned twice (the pool's map and the groups'), and the pages requests hold or the cache keeps
+        drawn one by one, twice. SGLang: each pool drawn twice (in the map over all of them and in its
+        own), slot by slot where it has at most DENSE_SLOTS (scanned), else only where slots are held.
+        What is held grows as the requests come, up to the pool: a frame's is counted as their mean.
+        Either draws about three maps' cells: the one over all its memory, and the groups' or pools'."""
+        cost = self.setup().cost_model()
+        cells = (3 * MAX_CELLS, MAP_CELLS)
+        if mode == "vllm-v1":
+            layout = kv_layout(cost, self.block_size)
+            pages = layout.blocks(cost)
+            held = mean_held(pages, -(-tokens // layout.block_size) * len(layout.groups))
+            return cells, (2 * pages, MAP_SCANS), (2 * held, GROUP_PAGES)
+        pools = sglang_pool_figures(cost) or {}
+        sizes = [pools["full_tokens"], pools.get("swa_tokens", pools.get("states", 0))]
+        whole = sizes[0] + (sizes[1] if "swa_tokens" in pools else 0)  # the map over all of them (a state pool: not in it)
+        scanned = sum(n for n in (whole, *sizes) if n <= DENSE_SLOTS)
+        return cells, (scanned, MAP_SCANS), (2 * sum(mean_held(n, tokens) for n in sizes), POOL_SLOTS)
 
     def workload_lengths(self) -> tuple[str, ...]:
         """The lengths of a prefix workload's requests (the parameters its work grows with)."""
@@ -455,6 +487,13 @@ class SchedulersLab(ServingLab):
             progress((len(MODES) + i + min(count[0], 12) / 13) / (2 * len(MODES)), f"{mode}: tried {rate:.3g} req/s")
 
         return search(serve, self.target, len(base), 0.02, tried)
+
+
+def mean_held(size: int, units: int) -> float:
+    """The mean a pool of `size` units holds over a run whose requests bring `units` in all, evenly
+    over time, none freed (the cache keeps them) until the pool is full."""
+    full = min(size, units)
+    return full * (1 - full / (2 * units)) if units else 0.0
 
 
 def frame_counts(frames: list[dict[str, Any]]) -> list[tuple[int, int]]:

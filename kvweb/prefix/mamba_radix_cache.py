@@ -141,6 +141,12 @@ class MambaRadixCache(RadixCache):
     def give_state(self, slot: int) -> None:
         self.states.free(np.array([slot], dtype=np.int64))
 
+    def node_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """The state slots nodes hold: (no running request reads it, one does: its prefix ends there)."""
+        locked = [node.state for node in self._state_locks if node.state_lock]
+        return (np.array([node.state for node in self._state_free], dtype=np.int64),
+                np.array(locked, dtype=np.int64))
+
     def _unheld(self, node: MambaNode) -> None:
         """`node`'s state is now held by no lock (it was just given one, or unlocked)."""
         self.state_evictable += 1

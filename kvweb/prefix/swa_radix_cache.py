@@ -81,9 +81,13 @@ class SWATokenPool:
         self.full.free(slots)
 
     def window_slots(self, slots: np.ndarray) -> np.ndarray:
-        """The window slots these tokens still hold (for drawing)."""
+        """The window slots these tokens still hold."""
         swa = self.swa_of[slots]
         return swa[swa != NO_SWA]
+
+    def holds_window(self, slots: np.ndarray) -> np.ndarray:
+        """Which of these tokens still hold a window slot (for drawing: whose are `window_slots`)."""
+        return self.swa_of[slots] != NO_SWA
 
     def free_swa(self, slots: np.ndarray) -> None:
         """The window slots of these tokens, where still held; their full slots stay."""

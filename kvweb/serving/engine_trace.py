@@ -131,6 +131,7 @@ def ranges_to_cells(capacity: int, ranges: list[tuple[int, int, int, int]], max_
     return per_cell, owner.tolist(), percent.tolist()
 
 
+MAX_CELLS = 1024  # a memory map's cells at most (a model whose layers are not all alike: each group's or pool's too)
 EVENT_KINDS = ("preempt", "swap_out", "swap_in", "recompute")
 EVENT_BINS = 200  # time bins of the event counts the time series draw
 
@@ -147,7 +148,7 @@ class TraceRecorder:
     CURVES = ("t", "waiting", "preempted", "batch", "occupied", "used")
 
     def __init__(self, interval: float, max_points: int = 400, max_frames: int = 80,
-                 max_cells: int = 1024, extra_curves: tuple[str, ...] = ()) -> None:
+                 max_cells: int = MAX_CELLS, extra_curves: tuple[str, ...] = ()) -> None:
         self.names = self.CURVES + extra_curves  # extra curves: values the caller passes to `sample`
         self.curves = EvenSamples(interval, max_points)
         self.frames = EvenSamples(interval * 4, max_frames, merge_frames)

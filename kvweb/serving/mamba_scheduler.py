@@ -22,9 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import numpy as np
+
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
+from kvweb.serving.continuous_batching import K_CACHED, K_SHARED
+from kvweb.serving.engine_trace import GroupMap
 from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_scheduler import PrefixTree, RadixConfig, RadixScheduler
+from kvweb.serving.radix_scheduler import Pool, PrefixTree, RadixConfig, RadixScheduler, slot_cells
 
 MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's --mamba-full-memory-ratio default
 
@@ -48,8 +52,11 @@ def mamba_pool_sizes(cost: CostModel, ratio: float = MAMBA_FULL_MEMORY_RATIO) ->
 class StateTree(PrefixTree, Protocol):
     """What the scheduler needs of MambaRadixCache besides `PrefixTree`."""
 
+    states: Pool
+
     def take_state(self) -> int: ...
     def give_state(self, slot: int) -> None: ...
+    def node_states(self) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class MambaRadixScheduler(RadixScheduler):
@@ -78,3 +85,19 @@ class MambaRadixScheduler(RadixScheduler):
         slot = self.held.pop(seq.id, None)
         if slot is not None:
             self.tree.give_state(slot)
+
+    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
+        """Each pool's map, of at most max_cells cells: the token pool (`memory_map`), then the state
+        pool: a state per running request (its id), the states at the nodes its cached prefix ends
+        (SHARED) and those no running request reads (CACHED)."""
+        kinds = [(a.kind, n) for a, n in self.cost.model.groups]
+        full = [(k, n) for k, n in kinds if k != "linear"]
+        cell_tokens, owner, written = self.memory_map(step, max_cells)
+        maps = [GroupMap(full[0][0], sum(n for _, n in full), 0, False, "token slot", cell_tokens, owner, written)]
+        cached, shared = self.tree.node_states()
+        running = (np.array(list(self.held.values()), dtype=np.int64), np.array(list(self.held), dtype=np.int64))
+        per_cell, owner, written = slot_cells(self.tree.states.size, max_cells, [(K_CACHED, cached), (K_SHARED, shared)],
+                                              running if self.held else None)
+        maps.append(GroupMap("linear", sum(n for k, n in kinds if k == "linear"), 0, False, "state slot", per_cell,
+                             owner, written))
+        return maps

@@ -64,6 +64,7 @@ INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 
 # Memory maps of pools up to this many slots are keyed slot by slot, larger ones only where slots are
 # held: in WebAssembly numpy's passes over every slot cost more (a 56k-slot pool's map 1.6 -> 1.1 ms).
 DENSE_SLOTS = 1 << (13 if sys.platform == "emscripten" else 16)
+Held = tuple[np.ndarray, np.ndarray]  # slots and, for each, the id of the request holding it
 
 
 class Match(Protocol):
@@ -457,13 +458,13 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of token slots: a running request's id, SHARED (a tree node locked by running
         requests: their cached prefix, or a chunk already inserted), CACHED (an unlocked tree
-        node: evictable, reusable) or FREE. Tree nodes and requests hold disjoint slots, so each
-        cell's state is the largest key of the slots in it, its KV the count of them: a small pool
-        is keyed slot by slot, a large one (mostly free) only where slots are held."""
+        node: evictable, reusable) or FREE (`slot_cells`)."""
+        return slot_cells(self.pool.size, max_cells, *self._held_slots())
+
+    def _held_slots(self) -> tuple[list[tuple[int, np.ndarray]], Held | None]:
+        """The tree's slots by key (CACHED, then SHARED: locked nodes) and the running requests' own
+        slots with their ids (None: no request holds any), every decoded token's slot taken."""
         self._materialize_running()
-        size = self.pool.size
-        per_cell = cell_group(size, max_cells)
-        cells = -(-size // per_cell)
         by_key: dict[int, list[np.ndarray]] = {K_CACHED: [], K_SHARED: []}
         stack = list(self.tree.root.children.values())
         while stack:
@@ -476,25 +477,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             ids += [seq.id] * len(seq.own)
         tree = [(k, np.concatenate(arrays)) for k, arrays in by_key.items() if arrays]  # (CACHED first: SHARED outranks it)
         running = (np.concatenate(own), np.repeat(np.array(ids, dtype=np.int64), [len(a) for a in own])) if own else None
-        if size <= DENSE_SLOTS:
-            key = np.full(cells * per_cell, K_FREE, dtype=np.int64)
-            for k, slots in tree:
-                key[slots] = k
-            if running is not None:
-                key[running[0]] = running[1]
-            key = key.reshape(cells, per_cell)
-            return key_cells(per_cell, 1, key.max(axis=1), np.count_nonzero(key != K_FREE, axis=1))
-        key = np.full(cells, K_FREE, dtype=np.int64)
-        held = [np.zeros(0, dtype=np.intp)]
-        for k, slots in tree:
-            cell = (slots // per_cell).astype(np.intp, copy=False)  # (bincount wants intp)
-            key[cell] = k
-            held.append(cell)
-        if running is not None:
-            cell = (running[0] // per_cell).astype(np.intp, copy=False)
-            np.maximum.at(key, cell, running[1])
-            held.append(cell)
-        return key_cells(per_cell, 1, key, np.bincount(np.concatenate(held), minlength=cells))  # one entry per cell
+        return tree, running
 
     def _materialize_running(self) -> None:
         """`_materialize` every running request up to its KV: one allocation for all of them, cut
@@ -514,3 +497,33 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             at += n
             seq.mat += n
         self.pending -= total
+
+
+def slot_cells(size: int, max_cells: int, tree: list[tuple[int, np.ndarray]], running: Held | None
+               ) -> tuple[int, list[int], list[int]]:
+    """A pool of `size` slots (token slots, or states) in at most max_cells cells: `tree` gives slots
+    by key (CACHED before SHARED), `running` slots with their request ids; the rest is FREE. Slots
+    are held by one owner each, so a cell's state is the largest key of its slots and its KV the
+    count of them: a small pool is keyed slot by slot, a large one (mostly free) only where slots are
+    held. Returns (slots per cell, owners, percentage of each cell held)."""
+    per_cell = cell_group(size, max_cells)
+    cells = -(-size // per_cell)
+    if size <= DENSE_SLOTS:
+        key = np.full(cells * per_cell, K_FREE, dtype=np.int64)
+        for k, slots in tree:
+            key[slots] = k
+        if running is not None:
+            key[running[0]] = running[1]
+        key = key.reshape(cells, per_cell)
+        return key_cells(per_cell, 1, key.max(axis=1), np.count_nonzero(key != K_FREE, axis=1))
+    key = np.full(cells, K_FREE, dtype=np.int64)
+    held = [np.zeros(0, dtype=np.intp)]
+    for k, slots in tree:
+        cell = (slots // per_cell).astype(np.intp, copy=False)  # (bincount wants intp)
+        key[cell] = k
+        held.append(cell)
+    if running is not None:
+        cell = (running[0] // per_cell).astype(np.intp, copy=False)
+        np.maximum.at(key, cell, running[1])
+        held.append(cell)
+    return key_cells(per_cell, 1, key, np.bincount(np.concatenate(held), minlength=cells))  # one entry per cell

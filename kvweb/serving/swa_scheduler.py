@@ -28,16 +28,16 @@ iteration (SGLang: after the prefill attempt). Quiet iterations stop at that ste
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, Protocol
 
 import numpy as np
 
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
 from kvweb.gpu.specs import LLMSpec
+from kvweb.serving.engine_trace import GroupMap
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_scheduler import PAGE_OVERHEAD, PrefixTree, RadixConfig, RadixScheduler
+from kvweb.serving.radix_scheduler import PAGE_OVERHEAD, Held, PrefixTree, RadixConfig, RadixScheduler, slot_cells
 
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang's --swa-full-tokens-ratio default
 
@@ -121,31 +121,37 @@ class SWARadixScheduler(RadixScheduler):
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """`RadixScheduler.memory_map` over the full pool's slots, then the window pool's (numbered
-        after them): every node's and request's window slots are drawn as its full slots are (the
-        tree handed over as two nodes, the locked and the unlocked slots: all the map reads)."""
-        self._materialize_running()
+        after them): every node's and request's window slots are drawn as its full slots are."""
+        (tree, running), (window_tree, window_running) = self._pools_held()
+        offset = self.pool.size
+        both = [(k, np.concatenate([full, window + offset])) for (k, full), (_, window) in zip(tree, window_tree)]
+        if running is not None:
+            running = (np.concatenate([running[0], window_running[0] + offset]),
+                       np.concatenate([running[1], window_running[1]]))
+        return slot_cells(offset + self.pool.swa.size, max_cells, both, running)
+
+    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
+        """Each pool's map, of at most max_cells cells: the full pool (every token a request or node
+        holds), then the window pool (the tokens that still hold window KV: a running request's
+        slots behind its last window are freed every `window` decode steps, a tombstone's are free
+        while its full slots stay cached)."""
+        pools = self._pools_held()
+        kinds = [(a.kind, n) for a, n in self.cost.model.groups]
+        full = [(k, n) for k, n in kinds if k != "sliding"]
+        groups = [(full[0][0], sum(n for _, n in full), 0, self.pool.size),
+                  ("sliding", sum(n for k, n in kinds if k == "sliding"), self.window, self.pool.swa.size)]
+        maps = []
+        for (kind, layers, window, size), (tree, running) in zip(groups, pools):
+            cell_tokens, owner, written = slot_cells(size, max_cells, tree, running)
+            maps.append(GroupMap(kind, layers, window, False, "token slot", cell_tokens, owner, written))
+        return maps
+
+    def _pools_held(self) -> tuple[tuple[list[tuple[int, np.ndarray]], Held | None], ...]:
+        """`_held_slots` of the full pool, then of the window pool (the window slots the same tokens still hold)."""
+        tree, running = self._held_slots()
         pool = self.pool
-        offset = pool.size
-
-        def both(slots: np.ndarray) -> np.ndarray:
-            return np.concatenate([slots, pool.window_slots(slots) + offset])
-
-        held: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # slots of unlocked and of locked nodes
-        stack = list(self.tree.root.children.values())
-        while stack:
-            node = stack.pop()
-            held[node.lock_ref > 0].append(node.value)
-            stack.extend(node.children.values())
-        nodes = [SimpleNamespace(value=both(np.concatenate(values)), lock_ref=lock, children={})
-                 for lock, values in enumerate(held) if values]
-
-        def drawn(seq: Any) -> SimpleNamespace:
-            return SimpleNamespace(id=seq.id, own=[both(np.concatenate(seq.own))] if seq.own else [])
-
-        view = SimpleNamespace(
-            pool=SimpleNamespace(size=offset + pool.swa.size),
-            tree=SimpleNamespace(root=SimpleNamespace(children=dict(enumerate(nodes)))),
-            running={i: drawn(seq) for i, seq in self.running.items()},
-            chunked=drawn(self.chunked) if self.chunked is not None else None,
-            _materialize_running=lambda: None)
-        return RadixScheduler.memory_map(view, step, max_cells)  # type: ignore[arg-type]
+        window_tree = [(k, pool.window_slots(slots)) for k, slots in tree]
+        window_running = None
+        if running is not None:
+            window_running = (pool.window_slots(running[0]), running[1][pool.holds_window(running[0])])
+        return (tree, running), (window_tree, window_running)
