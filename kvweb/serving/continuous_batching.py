@@ -316,12 +316,10 @@ class ContinuousBatching:
     def never_fits(self, final_kv: int) -> str | None:
         raise NotImplementedError
 
-    @property
-    def may_be_quiet(self) -> bool:
-        """Whether the next iterations may be quiet (`_quiet_run` decides): a cheap check the loop
-        makes before it looks for the next finish, so that a scheduler that knows it will admit
-        saves that work."""
-        return True
+    # Whether the next iterations may be quiet (`_quiet_run` decides): a method the loop calls before
+    # it looks for the next finish, so that a scheduler that knows it will admit saves that work, or
+    # None: they always may.
+    may_be_quiet: Callable[[], bool] | None = None
 
     @property
     def busy(self) -> bool:
@@ -466,6 +464,7 @@ class ContinuousBatching:
         step_times, step_itl = self.cost.step_times, self.itl_is_step_time
         # an observer sees every step go through `_iterate`, and so does a count of iterations
         coast = observer is None and iterations < 0
+        may_be_quiet = self.may_be_quiet
         more = True
         while True:
             if not (running or waiting or self.busy):
@@ -488,7 +487,7 @@ class ContinuousBatching:
                 self.stopped = True
                 more = False
                 break
-            if coast and running and not joins and self.may_be_quiet:
+            if coast and running and not joins and (may_be_quiet is None or may_be_quiet()):
                 # Quiet iterations (see `_quiet_run`) up to the next arrival (or `until`) or the one before
                 # the next finish, with the full iteration's bookkeeping (below) in the same order: long stretches
                 # as arrays (`_quiet_plan`; numpy's accumulate adds in order, so every sum is the same

@@ -30,7 +30,6 @@ class PaperQuietSteps(ContinuousBatching):
     # them for arrays: the `_quiet_run` the loop calls next takes it instead of reading it again.
     _held: list[int] = []
 
-    @property
     def may_be_quiet(self) -> bool:
         """Nothing can be admitted: the queues are empty or their head is blocked (until the next
         arrival or finish, where a quiet stretch ends anyway)."""
