@@ -78,6 +78,10 @@ class Runner:
         self._drawn = 0.0  # when the browser's bar was last redrawn
         self._ticker: Any = None
         self._finish: Finish | None = None  # the running lab's, until it ends or is cancelled
+        # Whether a run is in flight: a tick that comes after the bar was hidden draws nothing (a
+        # periodic callback added while the session is being created may start only once it has
+        # connected, after a quick first run has ended).
+        self._running = False
         if self.pool is not None and pn.state.curdoc is not None:
             # A session that ends (its page closed, or never connected: a bare request of a URL
             # draws its lab, app/router.py) stops its run and drops its waiting one, as cancel does.
@@ -87,7 +91,7 @@ class Runner:
         """Run `lab`; `finish(result, error)` is called under the document lock when it ends."""
         self._generation += 1
         generation = self._generation
-        self._fraction, self._started, self._drawn = 0.0, time.monotonic(), 0.0
+        self._fraction, self._started, self._drawn, self._running = 0.0, time.monotonic(), 0.0, True
         # a lab's work estimate; the report's and the exercises' jobs are no labs and have none
         estimate = getattr(lab, "estimate", None)
         self._seconds = estimate().seconds if estimate is not None else None
@@ -164,13 +168,14 @@ class Runner:
             self.pool.drop(self)
 
     def _hide(self) -> None:
+        self._running = False
         if self._ticker is not None:
             self._ticker.stop()
             self._ticker = None
         self.bar.styles = HIDDEN
 
     def _tick(self) -> None:
-        if time.monotonic() - self._started > SHOW_AFTER_S:
+        if self._running and time.monotonic() - self._started > SHOW_AFTER_S:
             self.bar.styles = SHOWN
             self.progress.value = int(self._fraction * 1000)
             text = f"{int(self._fraction * 100)} %"

@@ -14,7 +14,7 @@ from bokeh.document import Document  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
 
 from app.pool import RunPool  # noqa: E402
-from app.runner import CANCELLED, Runner  # noqa: E402
+from app.runner import CANCELLED, HIDDEN, Runner  # noqa: E402
 from kvweb.budget import Estimate, constant  # noqa: E402
 from kvweb.lab import Lab  # noqa: E402
 
@@ -234,3 +234,20 @@ def test_the_runner_sends_runs_estimated_quick_to_the_quick_lane(served):
     for lab in (Estimated(), heavy, Light(), job):  # estimated 0.1, 12 and 1 s, and not at all
         runner.start(lab, Finished())
     assert pool.quick == [True, False, False, False]
+
+
+def test_a_tick_after_the_run_ended_leaves_the_bar_hidden(served, monkeypatch):
+    # A periodic callback added while the session was being created can start only once the page has
+    # connected, after a quick first run ended: its ticks must not show the last run's bar again.
+    runner, ticks = served
+    lab, finished = steps(), Finished()
+    runner.start(lab, finished)
+    assert lab.reached.wait(WAIT)
+    monkeypatch.setattr(runner, "_started", runner._started - 1.0)  # past SHOW_AFTER_S
+    runner._tick()
+    assert runner.bar.styles != HIDDEN and runner.left.text.startswith("0 %")  # while it runs
+    lab.release.set()
+    run_ticks(ticks, finished.done)
+    assert finished.outcomes == [({"steps": 1000}, None)] and runner.bar.styles == HIDDEN
+    runner._tick()  # the late tick
+    assert runner.bar.styles == HIDDEN
