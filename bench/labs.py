@@ -1,6 +1,7 @@
 """Benchmark: how long the heavy labs take per widget change (issue 12: redrawn within 1 s).
 
 Run: .venv/bin/python -m bench.labs [--labs fsm,max-rate] [--repeat 2] [--save now.json] [--before old.json]
+     .venv/bin/python -m bench.labs --labs engine,max-rate,sweep --against /tmp/old --rounds 5
 (figures go to docs/engine.md, docs/fsm.md and docs/radix.md by hand)
 
 For each lab: its run at the defaults, cold (nothing remembered), then after each single change
@@ -8,7 +9,10 @@ of a main parameter, the way the app sees it: the defaults have just run (whatev
 remembers from them is there), then one widget changes. CPU seconds of this process
 (time.process_time: other work on a shared machine does not count), best of --repeat.
 --save writes the figures as JSON; --before reads such a file (e.g. saved in a checkout before a
-change) and prints both columns.
+change) and prints both columns. --against DIR (a checkout of another commit, e.g. `git worktree add
+/tmp/old COMMIT`) compares the two in one sitting: rounds alternate between that checkout's kvweb and
+this one's (this script in a fresh process each, --repeat 1), each change's best over the rounds,
+and each lab's sum with the ratio; alternating keeps a shared machine's drift out of the ratio.
 
 The static site runs the same code in Pyodide, about 1.5-2.5x slower than CPython.
 """
@@ -16,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -69,13 +76,38 @@ def label(change: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in change.items()) or "defaults (cold)"
 
 
+def against(labs: str, other: str, rounds: int) -> None:
+    """This checkout's kvweb against `other`'s, in alternating rounds (see the module docstring)."""
+    trees = {"before": str(Path(other).resolve()), "after": str(Path(__file__).resolve().parents[1])}
+    best: dict[str, dict[tuple[str, str], float]] = {name: {} for name in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                out = Path(tmp, f"{name}.json")
+                subprocess.run([sys.executable, __file__, "--labs", labs, "--repeat", "1", "--save", str(out)], cwd=tree,
+                               env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True)
+                for lab, changes in json.loads(out.read_text()).items():
+                    for change, s in changes.items():
+                        best[name][lab, change] = min(best[name].get((lab, change), float("inf")), s)
+    print(f"best of {rounds} alternating rounds, CPU seconds summed over each lab's changes\n")
+    print("| lab | before s | after s | after / before |\n|---|---|---|---|")
+    for lab in labs.split(","):
+        old, new = (sum(s for (name, _), s in best[side].items() if name == lab) for side in trees)
+        print(f"| {lab} | {old:.2f} | {new:.2f} | {new / old:.3f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--labs", default=",".join(CHANGES))
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--save")
     ap.add_argument("--before")
+    ap.add_argument("--against", help="a checkout of another commit to compare with, in alternating rounds")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    if args.against:
+        against(args.labs, args.against, args.rounds)
+        return
     before: dict[str, Any] = json.loads(Path(args.before).read_text()) if args.before else {}
     figures: dict[str, dict[str, float]] = {}
     print(f"{platform.python_implementation()} {platform.python_version()} on {sys.platform}\n")
