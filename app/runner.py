@@ -82,6 +82,10 @@ class Runner:
         # periodic callback added while the session is being created may start only once it has
         # connected, after a quick first run has ended).
         self._running = False
+        # The run's outcome, kept until delivered: the document's next tick delivers it, or failing
+        # that (a callback added from the run's thread while the session is still being set up
+        # was seen to go missing under load) the ticker's next tick does.
+        self._pending: tuple[int, Outcome | Exception, Finish] | None = None
         if self.pool is not None and pn.state.curdoc is not None:
             # A session that ends (its page closed, or never connected: a bare request of a URL
             # draws its lab, app/router.py) stops its run and drops its waiting one, as cancel does.
@@ -117,6 +121,7 @@ class Runner:
                 outcome: Outcome | Exception = self._call(lab, generation, in_child)
             except Exception as err:  # noqa: BLE001  (raised again under the lock, where Panel logs it)
                 outcome = err
+            self._pending = generation, outcome, finish
             doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
 
         self.pool.submit(self, run, quick=quick)
@@ -144,8 +149,10 @@ class Runner:
             return None, CANCELLED
 
     def _done(self, generation: int, outcome: Outcome | Exception, finish: Finish) -> None:
-        if generation != self._generation:
-            return  # a newer run replaced this one, or it was cancelled
+        if self._pending is not None and self._pending[0] == generation:
+            self._pending = None
+        if generation != self._generation or self._finish is not finish:
+            return  # a newer run replaced this one, it was cancelled, or it was delivered already
         self._finish = None
         self._hide()
         if isinstance(outcome, Exception):
@@ -175,6 +182,9 @@ class Runner:
         self.bar.styles = HIDDEN
 
     def _tick(self) -> None:
+        if self._pending is not None:
+            self._done(*self._pending)
+            return
         if self._running and time.monotonic() - self._started > SHOW_AFTER_S:
             self.bar.styles = SHOWN
             self.progress.value = int(self._fraction * 1000)

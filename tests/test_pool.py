@@ -251,3 +251,23 @@ def test_a_tick_after_the_run_ended_leaves_the_bar_hidden(served, monkeypatch):
     assert finished.outcomes == [({"steps": 1000}, None)] and runner.bar.styles == HIDDEN
     runner._tick()  # the late tick
     assert runner.bar.styles == HIDDEN
+
+
+def test_the_ticker_delivers_a_run_whose_next_tick_went_missing_and_only_once(served):
+    # The run's thread asks the document for a next tick to deliver its outcome; one added while the
+    # session was still being set up was seen to go missing under load: the ticker delivers it then.
+    runner, ticks = served
+    lab, finished = steps(), Finished()
+    runner.start(lab, finished)
+    lab.release.set()
+    for _ in range(WAIT * 100):
+        if ticks:
+            break
+        threading.Event().wait(0.01)
+    lost = ticks.pop()  # the document's tick never comes
+    assert finished.outcomes == []
+    runner._tick()
+    assert finished.outcomes == [({"steps": 1000}, None)] and runner.bar.styles == HIDDEN
+    lost()  # had it come after all: nothing is delivered twice
+    runner._tick()
+    assert finished.outcomes == [({"steps": 1000}, None)]
