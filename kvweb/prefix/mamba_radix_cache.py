@@ -28,7 +28,7 @@ import heapq
 
 import numpy as np
 
-from kvweb.prefix.radix_cache import RadixCache, TokenPool, Tokens, TreeNode
+from kvweb.prefix.radix_cache import RuledMatch, TokenPool, Tokens, TreeNode
 
 NO_STATE = -1
 
@@ -46,7 +46,7 @@ class MambaNode(TreeNode):
         self.start = parent.start + len(parent.key) if isinstance(parent, MambaNode) else 0
 
 
-class MambaRadixCache(RadixCache):
+class MambaRadixCache(RuledMatch):
     """`RadixCache` whose nodes may hold a recurrent state (see the module doc). `states` is the
     state pool; `state_evictable` counts the states no lock holds."""
 
@@ -61,16 +61,6 @@ class MambaRadixCache(RadixCache):
         self._state_locks: dict[MambaNode, list[bool]] = {}  # a locked node -> whether each lock took its state
 
     # -- the match rule ----------------------------------------------------------
-    def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
-        return self._walk(tokens, parts, True)
-
-    def match_length(self, tokens: Tokens, remember: bool = False) -> int:
-        """The match's length (walks are not remembered: the rule depends on the states)."""
-        return self._walk(tokens, None, True)[0]
-
-    def peek_length(self, tokens: Tokens) -> int:
-        return self._walk(tokens, None, False)[0]
-
     def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
         """The longest prefix ending at a node with a state, and that node. With `effects` it splits
         the edge the walk ends inside and stamps the path to the match's end (and a split's halves)."""
@@ -183,23 +173,6 @@ class MambaRadixCache(RadixCache):
             del self._state_locks[node]
 
     # -- eviction ----------------------------------------------------------------
-    def evict(self, n_tokens: int) -> int:
-        """Free at least n tokens of full KV: unlocked leaves, least recently used first, with their
-        states. Returns how many were freed."""
-        heap = [(leaf.last_access, leaf) for leaf in self._leaves]
-        heapq.heapify(heap)
-        freed = 0
-        while freed < n_tokens and heap:
-            stamp, leaf = heapq.heappop(heap)
-            if leaf not in self._leaves or stamp != leaf.last_access:
-                continue
-            n, parent = self._drop(leaf)
-            freed += n
-            candidate = self._tidy(parent)
-            if candidate is not None:
-                heapq.heappush(heap, (candidate.last_access, candidate))
-        return freed
-
     def evict_states(self, n: int) -> int:
         """Free n states of the least recently used unlocked nodes holding one (see the module doc)."""
         heap = [(x.last_access, x.start, x) for x in self._state_free]
@@ -229,16 +202,8 @@ class MambaRadixCache(RadixCache):
         while True:
             if node.state != NO_STATE:
                 self._free_state(node)
-            self.pool.free(node.value)
-            freed += len(node.key)
-            self.evictable_size -= len(node.key)
-            self._leaves.discard(node)
-            parent = node.parent
-            del parent.children[self._child_key(node.key, 0)]
-            node.parent = None
-            node.epoch += 1
-            if self._record:
-                self._evicted.append((parent.id, node))
+            n, parent = super()._drop(node)
+            freed += n
             if parent is self.root or parent.state != NO_STATE or parent.children or parent.lock_ref:
                 return freed, parent
             node = parent

@@ -401,21 +401,27 @@ class RadixCache:
             stamp, leaf = heapq.heappop(heap)
             if leaf not in self._leaves or stamp != leaf.last_access:
                 continue  # stale entry: locked or re-stamped since
-            self._leaves.discard(leaf)
-            self.pool.free(leaf.value)
-            freed += len(leaf.key)
-            self.evictable_size -= len(leaf.key)
-            parent = leaf.parent
-            assert parent is not None
-            del parent.children[self._child_key(leaf.key, 0)]
-            leaf.parent = None
-            leaf.epoch += 1
-            if self._record:
-                self._evicted.append((parent.id, leaf))
+            n, parent = self._drop(leaf)
+            freed += n
             candidate = self._tidy(parent)
             if candidate is not None:
                 heapq.heappush(heap, (candidate.last_access, candidate))
         return freed
+
+    def _drop(self, leaf: TreeNode) -> tuple[int, TreeNode]:
+        """Delete an unlocked leaf and free its slots; returns how many and its parent (a cache
+        that keeps more per node, such as a state, drops that too and may take the parent along)."""
+        self._leaves.discard(leaf)
+        self.pool.free(leaf.value)
+        self.evictable_size -= len(leaf.key)
+        parent = leaf.parent
+        assert parent is not None
+        del parent.children[self._child_key(leaf.key, 0)]
+        leaf.parent = None
+        leaf.epoch += 1
+        if self._record:
+            self._evicted.append((parent.id, leaf))
+        return len(leaf.key), parent
 
     def alloc(self, n_tokens: int) -> np.ndarray | None:
         """Slots for a running request's new tokens, evicting cache only if the pool is
@@ -479,3 +485,20 @@ def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
         return m
     return int((a[:m] == b[:m]).argmin())
 
+
+class RuledMatch(RadixCache):
+    """A radix cache whose match may end only where its rule allows (SGLang's window and Mamba
+    caches): every lookup is one `_walk(tokens, parts, effects)`, which the cache defines; walks are
+    not remembered, since the rule depends on what the nodes still hold."""
+
+    def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
+        raise NotImplementedError
+
+    def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
+        return self._walk(tokens, parts, True)
+
+    def match_length(self, tokens: Tokens, remember: bool = False) -> int:
+        return self._walk(tokens, None, True)[0]
+
+    def peek_length(self, tokens: Tokens) -> int:
+        return self._walk(tokens, None, False)[0]

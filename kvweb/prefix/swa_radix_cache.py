@@ -40,7 +40,7 @@ import itertools
 
 import numpy as np
 
-from kvweb.prefix.radix_cache import RadixCache, TokenPool, Tokens, TreeNode
+from kvweb.prefix.radix_cache import RuledMatch, TokenPool, Tokens, TreeNode
 
 NO_SWA = -1  # `swa_of` of a token whose window KV is freed (or that has no slot)
 
@@ -111,7 +111,7 @@ class SWANode(TreeNode):
         self.start = parent.start + len(parent.key) if isinstance(parent, SWANode) else 0
 
 
-class SWARadixCache(RadixCache):
+class SWARadixCache(RuledMatch):
     """`RadixCache` on an `SWATokenPool` with SGLang's window rules (see the module doc).
     `evictable_size` / `protected_size` count full KV; `swa_evictable_size` the window KV that
     window eviction may free."""
@@ -131,16 +131,6 @@ class SWARadixCache(RadixCache):
         self._bounds: dict[SWANode, list[int | None]] = {}  # a locked node -> its locks' window bounds
 
     # -- the match rule ----------------------------------------------------------
-    def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
-        return self._walk(tokens, parts, True)
-
-    def match_length(self, tokens: Tokens, remember: bool = False) -> int:
-        """The match's length (walks are not remembered: the rule depends on the window KV)."""
-        return self._walk(tokens, None, True)[0]
-
-    def peek_length(self, tokens: Tokens) -> int:
-        return self._walk(tokens, None, False)[0]
-
     def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
         """The longest prefix the match rule allows, and its last node. With `effects` it splits
         the edge the walk ends inside and stamps the path to the match's end (and the halves of a
@@ -360,19 +350,11 @@ class SWARadixCache(RadixCache):
         `_iteratively_delete_tombstone_leaf`). Returns the full slots freed and the first node kept."""
         freed = 0
         while True:
-            self.pool.free(node.value)
-            freed += len(node.key)
-            self.evictable_size -= len(node.key)
             if not node.swa_tombstone:
                 self.swa_evictable_size -= len(node.key)
                 self._swa_free.discard(node)
-            self._leaves.discard(node)
-            parent = node.parent
-            del parent.children[self._child_key(node.key, 0)]
-            node.parent = None
-            node.epoch += 1
-            if self._record:
-                self._evicted.append((parent.id, node))
+            n, parent = super()._drop(node)
+            freed += n
             if parent is self.root or not parent.swa_tombstone or parent.children or parent.lock_ref:
                 return freed, parent
             node = parent
