@@ -140,22 +140,29 @@ def groups_note(mode: str, groups: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def cell_figure(cells: Cells, **kwargs: Any) -> tuple[Any, Any]:
+    """A figure of memory cells without axes: each cell outlined and pale, filled in its state's
+    colour as far as it is written; returns the figure and the outlines' renderer (for hover). A
+    cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers)."""
+    fig = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
+                 x_range=Range1d(0, 1), y_range=Range1d(-1, 0), **kwargs)
+    fig.axis.visible = False
+    fig.grid.visible = False
+    color = indexed_color("state", [c for _, c in STATES])
+    held = fig.quad(left="left", right="right", top="top", bottom="bottom", source=cells.source,
+                    fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
+    fig.quad(left="left", right="right", top="fill_top", bottom="bottom", source=cells.source, fill_color=color,
+             line_color=None)
+    return fig, held
+
+
 class StateMap:
     """One mode's KV memory (or one KV cache group's) as a grid of cells coloured by state; `draw`
     shows one frame."""
 
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
-        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
-                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0))
-        self.figure.axis.visible = False
-        self.figure.grid.visible = False
-        # A cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers).
-        color = indexed_color("state", [c for _, c in STATES])
-        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
-                                fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
-        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
-                         fill_color=color, line_color=None)
+        self.figure, held = cell_figure(self.cells)
         self.figure.add_tools(HoverTool(
             renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
                                         (tr("KV"), "@written %")],
@@ -188,16 +195,7 @@ class GroupMaps:
 
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-groups-cells", "state", "owner", "group")
-        self.figure = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
-                             x_range=Range1d(0, 1), y_range=Range1d(-1, 0), visible=False,
-                             name=f"schedulers-{mode}-groups")
-        self.figure.axis.visible = False
-        self.figure.grid.visible = False
-        color = indexed_color("state", [c for _, c in STATES])
-        held = self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.cells.source,
-                                fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
-        self.figure.quad(left="left", right="right", top="fill_top", bottom="bottom", source=self.cells.source,
-                         fill_color=color, line_color=None)
+        self.figure, held = cell_figure(self.cells, visible=False, name=f"schedulers-{mode}-groups")
         self.titles = ColumnDataSource(columns("x", "y", "text"), name=f"schedulers-{mode}-groups-titles")
         self.figure.text("x", "y", "text", source=self.titles, text_font_size="11px", text_baseline="middle")
         self.group_names = CustomJSHover(args={"names": []}, code="return names[value]")
