@@ -82,9 +82,8 @@ class Runner:
         # periodic callback added while the session is being created may start only once it has
         # connected, after a quick first run has ended).
         self._running = False
-        # The run's outcome, kept until delivered: the document's next tick delivers it, or failing
-        # that (a callback added from the run's thread while the session is still being set up
-        # was seen to go missing under load) the ticker's next tick does.
+        # The run's outcome, kept until delivered: the document's next tick delivers it (once the
+        # page has connected), or failing that the ticker's next tick does.
         self._pending: tuple[int, Outcome | Exception, Finish] | None = None
         if self.pool is not None and pn.state.curdoc is not None:
             # A session that ends (its page closed, or never connected: a bare request of a URL
@@ -96,6 +95,7 @@ class Runner:
         self._generation += 1
         generation = self._generation
         self._fraction, self._started, self._drawn, self._running = 0.0, time.monotonic(), 0.0, True
+        self.progress.value = 0  # the bar starts empty: never the last run's fraction
         # a lab's work estimate; the report's and the exercises' jobs are no labs and have none
         estimate = getattr(lab, "estimate", None)
         self._seconds = estimate().seconds if estimate is not None else None
@@ -122,7 +122,11 @@ class Runner:
             except Exception as err:  # noqa: BLE001  (raised again under the lock, where Panel logs it)
                 outcome = err
             self._pending = generation, outcome, finish
-            doc.add_next_tick_callback(lambda: self._done(generation, outcome, finish))
+            # delivered once the page has connected: a change made to a session's document after it
+            # was sent with the page and before the page connects never reaches the page (seen
+            # for a first run started while the session is set up: its bar stayed, or its status
+            # never said ready)
+            doc.add_next_tick_callback(lambda: pn.state.onload(lambda: self._done(generation, outcome, finish)))
 
         self.pool.submit(self, run, quick=quick)
 
@@ -182,6 +186,8 @@ class Runner:
         self.bar.styles = HIDDEN
 
     def _tick(self) -> None:
+        if self.pool is not None and not pn.state.loaded:
+            return  # the page has not connected: nothing drawn now would reach it (see `start`)
         if self._pending is not None:
             self._done(*self._pending)
             return

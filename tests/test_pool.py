@@ -271,3 +271,22 @@ def test_the_ticker_delivers_a_run_whose_next_tick_went_missing_and_only_once(se
     lost()  # had it come after all: nothing is delivered twice
     runner._tick()
     assert finished.outcomes == [({"steps": 1000}, None)]
+
+
+def test_nothing_is_drawn_before_the_page_has_connected(served, monkeypatch):
+    # A change to a session's document after it was sent with the page and before the page connects
+    # never reaches the page: a first run that ends in that window waits for the page (Panel's onload).
+    runner, ticks = served
+    monkeypatch.setattr(type(pn.state), "loaded", property(lambda self: False))
+    lab, finished = steps(), Finished()
+    runner.start(lab, finished)
+    monkeypatch.setattr(runner, "_started", runner._started - 1.0)  # past SHOW_AFTER_S
+    lab.release.set()
+    for _ in range(WAIT * 100):
+        if ticks:
+            break
+        threading.Event().wait(0.01)
+    while ticks:
+        ticks.pop(0)()
+    runner._tick()
+    assert finished.outcomes == [] and runner.bar.styles == HIDDEN  # not yet: the page has not connected
