@@ -47,9 +47,11 @@ class Arrivals:
 
     def finished(self, request_id: int, t: float) -> None:
         """A turn ended at time t: the turns that follow it arrive after their delay."""
-        for r in self._later.pop(request_id, ()):
-            heapq.heappush(self._heap, (t + r.delay, next(self._order), r.arriving(t + r.delay)))
-        self.next_t = self._heap[0][0] if self._heap else float("inf")
+        later = self._later.pop(request_id, None)
+        if later:
+            for r in later:
+                heapq.heappush(self._heap, (t + r.delay, next(self._order), r.arriving(t + r.delay)))
+            self.next_t = self._heap[0][0]
 
     def refused(self, request: Request, why: str) -> list[tuple[Request, str]]:
         """A request is rejected: it, and every later turn of its conversation (which now never

@@ -282,15 +282,17 @@ class ContinuousBatching:
         and during it the memory `occupied`, `used` and `cached`)."""
         raise NotImplementedError
 
-    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
+                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
         """Run up to `most` quiet iterations one by one, stopping after the one whose end reaches
-        `limit` seconds, and return how many ran (0: the next one is not quiet). A quiet iteration
-        only decodes the running requests: nothing is admitted, prefilled or preempted (nobody
-        finishes in it: the loop sees to that). Each must change the state exactly as `_iterate`
-        would, and add what the loop adds for it: `clock` holds (now, occupied_s, used_s,
-        cached_s, last decode time), updated here, `itl_s` and `itl_n` get its inter-token
-        latency. Sets `now`, `step` and `decoded`. Most iterations of a run are quiet."""
-        return 0
+        `limit` seconds; return how many ran (0: the next one is not quiet) and the three time
+        integrals (occupied, used and cached token-seconds) with theirs added. A quiet iteration
+        only decodes the running requests: nothing is admitted, prefilled or preempted (requests
+        whose last token it is leave after it: the loop sees to that). Each must change the state
+        exactly as `_iterate` would; `last` is when the batch last decoded, and `itl_s` and `itl_n`
+        get each one's inter-token latency. Sets `now`, `step` and `decoded`. Most iterations of a
+        run are quiet."""
+        return 0, occupied_s, used_s, cached_s
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
@@ -411,7 +413,7 @@ class ContinuousBatching:
         seq.computed = seq.kv(self.dstep)
         seq.gen0 = seq.req.output
         self.kv_tokens -= seq.computed
-        self._release(seq, finished=True)
+        self._release(seq, True)
         self.misses += seq.leave(self.now, self.slo)
         self.finished.append(seq)
         self.arrivals.finished(seq.id, self.now)
@@ -488,16 +490,16 @@ class ContinuousBatching:
                 more = False
                 break
             if coast and running and not joins and (may_be_quiet is None or may_be_quiet()):
-                # Quiet iterations (see `_quiet_run`) up to the next arrival (or `until`) or the one before
-                # the next finish, with the full iteration's bookkeeping (below) in the same order: long stretches
-                # as arrays (`_quiet_plan`; numpy's accumulate adds in order, so every sum is the same
-                # to the last bit), short ones one by one.
+                # Quiet iterations (see `_quiet_run`) up to the next arrival (or `until`) or the next finish
+                # (the requests finishing leave after it), with the full iteration's bookkeeping (below) in the
+                # same order: long stretches as arrays (`_quiet_plan`; numpy's accumulate adds in order, so
+                # every sum is the same to the last bit), short ones one by one.
                 stop, next_t = min(finish_at), arrivals.next_t
                 if until < next_t:
                     next_t = until
-                while self.dstep + 1 < stop:
+                while self.dstep < stop:
                     limit = min(next_t, sample_t)
-                    most = min(stop - self.dstep - 1, 1024 - (steps & 1023))  # and the next progress report
+                    most = min(stop - self.dstep, 1024 - (steps & 1023))  # and the next progress report
                     plan = None
                     if most >= self.quiet_array:
                         most, plan = self._quiet_plan(most, limit - self.now)
@@ -531,11 +533,12 @@ class ContinuousBatching:
                             cached_s = cached[0]
                         self.step += m
                     else:
-                        clock = [self.now, occupied_s, used_s, cached_s, last_decode]
-                        m = self._quiet_run(most, limit, clock, itl_s, itl_n) if most > 0 else 0
+                        if most <= 0:
+                            break
+                        m, occupied_s, used_s, cached_s = self._quiet_run(most, limit, occupied_s, used_s, cached_s,
+                                                                          last_decode, itl_s, itl_n)
                         if not m:
                             break  # the next iteration is not quiet
-                        self.now, occupied_s, used_s, cached_s, _ = clock
                     last_decode = now = self.now
                     steps += m
                     decoded = self.decoded
@@ -543,17 +546,20 @@ class ContinuousBatching:
                     if decoded > max_batch:
                         max_batch = decoded
                     decode_tokens += decoded * m
+                    if self.dstep == stop:  # the last one is the next finish's: they leave, as below
+                        for seq in finish_at.pop(stop):
+                            self._finish(seq)
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-                        trace.sample(now, self.step, len(self.waiting), self.preempted, self.decoded, self.used, self,
+                        trace.sample(now, self.step, len(self.waiting), self.preempted, decoded, self.used, self,
                                      self.cached, hit_rate)
                         sample_t = trace.next_t
                     if not steps & 1023:
                         progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
                     if now >= next_t:
                         break
-                if self.now >= next_t:
-                    continue  # submit the arrivals first (or stop at `until`)
+                if self.now >= next_t or self.dstep == stop:
+                    continue  # submit the arrivals first (or stop at `until`), or look again after a finish
             self.step += 1
             iterations -= 1
             dt, batch, fresh, occupied, used, cached = self._iterate()

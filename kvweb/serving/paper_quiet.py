@@ -1,7 +1,8 @@
 """The papers' engine's quiet steps, fast: the ones that only decode, run without `_iterate`.
 
-Most steps of a run are quiet: nothing arrives, nobody is admitted, finishes or is preempted, so
-a step only decodes the running batch and grows its memory. `PaperQuietSteps` runs them one by
+Most steps of a run are quiet: nothing arrives, nobody is admitted or preempted, so a step only
+decodes the running batch and grows its memory (requests whose last token it was leave after it,
+as after any step). `PaperQuietSteps` runs them one by
 one in a tight loop (`_quiet_run`) or, in long stretches, as arrays (`_quiet_plan`,
 `_quiet_commit`), changing the state exactly as `PaperScheduler._iterate` would
 (tests/test_speed_exact.py compares them). It is kept apart from the rules (paper_scheduler.py),
@@ -35,16 +36,17 @@ class PaperQuietSteps(ContinuousBatching):
         arrival or finish, where a quiet stretch ends anyway)."""
         return self.blocked or not (self.waiting or self.evicted)
 
-    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
+                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
         """`_iterate` as it runs when it only decodes, one step at a time (the inter-token latency
         of each is its dt: `itl_is_step_time`)."""
         held, self._held = self._held or self.memory.occupancy(self.step, most), []
         if not held:
-            return 0  # the next step preempts
+            return 0, occupied_s, used_s, cached_s  # the next step preempts
         f0, fb, fc, b0, bb, bc = self.coef
         n, kv, step_time = len(self.running), self.kv_tokens, self.cost.step_time
         flops0, nbytes0 = f0 + fb * n, b0 + bb * n
-        now, occupied_s, used_s, cached_s, _ = clock
+        now = self.now
         itl = itl_s.append
         for ran, held_now in enumerate(held, 1):
             kv += n  # the step's context: KV before it plus one token each
@@ -57,11 +59,10 @@ class PaperQuietSteps(ContinuousBatching):
                 break
         itl_n += repeat(n, ran)
         self.memory.grow_through(self.step, ran)
-        clock[:] = now, occupied_s, used_s, cached_s, now
         self.now, self.kv_tokens, self.decoded = now, kv, n
         self.step += ran
         self.dstep = self.step
-        return ran
+        return ran, occupied_s, used_s, cached_s
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """The coming quiet steps as arrays: the memory each holds comes from `occupancy`."""

@@ -19,22 +19,22 @@ from kvweb.serving.continuous_batching import ContinuousBatching
 class RadixQuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `RadixScheduler`'s state."""
 
-    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
+                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
         """`_iterate`'s decode batch, one by one: while no prefill batch is tried (nothing chunked,
         and the batch is full or nobody waits) and the free slots suffice (no eviction, no retraction)."""
         if self.chunked is not None or not (self.batch_is_full or not self.waiting):
-            return 0
+            return 0, occupied_s, used_s, cached_s
         n = len(self.running)
         most = min(most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep)  # a slot per request per batch
         if most <= 0:
-            return 0
+            return 0, occupied_s, used_s, cached_s
         f0, fb, fc, b0, bb, bc = self.coef
         fbn, bbn, step_time = fb * n, bb * n, self.cost.step_time
         ratio, decay, floor = self.ratio, self.decay, self.min_ratio
         cached = self.tree.evictable_size
         used, pending = self.pool.used, self.pending  # the pool hands out nothing meanwhile
-        now, occupied_s, used_s, cached_s, last = clock
-        dstep, kv, ran = self.dstep, self.kv_tokens, 0
+        now, dstep, kv, ran = self.now, self.dstep, self.kv_tokens, 0
         while ran < most:
             dstep += 1
             kv += n
@@ -52,10 +52,9 @@ class RadixQuietSteps(ContinuousBatching):
             ran += 1
             if now >= limit:
                 break
-        clock[:] = now, occupied_s, used_s, cached_s, last
         self.now, self.dstep, self.kv_tokens, self.pending, self.ratio, self.decoded = now, dstep, kv, pending, ratio, n
         self.step += ran
-        return ran
+        return ran, occupied_s, used_s, cached_s
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """`_quiet_step` over many decode batches: each takes one slot per request from the free room."""

@@ -20,12 +20,13 @@ from kvweb.serving.continuous_batching import ContinuousBatching
 class V1QuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `V1Scheduler`'s state."""
 
-    def _quiet_run(self, most: int, limit: float, clock: list[float], itl_s: list[float], itl_n: list[int]) -> int:
+    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
+                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
         """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling or
         leaving, the blocks due fit, and the waiting queue is empty or its head stays blocked (taking
         the blocks due does not change the version of the lookup it watches)."""
         if self.prefilling or self.leaving or self._started:
-            return 0
+            return 0, occupied_s, used_s, cached_s
         pool, waiting, bs, due, n, w = self.pool, self.waiting, self.bs, self._due, len(self.running), self.width
         # a hybrid model's pool is of pages, `w` (one per group) to a block, and its windows slide first
         pages, windows = (pool.pages, pool.windows) if w > 1 else (pool, ())
@@ -35,13 +36,12 @@ class V1QuietSteps(ContinuousBatching):
             head, free, version, blocked_budget = self._blocked
             if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
                     and waiting[0] is head):
-                return 0
+                return 0, occupied_s, used_s, cached_s
             if version is not None and pages.watched:
                 watched, block_hash = pages.watched, pages.block_hash
         f0, fb, fc, b0, bb, bc = self.coef
         flops0, nbytes0, step_time = f0 + fb * n, b0 + bb * n, self.cost.step_time
-        now, occupied_s, used_s, cached_s, last = clock
-        dstep, kv, ran = self.dstep, self.kv_tokens, 0
+        now, dstep, kv, ran = self.now, self.dstep, self.kv_tokens, 0
         while ran < most:
             for kept, _ in windows:  # `V1Scheduler._slide`
                 for seq in due[(dstep + 1 - kept) % bs].values():
@@ -75,10 +75,9 @@ class V1QuietSteps(ContinuousBatching):
             if now >= limit:
                 break
         if ran:
-            clock[:] = now, occupied_s, used_s, cached_s, last
             self.now, self.dstep, self.kv_tokens, self.decoded = now, dstep, kv, n
             self.step += ran
-        return ran
+        return ran, occupied_s, used_s, cached_s
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """`_quiet_step` over many iterations: the blocks each takes come off the free queue's front
