@@ -61,42 +61,9 @@ class MambaRadixCache(RuledMatch):
         self._state_locks: dict[MambaNode, list[bool]] = {}  # a locked node -> whether each lock took its state
 
     # -- the match rule ----------------------------------------------------------
-    def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
-        """The longest prefix ending at a node with a state, and that node. With `effects` it splits
-        the edge the walk ends inside and stamps the path to the match's end (and a split's halves)."""
-        run = self._tokens(tokens)
-        data = run.tobytes()
-        node: TreeNode = self.root
-        i, n_parts = 0, 0
-        best = (0, node, 0)
-        if effects:
-            self.clock += 1
-        while i < len(run):
-            child = node.children.get(int(run[i]))
-            if child is None:
-                break
-            k = self._common(child, run, i, data)
-            partial = k < len(child.key)
-            if effects and partial:
-                child.last_access = self.clock
-                child = self._split(child, k)
-            if parts is not None:
-                parts.append(child.value)
-            n_parts += 1
-            node, i = child, i + k
-            if partial:
-                break
-            if child.state != NO_STATE:
-                best = (i, child, n_parts)
-        length, end, n_parts = best
-        if parts is not None:
-            del parts[n_parts:]
-        if effects:
-            up = end
-            while up is not self.root:
-                up.last_access = self.clock
-                up = up.parent
-        return length, end
+    def _kept(self, path: list[tuple[TreeNode, int, bool]]) -> int:
+        """Up to the deepest node walked whole that holds a state."""
+        return max((j + 1 for j, (node, _, whole) in enumerate(path) if whole and node.state != NO_STATE), default=0)
 
     # -- insert: a state at the end ------------------------------------------------
     def insert(self, tokens: Tokens, slots: np.ndarray) -> int:

@@ -488,11 +488,48 @@ def _prefix_len(a: np.ndarray, b: np.ndarray) -> int:
 
 class RuledMatch(RadixCache):
     """A radix cache whose match may end only where its rule allows (SGLang's window and Mamba
-    caches): every lookup is one `_walk(tokens, parts, effects)`, which the cache defines; walks are
-    not remembered, since the rule depends on what the nodes still hold."""
+    caches): every lookup is one `_walk`, which keeps as much of the path it walked as the cache's
+    rule (`_kept`) allows; walks are not remembered, since the rule depends on what the nodes
+    still hold."""
+
+    def _kept(self, path: list[tuple[TreeNode, int, bool]]) -> int:
+        """How many nodes of the walked `path` the match keeps; each entry is (node, tokens
+        matched up to its end, whether it matched whole)."""
+        raise NotImplementedError
 
     def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
-        raise NotImplementedError
+        """The longest prefix the rule allows, and its last node. With `effects` it splits the edge
+        the walk ends inside and stamps the path to the match's end (and the halves of a split) as
+        used now: nodes walked past it are not (SGLang's `_match_post_processor`)."""
+        run = self._tokens(tokens)
+        data = run.tobytes()
+        node, i = self.root, 0
+        path: list[tuple[TreeNode, int, bool]] = []
+        if effects:
+            self.clock += 1
+        while i < len(run):
+            child = node.children.get(int(run[i]))
+            if child is None:
+                break
+            k = self._common(child, run, i, data)
+            whole = k == len(child.key)
+            if effects and not whole:  # a split puts both halves at the front (SGLang's `_split_node`)
+                child.last_access = self.clock
+                child = self._split(child, k)
+            node, i = child, i + k
+            path.append((child, i, whole))
+            if not whole:
+                break
+        n = self._kept(path)
+        end, length, _ = path[n - 1] if n else (self.root, 0, True)
+        if parts is not None:
+            parts += (walked.value for walked, _, _ in path[:n])
+        if effects:
+            up = end
+            while up is not self.root:
+                up.last_access = self.clock
+                up = up.parent
+        return length, end
 
     def _match(self, tokens: Tokens, parts: list[np.ndarray] | None) -> tuple[int, TreeNode]:
         return self._walk(tokens, parts, True)

@@ -40,7 +40,7 @@ import itertools
 
 import numpy as np
 
-from kvweb.prefix.radix_cache import RuledMatch, TokenPool, Tokens, TreeNode
+from kvweb.prefix.radix_cache import RuledMatch, TokenPool, TreeNode
 
 NO_SWA = -1  # `swa_of` of a token whose window KV is freed (or that has no slot)
 
@@ -131,49 +131,19 @@ class SWARadixCache(RuledMatch):
         self._bounds: dict[SWANode, list[int | None]] = {}  # a locked node -> its locks' window bounds
 
     # -- the match rule ----------------------------------------------------------
-    def _walk(self, tokens: Tokens, parts: list[np.ndarray] | None, effects: bool) -> tuple[int, TreeNode]:
-        """The longest prefix the match rule allows, and its last node. With `effects` it splits
-        the edge the walk ends inside and stamps the path to the match's end (and the halves of a
-        split) as used now: nodes walked past it are not (`_match_post_processor`)."""
-        run = self._tokens(tokens)
-        data = run.tobytes()
-        node: SWANode = self.root  # type: ignore[assignment]
-        i, since, n_parts = 0, float("inf"), 0  # since: live tokens after the last tombstone
-        best = (0, node, 0)
-        if effects:
-            self.clock += 1
-        while i < len(run):
-            child = node.children.get(int(run[i]))
-            if child is None:
-                break
-            if child.swa_tombstone:
+    def _kept(self, path: list[tuple[TreeNode, int, bool]]) -> int:
+        """Up to the last point with at least `window` live tokens after the last tombstone: before
+        a tombstone, or the walk's end."""
+        since, kept, before = float("inf"), 0, 0  # since: live tokens after the last tombstone
+        for j, (node, end, _) in enumerate(path):
+            if node.swa_tombstone:  # type: ignore[attr-defined]
                 if since >= self.window:
-                    best = (i, node, n_parts)
+                    kept = j
                 since = 0
-            k = self._common(child, run, i, data)
-            partial = k < len(child.key)
-            if effects and partial:  # a split puts both halves at the front (SGLang's `_split_node`)
-                child.last_access = self.clock
-                child = self._split(child, k)
-            if parts is not None:
-                parts.append(child.value)
-            n_parts += 1
-            if not child.swa_tombstone:
-                since += k
-            node, i = child, i + k
-            if partial:
-                break
-        if since >= self.window:
-            best = (i, node, n_parts)
-        length, end, n_parts = best
-        if parts is not None:
-            del parts[n_parts:]
-        if effects:
-            up = end
-            while up is not self.root:
-                up.last_access = self.clock
-                up = up.parent
-        return length, end
+            else:
+                since += end - before
+            before = end
+        return len(path) if since >= self.window else kept
 
     # -- insert ------------------------------------------------------------------
     def _insert(self, run: np.ndarray, node: TreeNode, i: int, slots: np.ndarray) -> int:
