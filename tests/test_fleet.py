@@ -1,7 +1,6 @@
 """The fleet: N replicas on one clock behind a router (kvweb/fleet/fleet.py)."""
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import fields
 
@@ -10,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.cli import main
 from kvweb.fleet.candidate import PERCENTILES, Candidate
 from kvweb.fleet.disaggregation import Link, SharedLink, serve_split
 from kvweb.fleet.fleet import serve
@@ -23,6 +21,7 @@ from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.parsing import make
 from kvweb.query import from_query
 from kvweb.serving.workload import Request
+from lab_json import cli_result
 
 
 def lab(**values: object) -> SchedulersLab:
@@ -128,12 +127,8 @@ def test_round_robin_loses_the_prefixes_that_exact_prefix_keeps() -> None:
 
 
 def test_cli_json_is_the_library_run() -> None:
-    values = {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30, "workload": "few-shot"}
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["run", "fleet", "--json", *(x for k, v in values.items() for x in (f"--{k}", str(v)))]
-    assert main(argv, out, err) == 0, err.getvalue()
-    result = json.loads(out.getvalue())["result"]
-    assert result == json.loads(json.dumps(jsonable(FleetLab(**values).run())))
+    result = cli_result("fleet", {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30,
+                                  "workload": "few-shot"})
     assert [r["router"] for r in result["routers"]] == ["round-robin", "exact-prefix"]
     assert len(result["series"]["exact-prefix"]["outstanding"]) == 2  # one series per replica
 
@@ -272,12 +267,8 @@ def test_the_fleet_lab_takes_any_gpu_and_length_limit() -> None:
     assert lab_h.scheduler("sglang").max_len == 4096
     result = lab_h.run()
     assert result["scenario"]["gpu"] == "H200" and result["scenario"]["max_len"] == 4096
-    values = {"gpu": "H200", "max_len": 4096, "replicas": 2, "routers": "round-robin", "requests": 20,
-              "workload": "sharegpt"}
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["run", "fleet", "--json", *(x for k, v in values.items() for x in (f"--{k}", str(v)))]
-    assert main(argv, out, err) == 0, err.getvalue()
-    assert json.loads(out.getvalue())["result"] == json.loads(json.dumps(jsonable(result)))
+    assert cli_result("fleet", {"gpu": "H200", "max_len": 4096, "replicas": 2, "routers": "round-robin", "requests": 20,
+                                "workload": "sharegpt"}) == json.loads(json.dumps(jsonable(result)))
     with pytest.raises(ParamError, match="max_len: 1 is not allowed"):
         FleetLab(max_len=1).check()
 

@@ -4,17 +4,13 @@ a prompt evicted from the GPU comes back from the host with its load time priced
 lab's size 0 is the lab as it was."""
 from __future__ import annotations
 
-import json
 import sys
-from io import StringIO
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.cli import main
-from kvweb.jsonable import jsonable
 from kvweb.lab import ParamError, no_progress
 from kvweb.labs.schedulers import SWAP_PRICES
 from kvweb.parsing import make
@@ -25,6 +21,7 @@ from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.step_cost import chunk_work, decode_coefficients
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import Request
+from lab_json import cli_result
 from test_schedulers import check_v1, cost_with
 
 
@@ -235,12 +232,8 @@ def test_size_zero_is_no_tier_and_bad_sizes_are_refused():
 
 
 def test_cli_json_with_a_host_tier_equals_the_library_run():
-    params = {"requests": "60", "rate": "6", "mem_util": "0.75", "host_tier_gb": "10"}
-    out, err = StringIO(), StringIO()
-    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
-    data = json.loads(out.getvalue())
-    assert data["result"] == json.loads(json.dumps(jsonable(make("schedulers", params).run())))
-    assert "host_tier" in data["result"]["modes"][1]
+    result = cli_result("schedulers", {"requests": 60, "rate": 6, "mem_util": 0.75, "host_tier_gb": 10})
+    assert "host_tier" in result["modes"][1]
 
 
 @pytest.mark.skipif(sys.platform == "emscripten", reason="the app's catalog (Chinese) is tested in CPython only")

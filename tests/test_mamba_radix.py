@@ -17,6 +17,7 @@ from kvweb.serving.mamba_scheduler import MambaRadixScheduler, mamba_pool_sizes,
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
 from kvweb.serving.radix_scheduler import RadixConfig
 from kvweb.serving.workload import Request
+from lab_json import cli_result
 from test_hybrid_kv import TINY, content_requests
 from test_schedulers import requests_st, workload
 
@@ -189,19 +190,8 @@ def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens,
 
 
 def test_the_labs_cli_json_is_the_library_run_on_a_linear_model():
-    import io
-    import json
-
-    from kvweb.cli import main
-    from kvweb.jsonable import jsonable
-    from kvweb.labs.schedulers import SchedulersLab
-    from kvweb.parsing import make
-
-    params = {"scenario": "B", "model": "qwen3-next-80b-a3b", "weight_precision": "int4", "requests": "30"}
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
-    result = json.loads(out.getvalue())["result"]
-    assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
+    result = cli_result("schedulers", {"scenario": "B", "model": "qwen3-next-80b-a3b", "weight_precision": "int4",
+                                       "requests": 30})
     sglang = result["modes"][1]["trace"]
     pools = result["sglang_pools"]
     assert [(g["kind"], g["layers"], g["unit"], g["cell_tokens"]) for g in sglang["groups"]] == \

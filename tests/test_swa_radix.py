@@ -18,6 +18,7 @@ from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
 from kvweb.serving.radix_scheduler import RadixConfig
 from kvweb.serving.swa_scheduler import SWARadixScheduler, swa_pool_sizes
 from kvweb.serving.workload import Request, poisson_workload
+from lab_json import cli_result
 from test_hybrid_kv import TINY, all_full, content_requests
 from test_schedulers import requests_st, workload
 
@@ -287,19 +288,7 @@ def test_gpt_oss_at_long_context_holds_a_ninth_more_requests_than_its_all_full_t
 
 
 def test_the_labs_cli_json_is_the_library_run_on_a_window_model():
-    import io
-    import json
-
-    from kvweb.cli import main
-    from kvweb.jsonable import jsonable
-    from kvweb.labs.schedulers import SchedulersLab
-    from kvweb.parsing import make
-
-    params = {"scenario": "B", "model": "gemma-3-27b", "workload": "few-shot", "requests": "30"}
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["run", "schedulers", *(f"--{k}={v}" for k, v in params.items()), "--json"], out, err) == 0, err.getvalue()
-    result = json.loads(out.getvalue())["result"]
-    assert result == json.loads(json.dumps(jsonable(make(SchedulersLab, params).run())))
+    result = cli_result("schedulers", {"scenario": "B", "model": "gemma-3-27b", "workload": "few-shot", "requests": 30})
     assert [m["mode"] for m in result["modes"]] == ["vllm-v1", "sglang"] and set(result["refused"]) == {"paper"}
     sglang = result["modes"][1]
     assert sglang["prefix_hit_rate"] > 0.5
