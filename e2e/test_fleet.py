@@ -32,24 +32,41 @@ PLAN = ("lab=plan&model=llama-3-8b&gpus=A100-80GB,H100-SXM&tps=1&weight_precisio
         "&replicas=1,2&routers=cost&requests=60&rate=8")
 
 
-def test_the_plan_links_to_the_fleet_lab_and_back(page, served_app, guard):
-    """The plan's cheapest opens the fleet lab with its configuration and the plan's workload,
-    whose figures are the plan's; Back returns to the plan as it was."""
-    page.goto(f"{served_app}?{PLAN}")
+def cancel_midway(page, requests: str, timeout_ms: int) -> int:
+    """Make the plan bigger (a widget change runs it), wait for its bar to move, cancel: the URL's
+    state is drawn again. Returns the bar's value when cancelled (of 1000)."""
+    before = page.evaluate("location.search")
+    set_param(page, "requests", requests)
+    bar = page.locator("progress.kv-progress")
+    bar.wait_for(state="visible", timeout=30_000)
+    for _ in range(300):  # the plan reports each candidate as it finishes
+        if int(bar.get_attribute("value") or 0) > 0:
+            break
+        page.wait_for_timeout(100)
+    value = int(bar.get_attribute("value"))
+    page.locator(".kv-cancel button").click()
+    plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=timeout_ms)
     wait_ready(page)
+    assert page.evaluate("location.search") == before
+    return value
+
+
+def follow_and_come_back(page, row: int, link: str, requests: str) -> None:
+    """Row `row` of the plan's front opens the fleet lab (button `link`) with its configuration and
+    the plan's workload, whose TTFT p90 is the plan's; Back returns to the plan as it was."""
     plan_search = page.evaluate("location.search")
-    cheapest = page.evaluate(DATA, "plan-pareto")  # cheapest first: the front's first row
-    key, ttft_s = cheapest["c0"][0], float(cheapest["c3"][0])
-    link = page.locator(".kv-plan-open-cheapest button")
-    assert key in link.inner_text()
-    link.click()
+    front = page.evaluate(DATA, "plan-pareto")
+    key, ttft_s = front["c0"][row], float(front["c3"][row])
+    button = page.locator(f"{link} button")
+    assert key in button.inner_text()
+    button.click()
     page.wait_for_function("() => location.search.includes('lab=fleet')")
     wait_ready(page)
     query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
     gpu, tp, _, _, mode, replicas, router = key.split("/")
     assert (query["gpu"], query["tp"], query["mode"], query["replicas"], query["routers"]) == (
         gpu, tp[2:], mode, replicas[1:], router)
-    assert (query["model"], query["requests"], query["rate"], query["workload"]) == ("llama-3-8b", "60", "8.0", "sharegpt")
+    assert (query["model"], query["requests"], query["rate"], query["workload"]) == ("llama-3-8b", requests, "8.0", "sharegpt")
     table = page.evaluate(DATA, "fleet-table")
     assert table["c0"] == [router]
     p90_ms = float(table["c2"][0].split(" / ")[1])  # TTFT p50 / p90 / p99 (ms)
@@ -57,8 +74,15 @@ def test_the_plan_links_to_the_fleet_lab_and_back(page, served_app, guard):
     page.go_back()
     page.wait_for_function("s => location.search === s", arg=plan_search)
     wait_ready(page)
-    page.locator(".kv-plan-open-cheapest button").wait_for()
-    assert page.evaluate(DATA, "plan-pareto")["c0"][0] == key
+    page.locator(f"{link} button").wait_for()
+    assert page.evaluate(DATA, "plan-pareto")["c0"][row] == key
+
+
+def test_the_plan_links_to_the_fleet_lab_and_back(page, served_app, guard):
+    """The plan's cheapest (the front's first row) opens the fleet lab, and Back returns."""
+    page.goto(f"{served_app}?{PLAN}")
+    wait_ready(page)
+    follow_and_come_back(page, 0, ".kv-plan-open-cheapest", "60")
     assert guard.errors == []
 
 
@@ -68,19 +92,8 @@ def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app
     bigger = PLAN.replace("tps=1", "tps=1,2").replace("=sglang", "=vllm-v1,sglang").replace("replicas=1,2", "replicas=1,2,3")
     page.goto(f"{served_app}?{bigger}")
     wait_ready(page)
-    before = page.evaluate("location.search")
-    set_param(page, "requests", "1500")  # 24 candidates of 1,500 requests: about 8 s by the estimate
-    bar = page.locator("progress.kv-progress")
-    bar.wait_for(state="visible", timeout=30_000)
-    for _ in range(300):  # the plan reports each candidate as it finishes
-        if int(bar.get_attribute("value") or 0) > 0:
-            break
-        page.wait_for_timeout(100)
-    assert 0 < int(bar.get_attribute("value")) < 1000
-    page.locator(".kv-cancel button").click()
-    plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=10_000)
-    wait_ready(page)
-    assert page.evaluate("location.search") == before
+    # 24 candidates of 1,500 requests: about 8 s by the estimate
+    assert 0 < cancel_midway(page, "1500", 10_000) < 1000
 
 
 def test_the_plan_in_the_static_site(page, static_site, guard):
@@ -96,41 +109,12 @@ def test_the_plan_in_the_static_site(page, static_site, guard):
     wait_live(page)
     assert page.evaluate("() => crossOriginIsolated")
     wait_ready(page)
-    before = page.evaluate("location.search")
-    set_param(page, "requests", "1500")  # 4 candidates of 1,500 requests: the bar moves by quarters
-    bar = page.locator("progress.kv-progress")
-    bar.wait_for(state="visible", timeout=30_000)
-    for _ in range(300):
-        if int(bar.get_attribute("value") or 0) > 0:
-            break
-        page.wait_for_timeout(100)
-    assert int(bar.get_attribute("value")) in (250, 500, 750)  # a candidate done, one left at least
-    page.locator(".kv-cancel button").click()
-    plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=30_000)
-    wait_ready(page)
-    assert page.evaluate("location.search") == before
+    # 4 candidates of 1,500 requests: the bar moves by quarters; a candidate done, one left at least
+    assert cancel_midway(page, "1500", 30_000) in (250, 500, 750)
     assert page.locator(".kv-param-requests input").first.input_value() == "60"
     set_param(page, "requests", "80")  # run again
     page.wait_for_function("() => location.search.includes('requests=80')", timeout=60_000)
     wait_ready(page)
-    plan_search = page.evaluate("location.search")
-    front = page.evaluate(DATA, "plan-pareto")
-    row = len(front["c0"]) - 1  # the front's last row: the fastest
-    key, ttft_s = front["c0"][row], float(front["c3"][row])
-    page.locator(f".kv-plan-open-{row} button").click()
-    page.wait_for_function("() => location.search.includes('lab=fleet')")
-    wait_ready(page)
-    query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
-    gpu, tp, _, _, mode, replicas, router = key.split("/")
-    assert (query["gpu"], query["tp"], query["mode"], query["replicas"], query["routers"]) == (
-        gpu, tp[2:], mode, replicas[1:], router)
-    assert (query["model"], query["requests"], query["rate"]) == ("llama-3-8b", "80", "8.0")
-    table = page.evaluate(DATA, "fleet-table")
-    assert table["c0"] == [router]
-    assert float(table["c2"][0].split(" / ")[1]) == pytest.approx(1e3 * ttft_s, rel=0.01)  # TTFT p90, as the plan's
-    page.go_back()
-    page.wait_for_function("s => location.search === s", arg=plan_search)
-    wait_ready(page)
-    page.locator(f".kv-plan-open-{row} button").wait_for()
-    assert page.evaluate(DATA, "plan-pareto")["c0"][row] == key
+    row = len(page.evaluate(DATA, "plan-pareto")["c0"]) - 1  # the front's last row: the fastest
+    follow_and_come_back(page, row, f".kv-plan-open-{row}", "80")
     assert guard.errors == []
