@@ -111,7 +111,11 @@ class Runner:
         self._finish = finish
         doc = pn.state.curdoc
         if self._ticker is None:
-            self._ticker = pn.state.add_periodic_callback(self._tick, period=200)
+            def tick() -> None:
+                if not self._tick():
+                    ticker.stop()  # idle: Panel started it only after its run had ended (see `_running`)
+
+            ticker = self._ticker = pn.state.add_periodic_callback(tick, period=200)
 
         quick = self._seconds is not None and self._seconds < QUICK_S
         in_child = self.pool.children and not quick and (isinstance(lab, Lab) or hasattr(lab, "in_child"))
@@ -185,12 +189,14 @@ class Runner:
             self._ticker = None
         self.bar.styles = HIDDEN
 
-    def _tick(self) -> None:
+    def _tick(self) -> bool:
+        """Draw the bar, or deliver the run's outcome if its tick went missing; returns whether
+        there is more to draw (a run in flight, or an outcome not yet delivered)."""
         if self.pool is not None and not pn.state.loaded:
-            return  # the page has not connected: nothing drawn now would reach it (see `start`)
+            return True  # the page has not connected: nothing drawn now would reach it (see `start`)
         if self._pending is not None:
             self._done(*self._pending)
-            return
+            return self._running
         if self._running and time.monotonic() - self._started > SHOW_AFTER_S:
             self.bar.styles = SHOWN
             self.progress.value = int(self._fraction * 1000)
@@ -199,4 +205,5 @@ class Runner:
                 left = max(1, round(self._seconds * (1 - self._fraction)))
                 text += ", " + tr("about {seconds} s left").format(seconds=left)
             self.left.text = text
+        return self._running
 

@@ -253,6 +253,32 @@ def test_a_tick_after_the_run_ended_leaves_the_bar_hidden(served, monkeypatch):
     assert runner.bar.styles == HIDDEN
 
 
+def test_a_ticker_that_starts_after_its_run_ended_stops_at_its_first_tick(served, monkeypatch):
+    # Panel defers a periodic callback added while the session is being created until the page has
+    # connected; the ticker of a quick first run may start only after the run ended (and was told
+    # to stop): it must not tick on, idle, until the session ends.
+    runner, ticks = served
+    added = []
+
+    class Ticker:
+        running = True
+
+        def stop(self) -> None:
+            self.running = False
+
+    monkeypatch.setattr(pn.state, "add_periodic_callback", lambda callback, period: added.append(
+        (callback, Ticker())) or added[-1][1])
+    lab, finished = steps(), Finished()
+    runner.start(lab, finished)
+    lab.release.set()
+    run_ticks(ticks, finished.done)
+    (tick, ticker), = added
+    assert finished.outcomes == [({"steps": 1000}, None)] and not ticker.running  # stopped with the run
+    ticker.running = True  # ... and Panel starts it now, as the page connects
+    tick()
+    assert not ticker.running and runner.bar.styles == HIDDEN
+
+
 def test_the_ticker_delivers_a_run_whose_next_tick_went_missing_and_only_once(served):
     # The run's thread asks the document for a next tick to deliver its outcome; one added while the
     # session was still being set up was seen to go missing under load: the ticker delivers it then.
