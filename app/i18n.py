@@ -54,6 +54,16 @@ def tr(text: str, context: str | None = None) -> str:
     return translate(text, current(), context)
 
 
+def yes_no(flag: bool) -> str:
+    """A yes/no result in plain words (never Python's `True`)."""
+    return tr("yes") if flag else tr("no")
+
+
+def quoted(text: str) -> str:
+    """Text shown as text, between curly quotes (never a Python string's quotes and escapes)."""
+    return f"\u201c{text}\u201d"
+
+
 def known(text: str) -> bool:
     """Whether the session's language has its own form of `text` (English always has)."""
     return current() == "en" or tr(text) != text

@@ -184,10 +184,11 @@ def serving_rows() -> dict[str, tuple[str, Any]]:
     }
 
 
-def table_columns(rows: list[tuple[str, Any]], runs: list[dict[str, Any]], names: list[str]) -> dict[str, list]:
-    """A figures table as DataTable columns: `rows` are (label, run -> cell text); the first
-    column holds the labels, then one column per run under its name."""
-    return {"figure": [label for label, _ in rows], **{n: [get(r) for _, get in rows] for n, r in zip(names, runs)}}
+def figures_rows(rows: list[tuple[str, Any]], runs: list[dict[str, Any] | None],
+                 names: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A figures table for `TextTable.show`: `rows` are (label, run -> cell text); the header
+    names the runs, each row is a label and one cell per run ("-" for a run that did not run)."""
+    return ["", *names], [[label, *("-" if r is None else get(r) for r in runs)] for label, get in rows]
 
 
 CHAR_PX = 7.0     # one column of text (a Chinese character takes two) in a table cell, in pixels
@@ -220,9 +221,14 @@ class TextTable:
 
     Each column is as wide as its text (Chinese included), so on a phone a wide table scrolls
     sideways inside itself, never the page. Cells are text, never HTML. Columns of figures
-    align right, the others (labels, names) left."""
+    align right, the others (labels, names) left.
 
-    def __init__(self, name: str, css_class: str) -> None:
+    Every `show` gives the table new columns: BokehJS 3.9's DataTable redraws its grid when its
+    columns change, but not always when only its source's data does (bokeh#15328; a table kept
+    the first run's cells after a widget change), so no view sets a table's data alone."""
+
+    def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
+        self.max_rows = max_rows  # more rows scroll inside the table
         self.source = ColumnDataSource({}, name=name)
         self.table = DataTable(source=self.source, columns=[], index_position=None, sortable=False,
                                reorderable=False, autosize_mode="none", row_height=ROW_PX, height=ROW_PX + 8,
@@ -236,7 +242,11 @@ class TextTable:
         self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
                               for i, (title, w, f) in enumerate(zip(header, widths, align))]
         scrollbar = 18 if sum(widths) > 370 else 0  # a phone shows a horizontal scrollbar
-        self.table.height = ROW_PX * (1 + min(len(rows), MAX_ROWS)) + 8 + scrollbar
+        self.table.height = ROW_PX * (1 + min(len(rows), self.max_rows)) + 8 + scrollbar
+
+    def select(self, row: int) -> None:
+        """Mark one row (the one the figure shows)."""
+        self.source.selected.indices = [row]
 
 
 def no_navigation(query: dict[str, str]) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -154,6 +154,28 @@ def nudge_slider(page: Page, name: str, key: str = "ArrowRight") -> None:
     handle = page.locator(f".kv-param-{name} .noUi-handle").first
     handle.focus()
     handle.press(key)
+
+
+def table_rows(page: Page, css_class: str) -> list[list[str]]:
+    """The text of each row of a results table (a Bokeh DataTable) as a person reads it: the
+    rendered cells, in row order."""
+    page.locator(f".{css_class} .slick-row").first.wait_for()
+    return page.locator(f".{css_class} .slick-row").evaluate_all(
+        "rows => rows.sort((a, b) => a.offsetTop - b.offsetTop)"
+        ".map(r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText))")
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 60) -> bool:
+    """Poll `check` (it reads the page) until it holds or the time is up; its last answer."""
+    deadline = time.monotonic() + timeout_s
+    while not (ok := check()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return ok
+
+
+def table_header(page: Page, css_class: str) -> list[str]:
+    """A results table's column titles, as rendered."""
+    return page.locator(f".{css_class} .slick-column-name").all_inner_texts()
 
 
 FINGERPRINT = """() => {

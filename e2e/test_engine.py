@@ -3,7 +3,7 @@ another memory manager redraws the chart."""
 import json
 from urllib.parse import parse_qs
 
-from conftest import plain_text, wait_ready
+from conftest import plain_text, table_rows, wait_ready
 
 from app.views.memory_maps import OWNER_COLORS
 
@@ -61,8 +61,8 @@ def test_the_engine_opens_on_a_preemption(page, served_app, guard):
 
 
 def figure_rows(page) -> dict:
-    data = page.evaluate(CELLS, "engine-figures")
-    return {label: [data["run0"][i], data["run1"][i]] for i, label in enumerate(data["figure"])}
+    """The figures table as rendered: row label -> the runs' cells."""
+    return {row[0]: row[1:] for row in table_rows(page, "kv-engine-table")}
 
 
 def test_the_chinese_figures_table_lines_up(page, served_app):

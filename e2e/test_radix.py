@@ -2,7 +2,7 @@
 shared URL restores the step, FCFS and LSPF hit rates differ, hostile prompts stay text."""
 from urllib.parse import parse_qs, quote, urlparse
 
-from conftest import INJECTED, plain_text, wait_ready
+from conftest import INJECTED, plain_text, table_header, table_rows, wait_ready
 
 
 def model_data(page, name: str) -> dict:
@@ -32,7 +32,7 @@ def test_the_tree_opens_on_a_split_and_shows_the_eviction(page, served_app):
     assert model_data(page, "radix-splits")["id"] == [edges["id"][edges["hit"].index(47)]]  # the split node
     assert [h for h in edges["hit"] if h] == [47]  # read from the cache, locked
     assert model_data(page, "radix-suffix")["text"] == ["y cache the KV?"]  # being computed
-    assert "identical to from-scratch runs: True" in plain_text(page, "kv-radix-summary").inner_text()
+    assert "identical to from-scratch runs: yes" in plain_text(page, "kv-radix-summary").inner_text()
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     page.locator(".kv-player button.play").click()
     step.filter(has_text="request 4 (a new question) - running").wait_for(timeout=30_000)
@@ -46,7 +46,8 @@ def test_the_tree_opens_on_a_split_and_shows_the_eviction(page, served_app):
     # the splits made at matches stay (7 edges, 164 tokens, and the root)
     assert sorted(nodes["size"]) == [0, 2, 8, 20, 26, 30, 33, 45]
     assert sum(model_data(page, "radix-edges")["path"]) == 60 + 16 - 1  # the whole request
-    assert model_data(page, "radix-log")["evicted"] == [0, 0, 0, 0, 30]
+    evicted = table_header(page, "kv-radix-log").index("evicted")
+    assert [row[evicted] for row in table_rows(page, "kv-radix-log")] == ["0", "0", "0", "0", "30"]
 
 
 # The alpha the ghosts (evicted nodes) are drawn with.

@@ -4,7 +4,7 @@ compares the modes, switching prefix caching off redraws everything (and is writ
 and a gpt-oss model shows vLLM V1's KV cache groups."""
 from urllib.parse import parse_qs
 
-from conftest import plain_text, wait_ready
+from conftest import plain_text, table_header, table_rows, wait_ready, wait_until
 
 from app.pages.tour import STEPS
 from app.views.schedulers import STATES
@@ -19,8 +19,9 @@ def query(page) -> dict:
 
 
 def table(page) -> dict:
-    data = page.evaluate(DATA, "schedulers-figures")
-    return {label: {m: data[m][i] for m in ("paper", "vllm-v1", "sglang")} for i, label in enumerate(data["figure"])}
+    """The figures table as rendered: row label -> mode -> cell."""
+    header = table_header(page, "kv-schedulers-table")
+    return {row[0]: dict(zip(header[1:], row[1:])) for row in table_rows(page, "kv-schedulers-table")}
 
 
 def states(page, mode: str) -> list:
@@ -61,9 +62,7 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
     page.locator(".kv-param-prefix_caching input").click()
     page.wait_for_function("() => location.search.includes('prefix_caching=false')")
     wait_ready(page)
-    page.wait_for_function("label => { const d = Bokeh.documents[0].get_model_by_name('schedulers-figures').data;"
-                           " return d['vllm-v1'][d.figure.indexOf(label)] === '0.0 %'; }",
-                           arg="prefix hit rate (prompt tokens)")
+    assert wait_until(lambda: table(page)["prefix hit rate (prompt tokens)"]["vllm-v1"] == "0.0 %")
     rows = table(page)
     assert rows["prefix hit rate (prompt tokens)"] == {"paper": "0.0 %", "vllm-v1": "0.0 %", "sglang": "0.0 %"}
     page.locator(".kv-player button.last").click()
@@ -76,8 +75,7 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
 def test_a_host_tier_in_the_url_shows_its_figure(page, served_app, guard):
     page.goto(f"{served_app}?lab=schedulers&requests=120&rate=6&mem_util=0.75&host_tier_gb=40")
     wait_ready(page)
-    page.wait_for_function("label => Bokeh.documents[0].get_model_by_name('schedulers-figures').data.figure"
-                           ".includes(label)", arg="host tier: prompt tokens from GPU / host / computed")
+    page.locator(".kv-schedulers-table .slick-cell", has_text="host tier: prompt tokens from GPU / host / computed").wait_for()
     rows = table(page)
     by_tier = rows["host tier: prompt tokens from GPU / host / computed"]
     assert by_tier["paper"] == rows["TTFT p50 / p99 without the host tier (ms)"]["paper"] == "-"

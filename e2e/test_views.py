@@ -2,7 +2,7 @@
 widget reruns the lab, redraws its figures and updates the URL, with no message shown."""
 import pytest
 
-from conftest import data_fingerprint, nudge_slider, plain_text, set_param, wait_new_data, wait_ready
+from conftest import data_fingerprint, nudge_slider, plain_text, set_param, table_rows, wait_new_data, wait_ready
 
 CASES = [  # lab, URL query, how a user changes it, what the URL says afterwards
     ("beam-search", "", lambda p: nudge_slider(p, "width"), "width=5"),
@@ -27,15 +27,6 @@ def test_widget_change_redraws(page, served_app, guard, lab, query, change, expe
     assert data_fingerprint(page) != before
     assert not plain_text(page, "kv-message").is_visible()
     assert guard.errors == []
-
-
-def table_rows(page, css_class: str) -> list[list[str]]:
-    """The text of each row of a results table (a Bokeh DataTable), in row order."""
-    page.locator(f".{css_class} .slick-row").first.wait_for()
-    rows = page.locator(f".{css_class} .slick-row")
-    tops = [rows.nth(i).evaluate("r => r.offsetTop") for i in range(rows.count())]
-    texts = [rows.nth(i).locator(".slick-cell").all_inner_texts() for i in range(rows.count())]
-    return [t for _, t in sorted(zip(tops, texts))]
 
 
 def test_the_sweep_table_shows_the_library_figures_in_cells_and_chinese_headers(page, served_app):

@@ -13,6 +13,7 @@ from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: 
 from app.views.roofline import RooflineView  # noqa: E402
 from app.views.schedulers import SchedulersView  # noqa: E402
 from app.views.sharing import SharingView  # noqa: E402
+from figures_table import figures  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
 
 
@@ -69,10 +70,9 @@ def test_block_hashes_ahead_of_the_radix_tree_are_explained_by_eviction():
 def test_the_schedulers_view_names_the_session_rate_and_both_request_rates():
     result, view = updated(SchedulersView, "schedulers", requests=60)
     assert "chat sessions start at rate / turns per second: 2 / 6 = 0.333" in view.header.text
-    data = view.table_data.data
-    row = data["figure"].index("requests/s: arrived / served (whole run)")
+    row = figures(view)["requests/s: arrived / served (whole run)"]
     for m in result["modes"]:
-        assert data[m["mode"]][row] == f"{m['arrival_rate_per_s']:.2f} / {m['requests_per_s_whole_run']:.2f}"
+        assert row[m["mode"]] == f"{m['arrival_rate_per_s']:.2f} / {m['requests_per_s_whole_run']:.2f}"
         assert m["requests_per_s_whole_run"] < m["arrival_rate_per_s"] < 2  # the closed loop comes slower
 
 

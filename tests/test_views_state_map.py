@@ -15,6 +15,7 @@ from bokeh.document.events import ColumnDataChangedEvent  # noqa: E402
 
 import kvweb.labs  # noqa: E402, F401
 from app.views.schedulers import MODES, STATES, WHOLE_POOL, SchedulersView, StateMap, state_codes  # noqa: E402
+from figures_table import figures  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
 from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED  # noqa: E402
 
@@ -171,11 +172,10 @@ def test_the_table_and_header_show_concurrency_and_the_end_of_the_run():
     view = SchedulersView()
     result = lab.run()
     view.update(lab, result)
-    table = view.table_data.data
-    rows = {label: i for i, label in enumerate(table["figure"])}
+    table = figures(view)
     for m in result["modes"]:
-        assert table[m["mode"]][rows["most requests at once"]] == f"{m['max_batch']:,}"
+        assert table["most requests at once"][m["mode"]] == f"{m['max_batch']:,}"
         assert max(m["trace"]["curves"]["batch"]) <= m["max_batch"]  # the curve samples some steps
         end = f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %"
-        assert table[m["mode"]][rows["at the end: held by requests / cached, reusable"]] == end
+        assert table["at the end: held by requests / cached, reusable"][m["mode"]] == end
     assert f"maximum concurrency for 2,048 tokens per request: {result['max_concurrency']:.2f}x" in view.header.text

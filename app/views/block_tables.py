@@ -17,7 +17,7 @@ from bokeh.palettes import Category10_10
 from bokeh.core.properties import value
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, yes_no
 from app.text import LiveText, plain
 from app.view import LabView, columns
 from kvweb.lab import Lab
@@ -240,7 +240,7 @@ class BlockTablesView(BlockTraceView):
         self.steps = result["steps"]
         self.map.reset(self.steps, result["num_blocks"], result["block_size"])
         self.summary.text = (
-            f"{tr('identical to generating each request alone')}: {tr(str(result['identical']))}; "
+            f"{tr('identical to generating each request alone')}: {yes_no(result['identical'])}; "
             f"{tr('block size')} {result['block_size']}, {result['num_blocks']} {tr('physical blocks')}, "
             f"{tr('at most')} {result['peak_used_blocks']} {tr('in use')}\n{map_key()}"
         )

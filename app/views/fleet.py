@@ -11,7 +11,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, Legen
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, yes_no
 from app.text import plain
 from app.view import LabView, TextTable, columns
 from kvweb.jsonable import number
@@ -126,5 +126,5 @@ def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         mark = " ←" if s["prefill_replicas"] == d["prefill_replicas"] else ""
         rows.append(row(f"{tr('disaggregated')} {s['prefill_replicas']} + {s['decode_replicas']}{mark}", s,
                         f"{ms(s['transfer_s']['p50'])} / {ms(s['transfer_s']['p99'])}",
-                        tr("yes") if s["pays"] else tr("no")))
+                        yes_no(s["pays"])))
     return header, rows

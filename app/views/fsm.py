@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, DataTable, HoverTool, LabelSet, Range1d, TableColumn
+from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Range1d
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, quoted, yes_no
 from app.text import LiveText, plain
-from app.view import LabView, columns, fit_widths
+from app.view import LabView, TextTable, columns
 from kvweb.lab import Lab
 from kvweb.constrained.layout import band_positions
 from kvweb.kv.model import VOCAB
@@ -156,21 +156,13 @@ class FsmView(LabView):
         self.step_text = LiveText(css_class="kv-fsm-step")
         self.pattern_text = plain(css_class="kv-fsm-pattern", mono=True)
         self.summary = plain(css_class="kv-fsm-summary")
-        self.outputs = ColumnDataSource(columns("seed", "output", "plain", "compressed", "free"), name="fsm-outputs")
-        self.table = DataTable(
-            source=self.outputs, index_position=None, sizing_mode="stretch_width", height=150,
-            css_classes=["kv-fsm-outputs"], autosize_mode="none",  # a phone scrolls the table sideways
-            columns=[TableColumn(field="seed", title=tr("seed")),
-                     TableColumn(field="output", title=tr("constrained output")),
-                     TableColumn(field="plain", title=tr("forwards plain")),
-                     TableColumn(field="compressed", title=tr("compressed")),
-                     TableColumn(field="free", title=tr("unconstrained output (same seed, no mask)"))])
+        self.table = TextTable("fsm-outputs", "kv-fsm-outputs", max_rows=8)
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
             self.pattern_text, self.summary, self.player, self.graph,
             pn.Row(self.mask_plot, self.count_plot, sizing_mode="stretch_width"),
-            self.step_text, self.text_plot, pn.pane.Bokeh(self.table, sizing_mode="stretch_width"),
+            self.step_text, self.text_plot, self.table.pane,
             sizing_mode="stretch_width",
         )
 
@@ -195,17 +187,13 @@ class FsmView(LabView):
             f"{tr('compressed')} {result['forwards_compressed']}, "
             f"{tr('saved')} {result['forwards_plain'] - result['forwards_compressed']} = "
             f"{tr('characters through jump edges')} {result['jump_chars']}; "
-            f"{tr('identical')}: {tr(str(result['identical']))}, {tr('all match')}: {tr(str(result['all_match']))}"
+            f"{tr('identical')}: {yes_no(result['identical'])}, {tr('all match')}: {yes_no(result['all_match'])}"
         )
         per = result["per_sample"]
-        self.outputs.data = {"seed": [p["seed"] for p in per], "output": result["outputs"],
-                             "plain": [p["forwards_plain"] for p in per],
-                             "compressed": [p["forwards_compressed"] for p in per],
-                             "free": result["unconstrained_outputs"]}
-        self.table.height = 40 + 26 * min(len(per), 8)
-        for column, width in zip(self.table.columns, fit_widths([c.title for c in self.table.columns],
-                                                                [self.outputs.data[c.field] for c in self.table.columns])):
-            column.width = width
+        self.table.show([tr("seed"), tr("constrained output"), tr("forwards plain"), tr("compressed"),
+                         tr("unconstrained output (same seed, no mask)")],
+                        [[p["seed"], out, p["forwards_plain"], p["forwards_compressed"], free]
+                         for p, out, free in zip(per, result["outputs"], result["unconstrained_outputs"])])
         rows = -(-max(len(self.output), 1) // TEXT_COLUMNS)
         self.text_plot.y_range.start = -rows + 0.4
         self.text_plot.height = 70 + 28 * rows
@@ -275,11 +263,11 @@ class FsmView(LabView):
         fp, fc = step["forwards_plain"], step["forwards_compressed"]
         self.counts.data = {**self.counts.data, "forwards": [fp, fc], "label": [str(fp), str(fc)]}
         if step["jump"]:
-            what = (f"{tr('jump edge')}: {step['chars']!r} ({len(step['chars'])} {tr('characters')}, "
+            what = (f"{tr('jump edge')}: {quoted(step['chars'])} ({len(step['chars'])} {tr('characters')}, "
                     f"{tr('no forward and no random number of its own: fed with the next forward')})")
         elif step["chars"]:
             choices = len(step["allowed"]) + step["end_allowed"]
-            what = (f"{tr('sampled')} {step['chars']!r} {tr('from')} {choices} {tr('choices')}"
+            what = (f"{tr('sampled')} {quoted(step['chars'])} {tr('from')} {choices} {tr('choices')}"
                     + (f" ({tr('forced: no random number drawn')})" if choices == 1 else ""))
         else:
             what = tr("sampled end-of-text")

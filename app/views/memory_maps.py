@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import (CDSView, ColumnDataSource, CustomJSHover, DataTable, FixedTicker, GroupFilter, HoverTool,
-                          Label, LegendItem, Range1d, Span, TableColumn)
+from bokeh.models import (CDSView, ColumnDataSource, CustomJSHover, FixedTicker, GroupFilter, HoverTool,
+                          Label, LegendItem, Range1d, Span)
 from bokeh.core.properties import value
 from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
+from app.view import LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
 from app.views.drawing import CELL, Cells, cell_boxes, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
@@ -128,8 +128,8 @@ class MemoryMap:
         self.host.data = data
 
 
-def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
-    """The runs' figures as table columns: a label, then one column per run."""
+def figures_table(runs: list[dict[str, Any]], names: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The runs' figures: a row per figure, a column per run (under `names`)."""
     common = serving_rows()
     rows = [
         common["throughput"], common["requests"], common["slo"], common["batch"],
@@ -142,7 +142,7 @@ def figures_table(runs: list[dict[str, Any]]) -> dict[str, list]:
         (tr("TPOT p50 / p90 (ms)"), lambda r: f"{1e3 * (r['tpot_s']['p50'] or 0):.0f} / {1e3 * (r['tpot_s']['p90'] or 0):.0f}"),
         common["time"], common["finished"],
     ]
-    return table_columns(rows, runs, [f"run{i}" for i in range(len(runs))])
+    return figures_rows(rows, runs, names)
 
 
 class EngineView(LabView):
@@ -154,14 +154,7 @@ class EngineView(LabView):
         self.player.interval = 250
         self.maps = [MemoryMap("left"), MemoryMap("right")]
         self.header = LiveText(css_class="kv-engine-header")  # (changes with the GPU and scenario: no page layout)
-        self.table_data = ColumnDataSource(columns("figure", "run0", "run1"), name="engine-figures")
-        self.table_columns = [TableColumn(field="figure", title="", width=230),
-                              TableColumn(field="run0", title="", width=120),
-                              TableColumn(field="run1", title="", width=120)]
-        self.table = pn.pane.Bokeh(DataTable(source=self.table_data, columns=self.table_columns, index_position=None,
-                                             height=360, sizing_mode="stretch_width", sortable=False,
-                                             reorderable=False, css_classes=["kv-engine-table"]),
-                                   sizing_mode="stretch_width")
+        self.table = TextTable("engine-figures", "kv-engine-table", max_rows=40)  # every row in view
         self.paper = plain(css_class="kv-engine-paper")
         self.step_text = LiveText(css_class="kv-engine-step")
         self.legend = plain(tr("cells: colour = request; solid = written KV; hatched = held but not written "
@@ -211,7 +204,7 @@ class EngineView(LabView):
         self.timeline: dict[str, Any] = {"t": [], "frames": []}
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.header, self.table, self.paper, self.player, self.step_text, self.legend,
+        return pn.Column(self.header, self.table.pane, self.paper, self.player, self.step_text, self.legend,
                          pn.Row(self.maps[0].figure, self.maps[1].figure, sizing_mode="stretch_width"),
                          self.memory, self.batch, self.marks, sizing_mode="stretch_width")
 
@@ -244,8 +237,6 @@ class EngineView(LabView):
         for j, item in enumerate(self.legend_items[2]):
             item.visible = j < len(runs)
             item.label = value(self.run_name(j))
-        for col, name in zip(self.table_columns[1:], self.names + [""]):
-            col.title = name
         curves: list[dict[str, list]] = []  # each run's, as drawn
         ends: list[float] = []
         for i, (source, events) in enumerate(zip(self.curves, self.events)):
@@ -263,8 +254,7 @@ class EngineView(LabView):
         set_range(self.memory.x_range, max(ends, default=0.0))
         set_range(self.memory.y_range, padded_end(*(d[k] for d in curves for k in ("occupied", "used"))))
         set_range(self.batch.y_range, padded_end(*(d[k] for d in curves for k in ("batch", "queue"))))
-        table = figures_table(runs)
-        self.table_data.data = {"run1": [""] * len(table["figure"]), **table}
+        self.table.show(*figures_table(runs, self.names))
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {tr(scenario['about'])}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})")
         self.paper.text = tr(result["paper"])

@@ -9,7 +9,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Range1d
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, quoted, yes_no
 from app.text import plain
 from app.view import LabView, TextTable
 from kvweb.lab import Lab
@@ -60,8 +60,8 @@ class PagedEquivalenceView(LabView):
                      + (f" = {r['peak_used_blocks']} {tr('blocks')}" if r["peak_used_blocks"] else "")
                      for r in runs],
         }
-        self.verdict.text = (f"{tr('identical in every configuration')}: {tr(str(result['identical']))} "
+        self.verdict.text = (f"{tr('identical in every configuration')}: {yes_no(result['identical'])} "
                              f"({len(runs)} {tr('runs')}, {len(result['requests'])} {tr('requests')})")
         self.answers.show([tr("request"), tr("arrives at iteration"), tr("prompt"), tr("answer")],
-                          [[f"r{q['seq']}", str(q["arrival"]), repr(q["prompt"]), repr(q["answer"])]
+                          [[f"r{q['seq']}", str(q["arrival"]), quoted(q["prompt"]), quoted(q["answer"])]
                            for q in result["requests"]])

@@ -19,15 +19,15 @@ from typing import Any
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import (ColumnDataSource, CustomJS, CustomJSTransform, DataTable, HoverTool, LabelSet, Legend,
+from bokeh.models import (ColumnDataSource, CustomJS, CustomJSTransform, HoverTool, LabelSet, Legend,
                           LegendItem, Range1d, TableColumn)
 from bokeh.transform import transform
 from bokeh.palettes import Blues9
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import quoted, tr, yes_no
 from app.text import LiveText, plain
-from app.view import LabView, columns, fit_widths
+from app.view import LabView, TextTable, columns
 from kvweb.lab import Lab
 
 LOCKED = "#e6550d"
@@ -37,8 +37,7 @@ SPLIT = "#7b3294"
 GHOST = "#9e9e9e"
 EDGE = "#b0b0b0"
 RECENCY = list(reversed(Blues9))[2:8]  # light (least recently used) to dark
-LOG_COLUMNS = (("request", "request"), ("kind", "kind"), ("cached", "from the cache"), ("prefilled", "prefilled"),
-               ("evicted", "evicted"), ("identical", "identical"), ("prompt", "prompt"), ("output", "output"))
+LOG_COLUMNS = ("request", "kind", "from the cache", "prefilled", "evicted", "identical", "prompt", "output")
 POOL_PARTS = (("evictable", "cached, evictable", "#6baed6"), ("protected", "cached, locked", LOCKED),
               ("running", "running request", COMPUTED), ("free", "free", "#eeeeee"))
 GHOST_ALPHA = 0.35  # evicted nodes and edges fade
@@ -133,12 +132,7 @@ class RadixTreeView(LabView):
         self.pool_plot.add_layout(self.pool_plot.legend[0], "below")
         self.pool_plot.yaxis.visible = False
 
-        self.log = ColumnDataSource(columns("request", "kind", "cached", "prefilled", "evicted", "identical",
-                                            "prompt", "output"), name="radix-log")
-        self.table = DataTable(source=self.log, index_position=None, sizing_mode="stretch_width", height=190,
-                               autosize_mode="none",  # a phone scrolls the table sideways, its columns readable
-                               columns=[TableColumn(field=field, title=tr(title)) for field, title in LOG_COLUMNS],
-                               css_classes=["kv-radix-log"])
+        self.table = TextTable("radix-log", "kv-radix-log")
 
         self.summary = plain(css_class="kv-radix-summary")
         self.step_text = LiveText(css_class="kv-radix-step")
@@ -147,29 +141,20 @@ class RadixTreeView(LabView):
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
             self.summary, self.player, self.step_text, self.tree, self.pool_plot, self.texts,
-            pn.pane.Bokeh(self.table, sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            self.table.pane, sizing_mode="stretch_width",
         )
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         self.requests = result["requests"]
         kinds = {True: tr("a later turn of request 0"), False: tr("a new question")}
-        self.log.data = {
-            "request": [r["index"] for r in self.requests], "kind": [kinds[r["follow_up"]] for r in self.requests],
-            "cached": [r["cached_tokens"] for r in self.requests],
-            "prefilled": [r["prefilled_tokens"] for r in self.requests],
-            "evicted": [r["evicted"] for r in self.requests],
-            "identical": [tr(str(r["identical"])) for r in self.requests],
-            "prompt": [r["prompt"] for r in self.requests], "output": [r["output"] for r in self.requests],
-        }
-        widths = fit_widths([c.title for c in self.table.columns], [self.log.data[c.field] for c in self.table.columns],
-                            max_px=400)
-        for column, width in zip(self.table.columns, widths):
-            column.width = width
+        self.table.show([tr(title) for title in LOG_COLUMNS], [
+            [r["index"], kinds[r["follow_up"]], r["cached_tokens"], r["prefilled_tokens"], r["evicted"],
+             yes_no(r["identical"]), quoted(r["prompt"]), quoted(r["output"])] for r in self.requests])
         trees = [t for r in self.requests for t in (r["running_tree"], r["tree"])]
         self.tree.x_range.end = max(n["depth"] for t in trees for n in t["nodes"]) + 1.1
         self.pool_plot.x_range.start, self.pool_plot.x_range.end = 0, trees[0]["pool_size"]
         self.summary.text = (
-            f"{tr('identical to from-scratch runs')}: {result['identical']}; "
+            f"{tr('identical to from-scratch runs')}: {yes_no(result['identical'])}; "
             f"{tr('prompt tokens from the cache')}: {result['cached_tokens']}, "
             f"{tr('prefilled')}: {result['prefilled_tokens']} ({tr('hit rate')} {result['hit_rate']:.0%}); "
             f"{tr('evicted')}: {result['evicted']}"
@@ -187,7 +172,7 @@ class RadixTreeView(LabView):
         sizes = [tree["evictable"], tree["protected"], used - cached, tree["pool_size"] - used]
         edges = [sum(sizes[:i]) for i in range(5)]
         self.pool.data = {**self.pool.data, "left": edges[:4], "right": edges[1:]}
-        self.log.selected.indices = [index // 2]
+        self.table.select(index // 2)
         kind = tr("a later turn of request 0") if req["follow_up"] else tr("a new question")
         split = sum(n["split"] for n in tree["nodes"])
         ghosts = sum(n["ghost"] for n in tree["nodes"])
@@ -196,7 +181,7 @@ class RadixTreeView(LabView):
                     f"{req['prefilled_tokens']} {tr('prefilled')}; {tr('evicted to make room')}: {req['evicted']}")
         else:
             what = (f"{tr('done')}: {tr('prompt + output inserted, lock released')}; "
-                    f"{tr('output identical to a from-scratch run')}: {tr(str(req['identical']))}")
+                    f"{tr('output identical to a from-scratch run')}: {yes_no(req['identical'])}")
         notes = ([f"{tr('split nodes')}: {split}"] if split else []) + (
             [f"{tr('evicted nodes')}: {ghosts}"] if ghosts else [])
         self.step_text.text = f"{tr('request')} {req['index']} ({kind}) - {what}" + (

@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import (ColumnDataSource, CustomJSHover, DataTable, HoverTool, Legend, LegendItem, Range1d, Span,
-                          TableColumn)
+from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Legend, LegendItem, Range1d, Span
 from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, columns, padded_end, serving_rows, set_range, steady_ticks, table_columns
+from app.view import LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
@@ -55,8 +54,8 @@ def ms(d: dict[str, Any], key: str) -> str:
     return f"{1e3 * (d[key] or 0):.0f}"
 
 
-def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
-    """The modes' figures as table columns: a label, then one column per mode."""
+def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The modes' figures: a row per figure, a column per mode ("-" for a mode not run)."""
     common = serving_rows()
     rows = [
         common["throughput"], common["requests"], common["slo"],
@@ -76,7 +75,8 @@ def figures_table(modes: list[dict[str, Any]]) -> dict[str, list]:
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
     ]
-    return table_columns(rows, modes, [m["mode"] for m in modes])
+    by_mode = {m["mode"]: m for m in modes}
+    return figures_rows(rows, [by_mode.get(m) for m in MODES], list(MODES))
 
 
 def host_tier_rows() -> list[tuple[str, Any]]:
@@ -249,13 +249,7 @@ class SchedulersView(LabView):
         super().__init__()
         self.player.interval = 250
         self.header = LiveText(css_class="kv-schedulers-header")  # (changes with the GPU and scenario: no page layout)
-        self.table_data = ColumnDataSource(columns("figure", *MODES), name="schedulers-figures")
-        self.table = pn.pane.Bokeh(
-            DataTable(source=self.table_data, index_position=None, height=420, sizing_mode="stretch_width",
-                      sortable=False, reorderable=False, css_classes=["kv-schedulers-table"],
-                      columns=[TableColumn(field="figure", title="", width=260),
-                               *(TableColumn(field=m, title=m, width=130) for m in MODES)]),
-            sizing_mode="stretch_width")
+        self.table = TextTable("schedulers-figures", "kv-schedulers-table", max_rows=40)  # every row in view
         self.paper = plain(css_class="kv-schedulers-paper")
         self.groups = plain(css_class="kv-schedulers-groups")  # vLLM V1's KV cache groups (hybrid models)
         self.checked = plain(css_class="kv-schedulers-checked")
@@ -322,7 +316,7 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table, self.groups, self.paper, self.checked, self.player, self.step_text,
+        return pn.Column(self.header, self.table.pane, self.groups, self.paper, self.checked, self.player, self.step_text,
                          self.key, maps, self.group_note,
                          # one under another: two side by side leave a phone's band names cut off
                          pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
@@ -365,8 +359,7 @@ class SchedulersView(LabView):
         set_range(self.hits.y_range, padded_end(*(d["hit_rate"] for d in curves)))
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
-        table = figures_table(modes)
-        self.table_data.data = {**table, **{m: ["-"] * len(table["figure"]) for m in MODES if m not in self.names}}
+        self.table.show(*figures_table(modes))
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
                     + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")

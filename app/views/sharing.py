@@ -19,7 +19,7 @@ from bokeh.models import CDSView, ColumnDataSource, GroupFilter, HoverTool, Labe
 from bokeh.core.properties import value
 from bokeh.plotting import figure
 
-from app.i18n import tr
+from app.i18n import tr, yes_no
 from app.view import columns
 from app.views.block_tables import BlockTraceView, describe_events, map_key, owner_color
 from kvweb.lab import Lab
@@ -184,7 +184,7 @@ class SharingView(BlockTraceView):
                f"{copies} {tr('copies, one per extra sequence')}" if fill else
                tr("the prompt ends on a block edge: nothing is copied, and the saving is the estimate"))
         return (
-            f"{tr('identical to each seed generated alone')}: {result['identical']}\n"
+            f"{tr('identical to each seed generated alone')}: {yes_no(result['identical'])}\n"
             f"{tr('blocks with sharing')}: {result['blocks_shared']}, {tr('without')}: {result['blocks_unshared']}; "
             f"{tr('saving')} {result['saving']:.1%} {tr('against the block-free estimate')} "
             f"(n-1)Lp/(n(Lp+Lo)) = {result['estimate']:.1%}\n{why}"
