@@ -65,6 +65,7 @@ class LabArea:
                 widget.value = getattr(lab, name)
         finally:
             self._quiet = False
+        self._disable_ignored()
         with _frozen():  # Bokeh walks the document's models once, not once per layout
             self.controls.objects = [pane.controls]
             self.main.objects = [self.fit_pane, pane.view]
@@ -94,7 +95,14 @@ class LabArea:
         if lab.values() == self.lab.values():
             return  # a widget went back to the lab's value
         self.lab = lab
+        self._disable_ignored()
         self.run([], self.step)  # kept where the trace is long enough
+
+    def _disable_ignored(self) -> None:
+        """A widget whose value the lab's values leave unread is shown disabled."""
+        ignored = self.lab.ignored()
+        for name, widget in self.widgets.items():
+            widget.disabled = name in ignored
 
     async def _revert_widgets(self) -> None:
         """Refused input: every box shows the lab's value again. Run as a task, after the

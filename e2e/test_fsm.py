@@ -4,6 +4,8 @@ from urllib.parse import parse_qs, quote
 
 from conftest import INJECTED, plain_text, table_rows, wait_ready, wait_until
 
+from kvweb.labs.fsm import PRESETS
+
 
 def type_pattern(page, text: str) -> None:
     """Type into the pattern box and commit it with Enter, as a user would."""
@@ -87,3 +89,20 @@ def test_hostile_pattern_text_executes_nothing(page, served_app, guard):
     wait_ready(page)
     assert page.evaluate(INJECTED) == []
     assert guard.dialogs == [] and guard.errors == []
+
+
+def test_a_preset_disables_the_pattern_box_it_replaces(page, served_app):
+    """A preset is decoded instead of the pattern: the box is disabled while the preset is used,
+    so no box shows a pattern the run ignores; back to custom, it is the pattern in use again."""
+    page.goto(f"{served_app}?lab=fsm&samples=1")
+    wait_ready(page)
+    box = page.locator(".kv-param-pattern input").first
+    assert box.is_enabled()
+    page.locator(".kv-param-preset select").select_option("ambiguous")
+    page.wait_for_function("() => location.search.includes('preset=ambiguous')")
+    wait_ready(page)
+    assert wait_until(lambda: box.is_disabled())
+    assert PRESETS["ambiguous"] in plain_text(page, "kv-fsm-pattern").inner_text()
+    page.locator(".kv-param-preset select").select_option("custom")
+    page.wait_for_function("() => location.search.includes('preset=custom')")
+    assert wait_until(lambda: box.is_enabled())

@@ -117,3 +117,28 @@ def test_an_out_of_range_value_is_refused_visibly(page, served_app):
     assert "num_blocks" in message.inner_text() and "100000" in message.inner_text()
     page.wait_for_function("el => el.value === '12'", arg=box.element_handle())
     assert query(page)["num_blocks"] == "12"
+
+
+def tour_open_and_back(page, base: str, static: bool) -> None:
+    """A tour step's Open adds a history entry: Back from the lab it opened lands on the tour."""
+    page.goto(base)
+    if static:
+        wait_live(page)
+    page.locator(".kv-tour-1-0 button").wait_for()
+    start = length(page)
+    page.locator(".kv-tour-1-0 button").click()
+    page.wait_for_function("() => location.search.includes('tour=2')")
+    wait_ready(page)
+    assert length(page) == start + 1
+    page.go_back()
+    page.wait_for_function("() => !location.search.includes('lab=')")
+    page.locator(".kv-tour-1-0 button").wait_for()
+
+
+def test_the_tours_open_adds_an_entry_on_the_served_app(page, served_app):
+    tour_open_and_back(page, served_app, static=False)
+
+
+@pytest.mark.parametrize("page", [{"service_workers": "block"}], indirect=True)
+def test_the_tours_open_adds_an_entry_on_the_static_site(page, static_site):
+    tour_open_and_back(page, static_site, static=True)

@@ -74,6 +74,11 @@ class Lab(param.Parameterized):
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         raise NotImplementedError
 
+    def ignored(self) -> tuple[str, ...]:
+        """Parameters these values leave unread (a preset in place of a pattern): the app shows
+        their widgets disabled, so no box shows a value the run does not use."""
+        return ()
+
     def check(self) -> None:
         """Cross-parameter rules (e.g. a prompt that must fit the pool); raise ParamError."""
 

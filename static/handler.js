@@ -60,7 +60,7 @@ function send_change(jsdoc, event) {
   pyodideWorker.postMessage({ type: "patch", patch: patch });
 }
 
-// The URL the app wrote while it started (app/site/history.py: "replace ?query"), put in the
+// The URL the app wrote while it started (app/site/history.py: "0 ?query"), put in the
 // address bar before the app is shown: it was written before the page could hear it.
 function adoptAppUrl(docs_json) {
   const walk = (node) => {

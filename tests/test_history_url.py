@@ -159,13 +159,13 @@ def test_a_sessions_first_document_already_shows_its_url(monkeypatch):
         assert shell.route.lab.tokens == 4096 and shell.labs.widgets["tokens"].value == 4096
         assert shell.labs.result == jsonable(LABS["roofline"](tokens=4096).run(no_progress))  # run,
         assert shell.labs.kept.drawn[shell.labs.view] is shell.labs.result and shell.labs.status.text == "就绪 (ready)"  # drawn
-        mode, written = shell.router.history.entry.value.split(" ")
-        assert mode == "replace" and written.startswith("?lab=roofline&") and "&tokens=4096&" in written
+        pushes, written = shell.router.history.entry.value.split(" ")
+        assert pushes == "0" and written.startswith("?lab=roofline&") and "&tokens=4096&" in written
         shell.layout.server_doc(doc)
         ready = dict(doc.to_json(deferred=False)["callbacks"]["entries"])["document_ready"]
         (replay,) = [c["attributes"] for c in ready if c["attributes"]["code"] == "box.properties.value.change.emit()"]
         box = doc.get_model_by_id(dict(replay["args"]["entries"])["box"]["id"])
-        assert box.css_classes == ["kv-history"] and box.value == f"replace {written}"
+        assert box.css_classes == ["kv-history"] and box.value == f"0 {written}"
     i18n.use("en")
 
 

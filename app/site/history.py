@@ -16,11 +16,16 @@ class History:
     text boxes carry these between Python and the browser (a Bokeh CustomJS on the first does
     the browser's part), so the static site needs nothing Panel's Pyodide build lacks
     (ReactiveHTML needs nh3).
+
+    The box holds "N ?query", N the entries added so far: the page adds one when N has grown
+    since the value it last saw. The static site sends a redraw's changes as one message, so a
+    new lab's entry and the step written after it reach the page as one value; a "push" mode
+    would have been lost under the "replace" that followed it.
     """
 
     def __init__(self) -> None:
         self.popped = pn.widgets.TextInput()  # "N ?query": the Nth Back or Forward, and where it went
-        # "push ?query" or "replace ?query"
+        self.pushes = 0  # entries added: the box says "pushes ?query"
         # The app writes its first URL while the session's document is built (app/router.py), before
         # the page can hear it: under `panel serve` the box's script runs once more when the page
         # has rendered; the static site's page does that itself (static/handler.js).
@@ -29,7 +34,8 @@ class History:
         self.layout = pn.Row(self.popped, self.entry, visible=False)  # `popped`'s model is made first
 
     def show(self, search: str, push: bool) -> None:
-        self.entry.value = f"{'push' if push else 'replace'} {search}"
+        self.pushes += push
+        self.entry.value = f"{self.pushes} {search}"
 
     def on_pop(self, callback: Callable[[str], None]) -> None:
         self.popped.param.watch(lambda event: callback(event.new.partition(" ")[2]), "value")
@@ -39,7 +45,11 @@ class History:
 # has rendered the first document (the app wrote its first URL while building it), so that
 # entries from before a reload still bring Back and Forward into the app.
 _SHOW = """
-const [mode, search] = cb_obj.value.split(" ")
+const [count, search] = cb_obj.value.split(" ")
+const pushes = Number(count)
+// The first value this page sees counts the entries of earlier pages (before a reload): in place.
+const push = window.kvwebPushes !== undefined && pushes > window.kvwebPushes
+window.kvwebPushes = pushes
 if (!window.kvwebPopstate) {
   window.kvwebPops = 0
   window.kvwebPopstate = () => { window.kvwebPops += 1; popped.value = `${window.kvwebPops} ${window.location.search}` }
@@ -47,6 +57,6 @@ if (!window.kvwebPopstate) {
 }
 if (!search || search === window.location.search) return
 const url = window.location.pathname + search + window.location.hash
-if (mode === "push") window.history.pushState(null, "", url)
+if (push) window.history.pushState(null, "", url)
 else window.history.replaceState(null, "", url)
 """

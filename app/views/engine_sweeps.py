@@ -150,5 +150,6 @@ class RecoveryView(LabView):
                             "recompute": [r["recompute_s"] for _, r in sixteen]}
         self.about.text = (f"{tr('KV of the request')}: {result['kv_bytes'] / 1e9:.3f} GB; {tr('host link')} "
                            f"{result['link_bandwidth'] / 1e9:g} GB/s, {result['copies_per_block']} "
-                           f"{tr('copies per block')} ({result['units']})")
+                           f"{tr('copy per block' if result['copies_per_block'] == 1 else 'copies per block')} "
+                           f"({result['units']})")
         self.table.show(*recovery_table(result))

@@ -86,6 +86,9 @@ class Fsm(Lab):
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="random seed of the first sample")
     max_len = param.Integer(200, bounds=(1, 400), doc="longest output in characters")
 
+    def ignored(self) -> tuple[str, ...]:
+        return () if self.preset == "custom" else ("pattern",)
+
     def pattern_used(self) -> str:
         return self.pattern if self.preset == "custom" else PRESETS[self.preset]
 
