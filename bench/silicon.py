@@ -10,14 +10,16 @@ input and output lengths; every row kvweb can express is estimated three ways:
 - roofline: CostModel's prefill of isl as TTFT and its decode step at batch C (context isl + osl / 2)
   as TPOT (what kvweb reported before);
 - roofline, closed loop: the same CostModel through `closed_loop` (kvweb/gpu/measured.py), with the
-  fitted queued share;
-- measured: MeasuredCost through `closed_loop`, its step overhead and the queued share fitted here on
-  the FIT_MODELS half (split by model, declared below) and reported on the other half.
+  engine's fitted queued share and outside time;
+- measured: MeasuredCost through `closed_loop`, per engine its step overhead, the queued share and the
+  time outside the steps fitted here on the FIT_MODELS half (split by model, declared below) and
+  reported on the other half.
 
 AIConfigurator's own estimate is not in the CSV, so it has no column. Rows left out are counted by
 reason: duplicates, models or layers kvweb cannot price from measured kernels, 4-bit weights (no kvweb
-precision), pipeline / expert / attention-data parallelism, saturated TTFTs (marked in the rows, or the
-concurrency's KV not fitting kvweb's capacity: requests queued), and the Llama-3.1-8B-Instruct-FP8
+precision), pipeline / expert / attention-data parallelism, saturated TTFTs (marked in the rows, the
+concurrency's KV not fitting kvweb's capacity, or a TTFT longer than the request's whole decode, which
+no closed loop of C requests in the engine gives: requests queued before it), and the Llama-3.1-8B-Instruct-FP8
 vLLM rows (suspect: their prefill is near the FP8 peak; shown apart, never fitted or summarized).
 """
 from __future__ import annotations
@@ -33,8 +35,8 @@ from pathlib import Path
 import kvweb.gpu
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.hf_config import from_config
-from kvweb.gpu.measured import (QUEUED_SHARE, STEP_OVERHEAD_S, MeasuredCost, Sample, closed_loop, fit_closed_loop,
-                                silicon_rows)
+from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
+                                fit_closed_loop, silicon_rows)
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"
@@ -66,7 +68,7 @@ NOT_PRICED = {  # why the other models of the rows are not estimated
     "Qwen/Qwen3.5-397B-A17B": "config.json refused by hf_config (image_token_id); linear attention",
     "MiniMaxAI/MiniMax-M2.5": "config.json refused by hf_config (rotary_dim)",
 }
-# The split, by model: the step overhead and the TTFT latency are fitted on these models' rows only
+# The split, by model: the closed loop's terms (kvweb/gpu/measured.py) are fitted on these models' rows only
 FIT_MODELS = ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-235B-A22B-FP8")
 # ... on H100 and H200 only: B200's tables price an FP8 decode step 2-3x above the deployments' whole
 # measured TPOT (Llama-3.1-70B tp1 C=4: 25.9 ms of kernels, 16.3 ms measured), a kernel the engines of
@@ -129,6 +131,9 @@ def build(rows: list[dict]) -> tuple[list[Row], Counter]:
         if r["saturated"] or r["batch_size"] * (r["isl"] + r["osl"]) > roofline.kv_capacity_tokens:
             left["saturated: TTFT grows with osl, or the concurrency's KV does not fit"] += 1
             continue
+        if r["silicon_ttft_ms"] > (r["osl"] - 1) * r["silicon_tpot_ms"]:
+            left["queued before the engine: the first token waited longer than the whole decode"] += 1
+            continue
         try:
             measured = MeasuredCost(gpu, model, r["backend"], tp, precisions[0], moe_precision=moe)
         except ValueError as e:
@@ -139,29 +144,33 @@ def build(rows: list[dict]) -> tuple[list[Row], Counter]:
     return kept, left
 
 
-def fit(rows: list[Row]) -> tuple[float, float]:
-    """(step overhead, queued share) fitted on the fit half's rows (fit_closed_loop)."""
-    samples = []
+Terms = dict[str, tuple[float, float, float]]  # engine -> (step overhead s, queued share, outside s)
+
+
+def fit(rows: list[Row]) -> Terms:
+    """Per engine, the closed loop's terms fitted on the fit half's rows (fit_closed_loop)."""
+    samples: dict[str, list[Sample]] = defaultdict(list)
     for row in rows:
         if row.half == "fit" and row.raw["system"] in FIT_SYSTEMS:
             r, m = row.raw, row.measured
             kernels = MeasuredCost(m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, 0.0)
             c, isl, osl = r["batch_size"], r["isl"], r["osl"]
-            samples.append(Sample(kernels.prefill_cost(isl), kernels.decode_step_cost(c, int(c * (isl + osl / 2))), c, osl,
-                                  r["silicon_ttft_ms"] / 1e3, r["silicon_tpot_ms"] / 1e3))
-    return fit_closed_loop(samples)
+            samples[m.engine].append(Sample(kernels.prefill_cost(isl), kernels.decode_step_cost(c, int(c * (isl + osl / 2))),
+                                            c, osl, r["silicon_ttft_ms"] / 1e3, r["silicon_tpot_ms"] / 1e3))
+    return {engine: fit_closed_loop(samples[engine]) for engine in ENGINES}
 
 
-def estimate(rows: list[Row], overhead: float, share: float) -> None:
+def estimate(rows: list[Row], terms: Terms) -> None:
     for row in rows:
         r = row.raw
         c, isl, osl = r["batch_size"], r["isl"], r["osl"]
+        overhead, share, outside = terms[r["backend"]]
         rf = row.roofline
         row.estimates["roofline"] = (rf.prefill_cost(isl), rf.decode_step_cost(c, int(c * (isl + osl / 2))))
-        row.estimates["roofline closed loop"] = closed_loop(rf, c, isl, osl, share)
+        row.estimates["roofline closed loop"] = closed_loop(rf, c, isl, osl, share, outside)
         m = row.measured
         cost = MeasuredCost(m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, overhead)
-        row.estimates["measured"] = closed_loop(cost, c, isl, osl, share)
+        row.estimates["measured"] = closed_loop(cost, c, isl, osl, share, outside)
 
 
 def errors(rows: list[Row], estimator: str, metric: int) -> list[float]:
@@ -190,12 +199,18 @@ def table(rows: list[Row], key: Callable[[Row], str]) -> list[str]:
     return lines
 
 
-def report(rows: list[Row], left: Counter, overhead: float, share: float) -> list[str]:
-    fitted = sum(r.half == "fit" and r.raw["system"] in FIT_SYSTEMS for r in rows)
-    out = [f"Fitted on {', '.join(FIT_MODELS)} on H100 and H200 ({fitted} rows): step overhead "
-           f"{overhead * 1e3:.2f} ms, queued share {share:.2f} "
-           f"(recorded in kvweb/gpu/measured.py: {STEP_OVERHEAD_S * 1e3:.2f} ms, {QUEUED_SHARE:.2f}).", "",
-           "Cells: MAPE / mean signed error / worst signed error, in percent of the measured figure.", ""]
+def _terms(overhead: float, share: float, outside: float) -> str:
+    return f"step overhead {overhead * 1e3:.2f} ms, queued share {share:.2f}, outside {outside * 1e3:.1f} ms"
+
+
+def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
+    fit_rows = [r for r in rows if r.half == "fit" and r.raw["system"] in FIT_SYSTEMS]
+    out = [f"Fitted on {', '.join(FIT_MODELS)} on H100 and H200, per engine:", ""]
+    for engine in ENGINES:
+        recorded = STEP_OVERHEAD_S[engine], QUEUED_SHARE[engine], TTFT_OUTSIDE_S[engine]
+        out.append(f"- {engine} ({sum(r.raw['backend'] == engine for r in fit_rows)} rows): {_terms(*terms[engine])} "
+                   f"(recorded in kvweb/gpu/measured.py: {_terms(*recorded)})")
+    out += ["", "Cells: MAPE / mean signed error / worst signed error, in percent of the measured figure.", ""]
     summarized = [r for r in rows if r.half != "suspect"]
     out += ["### By half, engine and GPU", ""]
     out += table(summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}")
@@ -215,12 +230,14 @@ def main() -> None:
     parser.add_argument("--doc", action="store_true", help="write the figures into docs/accuracy.md")
     args = parser.parse_args()
     rows, left = build(silicon_rows())
-    overhead, share = fit(rows)
-    estimate(rows, overhead, share)
-    lines = report(rows, left, overhead, share)
+    terms = fit(rows)
+    estimate(rows, terms)
+    lines = report(rows, left, terms)
     print("\n".join(lines))
-    if abs(overhead - STEP_OVERHEAD_S) > 0.01 * STEP_OVERHEAD_S or abs(share - QUEUED_SHARE) > 0.005:
-        print("\nnote: the fit differs from the figures recorded in kvweb/gpu/measured.py; record the new ones")
+    for engine, (overhead, share, outside) in terms.items():
+        if (abs(overhead - STEP_OVERHEAD_S[engine]) > 0.01 * STEP_OVERHEAD_S[engine] or abs(share - QUEUED_SHARE[engine]) > 0.005
+                or abs(outside - TTFT_OUTSIDE_S[engine]) > 0.01 * TTFT_OUTSIDE_S[engine]):
+            print(f"\nnote: the {engine} fit differs from the figures recorded in kvweb/gpu/measured.py; record the new ones")
     if args.doc:
         text = DOC.read_text()
         begin, end = "<!-- bench.silicon: begin -->", "<!-- bench.silicon: end -->"

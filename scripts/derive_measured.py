@@ -60,6 +60,10 @@ MODEL_ATTENTION = {
 # (MXFP4 experts), Qwen3-235B-A22B (FP8)
 MOE_SHAPES = ((2880, 2880, 4, 128, "w4a16_mxfp4"), (2880, 2880, 4, 32, "w4a16_mxfp4"),
               (4096, 1536, 8, 128, "fp8"), (4096, 1536, 8, 128, "fp8_block"), (4096, 1536, 8, 128, "bfloat16"))
+# Routing the MoE tables assume: AIConfigurator's own default for these models (sdk/models/moe.py: power law,
+# alpha 1.2): skewed routing touches fewer experts at a few tokens than "balanced" (every expert gets
+# tokens / experts) and loads the hottest expert more at many
+MOE_ROUTING = "power_law_1.2"
 SILICON_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 
 
@@ -165,7 +169,7 @@ def moe_tables(gpu: str, engine: str, version: str) -> dict:
     if not path.exists():
         return {}
     df = pd.read_parquet(path)
-    df = df[(df.distribution == "balanced") & (df.moe_ep_size == 1)]
+    df = df[(df.distribution == MOE_ROUTING) & (df.moe_ep_size == 1)]
     out = {}
     for hidden, inter, topk, experts, dtype in MOE_SHAPES:
         d = df[(df.hidden_size == hidden) & (df.inter_size == inter) & (df.topk == topk) & (df.num_experts == experts)

@@ -9,9 +9,11 @@ kvweb/gpu/measured/, whose README names the files and versions):
 - attention per layer group: decode as one batched kernel at the batch's mean context, each prefill
   chunk of n tokens after c cached ones as prefill(n + c) - prefill(c) (causal pairs: exactly the
   pairs the chunk adds), never less than a fresh prefill of n;
-- a mixture of experts' fused MoE kernel at the step's tokens (shapes the tables have only);
+- a mixture of experts' fused MoE kernel at the step's tokens (shapes the tables have only), routed as
+  AIConfigurator itself assumes (power law, alpha 1.2: at a few tokens fewer experts are touched than
+  with even routing, at many the hottest expert holds the step);
 - two all-reduces per layer of tokens x d_model 16-bit values when tp > 1;
-- one per-step overhead (engine scheduling, sampling, launches: nothing in the tables measures it),
+- one per-step overhead per engine (scheduling, sampling, launches: nothing in the tables measures it),
   fitted on half of the measured deployments (bench/silicon.py, docs/accuracy.md).
 
 Not priced: norms, RoPE, activations, residual adds and the embedding (memory-bound and small; the
@@ -40,9 +42,12 @@ TABLE_GPUS = {"A100-80GB": "a100_sxm", "H100-SXM": "h100_sxm", "H200": "h200_sxm
 ENGINES = ("vllm", "sglang")
 WEIGHT_PRECISIONS = {"16-bit": "bfloat16", "fp8": "fp8", "fp8-block": "fp8_block"}
 KV_PRECISIONS = {"16-bit": "bfloat16", "fp8": "fp8"}
-# Fitted on the fitted half of the measured deployments (bench/silicon.py FIT_MODELS); see docs/accuracy.md
-STEP_OVERHEAD_S = 0.56e-3
-QUEUED_SHARE = 0.16  # closed_loop's share of a wave's other prefills a first token waits for
+# Per engine, fitted on the fit half of the measured deployments (bench/silicon.py FIT_MODELS; docs/accuracy.md):
+# the step overhead, closed_loop's share of a wave's other prefills a first token waits for, and the time
+# a first token spends outside the engine's steps (HTTP, tokenizer, detokenizer, client)
+STEP_OVERHEAD_S = {"vllm": 0.68e-3, "sglang": 1.24e-3}
+QUEUED_SHARE = {"vllm": 0.09, "sglang": 0.20}
+TTFT_OUTSIDE_S = {"vllm": 39.5e-3, "sglang": 245.1e-3}
 
 
 @dataclass(frozen=True)
@@ -109,13 +114,15 @@ class MeasuredCost:
     weight_precision: str = "16-bit"  # one of WEIGHT_PRECISIONS (fp8: per-tensor scales; fp8-block: 128x128 blocks)
     kv_precision: str = "16-bit"
     moe_precision: str | None = None  # the experts' table dtype (e.g. w4a16_mxfp4); None: as the weights
-    step_overhead_s: float = STEP_OVERHEAD_S
+    step_overhead_s: float | None = None  # None: the engine's STEP_OVERHEAD_S
 
     def __post_init__(self) -> None:
         if self.gpu.name not in TABLE_GPUS:
             raise ValueError(f"no measured kernels for {self.gpu.name}; measured: {', '.join(TABLE_GPUS)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}")
+        if self.step_overhead_s is None:
+            object.__setattr__(self, "step_overhead_s", STEP_OVERHEAD_S[self.engine])
         if self.weight_precision not in WEIGHT_PRECISIONS or self.kv_precision not in KV_PRECISIONS:
             raise ValueError(f"weight precision one of {', '.join(WEIGHT_PRECISIONS)}, KV one of {', '.join(KV_PRECISIONS)}")
         if self.model.heads % self.tp:
@@ -227,24 +234,29 @@ class MeasuredCost:
         mean = total_context / batch if batch else 0
         return self.step_cost([mean] * batch)
 
+    def closed_loop(self, concurrency: int, isl: int, osl: int) -> tuple[float, float]:
+        """(TTFT, TPOT) seconds of a closed-loop benchmark (`closed_loop`) with the engine's fitted terms."""
+        return closed_loop(self, concurrency, isl, osl, QUEUED_SHARE[self.engine], TTFT_OUTSIDE_S[self.engine])
 
-def closed_loop(cost: object, concurrency: int, isl: int, osl: int, queued: float | None = None) -> tuple[float, float]:
+
+def closed_loop(cost: object, concurrency: int, isl: int, osl: int, queued: float,
+                outside_s: float = 0.0) -> tuple[float, float]:
     """(TTFT, TPOT) in seconds of a closed-loop benchmark at `concurrency` C with fixed lengths,
     analytically, for any cost with prefill_cost and decode_step_cost (CostModel or MeasuredCost).
 
-    A request's life is L = C t_p + osl t_d: the GPU runs, per request, its prefill (t_p, at isl) and
-    its share of the decode steps (t_d at batch C and mean context isl + osl / 2), every prefill stalling
-    the decodes. The first token waits its own prefill and a share `queued` of the C - 1 others arriving
-    with it: TTFT = t_p (1 + queued (C - 1) / 2). queued = 1 is lockstep waves (all C arrive together,
-    as a benchmark starts), 0 arrivals spread evenly (no two prefills meet); real runs lie between,
-    so it is fitted (QUEUED_SHARE). TPOT = (L - TTFT) / (osl - 1).
+    A request's life in the engine is L = C t_p + osl t_d: the GPU runs, per request, its prefill (t_p,
+    at isl) and its share of the decode steps (t_d at batch C and mean context isl + osl / 2), every
+    prefill stalling the decodes. The first token waits its own prefill and a share `queued` of the
+    C - 1 others arriving with it, t_w = t_p (1 + queued (C - 1) / 2): queued = 1 is lockstep waves (all
+    C arrive together, as a benchmark starts), 0 arrivals spread evenly (no two prefills meet); real
+    runs lie between. TTFT = outside_s + t_w, outside_s the time no step measures (HTTP, tokenizer,
+    client); TPOT = (L - t_w) / (osl - 1). queued and outside_s are fitted (MeasuredCost.closed_loop).
     """
     c = concurrency
-    share = QUEUED_SHARE if queued is None else queued
     t_p = cost.prefill_cost(isl)
     t_d = cost.decode_step_cost(c, int(c * (isl + osl / 2)))
-    ttft = t_p * (1 + share * (c - 1) / 2)
-    return ttft, (c * t_p + osl * t_d - ttft) / max(osl - 1, 1)
+    wait = t_p * (1 + queued * (c - 1) / 2)
+    return outside_s + wait, (c * t_p + osl * t_d - wait) / max(osl - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -266,20 +278,22 @@ def fit_relative(a: Sequence[float], b: Sequence[float], y: Sequence[float]) -> 
     return float(np.sum(w * (y - a) / y) / np.sum(w * w))
 
 
-def fit_closed_loop(samples: Sequence[Sample]) -> tuple[float, float]:
-    """(step overhead s, queued share) that best explain the samples through `closed_loop`: for each
-    share on a 0.01 grid in [0, 1], the overhead by least squares on TPOT's relative errors (TPOT is
-    affine in it); the pair whose TTFT and TPOT relative errors have the least sum of squares."""
+def fit_closed_loop(samples: Sequence[Sample]) -> tuple[float, float, float]:
+    """(step overhead s, queued share, outside s) that best explain the samples through `closed_loop`:
+    for each share on a 0.01 grid in [0, 1], the overhead by least squares on TPOT's relative errors
+    (TPOT is affine in it), then the outside time on TTFT's (TTFT is affine in it); the triple whose
+    TTFT and TPOT relative errors have the least sum of squares."""
     p, d, c, n, y_ttft, y_tpot = (np.array([getattr(s, f) for s in samples], dtype=float)
                                   for f in ("prefill_s", "decode_s", "concurrency", "osl", "ttft_s", "tpot_s"))
-    best = (np.inf, 0.0, 0.0)
+    best = (np.inf, 0.0, 0.0, 0.0)
     for share in np.linspace(0, 1, 101):
-        wait = 1 + share * (c - 1) / 2  # TTFT = wait x t_p
+        wait = 1 + share * (c - 1) / 2  # the steps' part of TTFT = wait x t_p
         span = np.maximum(n - 1, 1)
         overhead = fit_relative((c * p + n * d - wait * p) / span, (c + n - wait) / span, y_tpot)
-        ttft = wait * (p + overhead)
-        tpot = (c * (p + overhead) + n * (d + overhead) - ttft) / span
-        loss = float(np.sum((ttft / y_ttft - 1) ** 2) + np.sum((tpot / y_tpot - 1) ** 2))
+        steps = wait * (p + overhead)
+        outside = fit_relative(steps, np.ones_like(steps), y_ttft)
+        tpot = (c * (p + overhead) + n * (d + overhead) - steps) / span
+        loss = float(np.sum(((steps + outside) / y_ttft - 1) ** 2) + np.sum((tpot / y_tpot - 1) ** 2))
         if loss < best[0]:
-            best = (loss, overhead, float(share))
-    return best[1], best[2]
+            best = (loss, overhead, float(share), outside)
+    return best[1], best[2], best[3]
