@@ -83,3 +83,14 @@ def test_the_roofline_table_names_a_what_if_decode():
     assert figures["one decode step, what-if (ms)"] == f"{1e3 * result['decode_step_s_what_if']:.4g}"  # 43.14
     assert figures["decode throughput, what-if (tokens/s)"] == "741.8"  # 32 / 43.14 ms
     assert figures["KV capacity (tokens)"] == "11,969" and figures["weights, all GPUs (GB)"] == "26.19"
+
+
+def test_the_schedulers_header_says_where_its_step_times_come_from():
+    result, view = updated(SchedulersView, "schedulers", requests=30)
+    assert view.header.text.endswith("\nstep times: the paper GPU's roofline (assumed efficiencies: cost_model=measured "
+                                     "for kernels measured on real GPUs)")
+    result, view = updated(SchedulersView, "schedulers", requests=30, scenario="B", cost_model="measured")
+    line = view.header.text.splitlines()[-1]
+    assert line == ("step times: measured kernels, vLLM 0.24.0 (all-reduce 0.19.0) on H100-SXM, aiconfigurator-core "
+                    "0.12.0 data; measured kernels, SGLang 0.5.14 (all-reduce 0.5.9) on H100-SXM, aiconfigurator-core "
+                    "0.12.0 data")

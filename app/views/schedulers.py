@@ -79,6 +79,13 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     return figures_rows(rows, [by_mode.get(m) for m in MODES], list(MODES))
 
 
+def step_costs(modes: list[dict[str, Any]]) -> str:
+    """Where the modes' step times come from: each engine's measured kernels, or the roofline."""
+    sources = dict.fromkeys(m["step_cost"] for m in modes if "step_cost" in m)
+    return "; ".join(sources) or tr("the paper GPU's roofline (assumed efficiencies: cost_model=measured for kernels "
+                                    "measured on real GPUs)")
+
+
 def host_tier_rows() -> list[tuple[str, Any]]:
     """The host tier's rows, shown when it is on ("-" for a mode without one): prompt tokens by where they came from,
     bytes over the host link, and the TTFT beside the same run without the tier."""
@@ -370,7 +377,7 @@ class SchedulersView(LabView):
                  else f"{tr('model')} {scenario['model']}, {scenario['gpu']}")
         self.header.text = (f"{tr('scenario')} {scenario['name']}: {about}; {capacity} "
                             f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
-                            f"{tr('requests')}{sessions}; {settings}")
+                            f"{tr('requests')}{sessions}; {settings}\n{tr('step times')}: {step_costs(modes)}")
         self.paper.text = tr(result["paper"])
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))

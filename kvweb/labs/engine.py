@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import param
 
+from kvweb.gpu.measured_cost import COST_MODELS
 from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
@@ -40,6 +41,10 @@ class ServingLab(PaperGPULab):
 
     scenario = param.Selector(objects=list(SCENARIOS), default="A",
                               doc="A: OPT-13B-like on A100-40GB, ShareGPT-like (memory-tight); B: Llama-3-8B on H100-SXM, long prompts (roomy)")
+    cost_model = param.Selector(objects=list(COST_MODELS), default="roofline",
+                                doc="how a step is priced: roofline (the paper GPU's, with its assumptions) or measured "
+                                    "(kernels measured on H100-SXM, H200 and A100-80GB, vLLM's or SGLang's, from "
+                                    "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md)")
     workload = param.Selector(objects=["scenario", *SHAPES, "trace"], default="scenario",
                               doc="request lengths: the scenario's own, a named shape, or the uploaded trace")
     rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
@@ -61,6 +66,8 @@ class ServingLab(PaperGPULab):
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
 
     def check(self) -> None:
+        if self.cost_model == "measured":
+            self.setup().cost_model()  # measured kernels for this GPU, model and precision, or a ParamError
         max_len = self.setup().spec.max_len
         if self.workload == "trace":
             parse_trace(self.trace)
@@ -72,7 +79,8 @@ class ServingLab(PaperGPULab):
 
     def setup(self, memory: str = "paged") -> Setup:
         return Setup(self.scenario, memory, self.block_size, self.watermark, self.preemption,
-                     self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3), assumptions=self.assumptions())
+                     self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3), assumptions=self.assumptions(),
+                     pricing=self.cost_model)
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":

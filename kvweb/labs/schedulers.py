@@ -18,7 +18,8 @@ from typing import Any
 import param
 
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
-from kvweb.gpu import MODELS
+from kvweb.gpu import MODELS, CostModel
+from kvweb.gpu.measured_cost import cost_source
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
@@ -167,6 +168,8 @@ class SchedulersLab(ServingLab):
 
     def check(self) -> None:
         super().check()
+        if self.cost_model == "measured":
+            self.scheduler_cost("sglang")  # SGLang's kernels too (vLLM's: ServingLab.check)
         max_len = self.setup().spec.max_len
         longest = {"few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
                    "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len)}
@@ -256,9 +259,16 @@ class SchedulersLab(ServingLab):
                                       self.output_len, self.think_s)
         return super().workload_at(rate)
 
+    def mode_setup(self, mode: str) -> Setup:
+        """The setup a mode runs with: a measured model prices SGLang's steps with SGLang's kernels."""
+        return self.setup().with_(kernels="sglang" if mode == "sglang" else "vllm")
+
+    def scheduler_cost(self, mode: str) -> CostModel:
+        return self.mode_setup(mode).cost_model()
+
     def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
         """The mode's scheduler, configured from the parameters."""
-        setup = self.setup()
+        setup = self.mode_setup(mode)
         if mode == "paper":
             return setup.with_(max_seqs=self.max_seqs).engine(give_up_after)
         cost, max_len = setup.cost_model(), setup.spec.max_len
@@ -347,7 +357,8 @@ class SchedulersLab(ServingLab):
         of cells reused and held (for `opening_step`)."""
         def serve() -> tuple[dict[str, Any], list[tuple[int, int]]]:
             run = self.run_mode(mode, self.requests_at(self.rate), progress, trace=True)
-            return {"mode": mode, **self.figures(run), "trace": run.trace}, frame_counts(run.trace["frames"])
+            priced = {"step_cost": cost_source(self.scheduler_cost(mode))} if self.cost_model == "measured" else {}
+            return {"mode": mode, **self.figures(run), **priced, "trace": run.trace}, frame_counts(run.trace["frames"])
 
         return _RUNS.get(self.key(("search", "target", *self.unread(mode)), mode=mode), serve)
 

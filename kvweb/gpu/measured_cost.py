@@ -1,0 +1,138 @@
+"""The schedulers' cost model with step times from measured kernels (`kvweb.gpu.measured`).
+
+The schedulers price a step as `step_time(flops, bytes)` of work summed over its requests
+(`CostModel.decode_work` and `prefill_work`, read once as per-request and per-token
+coefficients: `kvweb.serving.step_cost`). `MeasuredCostModel` keeps that interface and its
+memory and capacity figures (CostModel's), and gives the two sums other meanings, so every
+scheduler and its quiet stretches run unchanged:
+
+- the first, "flops", counts the step's tokens: a decode adds 1, a prefill chunk its tokens;
+- the second, "bytes", carries attention seconds, which add up over the step's requests: the
+  decodes' are linear in their contexts (a per-step, a per-request and a per-token term, fitted
+  by least squares to the generation-attention table over batches 1-256 and contexts 128-32k; the
+  per-step term stands where the roofline has the weights, read once a step), a prefill chunk's
+  are its own table lookup (causal pairs after its cached tokens).
+
+A step then costs overhead + G(tokens) + attention seconds, G the step's token-bound operations
+at that many tokens: the layer GEMMs, the experts, the all-reduces, and the LM head at as many
+rows as requests (at most MAX_LM_ROWS: a prefill's tokens need no logits but its last), looked up
+on a grid of token counts and interpolated linearly in log-log.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from kvweb.gpu.cost import CostModel
+from kvweb.gpu.measured import TABLE_GPUS, MeasuredCost
+from kvweb.gpu.specs import GPUSpec, LLMSpec
+from kvweb.lab import ParamError
+
+MAX_LM_ROWS = 256  # the most requests a step holds (max_num_seqs): the LM head's rows
+GRID = np.unique(np.round(np.geomspace(1, 65536, 97)).astype(int))  # token counts G is looked up at
+DECODE_FIT = [(b, c) for b in (1, 8, 32, 128, 256) for c in (128, 1024, 4096, 32768)]  # (batch, context)
+COST_MODELS = ("roofline", "measured")
+
+
+@dataclass(frozen=True)
+class MeasuredCostModel(CostModel):
+    """CostModel's memory, capacity and swap prices; step times from `engine`'s measured kernels."""
+
+    engine: str = "vllm"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gpu.name not in TABLE_GPUS:
+            raise ValueError(f"no measured kernels for {self.gpu.name}; they exist for {', '.join(TABLE_GPUS)}")
+        self.kernels  # every table the model needs, or a ValueError naming the missing one
+
+    @cached_property
+    def kernels(self) -> MeasuredCost:
+        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, self.weight_precision, self.kv_precision)
+
+    @property
+    def source(self) -> str:
+        return self.kernels.source
+
+    @cached_property
+    def _token_seconds(self) -> tuple[np.ndarray, np.ndarray]:
+        """log(tokens) and log(seconds of the token-bound operations) on GRID."""
+        def token_bound(parts: dict[str, float]) -> float:
+            return parts["gemm"] + parts["moe"] + parts["allreduce"]
+        k = self.kernels
+        lm_rows = np.minimum(GRID, MAX_LM_ROWS)
+        # a prefill of n tokens has 1 row of logits, n decodes have n: the difference is the LM head's
+        seconds = [token_bound(k.step_parts((), ((int(n), 0),))) + token_bound(k.step_parts([1] * int(r), ()))
+                   - token_bound(k.step_parts((), ((int(r), 0),))) for n, r in zip(GRID, lm_rows)]
+        return np.log(GRID.astype(float)), np.log(np.asarray(seconds))
+
+    @cached_property
+    def _decode_attention(self) -> tuple[float, float, float]:
+        """Seconds of the decodes' attention per step, per decoding request, per context token."""
+        a = np.array([[1, b, b * c] for b, c in DECODE_FIT], dtype=float)
+        y = np.array([self.kernels.step_parts([c] * b, ())["attention"] for b, c in DECODE_FIT])
+        return tuple(max(float(v), 0.0) for v in np.linalg.lstsq(a, y, rcond=None)[0])
+
+    @cached_property
+    def _overhead(self) -> float:
+        return self.kernels.step_parts((), ())["overhead"]
+
+    # -- the schedulers' interface (CostModel's names, the meanings above) ----------------
+    def decode_work(self, batch: int, total_context: int) -> tuple[float, float]:
+        per_step, per_request, per_token = self._decode_attention
+        return float(batch), per_step + per_request * batch + per_token * total_context
+
+    def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
+        key = (n_tokens, cached)
+        work = self._prefill_works.get(key)
+        if work is None:
+            work = float(n_tokens), self.kernels.step_parts((), ((n_tokens, cached),))["attention"]
+            self._prefill_works[key] = work
+        return work
+
+    @cached_property
+    def _token_bound(self) -> dict[float, float]:
+        """G by token count, filled as steps ask (a run's steps repeat a few counts)."""
+        return {}
+
+    def _seconds_of_tokens(self, tokens: float) -> float:
+        """G: seconds of the token-bound operations at `tokens` (linear in log-log between grid
+        points; beyond the grid in proportion to the tokens)."""
+        x, y = self._token_seconds
+        if tokens > GRID[-1]:
+            return math.exp(y[-1]) * tokens / GRID[-1]
+        return math.exp(float(np.interp(math.log(max(tokens, 1.0)), x, y)))
+
+    def step_time(self, flops: float, bytes_moved: float) -> float:
+        """A step of `flops` tokens and `bytes_moved` attention seconds."""
+        seconds = self._token_bound.get(flops)
+        if seconds is None:
+            seconds = self._token_bound[flops] = self._seconds_of_tokens(flops) if flops > 0 else 0.0
+        return self._overhead + seconds + bytes_moved
+
+    def step_times(self, flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
+        return np.array([self.step_time(f, b) for f, b in zip(flops.tolist(), bytes_moved.tolist())])
+
+
+def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any]) -> CostModel:
+    """A cost model of `kind` (one of COST_MODELS); a measured one without tables for this GPU,
+    model or precision is refused with one message naming what is missing."""
+    if kind == "roofline":
+        return CostModel(gpu, model, **assumptions)
+    try:
+        return MeasuredCostModel(gpu, model, **assumptions, engine=engine)
+    except ValueError as err:
+        raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
+
+
+def cost_source(cost: CostModel) -> str:
+    """Where a cost model's step times come from, in one line."""
+    if isinstance(cost, MeasuredCostModel):
+        return cost.source
+    return (f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
+            f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)")

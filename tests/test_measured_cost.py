@@ -1,0 +1,61 @@
+"""The schedulers' cost model with measured kernels (kvweb/gpu/measured_cost.py): it prices a
+step as the per-operation sum of kvweb/gpu/measured.py does, within a stated tolerance, through
+the interface the schedulers already use, and a serving run with it gives a lone request its
+measured prefill and decode prices."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import kvweb.labs  # noqa: F401
+from kvweb.gpu import GPUS, MODELS
+from kvweb.gpu.measured_cost import MeasuredCostModel
+from kvweb.lab import LABS, ParamError
+
+CASES = [("H100-SXM", "llama-3.1-8b", 1, "vllm"), ("H200", "llama-3.1-70b", 8, "vllm"),
+         ("H200", "qwen2.5-72b", 4, "sglang"), ("H100-SXM", "llama-3.1-70b", 4, "sglang")]
+
+
+def cost(gpu: str, model: str, tp: int, engine: str) -> MeasuredCostModel:
+    return MeasuredCostModel(GPUS[gpu], MODELS[model], tp=tp, engine=engine)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[1]}-{c[0]}-tp{c[2]}-{c[3]}" for c in CASES])
+def test_steps_match_the_per_operation_sum(case):
+    """A decode step within 8 % of the per-operation sum (the schedulers price its attention linear
+    in the contexts: the fit's error), a prefill within 1 % (only the LM head's rows differ)."""
+    m = cost(*case)
+    for batch, context in ((1, 1000), (8, 500), (64, 2000), (256, 4000), (32, 30000)):
+        direct = m.kernels.decode_step_cost(batch, batch * context)
+        assert m.decode_step_cost(batch, batch * context) == pytest.approx(direct, rel=0.08)
+    for tokens in (16, 512, 2048, 8192, 20000):
+        assert m.prefill_cost(tokens) == pytest.approx(m.kernels.prefill_cost(tokens), rel=0.01)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 100_000), st.floats(0, 0.1)), min_size=1, max_size=20))
+def test_step_times_are_step_time_elementwise_and_more_tokens_never_cost_less(steps):
+    m = cost(*CASES[0])
+    flops, attention = np.array([s[0] for s in steps]), np.array([s[1] for s in steps])
+    assert m.step_times(flops, attention).tolist() == [m.step_time(f, a) for f, a in steps]
+    assert all(m.step_time(f + 64, a) >= m.step_time(f, a) for f, a in steps)
+
+
+def test_a_lone_request_gets_the_measured_prefill_and_decode():
+    """One request alone: its first token is one prefill of its prompt, each later token one decode
+    step (priced at its context's middle: 505 of 500..510)."""
+    lab = LABS["schedulers"](scenario="B", cost_model="measured", workload="fixed", requests=1, prompt_len=500,
+                             output_len=11, prefix_caching=False)
+    result = lab.run()
+    for m in result["modes"]:
+        priced = lab.scheduler_cost(m["mode"])
+        assert m["ttft_s"]["p50"] == pytest.approx(priced.prefill_cost(500), rel=1e-12)
+        assert m["tpot_s"]["p50"] == pytest.approx(priced.decode_step_cost(1, 505), rel=1e-5)
+        assert m["step_cost"].startswith("measured kernels, " + ("SGLang" if m["mode"] == "sglang" else "vLLM"))
+    sglang, vllm = (lab.scheduler_cost(mode) for mode in ("sglang", "vllm-v1"))
+    assert sglang.kernels.engine == "sglang" and vllm.kernels.engine == "vllm"
+
+
+def test_no_tables_is_one_message_naming_the_gpu():
+    with pytest.raises(ParamError, match="cost_model: measured: no measured kernels for A100-40GB; they exist for "
+                                         "A100-80GB, H100-SXM, H200, B200; use cost_model=roofline"):
+        LABS["schedulers"](scenario="A", cost_model="measured").admit()
