@@ -111,7 +111,10 @@ class LabArea:
             widget.value = getattr(self.lab, name)
 
     def run(self, messages: list[str], step: int | None = 0) -> None:
+        """Run the lab; the URL's messages show at once, beside "running" (a refused value's
+        reader learns why before the run that uses the default ends)."""
         assert self.lab is not None
+        self.say(messages)
         self.status.text = f"{tr('running')} {self.lab.lab_name}"
         self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
 

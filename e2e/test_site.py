@@ -2,7 +2,7 @@
 end: it loads from its own files only, passes the served app's roofline checks (widget
 change, share URL) unchanged, and every lab draws in it (hostile URLs: test_hostile.py)."""
 import test_roofline as served
-from conftest import plain_text, wait_ready
+from conftest import plain_text, wait_ready, wait_until
 from site_fixtures import SITE, SiteServer, static_site, site_server, wait_live  # noqa: F401  (fixtures)
 
 import kvweb.labs  # noqa: F401  (registers every lab)
@@ -70,15 +70,20 @@ def test_the_report_is_shipped_computed_and_recomputes_in_the_browser(page, stat
     status = plain_text(page, "kv-report-status")
     status.filter(has_text="when this site was built").wait_for(timeout=30_000)
     report = page.locator(".kv-report")
-    shipped = "\n".join(report.locator("section").all_inner_texts())
-    assert len(report.locator("section").all()) == len(EXPERIMENTS)
+
+    def text() -> str:
+        return "\n".join(report.locator("section").all_inner_texts())
+
+    # the text itself, not the status line: a loaded machine paints the sections after it
+    assert wait_until(lambda: len(report.locator("section").all()) == len(EXPERIMENTS) and text().strip() != "")
+    shipped = text()
     assert report.locator("p", has_text="11 969 tokens of KV on an A100-40GB").count() == 1  # OPT-13B-like
     page.locator(".kv-report-recompute button").click()
     status.filter(has_text="computing the report").wait_for(timeout=30_000)
     status.filter(has_text="ready").wait_for(timeout=300_000)
     assert "when this site was built" not in status.inner_text()
-    recomputed = "\n".join(report.locator("section").all_inner_texts())
-    assert recomputed == shipped  # WebAssembly computes the figures CPython shipped
+    wait_until(lambda: text() == shipped)
+    assert text() == shipped  # WebAssembly computes the figures CPython shipped
 
 
 def test_works_from_a_sub_path(page):

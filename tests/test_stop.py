@@ -80,3 +80,14 @@ def test_a_cancelled_run_leaves_the_app_at_the_urls_state(monkeypatch):
         assert shell.labs.lab.tokens == 1024 and shell.labs.widgets["tokens"].value == 1024
         assert shell.router.history.entry.value.split(" ")[1] == shown.split(" ")[1]
         assert "run cancelled" in shell.frame.message.text and shell.labs.status.text == "ready"
+
+
+def test_a_urls_messages_show_while_its_run_is_still_running(monkeypatch):
+    with set_curdoc(Document()):
+        install_location({"pathname": "/main", "search": "", "href": "http://127.0.0.1/main", "origin": "x"})
+        shell = Shell()
+        started = []
+        monkeypatch.setattr(shell.labs.runner, "start", lambda lab, done: started.append(lab))  # never ends
+        shell.router.open("?lab=roofline&tokens=abc")
+        assert started and shell.labs.status.text == "running roofline"
+        assert shell.frame.message.text.startswith("tokens: ") and "using the default" in shell.frame.message.text
