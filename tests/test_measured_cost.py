@@ -59,3 +59,34 @@ def test_no_tables_is_one_message_naming_the_gpu():
     with pytest.raises(ParamError, match="cost_model: measured: no measured kernels for A100-40GB; they exist for "
                                          "A100-80GB, H100-SXM, H200, B200; use cost_model=roofline"):
         LABS["schedulers"](scenario="A", cost_model="measured").admit()
+
+
+def test_a_fleet_prices_only_its_own_engines_kernels():
+    """A100-80GB has vLLM's kernel tables only: a vLLM fleet on it runs measured, an SGLang one is refused."""
+    params = {"gpu": "A100-80GB", "model": "llama-3.1-8b", "requests": 40, "cost_model": "measured"}
+    result = LABS["fleet"](**params, mode="vllm-v1").run()
+    assert result["step_cost"].startswith("measured kernels, vLLM 0.14.0") and result["step_cost"].endswith(
+        "on A100-80GB, aiconfigurator-core 0.12.0 data")
+    with pytest.raises(ParamError, match="^cost_model: measured: no measured sglang kernels for A100-80GB; "):
+        LABS["fleet"](**params, mode="sglang").admit()
+
+
+def test_a_measured_plan_prunes_gpus_without_kernels_and_opens_in_the_fleet_lab_with_its_figures():
+    """A100-40GB has no kernel tables: its candidates are pruned, counted by that reason; every
+    simulated candidate opened in the fleet lab gives the plan's figures to the last bit, measured."""
+    from kvweb.fleet.candidate import Candidate
+    from kvweb.labs.fleet import FleetLab
+    from kvweb.labs.plan import PlanLab
+    plan = PlanLab(model="llama-3-8b", gpus="A100-40GB,H100-SXM", tps="1,2", weight_precisions="16-bit,fp8",
+                   schedulers="vllm-v1,sglang", replicas="1", requests=30, rate=6.0, cost_model="measured")
+    result = plan.run()
+    assert result["pruned"] == {"does not fit": 0, "cannot reach the rate": 0, "no measured kernels": 8}
+    rows = [r for r in result["candidates"] if r["pruned"] is None]
+    assert {r["gpu"] for r in rows} == {"H100-SXM"} and len(rows) == 8
+    for row in rows:
+        got = FleetLab.of_candidate(plan, Candidate.of(row)).run()
+        assert got["step_cost"].startswith("measured kernels, " + ("SGLang" if row["scheduler"] == "sglang" else "vLLM"))
+        assert got["routers"][0]["throughput_tok_s"] == row["throughput_tok_s"], row["key"]
+        assert got["routers"][0]["ttft_s"]["p90"] == row["ttft_p90_s"], row["key"]
+    roofline = PlanLab(model="llama-3-8b", gpus="A100-40GB", tps="1", schedulers="vllm-v1", replicas="1", requests=30)
+    assert list(roofline.run()["pruned"]) == ["does not fit", "cannot reach the rate"]  # as before: no new key

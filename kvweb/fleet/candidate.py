@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.gpu.measured_cost import kernels_of, priced
 from kvweb.fleet.fleet import serve
 from kvweb.prefix.sglang_pools import sglang_scheduler
 from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
@@ -58,10 +59,11 @@ class Candidate:
     def gpus(self) -> int:
         return self.replicas * self.tp
 
-    def cost_model(self, model: str) -> CostModel:
-        """One replica's roofline (the paper GPU's assumptions at their defaults)."""
-        return CostModel(GPUS[self.gpu], MODELS[model], tp=self.tp, weight_precision=self.weight_precision,
-                         kv_precision=self.kv_precision)
+    def cost_model(self, model: str, pricing: str = "roofline") -> CostModel:
+        """One replica's step prices: the roofline (the paper GPU's assumptions at their defaults) or
+        its scheduler's measured kernels (a ParamError where there are none)."""
+        return priced(pricing, kernels_of(self.scheduler), GPUS[self.gpu], MODELS[model],
+                      {"tp": self.tp, "weight_precision": self.weight_precision, "kv_precision": self.kv_precision})
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Workload:
     tpot_slo_s: float = 0.1
     percentile: str = "p90"  # the SLO's TTFT and TPOT are read at this percentile
     attainment: float = 0.9  # share of requests meeting both (rejected ones count as misses), at least
+    pricing: str = "roofline"  # how steps are priced: one of COST_MODELS (kvweb/gpu/measured_cost.py)
 
     def arrivals(self) -> list[Request]:
         """The requests, made once per workload (the planner's bounds read them for every candidate)."""
@@ -100,7 +103,7 @@ def _arrivals(workload: Workload) -> list[Request]:
 def replica(candidate: Candidate, workload: Workload) -> ContinuousBatching:
     """One replica with the candidate's scheduler (the schedulers lab's defaults for the GPU:
     vLLM's token budget, SGLang's chunk size, 16-token blocks), not started."""
-    cost = candidate.cost_model(workload.model)
+    cost = candidate.cost_model(workload.model, workload.pricing)
     if candidate.scheduler == "paper":
         memory = PagedMemory(cost.kv_capacity_blocks(BLOCK_SIZE), BLOCK_SIZE, WATERMARK)
         config = PaperConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)

@@ -6,6 +6,8 @@ Before anything is simulated the roofline rules out what cannot work, counted by
 
 - "does not fit": the model's weights (at the weight precision, split over tp GPUs) leave no
   room for KV on the GPU, or its query heads do not split over tp (`CostModel.fits`);
+- "no measured kernels" (a plan priced with `cost_model=measured`): no kernel tables for the
+  candidate's GPU, scheduler's engine, model or precision;
 - "cannot reach the rate": even with every step full, the replicas cannot keep up with the
   target rate (`rate_bound`).
 
@@ -25,6 +27,7 @@ from itertools import product
 from typing import Any
 
 from kvweb.fleet.candidate import MAX_SEQS, Candidate, Workload
+from kvweb.lab import ParamError
 
 # Dollars per GPU-hour, on demand, by default: the middle of the "specialty cloud" range of
 # mercatus-ai.com's cloud GPU pricing guide (May 2026: A100 80GB $1.10-1.50, H100 SXM5
@@ -33,6 +36,7 @@ from kvweb.fleet.candidate import MAX_SEQS, Candidate, Workload
 GPU_PRICES: dict[str, float] = {"A100-40GB": 1.00, "A100-80GB": 1.30, "H100-SXM": 3.00, "H200": 4.00}
 DOES_NOT_FIT = "does not fit"
 TOO_SLOW = "cannot reach the rate"
+NO_KERNELS = "no measured kernels"  # a measured plan only
 PRUNE_REASONS = (DOES_NOT_FIT, TOO_SLOW)
 LATENCIES = ("ttft", "tpot")  # what the Pareto front weighs against cost
 
@@ -61,7 +65,7 @@ def rate_bound(candidate: Candidate, workload: Workload) -> float:
       most MAX_SEQS requests, and no step costs less than a one-token decode (weights read once,
       the step overhead, the all-reduces' latency).
     The N replicas share the requests, so the rate bound is N x requests / that time."""
-    cost = candidate.cost_model(workload.model)
+    cost = candidate.cost_model(workload.model, workload.pricing)
     requests = workload.arrivals()
     model = cost.model
     flops = 2.0 * (model.active_params - model.embedding_params) / cost.tp * sum(r.prompt for r in requests)
@@ -73,7 +77,11 @@ def rate_bound(candidate: Candidate, workload: Workload) -> float:
 def roofline(candidate: Candidate, workload: Workload) -> tuple[str | None, float]:
     """Why the roofline rules the candidate out (None: it does not), and its `rate_bound` (0 when
     the model does not fit)."""
-    if not candidate.cost_model(workload.model).fits:
+    try:
+        cost = candidate.cost_model(workload.model, workload.pricing)
+    except ParamError:
+        return NO_KERNELS, 0.0
+    if not cost.fits:
         return DOES_NOT_FIT, 0.0
     bound = rate_bound(candidate, workload)
     return (TOO_SLOW if bound < workload.rate else None), bound
@@ -128,7 +136,8 @@ def plan(candidates: Sequence[Candidate], workload: Workload, prices: Mapping[st
     evaluated = [r for r in rows if r["pruned"] is None]
     return {
         "candidates_total": len(rows), "evaluated": len(evaluated),
-        "pruned": {why: sum(r["pruned"] == why for r in rows) for why in PRUNE_REASONS},
+        "pruned": {why: sum(r["pruned"] == why for r in rows)
+                   for why in PRUNE_REASONS + ((NO_KERNELS,) if workload.pricing == "measured" else ())},
         "cheapest": cheapest(evaluated, latency, workload.percentile),
         "pareto": pareto(evaluated, latency, workload.percentile),
         "candidates": rows,

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
-from kvweb.gpu.measured import TABLE_GPUS, MeasuredCost
+from kvweb.gpu.measured import TABLE_GPUS, TABLES, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import ParamError
 
@@ -49,7 +49,9 @@ class MeasuredCostModel(CostModel):
         super().__post_init__()
         if self.gpu.name not in TABLE_GPUS:
             raise ValueError(f"no measured kernels for {self.gpu.name}; they exist for {', '.join(TABLE_GPUS)}")
-        self.kernels  # every table the model needs, or a ValueError naming the missing one
+        if not (TABLES / f"{TABLE_GPUS[self.gpu.name]}_{self.engine}.json").exists():
+            raise ValueError(f"no measured {self.engine} kernels for {self.gpu.name}")
+        self._token_seconds, self._decode_attention  # every table the model needs, or a ValueError naming the missing one
 
     @cached_property
     def kernels(self) -> MeasuredCost:
@@ -119,13 +121,25 @@ class MeasuredCostModel(CostModel):
         return np.array([self.step_time(f, b) for f, b in zip(flops.tolist(), bytes_moved.tolist())])
 
 
+def kernels_of(mode: str) -> str:
+    """Whose measured kernels price a scheduler's steps: SGLang's for SGLang, vLLM's for vLLM V1
+    and for the papers' engine (vLLM, 2023)."""
+    return "sglang" if mode == "sglang" else "vllm"
+
+
 def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any]) -> CostModel:
     """A cost model of `kind` (one of COST_MODELS); a measured one without tables for this GPU,
     model or precision is refused with one message naming what is missing."""
     if kind == "roofline":
         return CostModel(gpu, model, **assumptions)
+    return _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
+
+
+@lru_cache(maxsize=64)
+def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tuple[str, Any], ...]) -> CostModel:
+    """One measured cost model per choice (its tables are read and fitted once: ~20 ms)."""
     try:
-        return MeasuredCostModel(gpu, model, **assumptions, engine=engine)
+        return MeasuredCostModel(gpu, model, **dict(assumptions), engine=engine)
     except ValueError as err:
         raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
 

@@ -36,15 +36,20 @@ RUNS_KEPT = 4
 _RUNS: Memo[dict[str, Any]] = Memo(RUNS_KEPT)
 
 
+def cost_model_param() -> param.Selector:
+    """The serving labs' and the planner's choice of step prices (kvweb/gpu/measured_cost.py)."""
+    return param.Selector(objects=list(COST_MODELS), default="roofline",
+                          doc="how a step is priced: roofline (the paper GPU's, with its assumptions) or measured "
+                              "(kernels measured on H100-SXM, H200 and A100-80GB, vLLM's or SGLang's, from "
+                              "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md)")
+
+
 class ServingLab(PaperGPULab):
     """Parameters shared by the serving labs (no lab_name: not a lab by itself)."""
 
     scenario = param.Selector(objects=list(SCENARIOS), default="A",
                               doc="A: OPT-13B-like on A100-40GB, ShareGPT-like (memory-tight); B: Llama-3-8B on H100-SXM, long prompts (roomy)")
-    cost_model = param.Selector(objects=list(COST_MODELS), default="roofline",
-                                doc="how a step is priced: roofline (the paper GPU's, with its assumptions) or measured "
-                                    "(kernels measured on H100-SXM, H200 and A100-80GB, vLLM's or SGLang's, from "
-                                    "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md)")
+    cost_model = cost_model_param()
     workload = param.Selector(objects=["scenario", *SHAPES, "trace"], default="scenario",
                               doc="request lengths: the scenario's own, a named shape, or the uploaded trace")
     rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")

@@ -22,6 +22,7 @@ from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS
+from kvweb.gpu.measured_cost import cost_source
 from kvweb.labs.plan import PlanLab, choices, fleet_work
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
@@ -73,7 +74,8 @@ class FleetLab(SchedulersLab):
                    kv_precision=candidate.kv_precision, mode=candidate.scheduler, replicas=candidate.replicas,
                    routers=candidate.router, model=plan.model, workload=plan.workload, requests=plan.requests,
                    rate=plan.rate, seed=plan.seed, max_len=plan.max_len, prompt_len=plan.prompt_len,
-                   output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms)
+                   output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms,
+                   cost_model=plan.cost_model)
 
     def setup(self, memory: str = "paged") -> Setup:
         return super().setup(memory).with_(gpu="" if self.gpu == "scenario" else self.gpu, max_len=self.max_len)
@@ -140,8 +142,9 @@ class FleetLab(SchedulersLab):
         single = _SINGLE.get(self.fleet_key(replicas=1), lambda: self.single(requests))
         split = self.split(requests, names[0], rows[0]) if self.prefill_replicas else None
         progress(1.0, "done")
+        priced = {"step_cost": cost_source(self.scheduler_cost(self.mode))} if self.cost_model == "measured" else {}
         return {
-            "mode": self.mode, "replicas": self.replicas, "submitted": len(requests),
+            "mode": self.mode, **priced, "replicas": self.replicas, "submitted": len(requests),
             "single_engine": single,
             "routers": [{k: v for k, v in row.items() if k not in ("series", "replicas")} for row in rows],
             "per_replica": {row["router"]: row["replicas"] for row in rows},
@@ -176,6 +179,9 @@ class FleetLab(SchedulersLab):
         return {"prefill_replicas": self.prefill_replicas, "decode_replicas": chosen["decode_replicas"],
                 "router": router, "link_gb_s": link.gb_s, "link_latency_us": link.latency_us,
                 "disaggregated": chosen, "co_located": co_located, "splits": splits}
+
+    def priced_modes(self) -> tuple[str, ...]:
+        return (self.mode,)
 
     def single(self, requests: list[Request]) -> dict[str, Any]:
         """The single engine's figures a fleet is read against: its prefix hit rate is what a

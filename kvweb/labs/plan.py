@@ -19,7 +19,7 @@ from kvweb.fleet.candidate import MAX_SEQS, PERCENTILES, SCHEDULERS, Candidate, 
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
-from kvweb.labs.engine import batch_at_most
+from kvweb.labs.engine import batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
 from kvweb.serving.workload import SHAPES, Request
@@ -79,6 +79,7 @@ class PlanLab(Lab):
                "cannot reach the rate); every other candidate is a simulation of its replicas serving the requests.")
 
     model = param.Selector(objects=list(MODELS), default="llama-3.1-70b", doc="the model every replica serves")
+    cost_model = cost_model_param()
     rate = param.Number(10.0, bounds=(0.01, 1000.0), doc="target arrival rate, requests per second (Poisson)")
     requests = param.Integer(200, bounds=(1, 5000), doc="requests each candidate serves")
     workload = param.Selector(objects=list(SHAPES), default="sharegpt", doc="request lengths: a named length shape")
@@ -138,7 +139,8 @@ class PlanLab(Lab):
 
     def workload_spec(self) -> Workload:
         return Workload(self.model, self.workload, self.requests, self.rate, self.seed, self.max_len, self.prompt_len,
-                        self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment)
+                        self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment,
+                        self.cost_model)
 
     def estimate(self) -> Estimate:
         """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
@@ -146,7 +148,7 @@ class PlanLab(Lab):
         requests = workload.arrivals()
         left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
         return work(*(part for c in left for part in fleet_work(requests, c.replicas, c.replicas,
-                                                                 c.cost_model(self.model).kv_capacity_tokens, MAX_SEQS,
+                                                                 c.cost_model(self.model, self.cost_model).kv_capacity_tokens, MAX_SEQS,
                                                                  c.scheduler)),
                     lower=("requests", "gpus", "tps", "schedulers", "replicas"))
 

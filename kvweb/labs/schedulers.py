@@ -19,7 +19,7 @@ import param
 
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
 from kvweb.gpu import MODELS, CostModel
-from kvweb.gpu.measured_cost import cost_source
+from kvweb.gpu.measured_cost import cost_source, kernels_of
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
@@ -169,7 +169,8 @@ class SchedulersLab(ServingLab):
     def check(self) -> None:
         super().check()
         if self.cost_model == "measured":
-            self.scheduler_cost("sglang")  # SGLang's kernels too (vLLM's: ServingLab.check)
+            for mode in self.priced_modes():
+                self.scheduler_cost(mode)  # each engine's kernels, or a ParamError naming what is missing
         max_len = self.setup().spec.max_len
         longest = {"few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
                    "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len)}
@@ -261,7 +262,11 @@ class SchedulersLab(ServingLab):
 
     def mode_setup(self, mode: str) -> Setup:
         """The setup a mode runs with: a measured model prices SGLang's steps with SGLang's kernels."""
-        return self.setup().with_(kernels="sglang" if mode == "sglang" else "vllm")
+        return self.setup().with_(kernels=kernels_of(mode))
+
+    def priced_modes(self) -> tuple[str, ...]:
+        """The modes a run prices steps for."""
+        return MODES
 
     def scheduler_cost(self, mode: str) -> CostModel:
         return self.mode_setup(mode).cost_model()
