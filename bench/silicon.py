@@ -1,7 +1,7 @@
 """Accuracy against measured deployments: the roofline and the measured-kernel model beside real
 vLLM / SGLang runs (figures go to docs/accuracy.md).
 
-Run: .venv/bin/python -m bench.silicon [--doc]
+Run: .venv/bin/python -m bench.silicon [--schedulers] [--doc]
 
 Rows: kvweb/gpu/measured/silicon_rows.json (aiconfigurator-core 0.12.0's silicon_sample.csv, mode=agg,
 vLLM and SGLang on H100/H200/B200). Each row is a closed-loop benchmark at a concurrency C with fixed
@@ -15,6 +15,18 @@ input and output lengths; every row kvweb can express is estimated three ways:
   time outside the steps fitted here on the FIT_MODELS half (split by model, declared below) and
   reported on the other half.
 
+With --schedulers, each row the schedulers lab can express (H100/H200, a model of kvweb.gpu.MODELS, one
+weight precision for every GEMM: `replay_params`) is also replayed step by step through the schedulers:
+
+- schedulers: the fleet lab's parameters (the schedulers lab's, plus `gpu` and `max_len`; the
+  schedulers lab itself has no GPU choice) at cost_model=measured, the row's engine as the mode
+  (vllm-v1 for vLLM, sglang for SGLang), workload=closed-loop at the row's concurrency, isl and osl,
+  replay_requests(C) requests, max_seqs 1024; run through the schedulers lab's own `run_mode` and
+  `figures` (the mode row of its JSON; not the fleet's router loop, whose 10 ms clock would delay
+  every closed-loop hop). TTFT = its mean TTFT + the engine's TTFT_OUTSIDE_S (kvweb/gpu/measured.py,
+  the time outside the engine's steps, added here explicitly: the lab does not add it); TPOT = its mean
+  TPOT. Nothing is fitted for it: the step overhead and the outside time are the recorded ones.
+
 AIConfigurator's own estimate is not in the CSV, so it has no column. Rows left out are counted by
 reason: duplicates, models or layers kvweb cannot price from measured kernels, 4-bit weights (no kvweb
 precision), pipeline / expert / attention-data parallelism, saturated TTFTs (marked in the rows, the
@@ -27,17 +39,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import statistics
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import kvweb.gpu
-from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.gpu import GPUS, MODELS, WEIGHT_PRECISIONS as WEIGHTS, CostModel
 from kvweb.gpu.hf_config import from_config
 from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
                                 fit_closed_loop, silicon_rows)
 from kvweb.gpu.specs import GPUSpec, LLMSpec
+from kvweb.lab import no_progress
 
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
@@ -77,6 +91,21 @@ FIT_SYSTEMS = ("h100_sxm", "h200_sxm")
 HELD_OUT_MODELS = ("Qwen/Qwen3-32B", "openai/gpt-oss-120b", "nvidia/Llama-3.1-8B-Instruct-FP8")
 SUSPECT = ("nvidia/Llama-3.1-8B-Instruct-FP8",)
 ESTIMATORS = ("roofline", "roofline closed loop", "measured")
+# the analytic estimate beside the replays, on the rows replayed
+REPLAYED = ("measured", "schedulers lockstep", "schedulers staggered")
+# --schedulers: what the schedulers lab can express
+LAB_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200"}
+LAB_MODELS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+              "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
+LAB_MODES = {"vllm": "vllm-v1", "sglang": "sglang"}
+MAX_LENGTH = 8191  # the serving labs' prompt_len and output_len bound: an isl or osl of 8192 is replayed at 8191
+MAX_SEQS = 1024  # vLLM V1's max_num_seqs for the API server on H100/H200; SGLang sizes its own from memory
+
+
+def replay_requests(concurrency: int) -> int:
+    """Requests a replay serves: three per client, at least 64 (a steady state past the first
+    lockstep wave), at most 2000 (time)."""
+    return min(max(3 * concurrency, 64), 2000)
 
 
 @dataclass
@@ -173,6 +202,61 @@ def estimate(rows: list[Row], terms: Terms) -> None:
         row.estimates["measured"] = closed_loop(cost, c, isl, osl, share, outside)
 
 
+def replay_params(row: Row) -> dict | str:
+    """The fleet lab's parameters that replay `row` (module docstring), or why it cannot be expressed."""
+    r = row.raw
+    if r["system"] not in LAB_GPUS:
+        return f"{r['system'].split('_')[0].upper()}: the replay covers H100 and H200"
+    if r["model_path"] == "openai/gpt-oss-120b":
+        return "gpt-oss-120b: MXFP4 experts, 16-bit attention; the lab's measured costs have no expert precision of their own"
+    if r["model_path"] not in LAB_MODELS:
+        return f"{r['model_path'].split('/')[1]}: not one of kvweb.gpu.MODELS (the lab's `model`)"
+    measured, lab = _precisions(r)
+    if measured != lab or row.measured.moe_precision:
+        return f"{measured} weights: the lab's weight_precision prices every GEMM at one of {', '.join(WEIGHTS)}"
+    c, isl, osl = r["batch_size"], min(r["isl"], MAX_LENGTH), min(r["osl"], MAX_LENGTH)
+    return {"gpu": LAB_GPUS[r["system"]], "model": LAB_MODELS[r["model_path"]], "tp": r["tp_size"],
+            "weight_precision": lab, "cost_model": "measured", "mode": LAB_MODES[r["backend"]],
+            "workload": "closed-loop", "concurrency": c, "requests": replay_requests(c),
+            "prompt_len": isl, "output_len": osl, "max_len": max(isl + osl, 8192),
+            "scenario": "B", "replicas": 1, "routers": "round-robin", "max_seqs": MAX_SEQS}
+
+
+def replay(params: dict, engine: str, ramp_s: float = 0.0) -> tuple[float, float, dict]:
+    """(TTFT s with the engine's outside time added, TPOT s, the mode's figures) of one replay; with
+    `ramp_s`, client k's first request is sent at k ramp_s / C, not at 0 (`replay_all`)."""
+    from kvweb.labs.fleet import FleetLab  # the labs import the app-facing parts: only when replaying
+
+    lab = FleetLab(**params)
+    lab.check()
+    mode, c = params["mode"], params["concurrency"]
+    requests = [r.arriving(r.id * ramp_s / c) if r.after is None else r for r in lab.requests_at(lab.rate)]
+    figures = lab.figures(lab.run_mode(mode, requests, no_progress))
+    return figures["ttft_s"]["mean"] + TTFT_OUTSIDE_S[engine], figures["tpot_s"]["mean"], figures
+
+
+def replay_all(rows: list[Row]) -> Counter:
+    """Replays every expressible row twice; the others counted by reason. `schedulers lockstep`: the
+    lab's closed loop as it is, every client's first request at 0 (with fixed lengths a wave's
+    requests finish together and the next wave's prefills meet again: the lockstep persists);
+    `schedulers staggered`: the clients' first requests spread evenly over one request's life in the
+    engine as the analytic `measured` estimate has it (its TTFT less the outside time, plus osl - 1
+    TPOTs), so prefills seldom meet. Real runs lie between (the fitted queued share: 0.09 for vLLM,
+    0.20 for SGLang)."""
+    skipped = Counter()
+    for row in rows:
+        params = replay_params(row)
+        if isinstance(params, str):
+            skipped[params] += 1
+            continue
+        engine = row.raw["backend"]
+        ttft, tpot = row.estimates["measured"]
+        life = ttft - TTFT_OUTSIDE_S[engine] + (params["output_len"] - 1) * tpot
+        row.estimates["schedulers lockstep"] = replay(params, engine)[:2]
+        row.estimates["schedulers staggered"] = replay(params, engine, life)[:2]
+    return skipped
+
+
 def errors(rows: list[Row], estimator: str, metric: int) -> list[float]:
     """Signed relative errors (estimate / measured - 1) of TTFT (metric 0) or TPOT (1)."""
     key = ("silicon_ttft_ms", "silicon_tpot_ms")[metric]
@@ -185,22 +269,40 @@ def summary(errs: list[float]) -> str:
     return f"{100 * statistics.fmean(map(abs, errs)):.0f} / {100 * statistics.fmean(errs):+.0f} / {100 * worst:+.0f}"
 
 
-def table(rows: list[Row], key: Callable[[Row], str]) -> list[str]:
+def table(rows: list[Row], key: Callable[[Row], str], estimators: tuple[str, ...] = ESTIMATORS) -> list[str]:
     groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         groups[key(row)].append(row)
-    head = "| rows | n | " + " | ".join(f"TPOT {e}" for e in ESTIMATORS) + " | " + \
-        " | ".join(f"TTFT {e}" for e in ESTIMATORS) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(ESTIMATORS))]
+    head = "| rows | n | " + " | ".join(f"TPOT {e}" for e in estimators) + " | " + \
+        " | ".join(f"TTFT {e}" for e in estimators) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(estimators))]
     for name in sorted(groups):
         g = groups[name]
-        cells = [summary(errors(g, e, m)) for m in (1, 0) for e in ESTIMATORS]
+        cells = [summary(errors(g, e, m)) for m in (1, 0) for e in estimators]
         lines.append(f"| {name} | {len(g)} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _terms(overhead: float, share: float, outside: float) -> str:
     return f"step overhead {overhead * 1e3:.2f} ms, queued share {share:.2f}, outside {outside * 1e3:.1f} ms"
+
+
+def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str]:
+    """The replayed rows' errors, the analytic `measured` estimate beside the schedulers'."""
+    replayed = [r for r in rows if "schedulers lockstep" in r.estimates]
+    out = ["### Through the schedulers (--schedulers)", "",
+           f"{len(replayed)} rows replayed in {seconds:.0f} s (this machine, both replays); cells as above, `measured` "
+           "the analytic closed loop on the same rows, `schedulers lockstep` and `staggered` the replays (`replay_all`), "
+           "their TTFT with the engine's TTFT_OUTSIDE_S added "
+           f"({', '.join(f'{e} {TTFT_OUTSIDE_S[e] * 1e3:.1f} ms' for e in ENGINES)}).", ""]
+    summarized = [r for r in replayed if r.half != "suspect"]
+    out += table(summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}", REPLAYED)
+    suspect = [r for r in replayed if r.half == "suspect"]
+    if suspect:
+        out += ["", "Suspect rows (not in the table above):", ""] + table(suspect, lambda r: r.group, REPLAYED)
+    out += ["", f"Rows not replayed ({sum(skipped.values())}):", ""]
+    out += [f"- {n}: {reason}" for reason, n in skipped.most_common()]
+    return out
 
 
 def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
@@ -228,11 +330,17 @@ def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--doc", action="store_true", help="write the figures into docs/accuracy.md")
+    parser.add_argument("--schedulers", action="store_true",
+                        help="also replay each expressible H100/H200 row through the schedulers (closed-loop workload)")
     args = parser.parse_args()
     rows, left = build(silicon_rows())
     terms = fit(rows)
     estimate(rows, terms)
     lines = report(rows, left, terms)
+    if args.schedulers:
+        start = time.perf_counter()
+        skipped = replay_all(rows)
+        lines += ["", *replay_report(rows, skipped, time.perf_counter() - start)]
     print("\n".join(lines))
     for engine, (overhead, share, outside) in terms.items():
         if (abs(overhead - STEP_OVERHEAD_S[engine]) > 0.01 * STEP_OVERHEAD_S[engine] or abs(share - QUEUED_SHARE[engine]) > 0.005
@@ -241,7 +349,8 @@ def main() -> None:
     if args.doc:
         text = DOC.read_text()
         begin, end = "<!-- bench.silicon: begin -->", "<!-- bench.silicon: end -->"
-        stamp = f"`.venv/bin/python -m bench.silicon --doc`, {datetime.date.today().isoformat()}"
+        flags = " --schedulers" if args.schedulers else ""
+        stamp = f"`.venv/bin/python -m bench.silicon{flags} --doc`, {datetime.date.today().isoformat()}"
         figures = "\n".join([begin, "", stamp, "", *lines, "", end])
         DOC.write_text(text[:text.index(begin)] + figures + text[text.index(end) + len(end):])
 

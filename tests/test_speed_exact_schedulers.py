@@ -408,7 +408,7 @@ def test_a_mode_does_not_read_what_the_lab_leaves_out_of_its_key(mode):
     assert run_of(SchedulersLab(**base, search=True, target=0.7), mode) == expected
 
 
-@pytest.mark.parametrize("workload", ["scenario", "sharegpt", "fixed", "few-shot", "multi-turn"])
+@pytest.mark.parametrize("workload", ["scenario", "sharegpt", "fixed", "few-shot", "multi-turn", "closed-loop"])
 def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
     def requests(**change) -> list:  # noqa: ANN003
         lab = SchedulersLab(workload=workload, requests=40, **change)
@@ -417,7 +417,7 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
 
     expected = requests()
     changes = {"prompt_len": 100, "tasks": 3, "examples_len": 100, "turns": 2, "think_s": 1.0, "system_len": 20,
-               "question_len": 10}
+               "question_len": 10, "concurrency": 3, "rate": 7.0}
     for name in unread_by_workload(workload):
         assert requests(**{name: changes[name]}) == expected, name
     for name in schedulers.SERVING_ONLY:

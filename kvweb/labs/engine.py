@@ -21,7 +21,7 @@ from kvweb.memo import Memo
 from kvweb.labs.fragmentation import allocator_param
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
-from kvweb.serving.workload import SHAPES, Request, parse_trace
+from kvweb.serving.workload import SHAPES, Request, closed_loop_workload, parse_trace
 from kvweb.serving.paged_memory import BLOCK_SIZE
 
 PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "
@@ -50,10 +50,15 @@ class ServingLab(PaperGPULab):
     scenario = param.Selector(objects=list(SCENARIOS), default="A",
                               doc="A: OPT-13B-like on A100-40GB, ShareGPT-like (memory-tight); B: Llama-3-8B on H100-SXM, long prompts (roomy)")
     cost_model = cost_model_param()
-    workload = param.Selector(objects=["scenario", *SHAPES, "trace"], default="scenario",
-                              doc="request lengths: the scenario's own, a named shape, or the uploaded trace")
+    workload = param.Selector(objects=["scenario", *SHAPES, "closed-loop", "trace"], default="scenario",
+                              doc="request lengths: the scenario's own, a named shape, or the uploaded trace; "
+                                  "closed-loop: `concurrency` clients, each sending its next request (prompt_len in, "
+                                  "output_len out) the moment its last one finishes, as vllm bench serve "
+                                  "--max-concurrency does (no arrival rate)")
     rate = param.Number(2.0, bounds=(0.01, 1000.0), doc="Poisson arrival rate, requests per second")
     requests = param.Integer(1000, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
+    concurrency = param.Integer(16, bounds=(1, 1024), precedence=ADVANCED,
+                                doc="closed-loop: requests kept in flight (clients, each with one request at a time)")
     block_size = param.Integer(BLOCK_SIZE, bounds=(1, 256), doc="paged: tokens per KV block (also the unit of swap copies)")
     watermark = param.Number(0.01, bounds=(0.0, 0.5), doc="paged: fraction of blocks kept free when admitting")
     preemption = param.Selector(objects=list(PREEMPTIONS), default="recompute",
@@ -78,7 +83,7 @@ class ServingLab(PaperGPULab):
             parse_trace(self.trace)
         elif self.trace.strip():
             raise ParamError(f"trace: given, but workload is '{self.workload}'; set workload to trace to use it")
-        if self.workload in ("fixed", "uniform") and self.prompt_len + self.output_len > max_len:
+        if self.workload in ("fixed", "uniform", "closed-loop") and self.prompt_len + self.output_len > max_len:
             raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
                              f"scenario {self.scenario} allows at most {max_len}")
 
@@ -87,9 +92,16 @@ class ServingLab(PaperGPULab):
                      self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3), assumptions=self.assumptions(),
                      pricing=self.cost_model)
 
+    def ignored(self) -> tuple[str, ...]:
+        """A closed loop sends each request when one finishes: no arrival rate is read."""
+        return ("rate",) if self.workload == "closed-loop" else ()
+
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":
             return parse_trace(self.trace)
+        if self.workload == "closed-loop":  # no rate: each request arrives when one finishes
+            return closed_loop_workload("fixed", self.requests, self.concurrency, self.setup().spec.max_len, self.seed,
+                                        self.prompt_len, self.output_len)
         shape = "" if self.workload == "scenario" else self.workload
         return self.setup().workload(self.requests, rate, self.seed, shape, self.prompt_len, self.output_len)
 
@@ -114,7 +126,7 @@ class ServingLab(PaperGPULab):
 
     def work_knobs(self) -> dict[str, tuple[str, ...]]:
         """The parameters a serving run's work grows with (`lower`) and shrinks with (`higher`)."""
-        lengths = ("prompt_len", "output_len") if self.workload in ("fixed", "uniform") else ()
+        lengths = ("prompt_len", "output_len") if self.workload in ("fixed", "uniform", "closed-loop") else ()
         return {"lower": ("requests", *lengths), "higher": ("block_size",)}
 
     def served_work(self, requests: list[Request], block_size: int = 0, map_cells: int = 0,
@@ -135,6 +147,8 @@ class ServingLab(PaperGPULab):
             serial_s = (sum(r.output for r in requests) * cost.decode_step_cost(1, 0)
                         + len(requests) * cost.prefill_cost(prompt))  # one request at a time, one token a step
             together = batch_at_most(requests, cost.kv_capacity_tokens, max_seqs)  # a full batch's steps take longer
+            if self.workload == "closed-loop":  # never more in flight than the clients
+                together = min(together, self.concurrency)
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
             longest = horizon + sum(r.delay for r in requests) + 4 * serial_s / together
             frames = frames_at_most(horizon, longest)

@@ -68,8 +68,8 @@ class MaxRateLab(ServingLab):
 
     def check(self) -> None:
         super().check()
-        if self.workload == "trace":
-            raise ParamError("workload: trace is not allowed here; a max-rate search needs Poisson arrivals")
+        if self.workload in ("trace", "closed-loop"):
+            raise ParamError(f"workload: {self.workload} is not allowed here; a max-rate search needs Poisson arrivals")
 
     def estimate(self) -> Estimate:
         """Each manager's search: doubling from 1 req/s up to 16 (or halving down), then

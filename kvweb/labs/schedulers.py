@@ -87,10 +87,12 @@ _WORKLOADS: Memo[list[Request]] = Memo(4)
 def unread_by_workload(workload: str) -> tuple[str, ...]:
     """The parameters a workload's requests do not depend on (besides `SERVING_ONLY`)."""
     if workload == "few-shot":
-        return ("prompt_len", *MULTI_TURN_ONLY)
+        return ("prompt_len", "concurrency", *MULTI_TURN_ONLY)
     if workload == "multi-turn":
-        return ("prompt_len", *FEW_SHOT_ONLY)
-    return (*FEW_SHOT_ONLY, *MULTI_TURN_ONLY, "system_len", "question_len")
+        return ("prompt_len", "concurrency", *FEW_SHOT_ONLY)
+    if workload == "closed-loop":  # each request arrives when one finishes
+        return ("rate", *FEW_SHOT_ONLY, *MULTI_TURN_ONLY, "system_len", "question_len")
+    return ("concurrency", *FEW_SHOT_ONLY, *MULTI_TURN_ONLY, "system_len", "question_len")
 
 
 # Smaller SGLang chunks make a run quadratic in a prompt's chunks (`check`): in CPython, scenario
@@ -113,9 +115,13 @@ class SchedulersLab(ServingLab):
                                "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
                                "window layers in a pool of their own; the papers' engine serves only models whose "
                                "layers are all full or latent, and SGLang here none with linear layers)")
-    workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "trace"], default="multi-turn",
+    workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "closed-loop", "trace"],
+                              default="multi-turn",
                               doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
-                                  "chat sessions sharing prefixes, or the uploaded trace")
+                                  "chat sessions sharing prefixes, closed-loop clients (`concurrency` of them, each "
+                                  "sending its next request of prompt_len in, output_len out the moment its last one "
+                                  "finishes, as vllm bench serve --max-concurrency: no arrival rate), or the uploaded "
+                                  "trace")
     requests = param.Integer(300, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
     rate = param.Number(2.0, bounds=(0.01, 1000.0),
                         doc="Poisson arrival rate, requests per second; multi-turn: chat sessions start at rate / "
@@ -199,8 +205,9 @@ class SchedulersLab(ServingLab):
             block = self.block_size * self.setup().cost_model().kv_bytes_per_token
             raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
                              f"or at least {block / 1e9:.3g}")
-        if self.search and self.workload == "trace":
-            raise ParamError("search: true is not allowed with workload trace; a rate search needs Poisson arrivals")
+        if self.search and self.workload in ("trace", "closed-loop"):
+            raise ParamError(f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson "
+                             "arrivals")
 
     def setup(self, memory: str = "paged") -> Setup:
         return super().setup(memory).with_(model="" if self.model == "scenario" else self.model)

@@ -43,8 +43,9 @@ class SweepLab(ServingLab):
 
     def check(self) -> None:
         super().check()
-        if self.sweep == "preemption" and self.workload == "trace":
-            raise ParamError("workload: trace is not allowed with sweep=preemption, which varies the arrival rate")
+        if self.sweep == "preemption" and self.workload in ("trace", "closed-loop"):
+            raise ParamError(f"workload: {self.workload} is not allowed with sweep=preemption, which varies the "
+                             "arrival rate")
 
     def points(self) -> list[dict[str, Any]]:
         if self.sweep == "block_size":

@@ -33,12 +33,20 @@ def tpot(seq: Sequence) -> float:
     return (seq.finish_t - seq.first_token_t) / (seq.req.output - 1) if seq.req.output > 1 else 0.0
 
 
+def value_range(a: np.ndarray) -> tuple[float, float]:
+    """The histogram's range: the values' own, or, where they differ only by rounding (a closed loop's
+    alike requests: a range too narrow to split in bins, which numpy refuses), one value's, which numpy
+    widens to +-0.5 as it does for values all equal."""
+    lo, hi = float(a.min()), float(a.max())
+    return (hi, hi) if hi - lo <= 1e-9 * max(abs(lo), abs(hi)) else (lo, hi)
+
+
 def distribution(values: list[float], bins: int = 20) -> dict[str, Any]:
     """Mean, percentiles and a histogram (seconds)."""
     if not values:
         return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None, "edges": [], "counts": []}
     a = np.asarray(values)
-    counts, edges = np.histogram(a, bins=bins)
+    counts, edges = np.histogram(a, bins=bins, range=value_range(a))
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
     return {"count": len(values), "mean": float(a.mean()), "p50": float(p50), "p90": float(p90),
             "p99": float(p99), "max": float(a.max()), "edges": edges.tolist(), "counts": counts.tolist()}
@@ -55,7 +63,7 @@ def weighted_distribution(pairs: list[tuple[float, int]] | np.ndarray, bins: int
     values, weights = both[order, 0], both[order, 1]
     below = np.cumsum(weights)
     p50, p90, p99 = (float(values[np.searchsorted(below, q * below[-1])]) for q in (0.5, 0.9, 0.99))
-    counts, edges = np.histogram(values, bins=bins, weights=weights)
+    counts, edges = np.histogram(values, bins=bins, weights=weights, range=value_range(values))
     return {"count": int(below[-1]), "mean": float(np.dot(values, weights) / below[-1]), "p50": p50, "p90": p90,
             "p99": p99, "max": float(values[-1]), "edges": edges.tolist(), "counts": counts.astype(int).tolist()}
 

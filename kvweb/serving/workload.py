@@ -1,4 +1,5 @@
-"""Seeded serving workloads: Poisson arrivals and prompt/output length distributions (SPEC 3).
+"""Seeded serving workloads: Poisson arrivals, closed loops at a fixed concurrency, and prompt/output
+length distributions (SPEC 3).
 
 Arrivals and lengths come from separate seeded streams, so the same seed at another rate
 gives the same requests arriving faster or slower (common random numbers: a max-rate search
@@ -112,6 +113,23 @@ def poisson_workload(
     prompts, outputs = lengths(shape, n, max_len, seed, prompt_len, output_len)
     arrivals = unit_arrivals(n, seed) / rate
     return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+
+
+def closed_loop_workload(
+    shape: str, n: int, concurrency: int, max_len: int, seed: int, prompt_len: int = 128, output_len: int = 128
+) -> list[Request]:
+    """n requests from `concurrency` clients that each keep one request in flight, as `vllm bench
+    serve --max-concurrency`, inference-perf's concurrent load and AIConfigurator's measured rows do:
+    every client sends its first request at time 0 and its next the moment its previous one has
+    finished (no think time), until n have been sent. Client k sends requests k, k + C, k + 2C, ...
+    (C = concurrency): request i >= C is sent after request i - C, through the chat turns' mechanism
+    (serving/arrivals.py; its `arrival` is set during the run). So exactly min(C, n) requests are in
+    the system until the first client has sent its last, and never more. A rejected request (longer
+    than the model allows, or never fitting the memory) ends its client, as a rejected chat turn ends
+    its conversation (with `fixed` lengths either every request is rejected or none)."""
+    prompts, outputs = lengths(shape, n, max_len, seed, prompt_len, output_len)
+    return [Request(i, 0.0, int(p), int(o), after=i - concurrency if i >= concurrency else None)
+            for i, (p, o) in enumerate(zip(prompts, outputs))]
 
 
 def parse_trace(text: str) -> list[Request]:
