@@ -120,10 +120,10 @@ def _oss(**change):
 @pytest.mark.parametrize("text, message", [
     ("{", "config.json is not JSON"),
     ("[1]", "expected a JSON object"),
-    (_oss(flux_capacitor=1), "unknown field 'flux_capacitor'"),
+    (_oss(index_topk=2048), "index_topk (sparse attention: an indexer picks the keys each query reads) is not modelled"),
     (_oss(num_hidden_layers=23), "layer_types must list 23 layer types"),
     (_oss(layer_types=["sliding_attention", "chunked_attention"] * 12), "layer_types has 'chunked_attention'"),
-    (_oss(sliding_window=...), "sliding_window is missing"),
+    (_oss(sliding_window=..., model_type=...), "sliding_window is missing"),  # gpt_oss's default is 128
     (_oss(num_key_value_heads=7), "num_key_value_heads (7) must divide num_attention_heads (64)"),
     (_oss(num_experts_per_tok=40, experts_per_token=40), "num_experts_per_tok (40) is more than the 32 experts"),
     (_oss(num_experts=64), "num_local_experts and num_experts disagree"),
