@@ -39,7 +39,8 @@ class Frame:
         # again would make BokehJS lay out the whole lab: ~0.3 s on the schedulers lab)
         self.message = LiveText(css_class="kv-message", color="#a40000", mono=True, margin=(2, 10))
         self.lab_area = pn.Column(
-            self.tour_bar, pn.Row(pn.Column(self.lab_select, *sidebar, width=300), main, sizing_mode="stretch_width"),
+            self.tour_bar, pn.Row(pn.Column(self.lab_select, *sidebar, width=300, css_classes=["kv-controls"]), main,
+                                  sizing_mode="stretch_width"),
             sizing_mode="stretch_width", visible=False)
         self.page_area = pn.Column(sizing_mode="stretch_width", visible=False)
         self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), self.message,

@@ -47,7 +47,7 @@ class LabArea:
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
         self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
         self.fit_pane = pn.pane.Bokeh(self.fit_note, visible=False, sizing_mode="stretch_width")
-        self.main = pn.Column(sizing_mode="stretch_width")
+        self.main = pn.Column(sizing_mode="stretch_width", css_classes=["kv-lab-main"])
         self.runner = Runner()
         downloads = Downloads(self._record)
         self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar]

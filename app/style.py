@@ -15,6 +15,7 @@ from bokeh.models import CustomJS
 
 # Below this width the controls stack above the figures (and every row wraps).
 NARROW_PX = 800
+CONTROLS_VH = 40  # there, the parameters' box: at most this share of the screen's height, scrolling inside
 # Latin fonts first, then the CJK fonts of common systems (Noto/Source Han on Linux and
 # Android, PingFang on Apple, Microsoft YaHei on Windows), so Chinese never shows as boxes.
 SANS = ('system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, "Noto Sans CJK SC", "Noto Sans SC", '
@@ -43,6 +44,12 @@ img, svg, table {{ max-width: 100%; }}
   :host(.bk-Row) > .bk-panel-models-layout-Column {{ flex: 1 1 100%; }}  /* controls above figures */
   /* a figure still drawn wider than the phone scrolls inside its column, not the page */
   :host(.bk-panel-models-layout-Column) {{ overflow-x: auto; }}
+  /* the lab's parameters: a box of their own that scrolls, so the results start within the first
+     screen and a changed value redraws them just below it */
+  :host(.kv-controls) {{
+    max-height: {CONTROLS_VH}vh; overflow-y: auto !important; border-bottom: 2px solid #d0d0d0;
+    padding-bottom: 4px;
+  }}
 }}
 """
 

@@ -68,3 +68,26 @@ def test_fsm_lab_fits_a_wide_window(page, served_app):
     page.goto(f"{served_app}?lab=fsm")
     wait_ready(page)
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1440
+
+
+FIRST_RESULT = ".kv-lab-main canvas, .kv-lab-main .slick-header"  # a lab's first figure or table
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_labs_first_result_starts_within_a_screen_and_a_half_on_a_phone(phone, served_app, lang):
+    """The parameters sit in a box of their own that scrolls (at most 40 % of the screen's height):
+    every lab's first figure or table starts within 1.5 screens, and no page scrolls sideways."""
+    from kvweb.lab import LABS
+    late, too_wide = {}, {}
+    for name in sorted(LABS):
+        query = f"?lab={name}&lang={lang}" + ("&requests=60" if "requests" in LABS[name].param else "")
+        phone.goto(served_app + query)
+        plain_text(phone, "kv-status").filter(has_text="ready" if lang == "en" else "就绪").wait_for(timeout=90_000)
+        phone.locator(FIRST_RESULT).first.wait_for(timeout=30_000)
+        top = phone.locator(FIRST_RESULT).first.bounding_box()["y"] + phone.evaluate("scrollY")
+        if top > 1.5 * PHONE["height"]:
+            late[name] = round(top)
+        width, elements = phone.evaluate(OVERFLOW)
+        if width > PHONE["width"]:
+            too_wide[name] = (width, elements)
+    assert late == {} and too_wide == {}
