@@ -227,3 +227,19 @@ def test_the_fleet_labs_messages_are_translated():
     assert lines[0] == "max_len：1 不允许；应为 0（用场景自带的）或 2 到 32768"
     assert lines[1].endswith("或在 mode 为 sglang 或 vllm-v1 时取 1 到 3（replicas - 1：至少一个副本做解码）")
     assert lines[2].startswith("prefill_replicas：1 不允许与模型 gpt-oss-20b 同用")
+
+
+def test_a_refused_config_and_a_measured_model_without_tables_are_translated():
+    from kvweb.gpu.hf_config import from_config
+    from kvweb.lab import LABS, ParamError
+
+    lines = []
+    with pytest.raises(ParamError) as error:
+        from_config('{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "index_topk": 8}')
+    lines.append(tr_message(str(error.value)))
+    with pytest.raises(ParamError) as error:
+        LABS["schedulers"](cost_model="measured").check()
+    lines.append(tr_message(str(error.value)))
+    assert lines[0].startswith("config.json：index_topk（sparse attention") and lines[0].endswith("）不在模型范围内")
+    assert lines[1] == ("cost_model：measured：no measured kernels for A100-40GB; they exist for A100-80GB, H100-SXM, "
+                        "H200, B200；请改用 cost_model=roofline")
