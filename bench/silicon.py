@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -55,6 +56,7 @@ from kvweb.lab import no_progress
 
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
+BANDS = Path(kvweb.gpu.__file__).parent / "measured" / "bands.json"  # the error the labs show beside a figure
 # NVIDIA's B200 datasheet (HGX B200, per GPU, dense): not one of kvweb's GPUs yet; here for the roofline only
 B200 = GPUSpec("B200", 180e9, 2250e12, 8000e9, 64e9, 900e9, fp8_flops=4500e12)
 SYSTEMS = {"h100_sxm": GPUS["H100-SXM"], "h200_sxm": GPUS["H200"], "b200_sxm": B200}
@@ -305,6 +307,21 @@ def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str
     return out
 
 
+def bands(rows: list[Row]) -> dict[str, dict[str, float]]:
+    """The measured model's held-out error by GPU and engine ("H100 vllm"), by engine ("vllm") and
+    over all held-out rows (""): TPOT and TTFT MAPE in percent and the rows' count. The labs show
+    the nearest one beside a measured figure (kvweb/gpu/measured_cost.py `error_band`)."""
+    held = [r for r in rows if r.half == "held-out"]
+    keys: dict[str, list[Row]] = defaultdict(list)
+    for r in held:
+        gpu, engine = r.raw["system"].split("_")[0].upper(), r.raw["backend"]
+        for key in (f"{gpu} {engine}", engine, ""):
+            keys[key].append(r)
+    return {key: {"tpot_pct": round(100 * statistics.fmean(map(abs, errors(g, "measured", 1))), 1),
+                  "ttft_pct": round(100 * statistics.fmean(map(abs, errors(g, "measured", 0))), 1), "rows": len(g)}
+            for key, g in sorted(keys.items())}
+
+
 def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
     fit_rows = [r for r in rows if r.half == "fit" and r.raw["system"] in FIT_SYSTEMS]
     out = [f"Fitted on {', '.join(FIT_MODELS)} on H100 and H200, per engine:", ""]
@@ -353,6 +370,7 @@ def main() -> None:
         stamp = f"`.venv/bin/python -m bench.silicon{flags} --doc`, {datetime.date.today().isoformat()}"
         figures = "\n".join([begin, "", stamp, "", *lines, "", end])
         DOC.write_text(text[:text.index(begin)] + figures + text[text.index(end) + len(end):])
+        BANDS.write_text(json.dumps({"source": stamp, "held_out_mape": bands(rows)}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

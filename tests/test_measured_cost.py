@@ -55,6 +55,21 @@ def test_a_lone_request_gets_the_measured_prefill_and_decode():
     assert sglang.kernels.engine == "sglang" and vllm.kernels.engine == "vllm"
 
 
+def test_a_measured_figure_carries_the_held_out_error_of_its_gpu_and_engine():
+    """The band is the measured model's MAPE on the deployments of that GPU and engine it was not
+    fitted on (kvweb/gpu/measured/bands.json, written by bench/silicon.py), else of the engine."""
+    from kvweb.gpu.measured_cost import _bands
+    lab = LABS["schedulers"](scenario="B", cost_model="measured", requests=30)
+    result = lab.run()
+    h100_vllm, sglang = _bands()["H100 vllm"], _bands()["sglang"]
+    assert result["step_cost"]["vllm-v1"].endswith(
+        f"error TPOT ±{h100_vllm['tpot_pct']:.0f} %, TTFT ±{h100_vllm['ttft_pct']:.0f} % (MAPE on {h100_vllm['rows']} "
+        "held-out vLLM H100 deployments, docs/accuracy.md)")
+    assert result["step_cost"]["sglang"].endswith(f"(MAPE on {sglang['rows']} held-out SGLang H100 deployments, "
+                                                  "docs/accuracy.md)")
+    assert all(m["step_cost"] == result["step_cost"][m["mode"]] for m in result["modes"])
+
+
 def test_no_tables_is_one_message_naming_the_gpu():
     with pytest.raises(ParamError, match="cost_model: measured: no measured kernels for A100-40GB; they exist for "
                                          "A100-80GB, H100-SXM, H200, B200; use cost_model=roofline"):
@@ -65,8 +80,8 @@ def test_a_fleet_prices_only_its_own_engines_kernels():
     """A100-80GB has vLLM's kernel tables only: a vLLM fleet on it runs measured, an SGLang one is refused."""
     params = {"gpu": "A100-80GB", "model": "llama-3.1-8b", "requests": 40, "cost_model": "measured"}
     result = LABS["fleet"](**params, mode="vllm-v1").run()
-    assert result["step_cost"].startswith("measured kernels, vLLM 0.14.0") and result["step_cost"].endswith(
-        "on A100-80GB, aiconfigurator-core 0.12.0 data")
+    assert result["step_cost"].startswith("measured kernels, vLLM 0.14.0") and " on A100-80GB, " in result["step_cost"]
+    assert result["step_cost"].endswith("(MAPE on 266 held-out vLLM deployments, docs/accuracy.md)")  # no A100 rows
     with pytest.raises(ParamError, match="^cost_model: measured: no measured sglang kernels for A100-80GB; "):
         LABS["fleet"](**params, mode="sglang").admit()
 

@@ -91,6 +91,7 @@ def test_the_schedulers_header_says_where_its_step_times_come_from():
                                      "for kernels measured on real GPUs)")
     result, view = updated(SchedulersView, "schedulers", requests=30, scenario="B", cost_model="measured")
     line = view.header.text.splitlines()[-1]
-    assert line == ("step times: measured kernels, vLLM 0.24.0 (all-reduce 0.19.0) on H100-SXM, aiconfigurator-core "
-                    "0.12.0 data; measured kernels, SGLang 0.5.14 (all-reduce 0.5.9) on H100-SXM, aiconfigurator-core "
-                    "0.12.0 data")
+    vllm, sglang = result["step_cost"]["vllm-v1"], result["step_cost"]["sglang"]
+    assert line == f"step times: {vllm}; {sglang}"  # the papers' engine's are vLLM's: named once
+    assert vllm.startswith("measured kernels, vLLM 0.24.0 (all-reduce 0.19.0) on H100-SXM, aiconfigurator-core 0.12.0 "
+                           "data; error TPOT ±13 %, TTFT ±39 % (MAPE on 133 held-out vLLM H100 deployments")

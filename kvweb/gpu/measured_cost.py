@@ -20,10 +20,11 @@ on a grid of token counts and interpolated linearly in log-log.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ MAX_LM_ROWS = 256  # the most requests a step holds (max_num_seqs): the LM head'
 GRID = np.unique(np.round(np.geomspace(1, 65536, 97)).astype(int))  # token counts G is looked up at
 DECODE_FIT = [(b, c) for b in (1, 8, 32, 128, 256) for c in (128, 1024, 4096, 32768)]  # (batch, context)
 COST_MODELS = ("roofline", "measured")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,27 @@ def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tupl
         raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
 
 
+@cache
+def _bands() -> dict[str, dict[str, float]]:
+    return json.loads((TABLES / "bands.json").read_text())["held_out_mape"]
+
+
+def error_band(gpu: str, engine: str) -> dict[str, Any]:
+    """The measured model's error against real deployments it was not fitted on (bench/silicon.py,
+    docs/accuracy.md): the rows of this GPU and engine, else of this engine, else all of them."""
+    bands, short = _bands(), gpu.split("-")[0]
+    for key, basis in ((f"{short} {engine}", f"{ENGINE_NAMES[engine]} {short}"), (engine, ENGINE_NAMES[engine]),
+                       ("", "vLLM and SGLang")):
+        if key in bands:
+            return {**bands[key], "basis": f"held-out {basis} deployments"}
+    raise KeyError("bands.json has no rows")
+
+
 def cost_source(cost: CostModel) -> str:
-    """Where a cost model's step times come from, in one line."""
+    """Where a cost model's step times come from, in one line, with the measured model's error."""
     if isinstance(cost, MeasuredCostModel):
-        return cost.source
+        band = error_band(cost.gpu.name, cost.engine)
+        return (f"{cost.source}; error TPOT ±{band['tpot_pct']:.0f} %, TTFT ±{band['ttft_pct']:.0f} % (MAPE on "
+                f"{band['rows']} {band['basis']}, docs/accuracy.md)")
     return (f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
             f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)")

@@ -471,6 +471,7 @@ class SchedulersLab(ServingLab):
             hybrid["sglang_pools"] = pools
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
+            **({"step_cost": {m["mode"]: m["step_cost"] for m in modes}} if self.cost_model == "measured" else {}),
             "submitted": len(requests),
             "token_budget": self.budget(), "chunk_size": self.chunk(),
             "block_size": groups[0]["block_size"] if groups else self.block_size,
