@@ -129,6 +129,8 @@ _MESSAGES = [
     (r"^config\.json: an integer of (\d+) digits; at most (\d+) are read$",
      "config.json: an integer of {0} digits; at most {1} are read"),
     (r"^config\.json: (\S+) \((.*)\) is not modelled$", "config.json: {0} ({1}) is not modelled"),
+    # the user's benchmark runs a measured model is calibrated to (kvweb/gpu/calibration.py): the field stays English
+    (r"^calibration: (.*)$", "calibration: {0}"),
     # a measured cost model without tables (kvweb/gpu/measured_cost.py)
     (r"^cost_model: measured: (.*); use cost_model=roofline$", "cost_model: measured: {0}; use cost_model=roofline"),
     (r"^config\.json: (\S+) is missing; it is needed here$", "config.json: {0} is missing; it is needed here"),

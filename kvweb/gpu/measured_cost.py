@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
+from kvweb.gpu.calibration import BenchRun, Calibration, fit
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.measured import TABLE_GPUS, TABLES, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
@@ -46,6 +47,8 @@ class MeasuredCostModel(CostModel):
     """CostModel's memory, capacity and swap prices; step times from `engine`'s measured kernels."""
 
     engine: str = "vllm"
+    kernel_overhead_s: float | None = None  # the engine's step overhead; None: the recorded fit (kvweb/gpu/measured.py)
+    calibration: Calibration | None = None  # the fit to the user's runs that set kernel_overhead_s, if any
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -57,7 +60,8 @@ class MeasuredCostModel(CostModel):
 
     @cached_property
     def kernels(self) -> MeasuredCost:
-        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, self.weight_precision, self.kv_precision)
+        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, self.weight_precision, self.kv_precision,
+                            step_overhead_s=self.kernel_overhead_s)
 
     @property
     def source(self) -> str:
@@ -129,12 +133,22 @@ def kernels_of(mode: str) -> str:
     return "sglang" if mode == "sglang" else "vllm"
 
 
-def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any]) -> CostModel:
+def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any],
+           runs: tuple[BenchRun, ...] = ()) -> CostModel:
     """A cost model of `kind` (one of COST_MODELS); a measured one without tables for this GPU,
-    model or precision is refused with one message naming what is missing."""
+    model or precision is refused with one message naming what is missing. `runs`: the user's
+    benchmark runs (kvweb/gpu/calibration.py); an engine's own runs set its step overhead."""
     if kind == "roofline":
         return CostModel(gpu, model, **assumptions)
-    return _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
+    cost = _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
+    mine = tuple(r for r in runs if r.engine == engine)
+    return _calibrated(cost, mine) if mine else cost
+
+
+@lru_cache(maxsize=16)
+def _calibrated(cost: MeasuredCostModel, runs: tuple[BenchRun, ...]) -> MeasuredCostModel:
+    calibration = fit(runs, cost.kernels)
+    return replace(cost, kernel_overhead_s=calibration.step_overhead_s, calibration=calibration)
 
 
 @lru_cache(maxsize=64)
@@ -166,7 +180,14 @@ def cost_source(cost: CostModel) -> str:
     """Where a cost model's step times come from, in one line, with the measured model's error."""
     if isinstance(cost, MeasuredCostModel):
         band = error_band(cost.gpu.name, cost.engine)
-        return (f"{cost.source}; error TPOT ±{band['tpot_pct']:.0f} %, TTFT ±{band['ttft_pct']:.0f} % (MAPE on "
+        line = (f"{cost.source}; error TPOT ±{band['tpot_pct']:.0f} %, TTFT ±{band['ttft_pct']:.0f} % (MAPE on "
                 f"{band['rows']} {band['basis']}, docs/accuracy.md)")
+        c = cost.calibration
+        if c is None:
+            return line
+        ttft, tpot = c.worst()
+        return (f"{line}; calibrated to your {len(c.residuals)} run{'s' if len(c.residuals) > 1 else ''}: step "
+                f"overhead {1e3 * c.step_overhead_s:.2f} ms, outside the steps {1e3 * c.outside_s:.1f} ms, worst "
+                f"residual TTFT {100 * ttft:.1f} %, TPOT {100 * tpot:.1f} %")
     return (f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
             f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)")

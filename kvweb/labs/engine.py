@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import param
 
+from kvweb.gpu.calibration import parse_runs
 from kvweb.gpu.measured_cost import COST_MODELS
 from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
@@ -74,8 +75,15 @@ class ServingLab(PaperGPULab):
                                precedence=ADVANCED)
     trace = Text("", max_length=4000, precedence=ADVANCED,
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
+    calibration = Text("", max_length=4000, precedence=ADVANCED,
+                       doc="cost_model=measured: your own vllm bench serve or sglang.bench_serving results at a fixed "
+                           "--max-concurrency (their JSON summaries: max_concurrency, completed, total_input_tokens, "
+                           "total_output_tokens, mean_ttft_ms, mean_tpot_ms; one object, a list or JSON lines): the "
+                           "engine's step overhead is fitted to them")
 
     def check(self) -> None:
+        if self.calibration.strip() and self.cost_model != "measured":
+            raise ParamError("calibration: given, but cost_model is roofline; set cost_model to measured to use it")
         if self.cost_model == "measured":
             self.setup().cost_model()  # measured kernels for this GPU, model and precision, or a ParamError
         max_len = self.setup().spec.max_len
@@ -90,7 +98,7 @@ class ServingLab(PaperGPULab):
     def setup(self, memory: str = "paged") -> Setup:
         return Setup(self.scenario, memory, self.block_size, self.watermark, self.preemption,
                      self.allocator, slo=SLO(self.ttft_slo_s, self.tpot_slo_ms / 1e3), assumptions=self.assumptions(),
-                     pricing=self.cost_model)
+                     pricing=self.cost_model, runs=parse_runs(self.calibration) if self.calibration.strip() else ())
 
     def ignored(self) -> tuple[str, ...]:
         """A closed loop sends each request when one finishes: no arrival rate is read."""

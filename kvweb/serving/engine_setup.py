@@ -15,6 +15,7 @@ from kvweb.serving.allocator import ALLOCATORS
 from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
+from kvweb.gpu.calibration import BenchRun
 from kvweb.gpu.measured_cost import priced
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.metrics import SLO
@@ -45,8 +46,9 @@ PREEMPTIONS = ("recompute", "swap")
 
 
 @lru_cache(maxsize=8)
-def _cost_model(gpu: str, model: str, assumptions: tuple[tuple[str, Any], ...], kind: str, engine: str) -> CostModel:
-    return priced(kind, engine, GPUS[gpu], MODELS[model], dict(assumptions))
+def _cost_model(gpu: str, model: str, assumptions: tuple[tuple[str, Any], ...], kind: str, engine: str,
+                runs: tuple[BenchRun, ...]) -> CostModel:
+    return priced(kind, engine, GPUS[gpu], MODELS[model], dict(assumptions), runs)
 
 
 def ignored_by(memory: str) -> tuple[str, ...]:
@@ -75,6 +77,7 @@ class Setup:
     max_len: int = 0  # the limit on prompt + output in place of the scenario's (0: the scenario's)
     pricing: str = "roofline"  # one of COST_MODELS
     kernels: str = "vllm"  # the engine whose measured kernels price the steps (a measured `pricing` only)
+    runs: tuple[BenchRun, ...] = ()  # the user's benchmark runs the measured model is calibrated to
 
     @property
     def spec(self) -> Scenario:
@@ -88,7 +91,7 @@ class Setup:
         """The scenario's cost model under these assumptions: one object per distinct choice (the
         last few kept), so the runs of a max-rate search share the prefill prices it remembers."""
         return _cost_model(self.spec.gpu, self.model or self.spec.model, tuple(sorted(self.assumptions.items())),
-                           self.pricing, self.kernels if self.pricing == "measured" else "")
+                           self.pricing, *((self.kernels, self.runs) if self.pricing == "measured" else ("", ())))
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":
