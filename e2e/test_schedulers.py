@@ -153,3 +153,22 @@ def test_sglang_draws_its_full_and_window_pools_as_two_bands(page, served_app, g
     page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
                            "'schedulers-sglang-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
     assert guard.errors == []
+
+
+def test_measured_step_times_and_a_calibration_from_the_url_are_named_in_the_header(page, served_app, guard):
+    """cost_model=measured and a pasted benchmark run in a share URL: the header names the kernels,
+    the held-out error and the fit to the run, as the lab's JSON does."""
+    from urllib.parse import quote
+
+    from kvweb.lab import LABS
+    run = ('{"backend": "vllm", "max_concurrency": 16, "completed": 200, "total_input_tokens": 204800, '
+           '"total_output_tokens": 51200, "mean_ttft_ms": 160.0, "mean_tpot_ms": 11.5}')
+    params = {"scenario": "B", "cost_model": "measured", "requests": 40, "calibration": run}
+    expected = LABS["schedulers"](**params).run()["step_cost"]
+    page.goto(f"{served_app}?lab=schedulers&scenario=B&cost_model=measured&requests=40&calibration={quote(run)}")
+    wait_ready(page)
+    header = plain_text(page, "kv-schedulers-header")
+    header.filter(has_text="calibrated to your 1 run").wait_for()
+    assert header.inner_text().splitlines()[-1] == f"step times: {expected['vllm-v1']}; {expected['sglang']}"
+    assert "step overhead 2.79 ms" in expected["vllm-v1"] and "±13 %" in expected["vllm-v1"]
+    assert query(page)["calibration"] == run and guard.errors == []
