@@ -99,3 +99,20 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
     wait_ready(page)
     assert "无法分到 8 块 GPU 上" in plain_text(page, "kv-fit-note").inner_text()
+
+def test_a_figure_opens_its_formula_with_the_values_put_in(page, served_app):
+    """Under the figures: pick a figure, read its formula, its values and where it comes from; the
+    numbers are the table's (KV capacity 11,969 tokens, one decode step 43.14 ms)."""
+    page.goto(f"{served_app}?lab=roofline")
+    wait_ready(page)
+    explanation = plain_text(page, "kv-roofline-explanation")
+    explanation.filter(has_text="= 11,969 tokens").wait_for()
+    assert explanation.inner_text().splitlines()[:2] == [
+        "KV capacity = ⌊memory left for KV, one GPU ÷ KV per token, one GPU⌋",
+        "memory left for KV, one GPU = 9,805,015,040 B; KV per token, one GPU = 819,200 B"]
+    page.locator(".kv-roofline-explain select").select_option(label="one decode step (ms)")
+    explanation.filter(has_text="= 0.04314 s").wait_for()
+    assert "compute efficiency 0.7, memory efficiency 0.8, 0.5 ms a step" in explanation.inner_text()
+    assert "43.14" in numbers(page)  # the table's figure
+    page.goto(f"{served_app}?lab=roofline&lang=zh")
+    explanation.filter(has_text="来源：纸面屋顶线模型的假设").wait_for(timeout=60_000)

@@ -96,10 +96,19 @@ class RooflineView(LabView):
         self.costs.y_range.start = 0
         self.note = plain(css_class="kv-roofline-note", color="#8a4b00")
         self.table = TextTable("roofline-numbers", "kv-roofline-numbers")
+        # A headline figure's formula with the values put in (the lab's `explain`), one tap away
+        self.explanations: dict[str, Any] = {}
+        self.explain = pn.widgets.Select(name=tr("how is it computed?"), css_classes=["kv-roofline-explain"], width=320)
+        self.explain.param.watch(lambda event: self._show_explanation(), "value")
+        self.explanation = plain(css_class="kv-roofline-explanation", mono=True)
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.roofline, pn.Row(self.step_times, self.costs, sizing_mode="stretch_width"), self.note,
-                         self.table.pane, sizing_mode="stretch_width")
+                         self.table.pane, self.explain, self.explanation, sizing_mode="stretch_width")
+
+    def _show_explanation(self) -> None:
+        shown = self.explanations.get(self.explain.value)
+        self.explanation.text = shown.text(tr) if shown else ""
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         roof = result["roofline"]
@@ -117,6 +126,11 @@ class RooflineView(LabView):
                           "allreduce": [(slice(0, 2), [a * 1e3 for a in allreduce])]})
 
         self.table.show(*figures_table(result))
+        self.explanations = lab.explain()
+        labels = {key: f"{tr(label)} ({tr(unit)})" for key, label, _, unit in FIGURES}
+        chosen = self.explain.value if self.explain.value in self.explanations else "kv_capacity_tokens"
+        self.explain.param.update(options={labels[key]: key for key in self.explanations}, value=chosen)
+        self._show_explanation()
         self.note.visible = not result["decode_batch_fits"]
         self.note.text = tr("the decode batch (batch x context tokens) does not fit the KV capacity: "
                             "its figures are a what-if")

@@ -6,7 +6,8 @@ from typing import Any
 
 import param
 
-from kvweb.gpu import GPUS, MODELS, LLMSpec
+from kvweb.gpu import GPUS, MODELS, LLMSpec, explain
+from kvweb.gpu.explain import Explanation
 from kvweb.budget import Estimate, constant
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
@@ -59,6 +60,12 @@ class Roofline(PaperGPULab):
             "custom", self.custom_layers, self.custom_d_model, self.custom_heads, self.custom_kv_heads,
             self.custom_head_dim, self.custom_d_ff, self.custom_vocab,
         )
+
+    def explain(self) -> dict[str, Explanation]:
+        """The headline figures' formulas with the values put in, by the run's result key
+        (kvweb/gpu/explain.py): the memory figures, and the step times when the model fits."""
+        cm = self.cost_model(self.gpu, self.llm())
+        return {**explain.memory(cm), **(explain.times(cm, self.tokens, self.batch, self.context) if cm.fits else {})}
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         cm = self.cost_model(self.gpu, self.llm())
