@@ -18,15 +18,51 @@ from kvweb.lab import Lab, Text, param_names
 from kvweb.parsing import allowed
 
 SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a number box
+HELP_PX = 30  # the width a WithHelp's "?" takes beside its control
 
 
 def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
+    """The parameter's control, with its help (what it means and what it takes, in the session's
+    language) behind a "?" beside it: the widget's own `description` where its class has one,
+    else a `WithHelp` (checkboxes and sliders have none)."""
     p = lab.param[name]
     kind, options = _kind(p)
+    help_text = param_help(p)
     if "description" in kind.param:
-        options["description"] = f"{tr(p.doc)} ({tr_message(allowed(p))})"
-    return kind(name=param_label(name), value=getattr(lab, name), css_classes=[f"kv-param-{name}"], width=280,
-                **options)
+        options["description"] = help_text
+    widget = kind(name=param_label(name), value=getattr(lab, name), css_classes=[f"kv-param-{name}"],
+                  width=280 if "description" in kind.param else 280 - HELP_PX, **options)
+    return widget if "description" in kind.param else WithHelp(widget, help_text, name)
+
+
+def param_help(p: param.Parameter) -> str:
+    """A parameter's help: its doc and the values it takes, in the session's language."""
+    return f"{tr(p.doc)} ({tr_message(allowed(p))})"
+
+
+def help_text(widget: pn.widgets.Widget) -> str:
+    """The help a control shows (its description, or a WithHelp's "?"); "" if none."""
+    if isinstance(widget, WithHelp):
+        return widget.tip.value
+    return getattr(widget, "description", None) or ""
+
+
+class WithHelp(pn.widgets.CompositeWidget):
+    """A control whose class has no `description` (a checkbox, a slider) with a "?" beside it
+    that shows its help, as Bokeh draws a description's. It stands for the control: `value`
+    and `disabled` are the control's, both ways, so the lab area and the exercises use it as
+    any widget. The class `kv-param-NAME` stays on the control alone."""
+
+    value = param.Parameter()
+
+    def __init__(self, control: pn.widgets.Widget, help_text: str, name: str) -> None:
+        super().__init__(value=control.value, width=280, disabled=control.disabled)
+        self.control = control
+        self.tip = pn.widgets.TooltipIcon(value=help_text, css_classes=["kv-help", f"kv-help-{name}"], margin=(5, 0))
+        self._composite[:] = [control, self.tip]
+        control.param.watch(lambda event: setattr(self, "value", event.new), "value")
+        self.param.watch(lambda event: setattr(control, "value", event.new), "value")
+        self.param.watch(lambda event: setattr(control, "disabled", event.new), "disabled")
 
 
 def param_label(name: str) -> str:

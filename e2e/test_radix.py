@@ -100,10 +100,10 @@ def test_fcfs_and_lspf_hit_rates_differ(page, served_app):
     assert len(model_data(page, "cache-hit-lspf")["y"]) == 128 and model_data(page, "cache-hit-dfs-rank")["y"] == []
     assert "128 requests, 67,840 prompt tokens" in plain_text(page, "kv-cache-summary").inner_text()
     cells = model_data(page, "cache-table")  # the table's columns: order, hit rate, longest wait, mean wait
-    assert [cells["c0"][0], cells["c1"][0], cells["c2"][0]] == ["FCFS", "49.4%", "31"]
-    assert [cells["c0"][1], cells["c1"][1]] == ["LSPF", "85.9%"]
+    assert [cells["c0"][0], cells["c1"][0], cells["c2"][0]] == ["FCFS", "49.4 %", "31"]
+    assert [cells["c0"][1], cells["c1"][1]] == ["LSPF", "85.9 %"]
     shown = page.locator(".kv-cache-table .slick-cell").all_inner_texts()
-    assert "FCFS" in shown and "85.9%" in shown  # drawn as cells
+    assert "FCFS" in shown and "85.9 %" in shown  # drawn as cells
 
 
 def test_hostile_questions_stay_text(page, served_app, guard):

@@ -60,7 +60,7 @@ def test_a_model_that_does_not_fit_says_so_and_draws_nothing(page, served_app):
     cell(page, "219,726").wait_for()  # 72e9 // 327,680 tokens
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=llama-3-70b&lang=zh")
     wait_ready(page)
-    assert "放不进一块 H100-SXM" in plain_text(page, "kv-fit-note").inner_text()
+    assert "放不进一个 H100-SXM" in plain_text(page, "kv-fit-note").inner_text()
 
 
 def test_every_lab_that_prices_work_folds_the_same_assumptions(page, served_app):
@@ -98,7 +98,7 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     assert "of which all-reduce (ms)" in numbers(page) and "19.5" in numbers(page)
     page.goto(f"{served_app}?lab=roofline&gpu=H100-SXM&model=qwen2.5-7b&tp=8&lang=zh")
     wait_ready(page)
-    assert "无法分到 8 块 GPU 上" in plain_text(page, "kv-fit-note").inner_text()
+    assert "无法分到 8 个 GPU 上" in plain_text(page, "kv-fit-note").inner_text()
 
 def test_a_figure_opens_its_formula_with_the_values_put_in(page, served_app):
     """Under the figures: pick a figure, read its formula, its values and where it comes from; the

@@ -172,3 +172,20 @@ def test_measured_step_times_and_a_calibration_from_the_url_are_named_in_the_hea
     assert header.inner_text().splitlines()[-1] == f"step times: {expected['vllm-v1']}; {expected['sglang']}"
     assert "step overhead 2.79 ms" in expected["vllm-v1"] and "±13 %" in expected["vllm-v1"]
     assert query(page)["calibration"] == run and guard.errors == []
+
+
+def test_a_headline_figure_opens_its_formula_for_each_mode(page, served_app):
+    """Under the table: throughput opens as output tokens over simulated time, per mode, with the
+    run's own values; the prefix hit rate as tokens from the cache over prompt tokens."""
+    from kvweb.lab import LABS
+    lab = LABS["schedulers"](requests=40)
+    explained = lab.explain(lab.run())
+    page.goto(f"{served_app}?lab=schedulers&requests=40")
+    wait_ready(page)
+    text = plain_text(page, "kv-schedulers-explain-text")
+    text.filter(has_text="vllm-v1: throughput = output tokens ÷ simulated time").wait_for()
+    assert text.inner_text() == "\n\n".join(f"{mode}: {e.text()}" for mode, e in explained["throughput_tok_s"].items())
+    page.locator(".kv-schedulers-explain select").select_option(label="prefix hit rate (prompt tokens)")
+    text.filter(has_text="prompt tokens from the cache ÷ prompt tokens").wait_for()
+    hits = explained["prefix_hit_rate"]["sglang"].text().splitlines()[1]
+    assert hits in text.inner_text() and hits.startswith("prompt tokens from the cache = ")

@@ -5,6 +5,7 @@ import math
 import pytest
 
 import kvweb.labs  # noqa: F401
+from kvweb.gpu.measured_cost import cost_source
 from kvweb.lab import LABS
 
 CASES = [{}, {"gpu": "H100-SXM", "model": "llama-3-70b", "tp": 4, "weight_precision": "fp8"},
@@ -55,3 +56,18 @@ def test_the_text_names_the_formula_the_values_and_the_source():
         "= 11,969 tokens",
         "source: the paper roofline's assumptions: compute efficiency 0.7, memory efficiency 0.8, 0.5 ms a step, "
         "0.9 of HBM usable"]
+
+
+def test_a_served_runs_figures_are_reproduced_by_their_formulas():
+    lab = LABS["schedulers"](requests=30, workload="few-shot")
+    result = lab.run()
+    explained = lab.explain(result)
+    for m in result["modes"]:
+        e = {k: {name: v for name, v, _ in explained[k][m["mode"]].terms} for k in explained}
+        assert e["throughput_tok_s"]["output tokens"] / e["throughput_tok_s"]["simulated time"] == m["throughput_tok_s"]
+        hits = e["prefix_hit_rate"]
+        assert (hits["prompt tokens from the cache"] / hits["prompt tokens"] if hits["prompt tokens"] else 0.0) == \
+            m["prefix_hit_rate"]
+        assert explained["ttft_p50"][m["mode"]].value == m["ttft_s"]["p50"]
+        assert explained["kv_capacity_tokens"][m["mode"]].value == result["kv_capacity_tokens"]
+        assert explained["throughput_tok_s"][m["mode"]].source[1] == (cost_source(lab.scheduler_cost(m["mode"])),)

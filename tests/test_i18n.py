@@ -129,7 +129,7 @@ def test_messages_are_translated_and_keep_user_text():
 def test_fit_notes_are_translated():
     from kvweb.gpu import GPUS, MODELS, CostModel
     unfit = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"]).fit()["fit_note"])
-    assert unfit.startswith("llama-3-70b 放不进一块 H100-SXM：权重占 141.1 GB，可用的只有 72.0 GB（80 GB 的 90%）")
+    assert unfit.startswith("llama-3-70b 放不进一个 H100-SXM：权重占 141.1 GB，可用的只有 72.0 GB（80 GB 的 90%）")
     what_if = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"], ignore_weights=True).fit()["fit_note"])
     assert what_if == "假设情形 (what-if)：llama-3-70b 的权重（141.1 GB）不计入 H100-SXM 可用的 72.0 GB；实际上它放不下"
 
@@ -162,9 +162,9 @@ def test_the_tensor_parallel_fit_notes_are_translated():
     from kvweb.gpu import GPUS, MODELS, CostModel
     h100 = GPUS["H100-SXM"]
     unfit = tr_message(CostModel(h100, MODELS["llama-3.1-405b"], tp=8).fit()["fit_note"])
-    assert unfit.startswith("llama-3.1-405b 放不进 8 块 H100-SXM：权重每块 GPU 占 101.5 GB，可用的只有 72.0 GB")
+    assert unfit.startswith("llama-3.1-405b 放不进 8 个 H100-SXM：权重每个 GPU 占 101.5 GB，可用的只有 72.0 GB")
     heads = tr_message(CostModel(h100, MODELS["qwen2.5-7b"], tp=8).fit()["fit_note"])
-    assert heads == "qwen2.5-7b 无法分到 8 块 GPU 上：它的 28 个查询头不是 8 的倍数，所以不计价"
+    assert heads == "qwen2.5-7b 无法分到 8 个 GPU 上：它的 28 个查询头不是 8 的倍数，所以不计价"
 
 
 def test_the_budget_refusal_is_translated():
@@ -243,3 +243,15 @@ def test_a_refused_config_and_a_measured_model_without_tables_are_translated():
     assert lines[0].startswith("config.json：index_topk（sparse attention") and lines[0].endswith("）不在模型范围内")
     assert lines[1] == ("cost_model：measured：no measured kernels for A100-40GB; they exist for A100-80GB, H100-SXM, "
                         "H200, B200；请改用 cost_model=roofline")
+
+
+def test_block_means_a_kv_block_only():
+    """块 is the KV block (docs/translation.md): GPUs are counted with 个, never 块."""
+    for text in ZH.values():
+        assert not re.search(r"块 ?(GPU|H100|H200|A100|B200|纸面)|块张量并行|[0-9a-z}] 块 \{", text), text
+    assert tr("tp", "param") == "张量并行 GPU 数"
+
+
+def test_layer_types_are_named_in_chinese_with_their_english_name():
+    for english, chinese in (("full attention", "全注意力"), ("sliding window", "滑动窗口"), ("linear state", "线性注意力状态")):
+        assert tr(english) == f"{chinese} ({english})"

@@ -29,8 +29,8 @@ def test_dfs_rank_is_the_online_policy_and_the_optimum_the_offline_order():
     result, view = updated(CacheScheduleView, "cache-schedule", policy="dfs-rank")
     data = view.table.source.data
     rows = dict(zip(data["c0"], data["c1"]))  # order -> hit rate
-    assert rows["DFS rank, within the queue (online)"] == f"{result['runs']['dfs-rank']['hit_rate']:.1%}" == "75.3%"
-    assert rows["optimum: offline DFS order"] == f"{result['optimal_hit_rate']:.1%}" == "89.5%"
+    assert rows["DFS rank, within the queue (online)"] == f"{100 * result['runs']['dfs-rank']['hit_rate']:.1f} %" == "75.3 %"
+    assert rows["optimum: offline DFS order"] == f"{100 * result['optimal_hit_rate']:.1f} %" == "89.5 %"
 
 
 def test_an_equal_mean_wait_is_explained_only_when_it_is_equal():

@@ -59,7 +59,7 @@ def test_the_sweep_table_holds_the_sweeps_figures():
     assert len(rows) == len(result["rows"]) == 7
     for row, r in zip(rows, result["rows"]):
         assert row[0] == f"{r['watermark']:.4g}" and row[1] == f"{r['throughput_tok_s']:,.0f}"
-        assert row[2] == f"{r['slo_attainment']:.1%}" and row[5] == f"{r['preemptions']:,}"
+        assert row[2] == f"{100 * r['slo_attainment']:.1f} %" and row[5] == f"{r['preemptions']:,}"
     assert float(rows[0][1].replace(",", "")) > 100  # tokens/s, not a fraction
 
 
@@ -97,20 +97,20 @@ def test_the_roofline_table_in_chinese(chinese):
 def test_the_cache_and_hash_tables_hold_the_hit_rates():
     result, header, rows = shown(CacheScheduleView, "cache-schedule", capacity=2000, policy="lspf")
     assert header == ["order", "hit rate", "longest wait", "mean wait"]
-    assert rows[0] == ["FCFS", "49.4%", "31", f"{result['runs']['fcfs']['mean_wait']:.1f}"]
-    assert rows[-1][:2] == ["optimum: offline DFS order", f"{result['optimal_hit_rate']:.1%}"]
+    assert rows[0] == ["FCFS", "49.4 %", "31", f"{result['runs']['fcfs']['mean_wait']:.1f}"]
+    assert rows[-1][:2] == ["optimum: offline DFS order", f"{100 * result['optimal_hit_rate']:.1f} %"]
     result, header, rows = shown(PrefixHashView, "prefix-hash")
     assert header == ["block size", "radix tree", "radix tree, pages of a block", "chained block hashes"]
     sweep = result["block_sweep"]
     assert [row[0] for row in rows] == [f"{b:,}" for b in sweep["block_size"]]
-    assert rows[-1][3] == f"{sweep['hit_rate']['hash'][-1]:.1%}"
+    assert rows[-1][3] == f"{100 * sweep['hit_rate']['hash'][-1]:.1f} %"
 
 
 def test_the_fragmentation_table_holds_failures_per_mean_size():
     result, header, rows = shown(FragmentationView, "fragmentation", requests=200)
     assert header == ["mean size", "failures", "with enough free", "share"]
     assert rows == [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
-                     f"{100 * r['share_with_enough_free']:.0f}%"] for r in result["by_mean_size"]]
+                     f"{100 * r['share_with_enough_free']:.1f} %"] for r in result["by_mean_size"]]
 
 
 def test_the_plan_tables_hold_the_front_and_every_candidate_with_why_it_was_pruned(chinese):

@@ -185,7 +185,7 @@ class ExercisesPage(Page):
         self.runner = Runner()
         self._layout = pn.Column(
             pn.pane.Markdown(f"## {tr('Exercises')}\n\n{tr(INTRO)}", sizing_mode="stretch_width"),
-            pn.Row(self.runner.bar, self.runner.cancel),
+            self.runner.bar,
             *(c.card for c in self.cards.values()), sizing_mode="stretch_width", max_width=1100,
         )
 

@@ -61,7 +61,7 @@ class ReportPage(Page):
         self.recompute = link_button(tr("recompute it in this browser"), "kv-report-recompute",
                                      lambda: asyncio.ensure_future(self._compute_here()))
         self.recompute.visible = False
-        self._layout = pn.Column(pn.pane.Bokeh(self.status), pn.Row(self.runner.bar, self.runner.cancel),
+        self._layout = pn.Column(pn.pane.Bokeh(self.status), self.runner.bar,
                                  pn.Row(self.download, self.recompute), self.html, sizing_mode="stretch_width",
                                  max_width=1200)
 

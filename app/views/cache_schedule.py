@@ -13,7 +13,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, TextTable
+from app.view import LabView, TextTable, percent
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
@@ -59,7 +59,7 @@ def rates_table(x_title: str, xs: list[int], rates: dict[str, list[float]],
                 keys: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     """Hit rates against a swept quantity: one row per value, one column per run (in `keys` order)."""
     keys = tuple(k for k in keys if k in rates)
-    return [x_title, *(tr(NAMES[k]) for k in keys)], [[f"{x:,}", *(f"{rates[k][i]:.1%}" for k in keys)]
+    return [x_title, *(tr(NAMES[k]) for k in keys)], [[f"{x:,}", *(percent(rates[k][i]) for k in keys)]
                                                       for i, x in enumerate(xs)]
 
 
@@ -143,7 +143,7 @@ class CacheScheduleView(LabView):
         self.queue_line.location = lab.queue - 1
         rates = [(k, r["hit_rate"]) for k, r in runs.items()] + [("optimal", result["optimal_hit_rate"])]
         _show_bars(self.bar_plot, self.bars,
-                   [(tr(SHORT.get(k, NAMES[k])), x, f"{x:.1%}", COLORS[k]) for k, x in rates])
+                   [(tr(SHORT.get(k, NAMES[k])), x, percent(x), COLORS[k]) for k, x in rates])
         self.summary.text = (
             f"{result['requests']} {tr('requests')}, {result['prompt_tokens']:,} {tr('prompt tokens')}, "
             f"{tr('longest request')} {result['longest_request']} {tr('tokens')}; {tr('queue')} {lab.queue} "
@@ -153,9 +153,9 @@ class CacheScheduleView(LabView):
                           "first (Little's law). The longest wait tells the orders apart.")
                if result["mean_wait_same_in_every_order"] and len(runs) > 1 else ""))
         self.table.show([tr("order"), tr("hit rate"), tr("longest wait"), tr("mean wait")],
-                        [[tr(NAMES[k]), f"{r['hit_rate']:.1%}", str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
+                        [[tr(NAMES[k]), percent(r['hit_rate']), str(r["max_wait"]), f"{r['mean_wait']:.1f}"]
                          for k, r in runs.items()]
-                        + [[tr(NAMES["optimal"]), f"{result['optimal_hit_rate']:.1%}", "", ""]])
+                        + [[tr(NAMES["optimal"]), percent(result['optimal_hit_rate']), "", ""]])
 
 
 class CacheSweepView(LabView):
@@ -205,9 +205,9 @@ class PrefixHashView(LabView):
         self.table.show(*rates_table(tr("block size"), sweep["block_size"], sweep["hit_rate"],
                                      ("radix", "radix_paged", "hash")))
         self.summary.text = (
-            f"{tr('block size')} {result['block_size']}: {tr('radix tree')} {result['radix_hit_rate']:.1%}, "
-            f"{tr('radix tree, pages of a block')} {result['radix_paged_hit_rate']:.1%}, "
-            f"{tr('chained block hashes')} {result['hash_hit_rate']:.1%}"
+            f"{tr('block size')} {result['block_size']}: {tr('radix tree')} {percent(result['radix_hit_rate'])}, "
+            f"{tr('radix tree, pages of a block')} {percent(result['radix_paged_hit_rate'])}, "
+            f"{tr('chained block hashes')} {percent(result['hash_hit_rate'])}"
         )
         ahead = [b for b, h, r in zip(sweep["block_size"], sweep["hit_rate"]["hash"], sweep["hit_rate"]["radix"])
                  if h > r]
@@ -254,7 +254,7 @@ class PrefillSavingsView(LabView):
         self.floor.location = curve["floor_s"]
         self.bar_plot.y_range.end = 1.15 * max(result[f"prefill_s_{key}"] for _, key, _ in bars)  # room for labels
         self.table.show([tr("order"), tr("hit rate"), tr("prefill time saved"), tr("prefill seconds")],
-                        [[name, f"{result.get(f'hit_rate_{key}', 0):.1%}", f"{result.get(f'time_saved_{key}', 0):.1%}",
+                        [[name, percent(result.get(f'hit_rate_{key}', 0)), percent(result.get(f'time_saved_{key}', 0)),
                           number(result[f"prefill_s_{key}"], 3)] for name, key, _ in bars])
         floor = tr("dashed line: one read of the weights plus the step overhead, the least any prefill costs")
         self.summary.text = f"{floor} ({curve['floor_s'] * 1e3:.2f} ms)"

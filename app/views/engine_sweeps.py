@@ -12,7 +12,7 @@ from bokeh.transform import dodge
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, TextTable
+from app.view import LabView, TextTable, percent
 from app.views.drawing import legend_below
 from kvweb.jsonable import number
 from kvweb.lab import Lab
@@ -22,11 +22,11 @@ DASHES = ("solid", "dashed", "dotted", "dashdot")
 MARKERS = ("circle", "square", "triangle", "diamond", "inverted_triangle", "hex")
 SWEPT = {"rate": "arrival rate (requests/s)", "block_size": "block size", "preemption": "preemption",
          "watermark": "watermark"}
-FIGURES = [  # (column title, result key, cell format)
-    ("throughput (tokens/s)", "throughput_tok_s", "{:,.0f}"), ("SLO attainment", "slo_attainment", "{:.1%}"),
-    ("mean batch", "mean_batch", "{:.1f}"), ("KV / occupied", "utilisation", "{:.1%}"),
-    ("preemptions", "preemptions", "{:,}"), ("recomputed tokens", "recomputed_tokens", "{:,}"),
-    ("swapped (GB, both ways)", "swapped_bytes", "{:.1f}"),
+FIGURES = [  # (column title, result key, value -> cell text)
+    ("throughput (tokens/s)", "throughput_tok_s", "{:,.0f}".format), ("SLO attainment", "slo_attainment", percent),
+    ("mean batch", "mean_batch", "{:.1f}".format), ("KV / occupied", "utilisation", percent),
+    ("preemptions", "preemptions", "{:,}".format), ("recomputed tokens", "recomputed_tokens", "{:,}".format),
+    ("swapped (GB, both ways)", "swapped_bytes", "{:.1f}".format),
 ]
 
 
@@ -34,7 +34,7 @@ def sweep_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The sweep's rows as a table: the swept parameters, then the run's figures."""
     head = ["rate", "block_size", "preemption"] if result["sweep"] == "preemption" else [result["sweep"]]
     rows = [[number(r[h], 4) for h in head]
-            + [fmt.format(r[k] / 1e9 if k == "swapped_bytes" else r[k]) for _, k, fmt in FIGURES]
+            + [fmt(r[k] / 1e9 if k == "swapped_bytes" else r[k]) for _, k, fmt in FIGURES]
             for r in result["rows"]]
     return [tr(SWEPT[h]) for h in head] + [tr(title) for title, _, _ in FIGURES], rows
 

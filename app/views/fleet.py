@@ -13,7 +13,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr, yes_no
 from app.text import plain
-from app.view import LabView, TextTable, columns
+from app.view import LabView, TextTable, columns, percent
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
@@ -31,8 +31,8 @@ def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, [[r["router"], number(r["throughput_tok_s"], 4),
                      " / ".join(ms(r["ttft_s"][p]) for p in ("p50", "p90", "p99")),
                      " / ".join(ms(r["tpot_s"][p]) for p in ("p50", "p90", "p99")),
-                     f"{100 * r['slo_attainment']:.1f} %", f"{100 * r['prefix_hit_rate']:.1f} %",
-                     f"{r['regret']['total_tokens']:,}", f"{100 * r['regret']['share_with_regret']:.1f} %"]
+                     percent(r['slo_attainment']), percent(r['prefix_hit_rate']),
+                     f"{r['regret']['total_tokens']:,}", percent(r['regret']['share_with_regret'])]
                     for r in rows]
 
 
@@ -48,7 +48,7 @@ class FleetView(LabView):
                            height=300, sizing_mode="stretch_width", min_width=300, tools=tools,
                            y_axis_label=tr("prefix hit rate"), y_range=(0, 1.05))
         self.hits.vbar(x="router", top="hit_rate", width=0.6, source=self.bars, color="#1f77b4")
-        self.hits.add_tools(HoverTool(tooltips=[(tr("router"), "@router"), (tr("prefix hit rate"), "@hit_rate{0.0%}")]))
+        self.hits.add_tools(HoverTool(tooltips=[(tr("router"), "@router"), (tr("prefix hit rate"), "@hit_rate{0.0 %}")]))
         self.single = Span(location=0.0, dimension="width", line_dash="dashed", line_color="#444444")
         self.hits.add_layout(self.single)
         self.regret = figure(title=tr("regret: prefix tokens another replica had cached"), x_range=FactorRange(),
@@ -100,7 +100,7 @@ class FleetView(LabView):
         self.summary.text = (f"{result['replicas']} {tr('replicas')} x {result['mode']}, {gpu['model']}, {lab.tp} x "
                              f"{gpu['gpu']} {tr('per replica')}, {result['submitted']:,} "
                              f"{tr('requests')}; {tr('the single engine')}: {tr('prefix hit rate')} "
-                             f"{100 * single['prefix_hit_rate']:.1f} %, {tr('throughput (tokens/s)')} "
+                             f"{percent(single['prefix_hit_rate'])}, {tr('throughput (tokens/s)')} "
                              f"{number(single['throughput_tok_s'], 4)}")
         self.table.show(*router_rows(rows))
         self.note.text = "" if result["shared_prefixes"] else tr("this workload shares no prefix: routers differ only in load balance")
@@ -118,7 +118,7 @@ def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
     def row(name: str, r: dict[str, Any], transfer: str, pays: str) -> list[str]:
         return [name, str(r["gpus"]), f"{ms(r['ttft_s']['p50'])} / {ms(r['ttft_s']['p99'])}",
-                f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", f"{100 * r['slo_attainment']:.1f} %",
+                f"{ms(r['tpot_s']['p50'])} / {ms(r['tpot_s']['p99'])}", percent(r['slo_attainment']),
                 number(r["throughput_tok_s"], 4), transfer, pays]
 
     rows = [row(tr("co-located"), d["co_located"], "", "")]

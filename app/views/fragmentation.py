@@ -12,7 +12,7 @@ from bokeh.transform import dodge
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, TextTable
+from app.view import LabView, TextTable, percent
 from app.views.drawing import legend_below
 from kvweb.lab import Lab
 
@@ -93,9 +93,9 @@ class FragmentationView(LabView):
         self.waste.data = {"scheme": [r["scheme"] for r in internal], "percent": [100 * r["waste_frac"] for r in internal]}
         self.table.show([tr("mean size"), tr("failures"), tr("with enough free"), tr("share")],
                         [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
-                          f"{100 * r['share_with_enough_free']:.0f}%"] for r in rows])
+                          percent(r['share_with_enough_free'])] for r in rows])
         self.summary.text = f"{tr('internal waste')} ({result['internal']['workload']}): " + ", ".join(
-            f"{r['scheme']} {100 * r['waste_frac']:.1f} %" for r in internal)
+            f"{r['scheme']} {percent(r['waste_frac'])}" for r in internal)
         self.set_steps(len(self.frames))
 
     def show_step(self, index: int) -> None:

@@ -17,6 +17,7 @@ from kvweb.jsonable import number
 from kvweb.lab import Lab
 
 COLORS = {"full": "#4c72b0", "sliding": "#55a868", "latent": "#c44e52", "linear": "#8172b2"}
+MARK_PX = 10  # each layer's mark (by_layer), drawn whatever its bar's height
 NAMES = LAYER_NAMES
 
 
@@ -31,16 +32,22 @@ class LayerMemoryView(LabView):
                                tools="pan,wheel_zoom,reset,save")
         bars = self.by_layer.vbar(x="layer", top="mb", width=0.8, color="color", source=self.layers,
                                   legend_field="kind")
-        self.by_layer.add_tools(HoverTool(renderers=[bars], tooltips=[
+        # A window layer holds `window` tokens, a full layer the whole context: at the default
+        # gpt-oss-20b and 32k tokens its bar is 1/256 of a full layer's, under a pixel high. Each
+        # layer also gets a mark of fixed size at its bar's top, in its type's colour (in the same
+        # legend entry), so every layer's type shows, the bars' heights staying true to scale.
+        self.marks = self.by_layer.scatter(x="layer", y="mb", marker="square", size=MARK_PX, color="color",
+                                           line_color="white", source=self.layers, legend_field="kind")
+        self.by_layer.add_tools(HoverTool(renderers=[bars, self.marks], tooltips=[
             (tr("layer"), "@layer"), ("", "@kind"), (tr("MB"), "@mb{0,0.000}")]))
-        self.by_layer.y_range.start = 0
+        self.by_layer.y_range.start = 0  # below 0 only the marks' lower halves (`update`)
         self.by_layer.y_range.range_padding = 0.2  # room above the tallest bar for its size
         self.by_layer.legend[0].ncols = 4
         self.by_layer.add_layout(self.by_layer.legend[0], "below")  # never over the bars
         # each layer type's size written over its first layer: a window layer's bar beside a full
         # layer's is too thin to read, and it is the point of the figure
         self.sizes = ColumnDataSource({"layer": [], "mb": [], "text": []})
-        self.by_layer.add_layout(LabelSet(x="layer", y="mb", text="text", source=self.sizes, y_offset=4,
+        self.by_layer.add_layout(LabelSet(x="layer", y="mb", text="text", source=self.sizes, y_offset=MARK_PX // 2 + 3,
                                           text_align="center", text_font_size="11px", text_color="#333333"))
 
         self.growth = ColumnDataSource({"context": [], **{k: [] for k in COLORS}})
@@ -75,6 +82,9 @@ class LayerMemoryView(LabView):
         layers = result["layers"]
         self.layers.data = {"layer": list(range(len(layers["kind"]))), "mb": [b / 1e6 for b in layers["bytes_per_gpu"]],
                             "kind": [tr(NAMES[k]) for k in layers["kind"]], "color": [COLORS[k] for k in layers["kind"]]}
+        # room under 0 for half a mark of a near-empty layer: the frame is about 240 px high
+        tallest = max((b / 1e6 for b in layers["bytes_per_gpu"]), default=0)
+        self.by_layer.y_range.start = -MARK_PX / 2 / 240 * 1.2 * tallest
         firsts = {k: i for i, k in reversed(list(enumerate(layers["kind"])))}
         self.sizes.data = {"layer": list(firsts.values()), "mb": [layers["bytes_per_gpu"][i] / 1e6 for i in firsts.values()],
                            "text": [f"{number(layers['bytes_per_gpu'][i] / 1e6, 3)} MB" for i in firsts.values()]}

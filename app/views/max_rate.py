@@ -11,7 +11,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, TextTable
+from app.view import LabView, TextTable, percent
 from app.views.drawing import legend_below
 from kvweb.jsonable import number
 from kvweb.lab import Lab
@@ -51,7 +51,7 @@ class MaxRateView(LabView):
                              tools="pan,wheel_zoom,reset,save,hover",
                              x_axis_label=tr("arrival rate (requests/s)"), y_axis_label=tr("SLO attainment"),
                              x_axis_type="log", tooltips=[(tr("memory manager"), "@memory"), (tr("rate"), "@rate{0.000}"),
-                                                          (tr("attainment"), "@attainment{0.0%}")])
+                                                          (tr("attainment"), "@attainment{0.0 %}")])
         # labels at 1, 2, 3 and 5 of every decade: a search spans one or two decades, where a plain
         # log ticker labels only one or two points
         self.search.xaxis.ticker = FixedTicker(ticks=[m * 10.0 ** e for e in range(-3, 4) for m in (1, 2, 3, 5)],
@@ -85,6 +85,6 @@ class MaxRateView(LabView):
         self.target.location = result["target"]
         s = result["scenario"]
         self.summary.text = (f"{tr('scenario')} {s['name']}: {tr(s['about'])}\n"
-                             f"{tr('target')}: {100 * result['target']:.0f} % {tr('of requests within the SLO')}")
+                             f"{tr('target')}: {percent(result['target'], 0)} {tr('of requests within the SLO')}")
         self.table.show(*rate_table(result))
         self.paper.text = tr(result["paper"])

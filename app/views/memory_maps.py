@@ -22,7 +22,8 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
+from app.view import (LabView, TextTable, columns, figures_rows, padded_end, percent, serving_rows, set_range,
+                      steady_ticks)
 from app.views.drawing import CELL, Cells, cell_boxes, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
 from kvweb.serving.engine_trace import EVENT_KINDS
@@ -133,9 +134,9 @@ def figures_table(runs: list[dict[str, Any]], names: list[str]) -> tuple[list[st
     common = serving_rows()
     rows = [
         common["throughput"], common["requests"], common["slo"], common["batch"],
-        (tr("memory occupied (time avg)"), lambda r: f"{100 * r['occupied_frac']:.1f} %"),
-        (tr("memory holding KV (time avg)"), lambda r: f"{100 * r['used_frac']:.1f} %"),
-        (tr("KV / occupied"), lambda r: f"{100 * r['utilisation']:.1f} %"),
+        (tr("memory occupied (time avg)"), lambda r: percent(r['occupied_frac'])),
+        (tr("memory holding KV (time avg)"), lambda r: percent(r['used_frac'])),
+        (tr("KV / occupied"), lambda r: percent(r['utilisation'])),
         common["preemptions"], common["recomputed"],
         (tr("swapped (GB, both ways)"), lambda r: f"{r['swapped_bytes'] / 1e9:.2f}"),
         (tr("TTFT p50 / p90 (s)"), lambda r: f"{r['ttft_s']['p50'] or 0:.2f} / {r['ttft_s']['p90'] or 0:.2f}"),

@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 from app.i18n import tr, tr_message
 from app.route import Route
 from app.text import plain
-from app.view import LabView, TextTable, columns
+from app.view import LabView, TextTable, columns, percent
 from app.views.drawing import legend_below
 from app.widgets import link_button
 from kvweb.fleet.candidate import Candidate
@@ -37,7 +37,7 @@ def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
         verdict = (tr("meets the SLO") if r["meets_slo"] else tr("misses the SLO")) if simulated else tr(r["pruned"])
         out.append([r["key"], f"{r['gpus']:,}", number(r["cost_per_hour"], 4),
                     number(r[f"ttft_{q}_s"], 3) if simulated else "", number(1e3 * r[f"tpot_{q}_s"], 3) if simulated else "",
-                    f"{100 * r['slo_attainment']:.1f} %" if simulated else "", verdict])
+                    percent(r['slo_attainment']) if simulated else "", verdict])
     return out
 
 

@@ -27,7 +27,7 @@ from bokeh.plotting import figure
 
 from app.i18n import quoted, tr, yes_no
 from app.text import LiveText, plain
-from app.view import LabView, TextTable, columns
+from app.view import LabView, TextTable, columns, percent
 from kvweb.lab import Lab
 
 LOCKED = "#e6550d"
@@ -156,7 +156,7 @@ class RadixTreeView(LabView):
         self.summary.text = (
             f"{tr('identical to from-scratch runs')}: {yes_no(result['identical'])}; "
             f"{tr('prompt tokens from the cache')}: {result['cached_tokens']}, "
-            f"{tr('prefilled')}: {result['prefilled_tokens']} ({tr('hit rate')} {result['hit_rate']:.0%}); "
+            f"{tr('prefilled')}: {result['prefilled_tokens']} ({tr('hit rate')} {percent(result['hit_rate'])}); "
             f"{tr('evicted')}: {result['evicted']}"
         )
         self.set_steps(2 * len(self.requests))

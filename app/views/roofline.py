@@ -11,7 +11,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import plain
-from app.view import LabView, TextTable
+from app.view import Explainer, LabView, TextTable
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
@@ -96,19 +96,11 @@ class RooflineView(LabView):
         self.costs.y_range.start = 0
         self.note = plain(css_class="kv-roofline-note", color="#8a4b00")
         self.table = TextTable("roofline-numbers", "kv-roofline-numbers")
-        # A headline figure's formula with the values put in (the lab's `explain`), one tap away
-        self.explanations: dict[str, Any] = {}
-        self.explain = pn.widgets.Select(name=tr("how is it computed?"), css_classes=["kv-roofline-explain"], width=320)
-        self.explain.param.watch(lambda event: self._show_explanation(), "value")
-        self.explanation = plain(css_class="kv-roofline-explanation", mono=True)
+        self.explainer = Explainer("kv-roofline-explain")  # a headline figure's formula, one tap away
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(self.roofline, pn.Row(self.step_times, self.costs, sizing_mode="stretch_width"), self.note,
-                         self.table.pane, self.explain, self.explanation, sizing_mode="stretch_width")
-
-    def _show_explanation(self) -> None:
-        shown = self.explanations.get(self.explain.value)
-        self.explanation.text = shown.text(tr) if shown else ""
+                         self.table.pane, self.explainer.layout, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         roof = result["roofline"]
@@ -126,11 +118,8 @@ class RooflineView(LabView):
                           "allreduce": [(slice(0, 2), [a * 1e3 for a in allreduce])]})
 
         self.table.show(*figures_table(result))
-        self.explanations = lab.explain()
-        labels = {key: f"{tr(label)} ({tr(unit)})" for key, label, _, unit in FIGURES}
-        chosen = self.explain.value if self.explain.value in self.explanations else "kv_capacity_tokens"
-        self.explain.param.update(options={labels[key]: key for key in self.explanations}, value=chosen)
-        self._show_explanation()
+        self.explainer.show({key: {"": e} for key, e in lab.explain().items()},
+                            {key: f"{tr(label)} ({tr(unit)})" for key, label, _, unit in FIGURES}, "kv_capacity_tokens")
         self.note.visible = not result["decode_batch_fits"]
         self.note.text = tr("the decode batch (batch x context tokens) does not fit the KV capacity: "
                             "its figures are a what-if")

@@ -23,7 +23,7 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
+from app.view import Explainer, LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
@@ -77,6 +77,13 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     ]
     by_mode = {m["mode"]: m for m in modes}
     return figures_rows(rows, [by_mode.get(m) for m in MODES], list(MODES))
+
+
+def explained_labels() -> dict[str, str]:
+    """The names of the figures a learner can open the arithmetic of (SchedulersLab.explain)."""
+    return {"throughput_tok_s": tr("throughput (tokens/s)"), "step_s": tr("mean step (s)"), "ttft_p50": "TTFT p50 (s)",
+            "tpot_p50": "TPOT p50 (s)", "prefix_hit_rate": tr("prefix hit rate (prompt tokens)"),
+            "kv_capacity_tokens": f"{tr('KV capacity')} ({tr('tokens')})"}
 
 
 def step_costs(modes: list[dict[str, Any]]) -> str:
@@ -257,6 +264,7 @@ class SchedulersView(LabView):
         self.player.interval = 250
         self.header = LiveText(css_class="kv-schedulers-header")  # (changes with the GPU and scenario: no page layout)
         self.table = TextTable("schedulers-figures", "kv-schedulers-table", max_rows=40)  # every row in view
+        self.explainer = Explainer("kv-schedulers-explain")  # a headline figure's formula, per mode
         self.paper = plain(css_class="kv-schedulers-paper")
         self.groups = plain(css_class="kv-schedulers-groups")  # vLLM V1's KV cache groups (hybrid models)
         self.checked = plain(css_class="kv-schedulers-checked")
@@ -323,7 +331,7 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table.pane, self.groups, self.paper, self.checked, self.player, self.step_text,
+        return pn.Column(self.header, self.table.pane, self.explainer.layout, self.groups, self.paper, self.checked, self.player, self.step_text,
                          self.key, maps, self.group_note,
                          # one under another: two side by side leave a phone's band names cut off
                          pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
@@ -367,6 +375,7 @@ class SchedulersView(LabView):
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table.show(*figures_table(modes))
+        self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
         settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
                     f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
                     + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")

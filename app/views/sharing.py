@@ -20,7 +20,7 @@ from bokeh.core.properties import value
 from bokeh.plotting import figure
 
 from app.i18n import tr, yes_no
-from app.view import columns
+from app.view import columns, percent
 from app.views.block_tables import BlockTraceView, describe_events, map_key, owner_color
 from kvweb.lab import Lab
 
@@ -129,7 +129,7 @@ class SharingView(BlockTraceView):
                            max_width=560, tools="save", toolbar_location="above",
                            x_range=[""], y_axis_label=tr("fraction of blocks saved"))
         saved = self.bars.vbar(x="what", top="saving", width=0.6, color="color", source=self.savings)
-        self.bars.add_tools(HoverTool(renderers=[saved], tooltips=[("", "@what"), (tr("memory saved"), "@saving{0.0%}")]))
+        self.bars.add_tools(HoverTool(renderers=[saved], tooltips=[("", "@what"), (tr("memory saved"), "@saving{0.0 %}")]))
         self.bars.y_range.start = 0
         self.tree = LineageTree()
 
@@ -186,19 +186,19 @@ class SharingView(BlockTraceView):
         return (
             f"{tr('identical to each seed generated alone')}: {yes_no(result['identical'])}\n"
             f"{tr('blocks with sharing')}: {result['blocks_shared']}, {tr('without')}: {result['blocks_unshared']}; "
-            f"{tr('saving')} {result['saving']:.1%} {tr('against the block-free estimate')} "
-            f"(n-1)Lp/(n(Lp+Lo)) = {result['estimate']:.1%}\n{why}"
+            f"{tr('saving')} {percent(result['saving'])} {tr('against the block-free estimate')} "
+            f"(n-1)Lp/(n(Lp+Lo)) = {percent(result['estimate'])}\n{why}"
         )
 
     @staticmethod
     def _beam_summary(result: dict[str, Any]) -> str:
-        sweep = ", ".join(f"{s['width']}: {s['saving_mean']:.0%} / {s['saving_peak']:.0%}" for s in result["sweep"])
+        sweep = ", ".join(f"{s['width']}: {percent(s['saving_mean'])} / {percent(s['saving_peak'])}" for s in result["sweep"])
         memory = result["memory"]
         shared, unshared = (max(memory, key=lambda m: m[k]) for k in ("shared", "unshared"))
         return (
             f"{tr('identical to a beam search recomputing from scratch')}: {tr('yes' if result['identical'] else 'no')}\n"
-            f"{tr('memory saved')}: {result['saving_mean']:.1%} {tr('time-averaged')}, "
-            f"{result['saving_peak']:.1%} {tr('at the peak')}\n"
+            f"{tr('memory saved')}: {percent(result['saving_mean'])} {tr('time-averaged')}, "
+            f"{percent(result['saving_peak'])} {tr('at the peak')}\n"
             f"{tr('at the peak')}: {shared['shared']} {tr('blocks with sharing')} ({tr('step')} {shared['step']}) "
             f"{tr('against')} {unshared['unshared']} {tr('without')} ({tr('step')} {unshared['step']}), "
             + tr("the pool a server must reserve; time-averaged: the blocks held, summed over every step. The share "

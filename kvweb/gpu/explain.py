@@ -23,7 +23,7 @@ class Explanation:
     terms: tuple[Term, ...]
     value: float
     unit: str
-    source: tuple[str, tuple[float, ...]]  # a template and its values
+    source: tuple[str, tuple[float | str, ...]]  # a template and its values
 
     def text(self, translate: Callable[[str], str] = str) -> str:
         """The formula, then each term's value, then the figure, then the source: plain text, every
@@ -31,7 +31,7 @@ class Explanation:
         t = translate
         values = "; ".join(f"{t(name)} = {_shown(v)}{' ' + t(unit) if unit else ''}" for name, v, unit in self.terms)
         return (f"{t(self.figure)} = {t(self.formula)}\n{values}\n= {_shown(self.value)} {t(self.unit)}\n"
-                f"{t(self.source[0]).format(*(f'{v:g}' for v in self.source[1]))}")
+                f"{t(self.source[0]).format(*(v if isinstance(v, str) else f'{v:g}' for v in self.source[1]))}")
 
 
 def _shown(value: float) -> str:

@@ -19,6 +19,7 @@ import param
 
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
 from kvweb.gpu import MODELS, CostModel
+from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, kernels_of
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
@@ -35,6 +36,7 @@ from kvweb.serving.host_tier import HostTree
 from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
+from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, default_chunk_size
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import SHAPES, Request
@@ -270,6 +272,18 @@ class SchedulersLab(ServingLab):
     def mode_setup(self, mode: str) -> Setup:
         """The setup a mode runs with: a measured model prices SGLang's steps with SGLang's kernels."""
         return self.setup().with_(kernels=kernels_of(mode))
+
+    def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
+        """The headline figures of each mode's run with their formulas and values (figure key ->
+        mode -> explanation): throughput, the mean step, TTFT and TPOT p50, the prefix hit rate, and
+        the KV capacity the run had."""
+        out: dict[str, dict[str, Explanation]] = {}
+        for m in result["modes"]:
+            cost = self.scheduler_cost(m["mode"])
+            explained = {**explain_run(m, cost_source(cost)), "kv_capacity_tokens": memory(cost)["kv_capacity_tokens"]}
+            for key, e in explained.items():
+                out.setdefault(key, {})[m["mode"]] = e
+        return out
 
     def priced_modes(self) -> tuple[str, ...]:
         """The modes a run prices steps for."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvweb.gpu.explain import Explanation
+
 if TYPE_CHECKING:
     from kvweb.serving.continuous_batching import Run, Sequence
 
@@ -117,3 +119,32 @@ def summarize(run: Run, slo: SLO) -> dict[str, Any]:
         "rejections": [{"id": r.id, "reason": why} for r, why in run.rejected[:20]],
         "stopped_early": run.stopped_early,
     }
+
+
+def explain(figures: dict[str, Any], step_cost: str) -> dict[str, Explanation]:
+    """A served run's headline figures (`summarize`, `prefix_figures`) with their formulas and the
+    values put in; `step_cost` says how its steps were priced."""
+    source = ("source: the simulated run, each step priced by {0}", (step_cost,))
+    f = figures
+    out = {
+        "throughput_tok_s": Explanation(
+            "throughput", "output tokens ÷ simulated time",
+            (("output tokens", f["generated_tokens"], "tokens"), ("simulated time", f["sim_time_s"], "s")),
+            f["throughput_tok_s"], "tokens/s", source),
+        "step_s": Explanation(
+            "mean step", "simulated time ÷ steps",
+            (("simulated time", f["sim_time_s"], "s"), ("steps", f["steps"], "")),
+            f["sim_time_s"] / f["steps"] if f["steps"] else 0.0, "s", source),
+        "ttft_p50": Explanation(
+            "TTFT p50", "the median over requests of (first token − arrival)",
+            (("requests", f["finished"], ""),), f["ttft_s"]["p50"] or 0.0, "s", source),
+        "tpot_p50": Explanation(
+            "TPOT p50", "the median over requests of (last token − first token) ÷ (output tokens − 1)",
+            (("requests", f["finished"], ""),), f["tpot_s"]["p50"] or 0.0, "s", source),
+    }
+    if "prefix_hit_rate" in f:
+        out["prefix_hit_rate"] = Explanation(
+            "prefix hit rate", "prompt tokens from the cache ÷ prompt tokens",
+            (("prompt tokens from the cache", f["hit_tokens"], "tokens"), ("prompt tokens", f["prompt_tokens"], "tokens")),
+            f["prefix_hit_rate"], "", source)
+    return out
