@@ -164,6 +164,99 @@ def steady_ticks(fig: Plot, digits: int) -> None:
                                                 code="return String(Math.round(tick)).padStart(digits, '\u2007')")
 
 
+def percent(fraction: float, digits: int = 1) -> str:
+    """A fraction as every view writes a percentage: 0.353 -> "35.3 %" (`digits` decimals, a
+    space before the sign). Bokeh hovers write theirs with the format "{0.0 %}"."""
+    return f"{100 * fraction:.{digits}f} %"
+
+
+def padded_end(*values: Any) -> float:
+    """An axis end 5 % above the largest of the values (number arrays or lists), as Bokeh's
+    automatic range pads it."""
+    return 1.05 * max((float(np.max(v)) for v in values if len(v)), default=0.0)
+
+
+def serving_rows() -> dict[str, tuple[str, Any]]:
+    """The figures-table rows the engine's and the schedulers' tables both show, by key, in
+    the session's language: (label, run -> cell text)."""
+    return {
+        "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:,.1f}"),
+        "slo": (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
+        "requests": (tr("requests/s: arrived / served (whole run)"),
+                     lambda r: f"{r['arrival_rate_per_s']:.2f} / {r['requests_per_s_whole_run']:.2f}"),
+        "batch": (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
+        "preemptions": (tr("preemptions"), lambda r: f"{r['preemptions']:,}"),
+        "recomputed": (tr("recomputed tokens"), lambda r: f"{r['recomputed_tokens']:,}"),
+        "time": (tr("simulated time (s)"), lambda r: f"{r['sim_time_s']:.1f}"),
+        "finished": (tr("finished / rejected"), lambda r: f"{r['finished']:,} / {r['rejected']:,}"),
+    }
+
+
+def figures_rows(rows: list[tuple[str, Any]], runs: list[dict[str, Any] | None],
+                 names: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A figures table for `TextTable.show`: `rows` are (label, run -> cell text); the header
+    names the runs, each row is a label and one cell per run ("-" for a run that did not run)."""
+    return ["", *names], [[label, *("-" if r is None else get(r) for r in runs)] for label, get in rows]
+
+
+CHAR_PX = 7.0     # one column of text (a Chinese character takes two) in a table cell, in pixels
+CELL_PAD_PX = 14  # a cell's padding and border
+ROW_PX = 26       # a table row
+MAX_ROWS = 16     # more rows scroll inside the table
+
+
+def fit_widths(header: list[str], cells: list[list[Any]], max_px: int = 360) -> list[int]:
+    """Each column's width in pixels: enough for its header and its widest cell, Chinese
+    characters counted twice, at most `max_px`. `cells`: one list per column."""
+    return [min(max_px, CELL_PAD_PX + round(CHAR_PX * max(text_width(str(t)) for t in [title, *column])))
+            for title, column in zip(header, cells)]
+
+
+def text_table(header: list[str], rows: list[list[Any]]) -> tuple[dict[str, list[str]], list[int]]:
+    """A table's cells as DataTable columns `c0, c1, ...` of text (numbers formatted by the
+    caller, so the cells read as the library's figures), and the columns' widths."""
+    data = {f"c{i}": [str(row[i]) for row in rows] for i in range(len(header))}
+    return data, fit_widths(header, list(data.values()))
+
+
+def is_figure(cells: list[str]) -> bool:
+    """Whether a column holds figures (every cell starts like a number): those align right."""
+    return bool(cells) and all(c[:1].isdigit() or c[:2].lstrip("-+.")[:1].isdigit() for c in cells if c)
+
+
+class TextTable:
+    """A table of text, a Bokeh DataTable: `show(header, rows)` replaces its header and cells.
+
+    Each column is as wide as its text (Chinese included), so on a phone a wide table scrolls
+    sideways inside itself, never the page. Cells are text, never HTML. Columns of figures
+    align right, the others (labels, names) left.
+
+    Every `show` gives the table new columns: BokehJS 3.9's DataTable redraws its grid when its
+    columns change, but not always when only its source's data does (bokeh#15328; a table kept
+    the first run's cells after a widget change), so no view sets a table's data alone."""
+
+    def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
+        self.max_rows = max_rows  # more rows scroll inside the table
+        self.source = ColumnDataSource({}, name=name)
+        self.table = DataTable(source=self.source, columns=[], index_position=None, sortable=False,
+                               reorderable=False, autosize_mode="none", row_height=ROW_PX, height=ROW_PX + 8,
+                               sizing_mode="stretch_width", css_classes=[css_class])
+        self.pane = pn.pane.Bokeh(self.table, sizing_mode="stretch_width")
+
+    def show(self, header: list[str], rows: list[list[Any]]) -> None:
+        data, widths = text_table(header, rows)
+        align = [StringFormatter(text_align="right" if is_figure(cells) else "left") for cells in data.values()]
+        self.source.data = data
+        self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
+                              for i, (title, w, f) in enumerate(zip(header, widths, align))]
+        scrollbar = 18 if sum(widths) > 370 else 0  # a phone shows a horizontal scrollbar
+        self.table.height = ROW_PX * (1 + min(len(rows), self.max_rows)) + 8 + scrollbar
+
+    def select(self, row: int) -> None:
+        """Mark one row (the one the figure shows)."""
+        self.source.selected.indices = [row]
+
+
 class Explainer:
     """A picker of a view's headline figures and, under it, the chosen one's formula with the values
     put in (the library's `Explanation`s: kvweb/gpu/explain.py), one per run when a view shows several.

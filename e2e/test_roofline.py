@@ -100,12 +100,13 @@ def test_tensor_parallelism_and_precision_change_the_figures(page, served_app):
     wait_ready(page)
     assert "无法分到 8 个 GPU 上" in plain_text(page, "kv-fit-note").inner_text()
 
+
 def test_a_figure_opens_its_formula_with_the_values_put_in(page, served_app):
     """Under the figures: pick a figure, read its formula, its values and where it comes from; the
     numbers are the table's (KV capacity 11,969 tokens, one decode step 43.14 ms)."""
     page.goto(f"{served_app}?lab=roofline")
     wait_ready(page)
-    explanation = plain_text(page, "kv-roofline-explanation")
+    explanation = plain_text(page, "kv-roofline-explain-text")
     explanation.filter(has_text="= 11,969 tokens").wait_for()
     assert explanation.inner_text().splitlines()[:2] == [
         "KV capacity = ⌊memory left for KV, one GPU ÷ KV per token, one GPU⌋",
