@@ -11,15 +11,15 @@ import numpy as np
 import param
 
 from kvweb.constrained.decoding import PROMPT, Decoding, decode
-from kvweb.constrained.dfa import DFA, compile_dfa
+from kvweb.constrained.dfa import DFA, STEPS_PER_SECOND, compile_cost, compile_dfa
 from kvweb.kv.generate import Continued
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.constrained.layout import layers, order
-from kvweb.budget import MODEL_CALLS, Estimate, work
+from kvweb.budget import BUDGET_S, MODEL_CALLS, Estimate, Unit, refusal, work
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
-from kvweb.constrained.regex_parser import PatternError, char_set, class_label
+from kvweb.constrained.regex_parser import PatternError, char_set, class_label, parse
 
 PRESETS = {
     "form": r"name is [a-z]{3,8}, age is [0-9]{1,2}, city is [a-z]{3,8}\.",
@@ -32,6 +32,10 @@ PRESETS = {
 # pure function of its key. A widget change keeps most of the last run's work: the compiled
 # pattern, the samples whose seed is still among the samples, and the unconstrained samples,
 # which do not depend on the pattern at all (nor on max_len beyond their length).
+# Compiling a pattern, counted by `compile_cost` from its syntax tree in the steps the subset
+# construction counts and caps (`dfa.Work`; bench/fsm.py --estimate measures them)
+COMPILE_STEPS = Unit("steps of compiling the pattern", 1 / STEPS_PER_SECOND)
+
 SAMPLES_KEPT = 64  # two runs of the most samples (about 1 MB)
 _FSMS: Memo[CompressedFSM] = Memo(8)  # pattern -> compiled
 _DECODINGS: Memo[tuple[Decoding, Decoding]] = Memo(SAMPLES_KEPT)  # (pattern, max_len, seed) -> plain, compressed
@@ -106,8 +110,27 @@ class Fsm(Lab):
         return fsm
 
     def estimate(self) -> Estimate:
-        """Each sample decoded three ways (plain, with jumps, unconstrained), a token a call."""
-        return work((3 * self.samples * self.max_len, MODEL_CALLS), lower=("samples", "max_len"))
+        """Compiling the pattern (unless it is refused at once: it does not parse, or its NFA is
+        over the cap; a remembered one is counted all the same) and each sample decoded three
+        ways (plain, with jumps, unconstrained), a token a call. The larger part's parameters
+        come first in `lower`."""
+        decoding = 3 * self.samples * self.max_len
+        try:
+            cost = compile_cost(parse(self.pattern_used()))
+        except PatternError:
+            cost = None  # check() says what is wrong
+        steps = 0.0 if cost is None or cost.over_nfa_cap else cost.steps
+        lower = ("samples", "max_len")
+        if steps * COMPILE_STEPS.seconds > decoding * MODEL_CALLS.seconds:
+            lower = ("pattern" if self.preset == "custom" else "preset", *lower)
+        return work((steps, COMPILE_STEPS), (decoding, MODEL_CALLS), lower=lower)
+
+    def admit(self, budget_s: float = BUDGET_S) -> None:
+        """The estimate first: it is counted without compiling, which `check` does."""
+        estimate = self.estimate()
+        if estimate.seconds > budget_s:
+            raise ParamError(refusal(estimate, budget_s))
+        self.check()
 
     def check(self) -> None:
         self.compile()
