@@ -106,3 +106,19 @@ def test_a_preset_disables_the_pattern_box_it_replaces(page, served_app):
     page.locator(".kv-param-preset select").select_option("custom")
     page.wait_for_function("() => location.search.includes('preset=custom')")
     assert wait_until(lambda: box.is_enabled())
+
+
+def test_patterns_that_once_stalled_the_server_compile_or_are_refused_at_once(page, served_app):
+    """(a|b){0,2000} stalled other sessions for 26 s: it now compiles in a fraction of a second; a
+    pattern whose compiling is over the budget is refused by its estimate, named, and the lab runs
+    its default instead."""
+    page.goto(f"{served_app}?lab=fsm&samples=1&pattern={quote('(a|b){0,2000}')}")
+    wait_ready(page, timeout=30_000)
+    assert "pattern in use: (a|b){0,2000}" in plain_text(page, "kv-fsm-pattern").inner_text()
+    letters = "|".join("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    page.goto(f"{served_app}?lab=fsm&pattern={quote('(.{0,30}(' + letters + ')){0,60}')}")
+    message = plain_text(page, "kv-message")
+    message.filter(has_text="steps of compiling the pattern").wait_for(timeout=30_000)
+    assert message.inner_text().startswith("pattern, samples, max_len: this run is estimated at")
+    wait_ready(page, timeout=30_000)
+    assert query(page)["pattern"] != "(.{0,30}(" + letters + ")){0,60}"  # the default, in the URL too
