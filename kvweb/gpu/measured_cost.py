@@ -31,6 +31,8 @@ import numpy as np
 
 from kvweb.gpu.calibration import BenchRun, Calibration, fit
 from kvweb.gpu.cost import CostModel
+from kvweb.gpu.engine_memory import (VLLM_BLOCK_TOKENS, VLLM_MAX_NUM_SEQS, EngineMemory, sglang_default_fraction,
+                                     sglang_memory, vllm_memory)
 from kvweb.gpu.measured import TABLE_GPUS, TABLES, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import ParamError
@@ -49,6 +51,9 @@ class MeasuredCostModel(CostModel):
     engine: str = "vllm"
     kernel_overhead_s: float | None = None  # the engine's step overhead; None: the recorded fit (kvweb/gpu/measured.py)
     calibration: Calibration | None = None  # the fit to the user's runs that set kernel_overhead_s, if any
+    # memory as the engine counts it (kvweb/gpu/engine_memory.py): vLLM's profile run
+    max_num_batched_tokens: int | None = None  # None: vLLM's default for this GPU (8192 or 2048)
+    max_num_seqs: int = VLLM_MAX_NUM_SEQS
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -125,6 +130,54 @@ class MeasuredCostModel(CostModel):
 
     def step_times(self, flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
         return np.array([self.step_time(f, b) for f, b in zip(flops.tolist(), bytes_moved.tolist())])
+
+    # -- memory as the engine counts it (kvweb/gpu/engine_memory.py) -----------------------
+    # CostModel's `kv_bytes_free_per_gpu` (usable - weights), `fits` (a token of KV) and
+    # `capacity_requests` follow from `usable_bytes`; `kv_capacity_tokens` is in the engine's blocks.
+    @cached_property
+    def engine_memory(self) -> EngineMemory:
+        """One GPU's memory as `engine` counts it: vLLM's gpu_memory_utilization or SGLang's
+        mem_fraction_static is `mem_util`, of the total the card reports through CUDA."""
+        weights = self.weight_bytes_per_gpu
+        if self.engine == "sglang":
+            return sglang_memory(self.gpu, self.tp, self.mem_util, weights)
+        return vllm_memory(self.gpu, self.model, self.tp, self.mem_util, weights, self.max_num_batched_tokens,
+                           self.max_num_seqs, self.attention_dp)
+
+    @property
+    def usable_bytes(self) -> float:
+        """Per GPU: the engine's budget for weights and KV (vLLM: utilization x total less the profile
+        run's activations, the non-torch memory and the CUDA graph estimate; SGLang: fraction x the
+        free memory before loading)."""
+        return self.engine_memory.usable
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """CostModel's count, in vLLM's whole blocks of 16 ("GPU KV cache size: N tokens"); SGLang
+        counts single tokens ("KV Cache is allocated. #tokens: N")."""
+        tokens = super().kv_capacity_tokens
+        if self.engine != "vllm":
+            return tokens
+        share = self.tp if self.attention_dp else 1
+        return tokens // share // VLLM_BLOCK_TOKENS * VLLM_BLOCK_TOKENS * share
+
+    def fit(self) -> dict[str, object]:
+        """CostModel's report, its sentence in the engine's terms, and the breakdown (`engine_memory`)."""
+        report = super().fit()
+        em, gib = self.engine_memory, 2**30
+        if report.get("fits") is False and self.splits:
+            name = ENGINE_NAMES[self.engine]
+            knob = "gpu_memory_utilization" if self.engine == "vllm" else "mem_fraction_static"
+            rest = (f"{em.activation / gib:.2f} GiB of profile-run activations, {em.non_torch / gib:.2f} GiB outside "
+                    f"torch and {em.graphs / gib:.2f} GiB of CUDA graphs" if self.engine == "vllm" else
+                    f"{em.non_torch / gib:.2f} GiB of CUDA context and NCCL before loading")
+            report["fit_note"] = (
+                f"{self.model.name} does not fit on {self.where} as {name} counts memory: its weights take "
+                f"{em.weights / gib:.2f} GiB{'' if self.tp == 1 else ' per GPU'} of {em.requested / gib:.2f} GiB requested "
+                f"({knob} {self.mem_util:g} of the {em.total / gib:.2f} GiB CUDA reports), less {rest}, so nothing is "
+                "priced as if it ran; ignore_weights=true prices it as a what-if")
+        default = {"default_fraction": sglang_default_fraction(self.gpu, self.tp)} if self.engine == "sglang" else {}
+        return {**report, "engine_memory": {**em.as_dict(), **default}}
 
 
 def kernels_of(mode: str) -> str:

@@ -30,6 +30,12 @@ class GPUSpec:
     link_bandwidth: float  # host link (PCIe class), B/s
     nvlink_bandwidth: float  # GPU-to-GPU, per GPU, one direction, B/s
     fp8_flops: float | None = None  # dense FP8 FLOP/s; None: no FP8 tensor cores
+    # The memory as the card reports it (only a measured run reads these: kvweb/gpu/engine_memory.py;
+    # the roofline keeps hbm_bytes): nvidia-smi's memory.total, and CUDA's total
+    # (torch.cuda.mem_get_info()[1], what vLLM and SGLang read), less by what the driver keeps.
+    # None: the decimal hbm_bytes.
+    reported_bytes: float | None = None
+    cuda_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,10 +129,23 @@ class LLMSpec:
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
-        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9, 300e9),
-        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9, 300e9),
-        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9, 450e9, fp8_flops=1979e12),
-        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9, 450e9, fp8_flops=1979e12),
+        # reported_bytes: nvidia-smi's total in MiB, as Modal lists its GPUs (modal-client PR #2797:
+        # A100 40GB 40960 MiB, A100 80GB 81920 MiB, H100 81559 MiB) and as nvidia-smi prints it
+        # (H100 80GB HBM3 "81559MiB": NVIDIA/nccl issue #1264; H200 "143771MiB" in many public logs).
+        # cuda_bytes: PyTorch's "total capacity" / vLLM's "total_gpu_memory", printed to 0.01 GiB, so
+        # good to about 10 MiB, and it moves with the driver by a few tenths of a GiB (H100: 79.11-79.33
+        # GiB in public logs). A100-40GB 39.39 GiB (PyTorch OOM messages on A100 40GB); A100-80GB 79.15
+        # GiB (a PyTorch OOM message beside nvidia-smi's 81920MiB; vLLM logs; less certain: H100 logs
+        # print nearby figures); H100 79.22 GiB (vLLM PRs #10511 and #12126, H100-80G); H200 139.81 GiB
+        # (a vLLM log "total_gpu_memory (139.81GiB)"; PyTorch OOM messages on 8xH200 print 139.80-139.81).
+        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9, 300e9,
+                reported_bytes=40960 * 2**20, cuda_bytes=round(39.39 * 2**30)),
+        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9, 300e9,
+                reported_bytes=81920 * 2**20, cuda_bytes=round(79.15 * 2**30)),
+        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9, 450e9, fp8_flops=1979e12,
+                reported_bytes=81559 * 2**20, cuda_bytes=round(79.22 * 2**30)),
+        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9, 450e9, fp8_flops=1979e12,
+                reported_bytes=143771 * 2**20, cuda_bytes=round(139.81 * 2**30)),
     )
 }
 
