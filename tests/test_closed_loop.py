@@ -10,7 +10,7 @@ from kvweb.labs.schedulers import MODES
 from kvweb.lab import no_progress
 from kvweb.parsing import make as make_texts
 from kvweb.serving.workload import closed_loop_workload
-from tests.lab_json import cli_result
+from lab_json import cli_result
 
 
 def make(lab: str, params: dict):
