@@ -118,3 +118,24 @@ def test_the_plan_in_the_static_site(page, static_site, guard):
     row = len(page.evaluate(DATA, "plan-pareto")["c0"]) - 1  # the front's last row: the fastest
     follow_and_come_back(page, row, f".kv-plan-open-{row}", "80")
     assert guard.errors == []
+
+
+def test_the_fleet_and_the_plan_open_their_headline_figures_formulas(page, served_app):
+    """A router's throughput and the cheapest fleet's cost open their arithmetic with the run's values."""
+    import kvweb.labs  # noqa: F401  (registers every lab)
+    from kvweb.lab import LABS
+    fleet = LABS["fleet"](requests=40)
+    explained = fleet.explain(fleet.run())
+    page.goto(f"{served_app}?lab=fleet&requests=40")
+    wait_ready(page)
+    text = plain_text(page, "kv-fleet-explain-text")
+    text.filter(has_text="round-robin: throughput = output tokens ÷ simulated time").wait_for()
+    assert text.inner_text() == "\n\n".join(f"{r}: {e.text()}" for r, e in explained["throughput_tok_s"].items())
+    plan = LABS["plan"](requests=30, replicas="1", gpus="H100-SXM", tps="1,2")
+    best = plan.run()["cheapest"]
+    page.goto(f"{served_app}?lab=plan&requests=30&replicas=1&gpus=H100-SXM&tps=1,2")
+    wait_ready(page)
+    cost = plain_text(page, "kv-plan-explain-text")
+    cost.filter(has_text="cost per hour = GPUs × dollars per GPU-hour").wait_for()
+    assert cost.inner_text().splitlines()[:3] == [f"{best['key']}: cost per hour = GPUs × dollars per GPU-hour",
+                                                  "GPUs = 2; dollars per GPU-hour = 3 $", "= 6 $"]

@@ -71,3 +71,20 @@ def test_a_served_runs_figures_are_reproduced_by_their_formulas():
         assert explained["ttft_p50"][m["mode"]].value == m["ttft_s"]["p50"]
         assert explained["kv_capacity_tokens"][m["mode"]].value == result["kv_capacity_tokens"]
         assert explained["throughput_tok_s"][m["mode"]].source[1] == (cost_source(lab.scheduler_cost(m["mode"])),)
+
+
+def test_a_fleets_and_a_plans_figures_are_reproduced_by_their_formulas():
+    fleet = LABS["fleet"](requests=30, replicas=2, routers="round-robin,cache-aware")
+    result = fleet.run()
+    explained = fleet.explain(result)
+    for row in result["routers"]:
+        t = {name: v for name, v, _ in explained["throughput_tok_s"][row["router"]].terms}
+        assert t["output tokens"] / t["simulated time"] == row["throughput_tok_s"]
+        assert explained["tpot_p50"][row["router"]].value == row["tpot_s"]["p50"]
+    plan = LABS["plan"](requests=30, replicas="1,2", gpus="H100-SXM", tps="1,2")
+    result = plan.run()
+    best, explained = result["cheapest"], plan.explain(result)
+    hour = {name: v for name, v, _ in explained["cost_per_hour"][best["key"]].terms}
+    assert hour["GPUs"] * hour["dollars per GPU-hour"] == best["cost_per_hour"] == 6.0  # 2 H100 at $3
+    million = {name: v for name, v, _ in explained["cost_per_million_tokens"][best["key"]].terms}
+    assert million["cost per hour"] / (3600 * million["throughput"]) * 1e6 == best["cost_per_million_tokens"]

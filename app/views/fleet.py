@@ -13,7 +13,8 @@ from bokeh.plotting import figure
 
 from app.i18n import tr, yes_no
 from app.text import plain
-from app.view import LabView, TextTable, columns, percent
+from app.view import Explainer, LabView, TextTable, columns, percent
+from app.views.schedulers import explained_labels
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 
@@ -66,6 +67,7 @@ class FleetView(LabView):
                              title_text_font_size="11px", margin=0, padding=2, border_line_alpha=0)
         self.load.add_layout(self.legend, "below")
         self.table = TextTable("fleet-table", "kv-fleet-table")
+        self.explainer = Explainer("kv-fleet-explain")  # a router's headline figure's formula
         self.disaggregated = TextTable("fleet-disaggregation", "kv-fleet-disaggregation")
         self.note = plain(css_class="kv-fleet-note")
         self.split_note = plain(tr("Prefill/decode disaggregation on the same GPUs: a split pays when it keeps more "
@@ -76,7 +78,7 @@ class FleetView(LabView):
                                     self.disaggregated.pane, sizing_mode="stretch_width", margin=0)
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.table.pane, pn.Row(self.hits, self.regret, sizing_mode="stretch_width"),
+        return pn.Column(self.summary, self.table.pane, self.explainer.layout, pn.Row(self.hits, self.regret, sizing_mode="stretch_width"),
                          self.load, self.note, self.split_pane, sizing_mode="stretch_width")
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
@@ -103,6 +105,7 @@ class FleetView(LabView):
                              f"{percent(single['prefix_hit_rate'])}, {tr('throughput (tokens/s)')} "
                              f"{number(single['throughput_tok_s'], 4)}")
         self.table.show(*router_rows(rows))
+        self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
         self.note.text = "" if result["shared_prefixes"] else tr("this workload shares no prefix: routers differ only in load balance")
         split = result.get("disaggregation")
         self.split_pane.visible = bool(split)

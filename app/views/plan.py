@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 from app.i18n import tr, tr_message
 from app.route import Route
 from app.text import plain
-from app.view import LabView, TextTable, columns, percent
+from app.view import Explainer, LabView, TextTable, columns, percent
 from app.views.drawing import legend_below
 from app.widgets import link_button
 from kvweb.fleet.candidate import Candidate
@@ -61,12 +61,13 @@ class PlanView(LabView):
                                                                    (tr("latency (s)"), "@latency{0.000}")]))
         legend_below(self.chart)
         self.pareto = TextTable("plan-pareto", "kv-plan-pareto")
+        self.explainer = Explainer("kv-plan-explain")  # the cheapest's cost, its formula
         self.everything = TextTable("plan-candidates", "kv-plan-candidates")
         self.open_cheapest = pn.Column(sizing_mode="stretch_width", margin=0)
         self.open_front = pn.Column(sizing_mode="stretch_width", margin=0)
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(self.summary, self.open_cheapest, self.chart,
+        return pn.Column(self.summary, self.open_cheapest, self.explainer.layout, self.chart,
                          plain(tr("Pareto front: no candidate is both cheaper and faster")), self.pareto.pane,
                          self.open_front, plain(tr("every candidate")), self.everything.pane,
                          sizing_mode="stretch_width")
@@ -106,6 +107,9 @@ class PlanView(LabView):
         header = [tr("configuration"), "GPU", tr("dollars per hour"), f"TTFT {lab.percentile} (s)",
                   f"TPOT {lab.percentile} (ms)", tr("SLO attainment"), tr("verdict")]
         self.pareto.show(header, candidate_rows(front, lab))
+        self.explainer.show(lab.explain(result), {"cost_per_hour": tr("dollars per hour"),
+                                                  "cost_per_million_tokens": tr("cost per million output tokens")},
+                            "cost_per_hour")
         self.open_cheapest.objects = [self.fleet_link(lab, best, f"{tr('open the cheapest in the fleet lab')}: "
                                                       f"{best['key']}", "kv-plan-open-cheapest")] if best else []
         self.open_front.objects = [self.fleet_link(lab, row, f"{tr('open in the fleet lab')}: {row['key']}",

@@ -22,12 +22,14 @@ from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS
+from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source
 from kvweb.labs.plan import PlanLab, choices, fleet_work
 from kvweb.labs.schedulers import MODES, SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
 from kvweb.serving.engine_setup import Setup
+from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
@@ -182,6 +184,17 @@ class FleetLab(SchedulersLab):
 
     def priced_modes(self) -> tuple[str, ...]:
         return (self.mode,)
+
+    def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
+        """Each router's headline figures with their formulas and values (figure key -> router ->
+        explanation): throughput, TTFT and TPOT p50, the prefix hit rate (`metrics.explain`)."""
+        source = cost_source(self.scheduler_cost(self.mode))
+        out: dict[str, dict[str, Explanation]] = {}
+        for row in result.get("routers", []):
+            for key, e in explain_run(row, source).items():
+                if key != "step_s":  # steps of several replicas: their sum says nothing of one step
+                    out.setdefault(key, {})[row["router"]] = e
+        return out
 
     def single(self, requests: list[Request]) -> dict[str, Any]:
         """The single engine's figures a fleet is read against: its prefix hit rate is what a

@@ -19,6 +19,7 @@ from kvweb.fleet.candidate import MAX_SEQS, PERCENTILES, SCHEDULERS, Candidate, 
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
+from kvweb.gpu.explain import Explanation
 from kvweb.labs.engine import batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
@@ -151,6 +152,26 @@ class PlanLab(Lab):
                                                                  c.cost_model(self.model, self.cost_model).kv_capacity_tokens, MAX_SEQS,
                                                                  c.scheduler)),
                     lower=("requests", "gpus", "tps", "schedulers", "replicas"))
+
+    def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
+        """The cheapest candidate's cost with its formula and values: per hour, and per million
+        output tokens at its simulated throughput (nothing when no candidate meets the SLO)."""
+        best = result["cheapest"]
+        if best is None:
+            return {}
+        price = result["prices_per_gpu_hour"][best["gpu"]]
+        source = ("source: {0} dollars per {1} GPU-hour (the plan's prices), the candidate's simulated run",
+                  (price, best["gpu"]))
+        hour = Explanation("cost per hour", "GPUs × dollars per GPU-hour",
+                           (("GPUs", best["gpus"], ""), ("dollars per GPU-hour", price, "$")),
+                           best["cost_per_hour"], "$", source)
+        out = {"cost_per_hour": {best["key"]: hour}}
+        if best["cost_per_million_tokens"] is not None:
+            out["cost_per_million_tokens"] = {best["key"]: Explanation(
+                "cost per million output tokens", "cost per hour ÷ (3600 × throughput) × 1,000,000",
+                (("cost per hour", best["cost_per_hour"], "$"), ("throughput", best["throughput_tok_s"], "tokens/s")),
+                best["cost_per_million_tokens"], "$", source)}
+        return out
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         """The plan, its candidates evaluated here one after another."""
