@@ -40,6 +40,28 @@ def test_groups_and_page_size_by_hand():
     assert not kv_layout(CostModel(H200, MODELS["deepseek-v3"], tp=8), 16).hybrid
 
 
+def window_and_full(window_layers: int, full_layers: int) -> LLMSpec:
+    """gpt-oss-20b's shapes with `window_layers` window and `full_layers` full layers (as a model
+    pasted with a drafter's extra layers would be)."""
+    return LLMSpec("oss-like", window_layers + full_layers, 2880, 64, 8, 64, 2880, 201088, experts=32,
+                   active_experts=4, layer_types=(Attention(8, 64, window=128),) * window_layers
+                   + (Attention(8, 64),) * full_layers)
+
+
+@pytest.mark.parametrize("full, size, layers", [
+    (17, 17, [12, 17]),  # 17 < 1.5 x 12: groups of the most (vLLM before PR #36684, under 1.25: 12, [12, 12, 5])
+    (18, 12, [12, 12, 6]),  # 18 is not under 1.5 x 12: groups of the fewest
+    (14, 14, [12, 14]),
+])
+def test_the_group_size_is_the_most_layers_when_under_one_and_a_half_times_the_fewest(full, size, layers):
+    # vLLM's `_get_kv_cache_groups_uniform_page_size` (`max_num_layers < min_num_layers * 1.5`): gpt-oss-20b
+    # (12 window layers) with a 4-layer drafter adding full layers (12 + 17) is grouped in 17s, the window
+    # group padded with 5 empty slots
+    layout = kv_layout(CostModel(H200, window_and_full(12, full), weight_precision="int4"), 16)
+    assert layout.group_size == size and [g.layers for g in layout.groups] == layers
+    assert layout.block_bytes == size * 16 * 2 * 8 * 64 * 2
+
+
 def test_the_block_size_is_raised_until_a_page_holds_a_linear_state():
     # Qwen3-Next, one GPU, 16 bits: a gated-DeltaNet state is 32 x 128 x 128 + (2 x 16 x 128 + 32 x 128)
     # x (4 - 1) = 548,864 elements = 1,097,728 B; an attention layer's token is 2 x 2 x 256 x 2 = 2,048 B:

@@ -5,9 +5,10 @@ Following vLLM (vllm/v1/core/kv_cache_utils.py, `_get_kv_cache_groups_uniform_pa
 kv_cache_coordinator.py `HybridKVCacheCoordinator`; single_type_kv_cache_manager.py):
 
 - **Groups.** Layers of one type (and shape) are split into groups of `group_size` layers: the
-  fewest layers of any type, or the most when that is under 1.25 x the fewest (gpt-oss: 18 window
-  + 18 full layers, 2 groups; Gemma 3 27B: 52 window + 10 full, group size 10, 6 window groups,
-  the last padded with 8 empty slots; Qwen3-Next: 36 linear + 12 full, 4 groups). A block of the
+  fewest layers of any type, or the most when that is under 1.5 x the fewest (vLLM PR #36684
+  raised it from 1.25; gpt-oss: 18 window + 18 full layers, 2 groups; Gemma 3 27B: 52 window + 10
+  full, group size 10, 6 window groups, the last padded with 8 empty slots; Qwen3-Next: 36 linear
+  + 12 full, 4 groups; gpt-oss-20b with a 4-layer drafter, 12 window + 17 full: groups of 17). A block of the
   pool is one page for each of `group_size` layers; each group takes its own blocks.
 - **One page size.** All pages are equal. With linear-attention (Mamba-like) layers the attention
   block size is raised to the smallest multiple of the alignment (the kernel's 16 tokens, or the
@@ -46,6 +47,9 @@ from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.prefix_caching import BlockPool
 
 ALIGN = 16  # vLLM's attention kernel block alignment: a raised block size is a multiple of it
+# vLLM's `_get_kv_cache_groups_uniform_page_size`: the most layers of any type are the group size when
+# under this many times the fewest (`max_num_layers < min_num_layers * 1.5`; 1.25 before PR #36684)
+GROUP_RATIO = 1.5
 NULL = -1  # a block a request no longer holds in a group (vLLM's null block)
 
 
@@ -96,7 +100,7 @@ def kv_layout(cost: CostModel, block_size: int) -> KVLayout:
     tp, kv = 1 if cost.attention_dp else cost.tp, KV_PRECISIONS[cost.kv_precision]
     types = cost.model.groups
     counts = [n for _, n in types]
-    group_size = max(counts) if max(counts) < 1.25 * min(counts) else min(counts)
+    group_size = max(counts) if max(counts) < GROUP_RATIO * min(counts) else min(counts)
     token_bytes = max((a.kv_elements_per_gpu(tp) * kv for a, _ in types if a.kind != "linear"), default=0)
     state_bytes = max((a.state_elements_per_gpu(tp) * kv for a, _ in types if a.kind == "linear"), default=0)
     if state_bytes and token_bytes:  # the alignment: the kernel's, or the configured size if larger
