@@ -21,6 +21,7 @@ from app.runner import CANCELLED, Runner, under_lock
 from app.text import LiveText, plain
 from app.view import LabView
 from app.widgets import as_text
+from kvweb.challenges import progress
 from kvweb.jsonable import jsonable
 from kvweb.lab import Lab, ParamError
 from kvweb.parsing import make
@@ -50,7 +51,11 @@ class LabArea:
         self.main = pn.Column(sizing_mode="stretch_width", css_classes=["kv-lab-main"])
         self.runner = Runner()
         downloads = Downloads(self._record)
-        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar]
+        # What to try (kvweb/challenges.py): ticked by the lab's own result, each answer shown once met
+        # or once the learner has changed a value in the lab (a try)
+        self.tries = plain(css_class="kv-tries")
+        self.tried: set[str] = set()
+        self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar, self.tries]
 
     def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
         """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
@@ -94,6 +99,7 @@ class LabArea:
             return
         if lab.values() == self.lab.values():
             return  # a widget went back to the lab's value
+        self.tried.add(lab.lab_name)
         self.lab = lab
         self._disable_ignored()
         self.run([], self.step)  # kept where the trace is long enough
@@ -145,7 +151,15 @@ class LabArea:
                     self.view.player.value = step
                 self.view.show_step(step)
             self.remember()
+            self._show_tries()
             self.status.text = tr("ready")
+
+    def _show_tries(self) -> None:
+        assert self.lab is not None
+        tried = self.lab.lab_name in self.tried
+        lines = [f"{'☑' if met else '☐'} {tr(c.task)}" + (f"\n   {tr(c.answer)}" if met or tried else "")
+                 for c, met in progress(self.lab.lab_name, self.result)] if self.result else []
+        self.tries.text = "\n".join([tr("What to try") + ":", *lines]) if lines else ""
 
     def _record(self) -> dict[str, Any]:
         assert self.lab is not None
