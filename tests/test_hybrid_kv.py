@@ -72,7 +72,11 @@ def test_the_block_size_is_raised_until_a_page_holds_a_linear_state():
     assert [(g.kind, g.layers) for g in layout.groups] == [("linear", 12)] * 3 + [("full", 12)]
     assert kv_layout(cost, 1024).block_size == 1024  # a larger configured size stays
     assert kv_layout(cost, 100).block_size == 600  # ... and is the alignment: 100 x ceil(536 / 100)
-    assert kv_layout(replace(cost, kv_precision="fp8"), 16).block_size == 544  # both halve
+    # fp8 KV halves the attention token, not the state: vLLM keeps it in `mamba_cache_dtype` (the model's
+    # 16 bits unless set), so 1,097,728 / 1,024 = 1,072 tokens, a multiple of 16, and a page twice 544 x 1,024 B
+    fp8 = kv_layout(replace(cost, kv_precision="fp8"), 16)
+    assert (fp8.block_size, fp8.page_bytes) == (1072, 1072 * 1024) and 1072 * 1024 == 548_864 * 2
+    assert V1Scheduler(replace(cost, kv_precision="fp8"), V1Config(8192, 16, 256, 8192)).bs == 1072
     assert kv_layout(replace(cost, tp=2), 16).block_size == 544  # 2 KV heads and the state heads split in two
     assert V1Scheduler(cost, V1Config(8192, 16, 256, 8192)).bs == 544
 

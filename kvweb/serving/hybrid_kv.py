@@ -14,7 +14,9 @@ kv_cache_coordinator.py `HybridKVCacheCoordinator`; single_type_kv_cache_manager
   block size is raised to the smallest multiple of the alignment (the kernel's 16 tokens, or the
   configured block size if larger) whose page holds one layer's state (vLLM
   `_align_hybrid_block_size`, prefix caching in its default `align` mode), never lowered; the
-  state's page is padded up to the attention page.
+  state's page is padded up to the attention page. The state stays at 16 bits under an fp8 KV
+  cache (vLLM's `mamba_cache_dtype` defaults to the model's dtype; `kv_cache_dtype` does not
+  reach it), so fp8 doubles the raised block (Qwen3-Next: 544 tokens, 1,072 at fp8).
 - **Window groups free blocks** that fall out of the window as the request computes
   (`SlidingWindowManager.remove_skipped_blocks`: blocks wholly before the last window - 1 tokens);
   a linear group keeps only the block holding its latest state. Freed blocks keep their hash:
@@ -41,7 +43,7 @@ from operator import itemgetter
 import numpy as np
 
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
-from kvweb.gpu.specs import LLMSpec
+from kvweb.gpu.specs import BYTES_16, LLMSpec
 from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_OTHER, K_SHARED, Seq, key_cells
 from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.prefix_caching import BlockPool
@@ -102,7 +104,9 @@ def kv_layout(cost: CostModel, block_size: int) -> KVLayout:
     counts = [n for _, n in types]
     group_size = max(counts) if max(counts) < GROUP_RATIO * min(counts) else min(counts)
     token_bytes = max((a.kv_elements_per_gpu(tp) * kv for a, _ in types if a.kind != "linear"), default=0)
-    state_bytes = max((a.state_elements_per_gpu(tp) * kv for a, _ in types if a.kind == "linear"), default=0)
+    # a linear state at 16 bits whatever the KV precision: vLLM sizes it by `mamba_cache_dtype` ("auto":
+    # the model's dtype), not `kv_cache_dtype` (MambaStateDtypeCalculator._mamba_state_dtype)
+    state_bytes = max((a.state_elements_per_gpu(tp) * BYTES_16 for a, _ in types if a.kind == "linear"), default=0)
     if state_bytes and token_bytes:  # the alignment: the kernel's, or the configured size if larger
         align = max(ALIGN, block_size)
         block_size = max(block_size, align * -(-state_bytes // (align * token_bytes)))
