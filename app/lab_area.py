@@ -53,7 +53,7 @@ class LabArea:
         downloads = Downloads(self._record)
         # What to try (kvweb/challenges.py): ticked by the lab's own result, each answer shown once met
         # or once the learner has changed a value in the lab (a try)
-        self.tries = plain(css_class="kv-tries")
+        self.tries = LiveText(css_class="kv-tries")  # new text every run: no page layout
         self.tried: set[str] = set()
         self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar, self.tries]
 

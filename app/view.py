@@ -21,7 +21,7 @@ from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
 from app.redraw import one_message
-from app.text import plain
+from app.text import LiveText
 from kvweb.gpu.explain import Explanation
 from kvweb.lab import Lab
 
@@ -231,9 +231,10 @@ class TextTable:
     sideways inside itself, never the page. Cells are text, never HTML. Columns of figures
     align right, the others (labels, names) left.
 
-    Every `show` gives the table new columns: BokehJS 3.9's DataTable redraws its grid when its
-    columns change, but not always when only its source's data does (bokeh#15328; a table kept
-    the first run's cells after a widget change), so no view sets a table's data alone."""
+    A new header, alignment or a cell wider than its column gives the table new columns (a
+    re-render and a layout of the page); otherwise only the cells change, and the page repaints
+    the table alone (BokehJS 3.9 redraws the rows of new data with as many rows only through the
+    guard in app/site/resources.py: bokeh#15328)."""
 
     def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
         self.max_rows = max_rows  # more rows scroll inside the table
@@ -247,9 +248,12 @@ class TextTable:
         data, widths = text_table(header, rows)
         align = [StringFormatter(text_align="right" if is_figure(cells) else "left") for cells in data.values()]
         self.source.data = data
-        self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
-                              for i, (title, w, f) in enumerate(zip(header, widths, align))]
-        scrollbar = 18 if sum(widths) > 370 else 0  # a phone shows a horizontal scrollbar
+        columns = self.table.columns
+        if ([c.title for c in columns] != header or any(c.width < w for c, w in zip(columns, widths))
+                or [c.formatter.text_align for c in columns] != [f.text_align for f in align]):
+            self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
+                                  for i, (title, w, f) in enumerate(zip(header, widths, align))]
+        scrollbar = 18 if sum(c.width for c in self.table.columns) > 370 else 0  # a phone scrolls it sideways
         self.table.height = ROW_PX * (1 + min(len(rows), self.max_rows)) + 8 + scrollbar
 
     def select(self, row: int) -> None:
@@ -266,7 +270,7 @@ class Explainer:
         self.explained: dict[str, dict[str, Explanation]] = {}
         self.select = pn.widgets.Select(name=tr("how is it computed?"), css_classes=[css_class], width=320)
         self.select.param.watch(lambda event: self._draw(), "value")
-        self.text = plain(css_class=f"{css_class}-text", mono=True)
+        self.text = LiveText(css_class=f"{css_class}-text", mono=True)  # new text every run: no page layout
         self.layout = pn.Column(self.select, self.text, sizing_mode="stretch_width")
 
     def show(self, explained: dict[str, dict[str, Explanation]], labels: dict[str, str], default: str) -> None:

@@ -1,7 +1,7 @@
 """The library's layout is its architecture: a part imports only from parts below it.
 
 Order (the lecture's): gpu < kv < serving < prefix < constrained < fleet < the top (labs/, cli,
-reproduce, exercises). Below them all is the base every part may use: the lab contract
+reproduce, exercises, challenges). Below them all is the base every part may use: the lab contract
 (kvweb.lab) and its work budget (kvweb.budget), outside text (kvweb.parsing), remembered
 results (kvweb.memo) and results as JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
 """
@@ -50,5 +50,5 @@ def test_the_base_imports_no_part() -> None:
 
 def test_the_top_level_holds_only_the_base_the_faces_and_the_parts() -> None:
     top = sorted(p.name for p in KVWEB.iterdir() if not p.name.startswith("__pycache__"))
-    assert top == sorted(["__init__.py", "budget.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs",
+    assert top == sorted(["__init__.py", "budget.py", "challenges.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs",
                           "memo.py", "parsing.py", "query.py", "reproduce.py", "svg.py", *PARTS])

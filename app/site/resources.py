@@ -21,6 +21,9 @@ import panel as pn
 # Bokeh 3.9's DataTable sizes its grid in after_layout, which a sibling's first render can
 # call before the table's own after_render has made the grid (seen whenever a page's first
 # document already holds a lab's table): wait for the grid instead of failing.
+# It also redraws its rows only when its CDSView's indices change, so new data with as many rows
+# as before kept the old cells on screen (bokeh#15328: the schedulers, engine, fsm and radix-demo
+# tables showed the first run's numbers): new data or a patch redraws the grid too.
 DATATABLE_GUARD = """
 function guardDataTables() {
   const view = window.Bokeh?.Tables?.DataTable?.prototype?.default_view;
@@ -29,6 +32,14 @@ function guardDataTables() {
     const original = view.prototype[name];
     view.prototype[name] = function () { if (this.grid !== undefined) original.call(this); };
   }
+  const connect = view.prototype.connect_signals;
+  view.prototype.connect_signals = function () {
+    connect.call(this);
+    const source = this.model.source;
+    const redraw = () => { if (this.grid !== undefined) this.updateGrid(); };
+    this.connect(source.properties.data.change, redraw);
+    this.connect(source.patching, redraw);
+  };
   view.prototype.kvwebGuarded = true;
 }
 """
