@@ -199,6 +199,6 @@ def test_the_labs_cli_json_is_the_library_run_on_a_linear_model():
     for frame in sglang["frames"]:
         tokens, states = frame["groups"]
         assert (tokens["owner"], tokens["written"]) == (frame["owner"], frame["written"])  # the token pool's map
-        assert len(states["owner"]) == pools["states"] == 374  # one state a cell
+        assert len(states["owner"]) == pools["states"] == 191  # one state a cell
         # a state of its own per running request, and at most one it reads (where its cached prefix ends)
         assert sum(o == SHARED for o in states["owner"]) <= sum(o >= 0 for o in states["owner"])
