@@ -77,17 +77,18 @@ def test_least_outstanding_takes_the_fewest_ties_to_the_lowest_index() -> None:
 
 
 # -- SGLang's cache-aware router ----------------------------------------------------------
-def test_cache_aware_longest_match_above_the_threshold_else_the_smallest_tree() -> None:
+def test_cache_aware_longest_match_above_the_threshold_else_the_least_loaded() -> None:
+    # a weak match goes to the least loaded worker (SGLang PR #14650; the smallest tree before it)
     router, views = CacheAware(3), [View(), View(), View()]
     a = seq(1, 10)
-    assert router.route(req(a), views) == 0 and router.reason == "smallest tree"  # all trees empty: the first
-    assert router.route(req(seq(20, 10)), views) == 1  # no match: trees 10, 0, 0 -> the second
+    assert router.route(req(a), views) == 0 and router.reason == "least loaded"  # all loads equal: the first
+    assert router.route(req(seq(20, 10)), [View(load=1), View(), View()]) == 1  # no match: the least loaded
     assert router.tree.size == [10, 10, 0]
     c = a[:6] + seq(40, 4)  # 6 of 10 tokens match replica 0's: 0.6 > 0.3
     assert router.route(req(c), views) == 0 and router.reason == "match"
     assert router.tree.size == [14, 10, 0]  # the new 4-token branch
-    d = a[:3] + seq(50, 7)  # 3 of 10 = 0.3, not above the threshold: the smallest tree, replica 2
-    assert router.route(req(d), views) == 2 and router.reason == "smallest tree"
+    d = a[:3] + seq(50, 7)  # 3 of 10 = 0.3, not above the threshold: the least loaded, replica 2
+    assert router.route(req(d), [View(load=2), View(load=1), View()]) == 2 and router.reason == "least loaded"
     assert router.tree.size == [14, 10, 10]
 
 

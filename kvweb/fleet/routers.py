@@ -8,7 +8,7 @@ what each follows in its project and where kvweb simplifies:
 - `RoundRobin`: the next replica in turn.
 - `LeastOutstanding`: the fewest requests running + waiting.
 - `CacheAware`: SGLang's router (sgl-router `policies/cache_aware.rs`) over an `ApproximateTree`
-  of what it sent where, with its documented defaults.
+  of what it sent where, with its documented defaults; a weak match goes to the least loaded.
 - `ExactPrefix`: llm-d's precise prefix-cache scorer with its queue scorer: each replica's real
   cached prefix (KV events there, the cache itself here) against its waiting queue.
 - `CostRouter`: Dynamo's KV router: overlap weight x blocks to prefill + blocks decoding, lowest.
@@ -36,7 +36,7 @@ def prompt_of(request: Request) -> np.ndarray:
 def unique_prompt(request: Request) -> np.ndarray:
     """A prompt without content as text of its own (the ids `Seq.content` gives it): SGLang's
     router inserts every request's text in its tree, so each tenant's size grows with the
-    prompts sent to it and "the smallest tree" spreads unrelated requests by their tokens."""
+    prompts sent to it (what the periodic trim counts) and a later request can match it."""
     return np.arange(request.prompt, dtype=np.int64) + TOKEN_BASE * (request.id + 1)
 
 
@@ -81,10 +81,11 @@ class CacheAware(Router):
     """SGLang's cache-aware router. Load imbalanced (max - min > `balance_abs_threshold` and
     max > `balance_rel_threshold` x min, load = outstanding requests): the least loaded replica.
     Else the tree's longest match, if it covers more than `cache_threshold` of the prompt, goes
-    to the replica it names; otherwise the replica with the smallest tree. Either way the prompt
-    is inserted for the chosen replica. Every `eviction_interval` seconds the tree is trimmed to
-    `max_tree_size` tokens per replica. Defaults: sgl-router's command line (0.3, 64, 1.5,
-    120 s, 2^26)."""
+    to the replica it names; otherwise to the least loaded replica (SGLang PR #14650, Dec 2025:
+    "pick min load instead of min tenant size"; before it, the replica with the smallest tree).
+    Either way the prompt is inserted for the chosen replica. Every `eviction_interval` seconds
+    the tree is trimmed to `max_tree_size` tokens per replica. Defaults: sgl-router's command
+    line (0.3, 64, 1.5, 120 s, 2^26). Ties go to the lowest index (Rust's `min_by_key`)."""
 
     name = "cache-aware"
 
@@ -113,7 +114,7 @@ class CacheAware(Router):
             if len(prompt) and matched / len(prompt) > self.cache_threshold and tenant is not None:
                 self.reason, i = "match", tenant
             else:
-                self.reason, i = "smallest tree", self.tree.smallest_tenant()
+                self.reason, i = "least loaded", lowest(loads)
         self.tree.insert(prompt, i, now)
         return i
 
