@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.mamba_radix_cache import NO_STATE, MambaRadixCache
-from kvweb.serving.mamba_scheduler import MambaRadixScheduler, mamba_pool_sizes, state_bytes
+from kvweb.prefix.sglang_pools import sglang_mamba_pool_sizes
+from kvweb.serving.mamba_scheduler import MambaRadixScheduler
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
 from kvweb.serving.radix_scheduler import RadixConfig
 from kvweb.serving.workload import Request
@@ -23,16 +24,6 @@ from test_schedulers import requests_st, workload
 
 H200 = GPUS["H200"]
 TOKENS = np.arange(100, 140, dtype=np.int64)
-
-
-def test_pool_sizes_by_hand():
-    # Qwen3-Next: 36 linear layers of 548,864 state elements (2 B each), 12 full layers of 2 x 2 x 256 x 2 B
-    cost = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")
-    free = cost.kv_bytes_free_per_gpu
-    assert state_bytes(cost) == 36 * 548_864 * 2 == 39_518_208 and cost.kv_bytes_per_token_per_gpu == 12 * 2_048
-    # 0.9 / 1.9 of the memory to states, the rest to tokens of the full layers
-    assert free == 86_129_464_576 and mamba_pool_sizes(cost) == (1_845_160, 1_032)
-    assert 1_032 == int(free * 0.9 / 1.9 // 39_518_208) and 1_845_160 == (free - 1_032 * 39_518_208) // 24_576
 
 
 def test_a_hit_ends_at_a_node_holding_a_state():
@@ -69,7 +60,7 @@ def test_sglang_hits_no_shared_prefix_that_ends_inside_an_edge(shared):
     # tests/test_hybrid_kv.py); SGLang's rule gives nothing, at any length: the first request's state
     # is at the end of its own prompt, not where the second one parts from it
     cost = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")
-    tokens, states = mamba_pool_sizes(cost)
+    tokens, states = sglang_mamba_pool_sizes(cost)
     engine = MambaRadixScheduler(cost, MambaRadixCache(tokens, states), RadixConfig(8192), states)
     assert engine.run(content_requests(shared, 60, 4, 5.0)).hit_tokens == 0
 
@@ -78,7 +69,7 @@ def test_a_later_turn_hits_the_whole_earlier_conversation():
     # the second turn's prompt is the first's 300 + 20 tokens and 40 more: the finished first request's
     # KV (prompt + output - 1 = 319 tokens) ends at a state
     cost = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")
-    tokens, states = mamba_pool_sizes(cost)
+    tokens, states = sglang_mamba_pool_sizes(cost)
     engine = MambaRadixScheduler(cost, MambaRadixCache(tokens, states), RadixConfig(8192), states)
     rng = np.random.default_rng(0)
     first = rng.integers(0, 1000, 320)

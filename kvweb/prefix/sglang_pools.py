@@ -46,8 +46,8 @@ def sglang_state_bytes(cost: CostModel) -> int:
 
 def sglang_mamba_pool_sizes(cost: CostModel, ratio: float = MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
     """(full-attention tokens, states) of SGLang's two pools on this GPU: ratio / (1 + ratio) of the
-    KV memory to whole states of `sglang_state_bytes`, the rest to full-attention tokens (as
-    serving/mamba_scheduler.py's `mamba_pool_sizes`, at SGLang's state dtypes)."""
+    KV memory to whole states of `sglang_state_bytes`, the rest to full-attention tokens
+    (SGLang's model_runner.py mamba pool sizing)."""
     per_state = sglang_state_bytes(cost)
     if not cost.fits or not per_state:
         return 0, 0

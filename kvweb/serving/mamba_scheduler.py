@@ -5,7 +5,7 @@ layers and a pool of recurrent states, on the radix cache that keeps states only
 Following SGLang (model_runner.py's mamba pool sizing, `HybridReqToTokenPool`,
 mamba_radix_cache.py `cache_unfinished_req` / `cache_finished_req`):
 
-- **Pool sizes** (`mamba_pool_sizes`): of the KV memory, `mamba_full_memory_ratio` / (1 +
+- **Pool sizes** (`sglang_mamba_pool_sizes` in prefix/sglang_pools.py, at SGLang's state dtypes): of the KV memory, `mamba_full_memory_ratio` / (1 +
   `mamba_full_memory_ratio`) (default 0.9: 47 %) goes to states, as many as fit of one request's
   state over every linear layer; the rest to full-attention tokens.
 - **A state per running request**, taken when it is first admitted and given back when it leaves;
@@ -24,29 +24,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvweb.gpu.cost import KV_PRECISIONS, CostModel
+from kvweb.gpu.cost import CostModel
 from kvweb.serving.continuous_batching import K_CACHED, K_SHARED
 from kvweb.serving.engine_trace import GroupMap
 from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_scheduler import Pool, PrefixTree, RadixConfig, RadixScheduler, slot_cells
 
 MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's --mamba-full-memory-ratio default
-
-
-def state_bytes(cost: CostModel) -> int:
-    """One request's recurrent states over every linear layer, on one GPU."""
-    tp = 1 if cost.attention_dp else cost.tp
-    return sum(n * a.state_elements_per_gpu(tp) for a, n in cost.model.groups) * KV_PRECISIONS[cost.kv_precision]
-
-
-def mamba_pool_sizes(cost: CostModel, ratio: float = MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
-    """(full-attention tokens, states) of SGLang's two pools on this GPU (see the module doc)."""
-    per_state = state_bytes(cost)
-    if not cost.fits or not per_state:
-        return 0, 0
-    free = cost.kv_bytes_free_per_gpu
-    states = int(free * ratio / (1 + ratio) // per_state)
-    return int((free - states * per_state) // cost.kv_bytes_per_token_per_gpu), states
 
 
 class StateTree(PrefixTree, Protocol):
