@@ -23,7 +23,8 @@ class Challenge:
 
 
 def _mode(result: Result, mode: str) -> Result:
-    return next(m for m in result["modes"] if m["mode"] == mode)
+    """A mode's figures; a mode that did not run (it cannot serve the model) reads as nothing."""
+    return next((m for m in result["modes"] if m["mode"] == mode), {})
 
 
 def _router(result: Result, router: str) -> Result | None:
@@ -51,12 +52,12 @@ CHALLENGES: dict[str, tuple[Challenge, ...]] = {
     ),
     "schedulers": (
         Challenge("Make vLLM V1's prefix hit rate fall below 10 %.",
-                  lambda r: _mode(r, "vllm-v1")["prefix_hit_rate"] < 0.10,
+                  lambda r: _mode(r, "vllm-v1").get("prefix_hit_rate", 1.0) < 0.10,
                   "Turn prefix_caching off, or serve requests that share no prefix (workload sharegpt): the cache "
                   "only helps when prompts repeat a prefix, as chat turns and few-shot tasks do.",
                   {"prefix_caching": False}),
         Challenge("Make the papers' engine preempt requests.",
-                  lambda r: _mode(r, "paper")["preemptions"] > 0,
+                  lambda r: _mode(r, "paper").get("preemptions", 0) > 0,
                   "Give it more work than its memory holds: a higher rate or longer prompts. The papers' engine "
                   "keeps no prefix cache, so every request brings its whole prompt's KV, and when the blocks run "
                   "out the newest running request is preempted.",
