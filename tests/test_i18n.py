@@ -250,6 +250,7 @@ def test_block_means_a_kv_block_only():
     for text in ZH.values():
         assert not re.search(r"块 ?(GPU|H100|H200|A100|B200|纸面)|块张量并行|[0-9a-z}] 块 \{", text), text
     assert tr("tp", "param") == "张量并行 GPU 数"
+    assert tr("GPUs") == "个 GPU"  # the roofline table's unit: "张量并行 (个 GPU)", once "张量并行 (块)"
 
 
 def test_layer_types_are_named_in_chinese_with_their_english_name():
