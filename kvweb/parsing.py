@@ -5,6 +5,7 @@ a typed value or raises one `ParamError` line naming the parameter and what is a
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -46,6 +47,12 @@ MAX_VALUE = 100
 _INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,6})?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_depth(text: str) -> int:
+    """How deep JSON text nests, counted over the raw text before `json.loads` recurses once per
+    bracket (brackets inside strings count too: outside text is bounded first, parsed after)."""
+    return max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
 
 
 def to_number(text: str, integer: bool = False) -> int | float | None:

@@ -11,7 +11,6 @@ runs are a least-squares fit. What the fit leaves (each run's residuals) comes b
 """
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -21,6 +20,7 @@ import numpy as np
 
 from kvweb.gpu.measured import QUEUED_SHARE, MeasuredCost, closed_loop, fit_relative
 from kvweb.lab import ParamError
+from kvweb.parsing import json_depth
 
 MAX_RUNS = 16
 MAX_DEPTH = 4  # a list of objects, or JSON lines; no field is nested
@@ -59,7 +59,7 @@ def _number(run: int, row: dict[str, Any], name: str, integer: bool) -> float:
 def parse_runs(text: str) -> tuple[BenchRun, ...]:
     """The runs in a pasted result: a JSON object, a list of them, or JSON lines (one run a line);
     one message naming the run and the field for anything else."""
-    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
+    depth = json_depth(text)
     if depth > MAX_DEPTH:
         raise ParamError(f"calibration: JSON nested {depth} deep; expected {WHAT}")
     try:

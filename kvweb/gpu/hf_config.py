@@ -19,7 +19,6 @@ towers, generation settings, and fields of no model known here) and listed in `L
 """
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from kvweb.gpu.layers import Attention, LatentAttention, LayerType, LinearAttention
 from kvweb.gpu.specs import LLMSpec
 from kvweb.lab import ParamError, shown
+from kvweb.parsing import json_depth
 
 MAX_CONFIG = 5000  # characters of a pasted config: every shipped config fits (gpt-oss-120b, the longest, is 2088 as
 # published); percent-encoded at worst 3 characters each, the share URL stays under its 16,000 (app/route.py)
@@ -279,7 +279,7 @@ def _text_config(text: str, max_chars: int = MAX_CONFIG) -> dict[str, Any]:
     if len(text) > max_chars:
         raise ParamError(f"config.json: {len(text)} characters; at most {max_chars} are read")
     # json.loads recurses once per bracket: bounded first (brackets inside strings count too)
-    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
+    depth = json_depth(text)
     if depth > MAX_DEPTH:
         raise ParamError(f"config.json: nested {depth} deep; at most {MAX_DEPTH} levels are read")
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from kvweb.lab import ParamError, shown
-from kvweb.parsing import to_number
+from kvweb.parsing import json_depth, to_number
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ def parse_trace(text: str) -> list[Request]:
 
 def _json_rows(text: str) -> list[dict[str, Any]]:
     # Brackets inside strings count too: no valid trace has any.
-    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in text if c in "[]{}"), default=0)
+    depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
         raise ParamError(f"trace: JSON nested {depth} deep; at most {MAX_JSON_DEPTH} levels are read")
     try:
