@@ -131,21 +131,22 @@ def closed_loop_workload(
             for i, (p, o) in enumerate(zip(prompts, outputs))]
 
 
-def parse_trace(text: str) -> list[Request]:
+def parse_trace(text: str, max_rows: int = MAX_TRACE_ROWS, max_chars: int = MAX_TRACE_CHARS) -> list[Request]:
     """Requests from CSV (header `arrival,prompt_len,output_len` optional; rows split by
     newlines or ';', so one line of text works too) or JSON (a list of objects with those
     keys, or of [arrival, prompt_len, output_len] triples).
 
-    Any bad row raises one ParamError naming the row (1 = first request) and the field.
+    Any bad row raises one ParamError naming the row (1 = first request) and the field. A file in
+    this format (serving/traces.py) may hold more rows and characters: `max_rows`, `max_chars`.
     """
-    if len(text) > MAX_TRACE_CHARS:
-        raise ParamError(f"trace: {len(text):,} characters; at most {MAX_TRACE_CHARS:,} are read")
+    if len(text) > max_chars:
+        raise ParamError(f"trace: {len(text):,} characters; at most {max_chars:,} are read")
     stripped = text.strip()
     rows = _json_rows(stripped) if stripped[:1] in ("[", "{") else _csv_rows(stripped)
     if not rows:
         raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len")
-    if len(rows) > MAX_TRACE_ROWS:
-        raise ParamError(f"trace: {len(rows)} rows; at most {MAX_TRACE_ROWS} are allowed")
+    if len(rows) > max_rows:
+        raise ParamError(f"trace: {len(rows)} rows; at most {max_rows} are allowed")
     parsed = [_check_row(i + 1, row) for i, row in enumerate(rows)]
     order = sorted(range(len(parsed)), key=lambda i: parsed[i][0])
     return [Request(new_id, *parsed[i]) for new_id, i in enumerate(order)]

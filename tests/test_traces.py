@@ -1,0 +1,170 @@
+"""Production traces as files (kvweb/serving/traces.py): each format against a hand-checked file,
+the bounds, the messages naming line and field, and replay's invariants."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvweb.lab import ParamError
+from kvweb.serving import traces
+from kvweb.serving.traces import HASH_BLOCK, read_trace, recall, remember, replay
+
+DATA = Path(__file__).parent / "data" / "traces"
+
+
+def load(name: str) -> traces.Trace:
+    return read_trace((DATA / name).read_bytes(), name)
+
+
+def test_mooncake_rows_sorted_and_hashes_are_shared_prompt_blocks() -> None:
+    trace = load("mooncake.jsonl")
+    # by hand: rows at 0, 1.5, 3.0 and 2.0 s (ms in the file), sorted; 46 and 47 recur, 46 again
+    assert trace.format == "mooncake" and trace.rows == 4 and trace.skipped == 0
+    assert trace.arrival.tolist() == [0.0, 1.5, 2.0, 3.0]
+    assert trace.prompt.tolist() == [1000, 1200, 300, 600] and trace.output.tolist() == [10, 20, 7, 5]
+    assert trace.summary()["shared_blocks"] == 3  # 46 and 47 in row 2, 46 in row 4
+    first, second, lone, third = replay(trace)
+    assert len(first.tokens) == 1010 and len(second.tokens) == 1220
+    assert np.array_equal(first.tokens[:1000], second.tokens[:1000])  # [46, 47] is a prefix of [46, 47, 48]
+    assert np.array_equal(third.tokens[:HASH_BLOCK], first.tokens[:HASH_BLOCK])  # 46 alone
+    assert third.tokens[HASH_BLOCK] != first.tokens[HASH_BLOCK]  # then 99, not 47
+    assert not set(lone.tokens[:300].tolist()) & set(first.tokens.tolist())  # hash 7 shares nothing
+    assert not set(first.tokens[1000:].tolist()) & set(second.tokens[1200:].tolist())  # answers are their own
+
+
+def test_azure_2023_and_2024_timestamps_and_the_skipped_row() -> None:
+    code = load("azure_code_2023.csv")
+    assert code.format == "azure" and code.skipped == 1  # GeneratedTokens 0
+    assert code.arrival.tolist() == pytest.approx([0.0, 4.314579, 19.891964], abs=1e-9)
+    assert code.prompt.tolist() == [374, 396, 2214] and code.blocks is None
+    conv = load("azure_conv_2024.csv")  # with a zone, as +00:00
+    assert conv.arrival.tolist() == pytest.approx([0.0, 0.449843, 1.0], abs=1e-9)
+    assert [r.tokens for r in replay(conv)] == [None] * 3
+
+
+def test_burstgpt_failed_responses_are_skipped() -> None:
+    trace = load("burstgpt.csv")
+    assert trace.format == "burstgpt" and trace.skipped == 1
+    assert trace.arrival.tolist() == [0.0, 113.0] and trace.output.tolist() == [18, 276]
+
+
+def test_kvweb_csv_and_json() -> None:
+    trace = load("kvweb.csv")
+    assert trace.format == "kvweb" and trace.arrival.tolist() == [0.0, 0.5] and trace.prompt.tolist() == [50, 100]
+    assert read_trace('[[1, 5, 6], {"arrival": 3, "prompt_len": 7, "output_len": 8}]').prompt.tolist() == [5, 7]
+    lines = read_trace('{"arrival": 2, "prompt_len": 9, "output_len": 1}\n{"arrival": 1, "prompt_len": 4, "output_len": 2}')
+    assert lines.format == "kvweb" and lines.prompt.tolist() == [4, 9]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n'
+     '{"timestamp": 5, "input_length": 600, "output_length": 1, "hash_ids": [1]}',
+     "trace line 2, field hash_ids: 1 hashes for input_length 600; expected 2 (one per 512-token block)"),
+    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [-1]}',
+     "trace line 1, field hash_ids: '[-1]' is not allowed; expected a list of integers from 0 to 2**63 - 1"),
+    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1], "x": 1}',
+     "trace line 1: unknown field 'x'; allowed for Mooncake JSONL"),
+    ('{"timestamp": 0, "output_length": 1, "hash_ids": [1]}', "trace line 1: field input_length is missing"),
+    ('\n\n{"timestamp": "soon", "input_length": 10, "output_length": 1, "hash_ids": [1]}',
+     "trace line 3, field timestamp: 'soon' is not allowed; expected a number >= 0"),
+    ('{"timestamp": 0, "input_length": 1e999, "output_length": 1, "hash_ids": [1]}',
+     "trace line 1, field input_length: 'inf' is not allowed; expected an integer from 1 to 1,000,000"),
+    ('{"timestamp": 0, "input_length": ' + "9" * 5000 + "}", "trace line 1: not valid JSON"),
+    ('{"a": [[[[1]]]]}', "trace line 1: JSON nested too deep"),
+    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\nyesterday,1,1",
+     "trace line 3, field TIMESTAMP: 'yesterday' is not allowed; expected a date and time like"),
+    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,-4",
+     "trace line 2, field GeneratedTokens: '-4' is not allowed; expected an integer from 0 to 1,000,000"),
+    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490",
+     "trace line 2: 5 fields; expected 6"),
+    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,0,0,0,API log",
+     "trace file: no row with prompt and output tokens (1 rows read)"),
+    ("time,in,out\n1,2,3", "trace file: the first line, 'time,in,out', is no header kvweb reads; allowed: Mooncake"),
+    ("  \n ", "trace file: empty; expected Mooncake JSONL"),
+    (b"\xff\xfe", "trace file: not UTF-8 text (byte 0)"),
+])
+def test_a_bad_file_is_one_message_naming_line_and_field(text: str | bytes, message: str) -> None:
+    with pytest.raises(ParamError) as err:
+        read_trace(text)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_bounds_on_bytes_and_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ParamError, match=r"^trace file: 20,000,001 bytes; at most 20,000,000 are read"):
+        read_trace(b" " * 20_000_001)
+    monkeypatch.setattr(traces, "MAX_ROWS", 3)
+    rows = "".join(f'{{"timestamp": {i}, "input_length": 5, "output_length": 1, "hash_ids": [{i}]}}\n' for i in range(4))
+    with pytest.raises(ParamError, match=r"^trace file: more than 3 rows; at most 3 are read"):
+        read_trace(rows)
+    assert read_trace(rows.rsplit("{", 1)[0]).rows == 3
+
+
+def test_parse_time_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(traces, "MAX_PARSE_S", 0.0)
+    monkeypatch.setattr(traces, "CHECK_EVERY", 2)
+    with pytest.raises(ParamError, match=r"^trace file: still reading at line 3 after 0 s"):
+        read_trace("Timestamp,Request tokens,Response tokens\n1,2,3\n4,5,6\n")
+
+
+def test_a_file_kept_is_recalled_by_its_key_and_refused_when_unknown(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(traces, "STORE", tmp_path)
+    trace = remember((DATA / "burstgpt.csv").read_bytes(), "C:\\logs\\burst gpt <b>.csv")
+    assert trace.key == "burst_gpt__b_.csv:2:05892e935f19f228"
+    traces._LOADED.clear()  # another process: it finds the bytes in the store
+    assert recall(trace.key).output.tolist() == [18, 276]
+    with pytest.raises(ParamError, match=r"^trace_file: x.csv \(12 rows, digest 0123456789abcdef\) is not loaded here"):
+        recall("x.csv:12:0123456789abcdef")
+    with pytest.raises(ParamError, match=r"^trace_file: '<script>' is not allowed; expected a trace file"):
+        recall("<script>")
+
+
+def test_every_preset_loads_with_its_format() -> None:
+    names = traces.presets()
+    assert {traces.preset(n).format for n in names} == {"mooncake", "azure", "burstgpt"}
+    for name in names:
+        trace = traces.preset(name)
+        assert 200 <= trace.rows <= 1000, name
+    mooncake = [traces.preset(n) for n in names if traces.preset(n).format == "mooncake"]
+    assert all(t.summary()["shared_blocks"] > 0 for t in mooncake)
+
+
+rows_strategy = st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 3000), st.integers(0, 50)),
+                         min_size=1, max_size=40)
+
+
+def mooncake_text(rows: list[tuple[int, int, int]]) -> str:
+    return "\n".join(json.dumps({"timestamp": t, "input_length": p, "output_length": o,
+                                 "hash_ids": [(t + k) % 7 for k in range(-(-p // HASH_BLOCK))]}) for t, p, o in rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy, st.floats(0.1, 10.0), st.floats(0, 5000), st.floats(0, 5000))
+def test_replay_keeps_order_bounds_and_scales_the_rate(rows: list[tuple[int, int, int]], scale: float,
+                                                       start: float, duration: float) -> None:
+    served = [r for r in rows if r[2] > 0]
+    try:
+        trace = read_trace(mooncake_text(rows))
+    except ParamError as err:
+        assert not served and str(err).startswith("trace file: no row with prompt and output tokens")
+        return
+    assert trace.rows == len(served) and trace.skipped == len(rows) - len(served)
+    assert trace.arrival[0] == 0 and np.all(np.diff(trace.arrival) >= 0)
+    try:
+        requests = traces.requests(trace, scale, start, duration)
+    except ParamError as err:
+        assert "holds no request" in str(err)
+        return
+    end = start + duration if duration else np.inf
+    inside = [(t, p, o) for t, p, o in zip(trace.arrival, trace.prompt, trace.output) if start <= t < end]
+    assert [(r.prompt, r.output) for r in requests] == [(p, o) for _, p, o in inside]
+    assert [r.id for r in requests] == list(range(len(requests)))
+    assert all(r.arrival >= 0 for r in requests)
+    assert all(a.arrival <= b.arrival for a, b in zip(requests, requests[1:]))
+    assert [r.arrival * scale for r in requests] == pytest.approx([t - start for t, _, _ in inside])
+    assert all(len(r.tokens) == r.prompt + r.output for r in requests)
