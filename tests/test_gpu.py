@@ -108,3 +108,29 @@ def test_a_model_that_does_not_fit_says_so():
     # weights that fit with no room for one token of KV cannot run either
     tight = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"], mem_util=26_194_984_960 / 40e9)
     assert tight.kv_capacity_tokens == 0 and not tight.fits
+
+
+def test_mxfp4_quantizes_the_routed_experts_only_and_gpt_oss_120b_fits_one_h100():
+    """gpt-oss-120b as it ships: 114.66e9 routed-expert parameters at 4.25 bits (4-bit values and an
+    8-bit scale per 32), the other 2.13e9 (attention, routers, embedding and LM head) at 16 bits."""
+    m = MODELS["gpt-oss-120b"]
+    assert (m.params, m.experts * m.expert_params, m.embedding_params) == (116_788_838_400, 114_661_785_600,
+                                                                        1_158_266_880)
+    mx = CostModel(GPUS["H100-SXM"], m, weight_precision="mxfp4")
+    by_hand = (116_788_838_400 - 114_661_785_600) * 2 + 114_661_785_600 * 4.25 / 8
+    assert mx.weight_bytes == mx.weight_bytes_per_gpu == by_hand == 65_168_179_200
+    assert mx.kv_capacity_tokens > 0 and CostModel(GPUS["H100-SXM"], m).kv_capacity_tokens == 0
+    # a step reads its experts at 4.25 bits, the rest at 16: between the int4 and the 16-bit price
+    prices = [CostModel(GPUS["H100-SXM"], m, weight_precision=w).step_weight_bytes(8) for w in ("int4", "mxfp4", "16-bit")]
+    assert prices == sorted(prices) and len(set(prices)) == 3
+    with pytest.raises(ValueError, match="routed experts only.*llama-3.1-8b has none"):
+        CostModel(GPUS["H100-SXM"], MODELS["llama-3.1-8b"], weight_precision="mxfp4")
+
+
+def test_fp8_block_is_priced_as_fp8_by_the_roofline():
+    """The roofline has no per-block scales: fp8-block weights cost what FP8 weights cost (its
+    kernels differ only in the measured tables)."""
+    for name in ("llama-3.1-70b", "mixtral-8x7b"):
+        a, b = (CostModel(GPUS["H100-SXM"], MODELS[name], tp=4, weight_precision=w) for w in ("fp8", "fp8-block"))
+        assert (a.weight_bytes, a.kv_capacity_tokens, a.prefill_cost(3000), a.decode_step_cost(32, 40_000)) == \
+            (b.weight_bytes, b.kv_capacity_tokens, b.prefill_cost(3000), b.decode_step_cost(32, 40_000))

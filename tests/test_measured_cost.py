@@ -105,3 +105,23 @@ def test_a_measured_plan_prunes_gpus_without_kernels_and_opens_in_the_fleet_lab_
         assert got["routers"][0]["ttft_s"]["p90"] == row["ttft_p90_s"], row["key"]
     roofline = PlanLab(model="llama-3-8b", gpus="A100-40GB", tps="1", schedulers="vllm-v1", replicas="1", requests=30)
     assert list(roofline.run()["pruned"]) == ["does not fit", "cannot reach the rate"]  # as before: no new key
+
+
+def test_mxfp4_prices_the_experts_with_the_mxfp4_moe_table_and_the_rest_at_16_bits():
+    from kvweb.gpu.measured import MeasuredCost
+    for engine in ("vllm", "sglang"):
+        cost = MeasuredCostModel(GPUS["H200"], MODELS["gpt-oss-120b"], tp=2, weight_precision="mxfp4", engine=engine)
+        kernels = MeasuredCost(GPUS["H200"], MODELS["gpt-oss-120b"], engine, 2, "16-bit", moe_precision="w4a16_mxfp4")
+        assert cost.kernels == kernels
+        assert cost.prefill_cost(2048) == pytest.approx(kernels.prefill_cost(2048), rel=0.01)
+    with pytest.raises(ValueError, match="no measured int4 GEMMs|weight precision one of"):
+        MeasuredCostModel(GPUS["H200"], MODELS["gpt-oss-120b"], weight_precision="int4")
+
+
+@pytest.mark.parametrize("lab, params", [("roofline", {"model": "llama-3.1-8b"}), ("engine", {}),
+                                         ("schedulers", {"cost_model": "measured"})])
+def test_mxfp4_on_a_model_without_experts_is_one_message_naming_the_parameter(lab, params):
+    with pytest.raises(ParamError, match=r"^weight_precision mxfp4 quantizes routed experts only .* has none: use 16-bit"):
+        run = LABS[lab](weight_precision="mxfp4", **params)
+        run.check()
+        run.run()

@@ -17,9 +17,11 @@ Each layer ends its attention and its MLP with an all-reduce of the tokens' 16-b
 over one direction of its NVLink, plus a fixed latency per all-reduce; the all-reduces do not
 overlap the layer's work, so their time adds to the roofline's.
 
-Precision: weights 16-bit, FP8, INT8 or INT4 (2, 1, 1, 0.5 bytes per parameter; INT4 group
-scales left out; the embedding and LM head stay 16-bit, as quantized checkpoints keep them) and KV
-16-bit or FP8 (2 or 1 bytes per element). FP8 weights run on the GPU's
+Precision: weights 16-bit, FP8 (per-tensor scales, or fp8-block: a scale per 128 x 128 block), INT8
+or INT4 (2, 1, 1, 1, 0.5 bytes per parameter; scales left out; the embedding and LM head stay 16-bit,
+as quantized checkpoints keep them), or MXFP4 (routed experts at 4.25 bits, everything else 16-bit,
+as gpt-oss ships; refused for a model without experts) and KV 16-bit or FP8 (2 or 1 bytes per
+element). FP8 weights run on the GPU's
 FP8 tensor cores where it has them (H100, H200: W8A8); otherwise, and for INT8 and INT4, the
 weights are dequantized and multiplied at 16 bits (weight-only quantization: fewer bytes, the
 16-bit peak). One peak prices all of a step's FLOPs, attention included.
@@ -52,7 +54,11 @@ from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec
 # and once for V (vLLM V0's CacheEngine._swap: 2 x layers small copies per block).
 SWAP_COPIES = ("per-block", "per-layer-kv")
 TP_SIZES = (1, 2, 4, 8)
-WEIGHT_PRECISIONS = {"16-bit": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # bytes per parameter
+# bytes per parameter; fp8-block: FP8 with a scale per 128 x 128 block (DeepSeek's, Qwen3's FP8 checkpoints; the
+# scales left out); mxfp4: the routed experts in OCP MXFP4 (EXPERT_BYTES), the rest 16-bit, as gpt-oss ships
+WEIGHT_PRECISIONS = {"16-bit": 2, "fp8": 1, "fp8-block": 1, "int8": 1, "int4": 0.5, "mxfp4": 2}
+EXPERT_BYTES = {"mxfp4": (4 * 32 + 8) / 8 / 32}  # 4-bit values and one 8-bit scale per 32: 4.25 bits
+FP8_WEIGHTS = ("fp8", "fp8-block")
 KV_PRECISIONS = {"16-bit": 2, "fp8": 1}  # bytes per K or V element
 PREFILL_PRICES_KEPT = 8192  # (n_tokens, cached) pairs a cost model remembers (about 2 MB at most)
 
@@ -86,37 +92,54 @@ class CostModel:
                               ("weight_precision", WEIGHT_PRECISIONS), ("kv_precision", KV_PRECISIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}")
+        if self.weight_precision in EXPERT_BYTES and self.model.experts == 1:
+            raise ValueError(f"weight_precision {self.weight_precision} quantizes routed experts only (as gpt-oss ships); "
+                             f"{self.model.name} has none: use 16-bit, fp8, fp8-block, int8 or int4")
 
     # -- bytes -------------------------------------------------------------
     @property
     def _bytes_per_param(self) -> float:
         return WEIGHT_PRECISIONS[self.weight_precision]
 
-    def _weights(self, params: float, embedding: float) -> float:
-        """Bytes of `params` parameters of which `embedding` are the embedding and LM head: a
-        quantized checkpoint keeps those two in 16 bits (as FP8, INT8 and INT4 checkpoints do)."""
-        return (params - embedding) * self._bytes_per_param + embedding * BYTES_16
+    @property
+    def _expert_bytes_per_param(self) -> float:
+        """Bytes of a routed expert's parameter: the weight precision's, or MXFP4's 4.25 bits."""
+        return EXPERT_BYTES.get(self.weight_precision, self._bytes_per_param)
+
+    def _weights(self, params: float, embedding: float, experts: float = 0) -> float:
+        """Bytes of `params` parameters of which `embedding` are the embedding and LM head and
+        `experts` routed experts': a quantized checkpoint keeps the embedding and LM head in 16 bits
+        (as FP8, INT8 and INT4 checkpoints do); MXFP4 quantizes only the experts."""
+        if self._expert_bytes_per_param == self._bytes_per_param:
+            return (params - embedding) * self._bytes_per_param + embedding * BYTES_16
+        rest = (params - embedding - experts) * self._bytes_per_param
+        return rest + experts * self._expert_bytes_per_param + embedding * BYTES_16
 
     @cached_property
     def _replicated_params(self) -> int:
         """Parameters every GPU holds whole: the attention's under data-parallel attention."""
         return self.model.attention_params if self.attention_dp else 0
 
-    def _per_gpu(self, params: float, embedding: float) -> float:
+    def _per_gpu(self, params: float, embedding: float, experts: float = 0) -> float:
         """One GPU's share of those weights: split over the group, replicated ones held whole."""
         whole = self._replicated_params * self._bytes_per_param
-        return whole + (self._weights(params, embedding) - whole) / self.tp
+        return whole + (self._weights(params, embedding, experts) - whole) / self.tp
+
+    @cached_property
+    def _routed_params(self) -> int:
+        """Every routed expert's parameters, over the MoE layers."""
+        return self.model.experts * self.model.expert_params
 
     @property
     def weight_bytes(self) -> float:  # an int but for int4
         """All the weights the group holds, every expert, at the weight precision (one copy, and
         the tp - 1 more of the attention under data-parallel attention)."""
         extra = self._replicated_params * self._bytes_per_param * (self.tp - 1)
-        return self._weights(self.model.params, self.model.embedding_params) + extra
+        return self._weights(self.model.params, self.model.embedding_params, self._routed_params) + extra
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self._per_gpu(self.model.params, self.model.embedding_params)
+        return self._per_gpu(self.model.params, self.model.embedding_params, self._routed_params)
 
     def experts_touched(self, tokens: float) -> float:
         """Expected distinct routed experts a step of `tokens` tokens runs per MoE layer, each
@@ -132,7 +155,8 @@ class CostModel:
         affine decode price, read off batches 0 and 1, stays today's k experts per step)."""
         m = self.model
         routed = self.experts_touched(max(tokens, 1)) - m.active_experts if m.experts > 1 else 0
-        return self._per_gpu(m.active_params + routed * m.expert_params, m.embedding_params)
+        experts = (m.active_experts + routed) * m.expert_params if m.experts > 1 else 0
+        return self._per_gpu(m.active_params + routed * m.expert_params, m.embedding_params, experts)
 
     @property
     def _attention_tp(self) -> int:
@@ -266,7 +290,7 @@ class CostModel:
     @property
     def peak_flops(self) -> float:
         """FP8 weights on FP8 tensor cores, every other case at the 16-bit peak."""
-        fp8 = self.gpu.fp8_flops if self.weight_precision == "fp8" else None
+        fp8 = self.gpu.fp8_flops if self.weight_precision in FP8_WEIGHTS else None
         return fp8 or self.gpu.peak_flops
 
     @property

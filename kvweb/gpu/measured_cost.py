@@ -42,6 +42,8 @@ GRID = np.unique(np.round(np.geomspace(1, 65536, 97)).astype(int))  # token coun
 DECODE_FIT = [(b, c) for b in (1, 8, 32, 128, 256) for c in (128, 1024, 4096, 32768)]  # (batch, context)
 COST_MODELS = ("roofline", "measured")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+# a weight precision that quantizes the experts only: (the other GEMMs' precision, the experts' kernel table)
+MOE_TABLES = {"mxfp4": ("16-bit", "w4a16_mxfp4")}
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class MeasuredCostModel(CostModel):
 
     @cached_property
     def kernels(self) -> MeasuredCost:
-        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, self.weight_precision, self.kv_precision,
+        weights, experts = MOE_TABLES.get(self.weight_precision, (self.weight_precision, None))
+        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, weights, self.kv_precision, experts,
                             step_overhead_s=self.kernel_overhead_s)
 
     @property
@@ -192,10 +195,21 @@ def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Ma
     model or precision is refused with one message naming what is missing. `runs`: the user's
     benchmark runs (kvweb/gpu/calibration.py); an engine's own runs set its step overhead."""
     if kind == "roofline":
-        return CostModel(gpu, model, **assumptions)
+        return roofline(gpu, model, assumptions)
     cost = _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
     mine = tuple(r for r in runs if r.engine == engine)
     return _calibrated(cost, mine) if mine else cost
+
+
+def roofline(gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any]) -> CostModel:
+    """The roofline CostModel; a weight precision the model cannot take (MXFP4 without experts) is
+    one message naming the parameter."""
+    try:
+        return CostModel(gpu, model, **assumptions)
+    except ValueError as err:
+        if "quantizes routed experts only" not in str(err):
+            raise
+        raise ParamError(str(err)) from None
 
 
 @lru_cache(maxsize=16)
@@ -210,6 +224,8 @@ def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tupl
     try:
         return MeasuredCostModel(gpu, model, **dict(assumptions), engine=engine)
     except ValueError as err:
+        if "quantizes routed experts only" in str(err):
+            raise ParamError(str(err)) from None
         raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
 
 

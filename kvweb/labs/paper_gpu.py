@@ -12,6 +12,7 @@ from typing import Any
 import param
 
 from kvweb.gpu import GPUS, KV_PRECISIONS, SWAP_COPIES, TP_SIZES, WEIGHT_PRECISIONS, CostModel, LLMSpec
+from kvweb.gpu.measured_cost import roofline
 from kvweb.lab import PAPER_GPU, Lab
 
 _D = CostModel.__dataclass_fields__  # the defaults, read once from the cost model itself
@@ -54,7 +55,7 @@ class PaperGPULab(Lab):
                                        "is priced anyway (the result says so)")
 
     def cost_model(self, gpu: str, model: LLMSpec) -> CostModel:
-        return CostModel(GPUS[gpu], model, **self.assumptions())
+        return roofline(GPUS[gpu], model, self.assumptions())
 
     def assumptions(self) -> dict[str, Any]:
         """The parameters as `CostModel` keyword arguments (SI units)."""
