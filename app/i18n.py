@@ -122,6 +122,23 @@ _MESSAGES = [
      r"the KV transfer is simulated for models whose layers are all alike only \(use 0\)$",
      "prefill_replicas: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
      "KV transfer is simulated for models whose layers are all alike only (use 0)"),
+    # a trace file (kvweb/serving/traces.py) and the trace parameters (kvweb/labs/engine.py): the file's text stays as given
+    (r"^trace line (\d+), field (.+?): (.*) is not allowed; expected (.*)$",
+     "trace line {0}, field {1}: {2} is not allowed; expected {3}"),
+    (r"^trace file: (.*)$", "trace file: {0}"),
+    (r"^(\S+(?:, \S+)*): (\d+) traces given; give one \(clear the others\)$", "{0}: {1} traces given; give one (clear the others)"),
+    (r"^(\S+): given, but workload is '(.*)'; set workload to trace to use it$",
+     "{0}: given, but workload is '{1}'; set workload to trace to use it"),
+    (r"^trace_start, trace_duration: the window (.*) holds no request; the trace (\S+) spans 0 to (\S+) s$",
+     "trace_start, trace_duration: the window {0} holds no request; the trace {1} spans 0 to {2} s"),
+    (r"^trace_file: (\S+) \((\S+) rows, digest (\S+)\) is not loaded here; pick the file again, or choose a trace_preset "
+     r"\(presets load anywhere\)$",
+     "trace_file: {0} ({1} rows, digest {2}) is not loaded here; pick the file again, or choose a trace_preset "
+     "(presets load anywhere)"),
+    (r"^trace_file: (.*) is no trace file kvweb can read here; expected the path of a trace file \(command line\) or a "
+     r"file picked in the app$",
+     "trace_file: {0} is no trace file kvweb can read here; expected the path of a trace file (command line) or a file "
+     "picked in the app"),
     # a pasted config.json (kvweb/gpu/hf_config.py); JSON's own error stays English
     (r"^config\.json is not JSON: (.*) at line (\d+) column (\d+)$", "config.json is not JSON: {0} at line {1} column {2}"),
     (r"^config\.json: (\d+) characters; at most (\d+) are read$", "config.json: {0} characters; at most {1} are read"),

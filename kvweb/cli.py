@@ -5,6 +5,7 @@ Bad input exits with status 2 and one line on stderr; nothing goes to stdout the
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -14,11 +15,13 @@ from kvweb.budget import BUDGET_S
 from kvweb.jsonable import flatten, jsonable, number
 from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names, shown
 from kvweb.parsing import allowed, make, to_number
+from kvweb.serving import traces
 
 COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "labs": [("kvweb labs", "list lab names, one per line")],
     "run": [("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
             ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
+            ("", "serving labs: --workload trace --trace_file PATH reads a trace file"),
             ("kvweb run LAB --help", "the lab's parameters, defaults and limits")],
     "plan": [("kvweb plan [--PARAM VALUE ...] [--json]", "the capacity planner: the cheapest fleet within the SLO"),
              ("", "and the Pareto table of cost vs latency (the lab plan's"),
@@ -84,7 +87,22 @@ def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool
         if key in texts:
             raise UsageError(f"--{key}: given twice")
         texts[key] = value
+    if "trace_file" in param_names(cls) and os.path.isfile(texts.get("trace_file", "")):
+        texts["trace_file"] = trace_file_key(texts["trace_file"])  # else the lab says what it lacks
     return lab, texts, as_json, want_help, budget_seconds(texts.pop("budget", str(BUDGET_S)))
+
+
+def trace_file_key(path: str) -> str:
+    """--trace_file PATH: the file read and kept (kvweb/serving/traces.py); the lab names it by its key, as
+    the app names a file picked."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(traces.MAX_BYTES + 1)  # one byte more: read_trace says it is too long
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or type(err).__name__
+        raise UsageError(f"--trace_file: {shown(path)} cannot be read ({reason}); expected the path of a trace "
+                         f"file: {traces.ALLOWED}") from None
+    return traces.remember(data, path).key
 
 
 def budget_seconds(text: str) -> float:

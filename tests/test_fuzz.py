@@ -232,8 +232,9 @@ def test_unknown_keys_become_one_line_and_messages_are_capped():
     everything_bad = {name: "①" for name in param_names(LABS["engine"])}
     lab, messages = from_query({"lab": "engine", **everything_bad})
     assert len(messages) == MAX_MESSAGES
-    # one line a bad value, but trace and calibration (text: any text parses) share the line of the check they fail
-    assert messages[-1] == f"... and {len(everything_bad) - 1 - MAX_MESSAGES + 1} more problems"
+    # one line a bad value, but trace, trace_file and calibration (text: any text parses) share the line of the
+    # check they fail
+    assert messages[-1] == f"... and {len(everything_bad) - 2 - MAX_MESSAGES + 1} more problems"
 
 
 def test_tiny_temperature_is_greedy_without_nan():

@@ -120,7 +120,7 @@ def test_a_file_kept_is_recalled_by_its_key_and_refused_when_unknown(tmp_path: P
     assert recall(trace.key).output.tolist() == [18, 276]
     with pytest.raises(ParamError, match=r"^trace_file: x.csv \(12 rows, digest 0123456789abcdef\) is not loaded here"):
         recall("x.csv:12:0123456789abcdef")
-    with pytest.raises(ParamError, match=r"^trace_file: '<script>' is not allowed; expected a trace file"):
+    with pytest.raises(ParamError, match=r"^trace_file: '<script>' is no trace file kvweb can read here; expected the path"):
         recall("<script>")
 
 
@@ -168,3 +168,44 @@ def test_replay_keeps_order_bounds_and_scales_the_rate(rows: list[tuple[int, int
     assert all(a.arrival <= b.arrival for a, b in zip(requests, requests[1:]))
     assert [r.arrival * scale for r in requests] == pytest.approx([t - start for t, _, _ in inside])
     assert all(len(r.tokens) == r.prompt + r.output for r in requests)
+
+
+def cli_json(*argv: str) -> dict:
+    import io
+
+    from kvweb.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", *argv, "--json"], out, err) == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("name, rows, fmt", [("mooncake.jsonl", 4, "mooncake"), ("azure_code_2023.csv", 3, "azure"),
+                                             ("burstgpt.csv", 2, "burstgpt"), ("kvweb.csv", 2, "kvweb")])
+def test_the_cli_serves_a_trace_file_of_each_format(name: str, rows: int, fmt: str) -> None:
+    out = cli_json("engine", "--workload", "trace", "--trace_file", str(DATA / name), "--compare", "none")
+    assert out["params"]["trace_file"].startswith(f"{name}:{rows}:")
+    assert out["result"]["replayed"]["format"] == fmt and out["result"]["submitted"] == rows
+
+
+def test_the_fleet_finds_mooncakes_shared_prefixes() -> None:
+    out = cli_json("fleet", "--workload", "trace", "--trace_file", str(DATA / "mooncake.jsonl"),
+                   "--routers", "round-robin,cache-aware")
+    hits = {r["router"]: r["prefix_hit_rate"] for r in out["result"]["routers"]}
+    # by hand: of 3,100 prompt tokens, 1,000 (row 2 repeats row 1's prompt) and 512 (hash 46) are cached, on
+    # one replica; round robin sends each request to another replica of the four
+    assert hits == {"round-robin": 0.0, "cache-aware": pytest.approx(1512 / 3100)}
+    assert out["result"]["shared_prefixes"] is True
+
+
+def test_scale_and_window_in_a_lab_and_its_estimate_counts_the_rows() -> None:
+    from kvweb.labs.engine import EngineLab
+    whole = EngineLab(workload="trace", trace_preset="burstgpt-synthetic", compare="none")
+    cut = EngineLab(workload="trace", trace_preset="burstgpt-synthetic", compare="none", trace_scale=2.0,
+                    trace_start=100.0, trace_duration=200.0)
+    trace = traces.preset("burstgpt-synthetic")
+    inside = trace.arrival[(trace.arrival >= 100) & (trace.arrival < 300)]
+    assert [r.arrival for r in cut.workload_at(1.0)] == pytest.approx(((inside - 100) / 2).tolist())
+    requests = {e.parts[0][1].name: e.parts[0][0] for e in (whole.estimate(), cut.estimate())}
+    assert list(requests) == ["requests through the papers' engine"]
+    assert [whole.estimate().parts[0][0], cut.estimate().parts[0][0]] == [trace.rows, len(inside)]
+    assert whole.ignored() == () and EngineLab().ignored() == ("trace_scale", "trace_start", "trace_duration")

@@ -22,7 +22,8 @@ from kvweb.memo import Memo
 from kvweb.labs.fragmentation import allocator_param
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
-from kvweb.serving.workload import SHAPES, Request, closed_loop_workload, parse_trace
+from kvweb.serving.traces import Trace, of_text, preset, presets, recall, replay
+from kvweb.serving.workload import SHAPES, Request, closed_loop_workload
 from kvweb.serving.paged_memory import BLOCK_SIZE
 
 PAPER = ("vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "
@@ -75,6 +76,18 @@ class ServingLab(PaperGPULab):
                                precedence=ADVANCED)
     trace = Text("", max_length=4000, precedence=ADVANCED,
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
+    trace_preset = param.Selector(objects=["none", *presets()], default="none", precedence=ADVANCED,
+                                  doc="workload=trace: a trace shipped with kvweb, synthetic in the formats of Mooncake "
+                                      "(with shared prefixes), Azure's LLM inference traces and BurstGPT (docs/traces.md)")
+    trace_file = Text("", max_length=100, precedence=ADVANCED,
+                      doc="workload=trace: a trace file (Mooncake JSONL, Azure or BurstGPT CSV, kvweb CSV or JSON): on "
+                          "the command line its path; in the app the file picked, named by its name, rows and digest")
+    trace_scale = param.Number(1.0, bounds=(0.1, 10.0), precedence=ADVANCED,
+                               doc="workload=trace: replay at this multiple of the trace's rate (2: twice as fast)")
+    trace_start = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
+                               doc="workload=trace: replay from this second of the trace (its first row is at 0)")
+    trace_duration = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
+                                  doc="workload=trace: replay this many seconds of the trace (0: to its end)")
     calibration = Text("", max_length=4000, precedence=ADVANCED,
                        doc="cost_model=measured: your own vllm bench serve or sglang.bench_serving results at a fixed "
                            "--max-concurrency (their JSON summaries: max_concurrency, completed, total_input_tokens, "
@@ -87,10 +100,13 @@ class ServingLab(PaperGPULab):
         if self.cost_model == "measured":
             self.setup().cost_model()  # measured kernels for this GPU, model and precision, or a ParamError
         max_len = self.setup().spec.max_len
+        sources = self.trace_sources()
         if self.workload == "trace":
-            parse_trace(self.trace)
-        elif self.trace.strip():
-            raise ParamError(f"trace: given, but workload is '{self.workload}'; set workload to trace to use it")
+            if len(sources) > 1:
+                raise ParamError(f"{', '.join(sources)}: {len(sources)} traces given; give one (clear the others)")
+            self.workload_at(self.rate)  # read, and its window holds a request
+        elif sources:
+            raise ParamError(f"{sources[0]}: given, but workload is '{self.workload}'; set workload to trace to use it")
         if self.workload in ("fixed", "uniform", "closed-loop") and self.prompt_len + self.output_len > max_len:
             raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
                              f"scenario {self.scenario} allows at most {max_len}")
@@ -101,12 +117,28 @@ class ServingLab(PaperGPULab):
                      pricing=self.cost_model, runs=parse_runs(self.calibration) if self.calibration.strip() else ())
 
     def ignored(self) -> tuple[str, ...]:
-        """A closed loop sends each request when one finishes: no arrival rate is read."""
-        return ("rate",) if self.workload == "closed-loop" else ()
+        """A closed loop sends each request when one finishes: no arrival rate is read; only a trace
+        is scaled and cut."""
+        replay = () if self.workload == "trace" else ("trace_scale", "trace_start", "trace_duration")
+        return (*(("rate",) if self.workload == "closed-loop" else ()), *replay)
+
+    def trace_sources(self) -> list[str]:
+        """The trace parameters given: at most one is read."""
+        given = {"trace": bool(self.trace.strip()), "trace_file": bool(self.trace_file),
+                 "trace_preset": self.trace_preset != "none"}
+        return [name for name, on in given.items() if on]
+
+    def trace_read(self) -> Trace:
+        """The trace of workload=trace: the file's, the preset's, or the pasted rows."""
+        if self.trace_file:
+            return recall(self.trace_file)
+        if self.trace_preset != "none":
+            return preset(self.trace_preset)
+        return of_text(self.trace)
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":
-            return parse_trace(self.trace)
+            return replay(self.trace_read(), self.trace_scale, self.trace_start, self.trace_duration)
         if self.workload == "closed-loop":  # no rate: each request arrives when one finishes
             return closed_loop_workload("fixed", self.requests, self.concurrency, self.setup().spec.max_len, self.seed,
                                         self.prompt_len, self.output_len)
@@ -127,7 +159,13 @@ class ServingLab(PaperGPULab):
         when it does not, nothing is served and no serving figure is made up."""
         cost = self.setup().cost_model()
         served = self.serve(progress) if cost.fits else {}  # (a what-if is served)
-        return {**cost.fit(), "scenario": self.scenario_info(), **served}
+        replayed = {"replayed": self.replayed()} if self.workload == "trace" else {}
+        return {**cost.fit(), "scenario": self.scenario_info(), **replayed, **served}
+
+    def replayed(self) -> dict[str, Any]:
+        """The trace read and the part of it served: its rows, the window's and the scale."""
+        return {**self.trace_read().summary(), "served_rows": len(self.workload_at(self.rate)),
+                "scale": self.trace_scale, "window_start_s": self.trace_start, "window_s": self.trace_duration}
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         raise NotImplementedError
@@ -135,7 +173,8 @@ class ServingLab(PaperGPULab):
     def work_knobs(self) -> dict[str, tuple[str, ...]]:
         """The parameters a serving run's work grows with (`lower`) and shrinks with (`higher`)."""
         lengths = ("prompt_len", "output_len") if self.workload in ("fixed", "uniform", "closed-loop") else ()
-        return {"lower": ("requests", *lengths), "higher": ("block_size",)}
+        count = ("trace_duration",) if self.workload == "trace" else ("requests",)  # a trace brings its own requests
+        return {"lower": (*count, *lengths), "higher": ("block_size",)}
 
     def served_work(self, requests: list[Request], block_size: int = 0, map_cells: int = 0,
                     stepwise: bool = False, max_seqs: int = Setup.max_seqs,

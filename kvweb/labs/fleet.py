@@ -151,7 +151,7 @@ class FleetLab(SchedulersLab):
             "routers": [{k: v for k, v in row.items() if k not in ("series", "replicas")} for row in rows],
             "per_replica": {row["router"]: row["replicas"] for row in rows},
             "series": {row["router"]: row["series"] for row in rows},
-            "shared_prefixes": self.workload in ("few-shot", "multi-turn"),
+            "shared_prefixes": any(r.tokens is not None for r in requests),  # content: few-shot, multi-turn, Mooncake
             "disaggregation": split,
         }
 

@@ -94,7 +94,7 @@ class Trace:
                 shared += sum(int(b) in seen for b in row)
                 seen.update(row.tolist())
         return {"name": self.name, "format": self.format, "rows": self.rows, "skipped": self.skipped,
-                "duration_s": float(self.arrival[-1]), "digest": self.digest[:16],
+                "span_s": float(self.arrival[-1]), "digest": self.digest[:16],
                 "prompt_tokens": int(self.prompt.sum()), "output_tokens": int(self.output.sum()),
                 "shared_blocks": shared if self.blocks is not None else None}
 
@@ -122,6 +122,12 @@ def read_trace(data: bytes | str, name: str = "trace") -> Trace:
     else:
         fmt, rows = _csv(text, deadline)
     return _trace(name, fmt, rows, digest)
+
+
+def of_text(text: str) -> Trace:
+    """The pasted rows of the `trace` parameter (kvweb's format, `workload.parse_trace`) as a trace."""
+    rows = [(r.arrival, r.prompt, r.output, None) for r in parse_trace(text)]
+    return _trace("trace", "kvweb", rows, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 def clean_name(name: str) -> str:
@@ -367,8 +373,8 @@ def recall(key: str) -> Trace:
     """The trace a `trace_file` key names: loaded here, or kept in the store by another process."""
     m = _KEY.fullmatch(key)
     if m is None:
-        raise ParamError(f"trace_file: {shown(key)} is not allowed; expected a trace file (in the app: pick one; "
-                         "on the command line: its path)")
+        raise ParamError(f"trace_file: {shown(key)} is no trace file kvweb can read here; expected the path of a "
+                         "trace file (command line) or a file picked in the app")
 
     def load() -> Trace:
         name, rows, digest = m.groups()
