@@ -24,7 +24,8 @@ from kvweb.fleet.routers import ROUTERS
 from kvweb.budget import BUDGET_S
 from kvweb.lab import LABS, ParamError
 from kvweb.labs.fleet import FleetLab
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.prefix.modes import MODES
 from kvweb.memo import clear_memos
 
 
@@ -45,7 +46,7 @@ def speed_table() -> None:
         run = single.scheduler(mode).run(alone)
         wall = best_of(lambda: single.scheduler(mode).run(alone))
         print(f"| {mode} | (single engine, 2/s) | 1 | {run.sim_time:.0f} | {1e3 * wall:.0f} | {run.sim_time / wall:,.0f} |")
-    for mode in ("sglang", "vllm-v1"):  # the schedulers a split fleet runs (kvweb/labs/fleet.py SPLIT_MODES)
+    for mode in ("sglang", "vllm-v1"):  # the schedulers a split fleet runs (kvweb/prefix/modes.py holds_transfers)
         def split_run(mode: str = mode):  # noqa: ANN202
             return serve_split(requests, lambda: lab.scheduler(mode), 1, 3, "round-robin", Link())
         split, wall = split_run(), best_of(split_run)

@@ -20,7 +20,8 @@ from typing import Any
 import kvweb.labs  # noqa: F401  (registers every lab)
 from bench.caps import measure, within_budget
 from kvweb.budget import MAP_CELLS
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
 from kvweb.serving.engine_trace import TraceRecorder
 

@@ -23,7 +23,8 @@ import sys
 import kvweb.labs  # noqa: F401  (registers the labs)
 from bench.timing import best_of
 from kvweb.lab import no_progress
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from kvweb.lab import ParamError
-from kvweb.labs.schedulers import MODES
+from kvweb.prefix.modes import MODES
 from kvweb.lab import no_progress
 from kvweb.parsing import make as make_texts
 from kvweb.serving.workload import closed_loop_workload

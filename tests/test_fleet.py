@@ -17,7 +17,8 @@ from kvweb.jsonable import jsonable
 from kvweb.lab import ParamError, param_names
 from kvweb.labs.fleet import FleetLab, split_points
 from kvweb.labs.plan import PlanLab
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
 from kvweb.query import from_query
 from kvweb.serving.workload import Request
@@ -65,7 +66,7 @@ def test_a_later_turn_is_routed_when_it_arrives() -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 1500), st.integers(1, 600)), min_size=1, max_size=25),
-       st.integers(1, 4), st.sampled_from(sorted(ROUTERS)), st.sampled_from(MODES))
+       st.integers(1, 4), st.sampled_from(sorted(ROUTERS)), st.sampled_from(list(MODES)))
 def test_every_request_is_served_once_or_rejected_with_a_reason(rows: list, n: int, router: str, mode: str) -> None:
     requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
     lb = lab()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kvweb.fleet.approximate_tree import ApproximateTree, Node
 from kvweb.fleet.regret import decide
-from kvweb.fleet.replica_view import block_pool_match
+from kvweb.serving.v1_scheduler import block_pool_match
 from kvweb.fleet.routers import (ROUTERS, CacheAware, CostRouter, ExactPrefix, LeastOutstanding, RoundRobin,
                                  prompt_of)
 from kvweb.prefix.radix_cache import RadixCache

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.prefix.modes import MODES
 from kvweb.serving.continuous_batching import ContinuousBatching, Run
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.workload import Request

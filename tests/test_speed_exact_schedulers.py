@@ -23,7 +23,8 @@ from kvweb.lab import no_progress
 from kvweb.memo import clear_memos
 from kvweb.parsing import make
 from kvweb.labs import schedulers
-from kvweb.labs.schedulers import MODES, UNREAD_BY, SchedulersLab, opening_step, unread_by_workload
+from kvweb.labs.schedulers import SchedulersLab, opening_step, unread_by_workload
+from kvweb.prefix.modes import MODES, Settings
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
 from kvweb.serving import radix_scheduler
 from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, ContinuousBatching, key_cells
@@ -264,7 +265,7 @@ def test_memory_maps_are_the_plain_ones(params):
     fast = V1Scheduler(cost, v1).run(requests, trace=recorder(requests))
     plain = PlainV1(cost, v1).run(requests, trace=recorder(requests))
     same_run(fast, plain)
-    radix = RadixConfig(lab.setup().spec.max_len, lab.max_seqs, lab.chunk(), schedulers.MAX_PREFILL_TOKENS, lab.policy,
+    radix = RadixConfig(lab.setup().spec.max_len, lab.max_seqs, lab.chunk(), Settings.max_prefill_tokens, lab.policy,
                         lab.mixed_chunk, lab.prefix_caching)
     fast = RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=recorder(requests))
     plain = PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=recorder(requests))
@@ -402,8 +403,8 @@ UNREAD_CHANGES = {"token_budget": 512, "chunk_size": 1024, "policy": "fcfs", "mi
 def test_a_mode_does_not_read_what_the_lab_leaves_out_of_its_key(mode):
     base = {"requests": 120, "rate": 5.0, "mem_util": 0.8}
     expected = run_of(SchedulersLab(**base), mode)
-    assert UNREAD_BY[mode]
-    for name in UNREAD_BY[mode]:
+    assert MODES[mode].unread
+    for name in MODES[mode].unread:
         assert run_of(SchedulersLab(**base, **{name: UNREAD_CHANGES[name]}), mode) == expected, name
     assert run_of(SchedulersLab(**base, search=True, target=0.7), mode) == expected
 

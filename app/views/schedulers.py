@@ -27,12 +27,9 @@ from app.view import Explainer, LabView, TextTable, columns, figures_rows, padde
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
+from kvweb.prefix.modes import MODES
 from kvweb.serving.continuous_batching import CACHED, OTHER, SHARED
 
-MODES = ("paper", "vllm-v1", "sglang")
-MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#d62728")))
-TIERED = ("vllm-v1", "sglang")  # the modes a host-memory tier can serve
-GROUPED = ("vllm-v1", "sglang")  # the modes that may keep a model's kinds of layer apart (KV cache groups, pools)
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 KEY_HEIGHT = 64  # pixels of the maps' key, two rows
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
@@ -270,8 +267,10 @@ class SchedulersView(LabView):
         self.checked = plain(css_class="kv-schedulers-checked")
         self.step_text = LiveText(css_class="kv-schedulers-step")
         self.maps = {m: StateMap(m) for m in MODES}
-        # Models whose layers are not all alike: each KV cache group's (or pool's) map
-        self.group_maps = {m: GroupMaps(m) for m in GROUPED}
+        # Models whose layers are not all alike: each KV cache group's (or pool's) map, for the modes that keep
+        # their kinds of layer apart
+        self.group_maps = {m: GroupMaps(m) for m, mode in MODES.items() if mode.layers_apart}
+        self.tiered = [m for m, mode in MODES.items() if mode.tiered]  # the modes a host-memory tier can serve
         self.group_note = plain(css_class="kv-schedulers-group-note")
         self.grouped: list[bool] = []  # whether each run mode has group maps
         # The maps' key: a strip of its own above them, so no map loses room to it.
@@ -288,7 +287,7 @@ class SchedulersView(LabView):
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
                                            name=f"schedulers-curves-{m}") for m in MODES}
         self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
-                            for m in TIERED}
+                            for m in self.tiered}
         tools = "xpan,xwheel_zoom,reset,save"
         time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
         self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=HITS_HEIGHT,
@@ -301,7 +300,7 @@ class SchedulersView(LabView):
                              x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
         items: dict[str, list[LegendItem]] = {"hits": [], "batch": [], "memory": []}
         for m in MODES:
-            src, color = self.curves[m], MODE_COLORS[m]
+            src, color = self.curves[m], MODES[m].color
             items["hits"].append(LegendItem(label=m, renderers=[
                 self.hits.line("t", "hit_rate", source=src, color=color, line_width=2)]))
             items["batch"].append(LegendItem(label=m, renderers=[
@@ -313,11 +312,12 @@ class SchedulersView(LabView):
                            tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"),
                            visible=False, name="schedulers-host-tier-figure")
         self.host_hits = [LegendItem(label=f"{m}: {tr('from the host tier')}", visible=False, renderers=[
-            self.hits.line("t", "host_hit_rate", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2,
-                           line_dash="dotted")]) for m in TIERED]
+            self.hits.line("t", "host_hit_rate", source=self.tier_curves[m], color=MODES[m].color, line_width=2,
+                           line_dash="dotted")]) for m in self.tiered]
         items["hits"] += self.host_hits
         items["host"] = [LegendItem(label=m, renderers=[
-            self.host.line("t", "held", source=self.tier_curves[m], color=MODE_COLORS[m], line_width=2)]) for m in TIERED]
+            self.host.line("t", "held", source=self.tier_curves[m], color=MODES[m].color, line_width=2)])
+            for m in self.tiered]
         for fig, key, digits in ((self.hits, "hits", 3), (self.host, "host", 3), (self.batch, "batch", 4),
                                  (self.memory, "memory", 3)):
             legend_below(fig, items[key])
@@ -353,7 +353,7 @@ class SchedulersView(LabView):
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
-            unit = tr("block") if m["mode"] != "sglang" else tr("token slots")
+            unit = tr("token slots") if MODES[m["mode"]].cell == "token" else tr("block")
             self.maps[m["mode"]].reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
                                        cells)
         self._show_groups(modes)
@@ -408,7 +408,7 @@ class SchedulersView(LabView):
         """The host tier's curves of the modes that have one (none: the figure hides)."""
         self.host.visible = bool(tiered)
         self.hits.height = HITS_HEIGHT + 50 * bool(tiered)  # room for the two legend rows more
-        for m, item in zip(TIERED, self.host_hits):
+        for m, item in zip(self.tiered, self.host_hits):
             item.visible = m in tiered
             if m not in tiered:
                 self.tier_curves[m].data = columns("t", "host_hit_rate", "held")

@@ -15,21 +15,14 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.gpu.measured_cost import kernels_of, priced
+from kvweb.gpu.measured_cost import priced
 from kvweb.fleet.fleet import serve
-from kvweb.prefix.sglang_pools import sglang_scheduler
+from kvweb.prefix.modes import MODES, Settings
 from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.metrics import SLO, attainment, distribution, throughput, tpot, ttft
-from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
-from kvweb.serving.radix_scheduler import RadixConfig, default_chunk_size
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 from kvweb.serving.workload import Request, poisson_workload
 
-SCHEDULERS = ("paper", "vllm-v1", "sglang")  # the schedulers lab's modes (docs/today.md)
 PERCENTILES = ("p50", "p90", "p99")
-MAX_SEQS = 256  # running requests per replica at most (vLLM's max_num_seqs, SGLang's max_running_requests)
-WATERMARK = 0.01  # the papers' engine: vLLM 2023's default
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ class Candidate:
     def cost_model(self, model: str, pricing: str = "roofline") -> CostModel:
         """One replica's step prices: the roofline (the paper GPU's assumptions at their defaults) or
         its scheduler's measured kernels (a ParamError where there are none)."""
-        return priced(pricing, kernels_of(self.scheduler), GPUS[self.gpu], MODELS[model],
+        return priced(pricing, MODES[self.scheduler].engine, GPUS[self.gpu], MODELS[model],
                       {"tp": self.tp, "weight_precision": self.weight_precision, "kv_precision": self.kv_precision})
 
 
@@ -101,18 +94,10 @@ def _arrivals(workload: Workload) -> list[Request]:
 
 
 def replica(candidate: Candidate, workload: Workload) -> ContinuousBatching:
-    """One replica with the candidate's scheduler (the schedulers lab's defaults for the GPU:
-    vLLM's token budget, SGLang's chunk size, 16-token blocks), not started."""
+    """One replica with the candidate's scheduler at the engines' defaults (`Settings`: for the GPU,
+    vLLM's token budget and SGLang's chunk size; 16-token blocks), not started."""
     cost = candidate.cost_model(workload.model, workload.pricing)
-    if candidate.scheduler == "paper":
-        memory = PagedMemory(cost.kv_capacity_blocks(BLOCK_SIZE), BLOCK_SIZE, WATERMARK)
-        config = PaperConfig(workload.max_len, "recompute", BLOCK_SIZE, MAX_SEQS)
-        return PaperScheduler(cost, memory, config, workload.slo)
-    if candidate.scheduler == "vllm-v1":
-        v1 = V1Config(workload.max_len, BLOCK_SIZE, MAX_SEQS, default_token_budget(cost.gpu))
-        return V1Scheduler(cost, v1, workload.slo)
-    radix = RadixConfig(workload.max_len, MAX_SEQS, default_chunk_size(cost.gpu))
-    return sglang_scheduler(cost, radix, workload.slo)
+    return MODES[candidate.scheduler].make(Settings(cost, workload.max_len, workload.slo))
 
 
 def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from kvweb.fleet.regret import Decision, decide
-from kvweb.fleet.replica_view import block_pool_match
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals
@@ -61,12 +60,7 @@ class Replica:
         return self.outstanding() - len(self.engine.running) - len(self.computing())
 
     def prefix_match(self, tokens: np.ndarray) -> int:
-        e = self.engine
-        if e.kind == "vllm-v1":
-            return block_pool_match(e.pool, tokens) if e.config.prefix_caching else 0
-        if e.kind == "sglang":
-            return e.tree.peek_length(tokens) if e.config.radix_cache else 0
-        return 0  # the papers' engine has no prefix cache
+        return self.engine.cached_prefix(tokens)
 
     def prefill_tokens(self) -> int:
         e = self.engine

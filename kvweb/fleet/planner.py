@@ -26,8 +26,9 @@ from dataclasses import asdict
 from itertools import product
 from typing import Any
 
-from kvweb.fleet.candidate import MAX_SEQS, Candidate, Workload
+from kvweb.fleet.candidate import Candidate, Workload
 from kvweb.lab import ParamError
+from kvweb.prefix.modes import MAX_SEQS
 
 # Dollars per GPU-hour, on demand, by default: the middle of the "specialty cloud" range of
 # mercatus-ai.com's cloud GPU pricing guide (May 2026: A100 80GB $1.10-1.50, H100 SXM5

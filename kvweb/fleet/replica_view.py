@@ -10,19 +10,16 @@ Every figure is the replica's state at the moment of routing (before this reques
   read-only (a probe is not a use: no LRU stamp, no split). llm-d's precise scorer and Dynamo's
   indexer learn this from KV events; kvweb reads the cache itself. A vLLM replica answers with
   `block_pool_match` (whole cached blocks), an SGLang replica with
-  `RadixCache.peek_length`.
+  `RadixCache.peek_length` (each scheduler's `cached_prefix`).
 - `prefill_tokens`: prompt tokens its requests still have to prefill (waiting, and running
   requests part way through a chunked prefill): Dynamo's active prefill tokens.
 - `decode_blocks`: KV blocks held by its running requests: Dynamo's active blocks.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Protocol
 
 import numpy as np
-
-from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 
 
 class ReplicaView(Protocol):
@@ -32,10 +29,3 @@ class ReplicaView(Protocol):
     def prefill_tokens(self) -> int: ...
     def decode_blocks(self) -> int: ...
 
-
-def block_pool_match(pool: BlockPool, tokens: np.ndarray) -> int:
-    """Tokens of `tokens` in vLLM's block cache: its whole blocks whose chained hashes are all
-    in the table (a lookup, which changes nothing)."""
-    hashes: list[Hashable] = []
-    chain_hashes(np.asarray(tokens, dtype=np.int64), pool.block_size, hashes, len(tokens) // pool.block_size)
-    return len(pool.lookup(hashes)) * pool.block_size

@@ -25,15 +25,15 @@ from kvweb.gpu import GPUS
 from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source
 from kvweb.labs.plan import PlanLab, choices, fleet_work
-from kvweb.labs.schedulers import MODES, SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
+from kvweb.prefix.modes import MODES
 from kvweb.serving.engine_setup import Setup
 from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
-SPLIT_MODES = ("sglang", "vllm-v1")  # the schedulers whose decode side can hold a transferred prompt's KV
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
 _SINGLE: Memo[dict[str, Any]] = Memo(4)
 
@@ -93,7 +93,7 @@ class FleetLab(SchedulersLab):
             raise ParamError("max_len: 1 is not allowed; expected 0 (the scenario's) or 2 to 32768")
         super().check()
         self.router_list()
-        if self.prefill_replicas and (self.mode not in SPLIT_MODES or self.prefill_replicas >= self.replicas):
+        if self.prefill_replicas and (not MODES[self.mode].holds_transfers or self.prefill_replicas >= self.replicas):
             raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
                              f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
         if self.prefill_replicas and self.kv_groups():

@@ -15,7 +15,7 @@ import param
 from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, POOL_BLOCKS, Estimate, Unit,
                           work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
-from kvweb.fleet.candidate import MAX_SEQS, PERCENTILES, SCHEDULERS, Candidate, Workload
+from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
@@ -23,6 +23,7 @@ from kvweb.gpu.explain import Explanation
 from kvweb.labs.engine import batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
+from kvweb.prefix.modes import MAX_SEQS, MODES
 from kvweb.serving.workload import SHAPES, Request
 
 MAX_CANDIDATES = 4096  # grid points before pruning
@@ -41,7 +42,7 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
     steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
-    hashed = (tokens + (prompts if transfers else 0)) / block_size if scheduler == "vllm-v1" else 0
+    hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     return [(len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
             (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
             (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
@@ -130,7 +131,7 @@ class PlanLab(Lab):
         axes = (choices("gpus", self.gpus, list(GPUS)), choices("tps", self.tps, TP_SIZES),
                 choices("weight_precisions", self.weight_precisions, list(WEIGHT_PRECISIONS)),
                 choices("kv_precisions", self.kv_precisions, list(KV_PRECISIONS)),
-                choices("schedulers", self.schedulers, SCHEDULERS), list(dict.fromkeys(replicas)),
+                choices("schedulers", self.schedulers, list(MODES)), list(dict.fromkeys(replicas)),
                 choices("routers", self.routers, list(ROUTERS)))
         candidates = grid(*axes)
         if len(candidates) > MAX_CANDIDATES:

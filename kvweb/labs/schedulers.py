@@ -5,9 +5,9 @@ same requests, the same paper GPU and the same SLO.
 recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
 serving/radix_scheduler.py on the pools its model needs (prefix/sglang_pools.py: a `RadixCache`, or
-for window and linear layers SGLang's two pools), wired in the prefix part because the serving part
-may not import it (so is SGLang's host tree here, another `RadixCache`).
-`host_tier_gb` gives both a host-memory tier (serving/host_tier.py).
+for window and linear layers SGLang's two pools). The lab runs every mode of the registry
+(prefix/modes.py, which makes each scheduler from the parameters) that can serve the model.
+`host_tier_gb` gives vLLM V1 and SGLang a host-memory tier (serving/host_tier.py).
 """
 from __future__ import annotations
 
@@ -20,31 +20,28 @@ import param
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
 from kvweb.gpu import MODELS, CostModel
 from kvweb.gpu.explain import Explanation, memory
-from kvweb.gpu.measured_cost import cost_source, kernels_of
+from kvweb.gpu.measured_cost import cost_source
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.prefix.radix_cache import RadixCache
-from kvweb.prefix.sglang_pools import sglang_pool_figures, sglang_scheduler
+from kvweb.prefix.modes import MODES, SWAP_PRICES, V1_ONLY, Settings
+from kvweb.prefix.sglang_pools import sglang_pool_figures
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
-from kvweb.serving.engine_setup import Setup, ignored_by
+from kvweb.serving.engine_setup import Setup
 from kvweb.serving.engine_trace import MAX_CELLS, TraceRecorder
-from kvweb.serving.host_tier import HostTree
-from kvweb.serving.hybrid_kv import kv_layout, sglang_refusal
+from kvweb.serving.hybrid_kv import kv_layout
 from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.metrics import explain as explain_run
-from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, RadixConfig, default_chunk_size
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
+from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, default_chunk_size
+from kvweb.serving.v1_scheduler import default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
-MODES = ("paper", "vllm-v1", "sglang")
 PREFIX_WORKLOADS = ("few-shot", "multi-turn")
 MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together
-MAX_PREFILL_TOKENS = 16384  # SGLang's max_prefill_tokens default
 PAPER = ("SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "
          "compared with on workloads that share prefixes (few-shot, multi-turn chat, agents), with 50-99 % cache hit "
          "rates; vLLM paper (Kwon et al., SOSP 2023), section 6.4 (Fig. 16): sharing a prefix named by hand gives 1.67x "
@@ -59,18 +56,6 @@ CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step b
            "and 666 preemptions, every decision identical; sglang's radix cache and admission against SGLang 0.5.23's "
            "own RadixCache: 48 workloads, 5,405 operations and 40 admission rounds, identical")
 
-# What each mode's run does not read (a remembered run leaves them out of its key): the papers'
-# engine has no token budget, chunking or prefix cache (and paged memory no allocator); vLLM V1
-# and SGLang never swap (the swap prices and the engine's watermark and preemption mode are not
-# theirs), SGLang's slots are token-granular (no block size), and the token budget is vLLM's alone.
-SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
-V1_ONLY = ("full_prompt_check", "async_scheduling")
-UNREAD_BY = {
-    "paper": ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb",
-              *ignored_by("paged")),
-    "vllm-v1": ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
-    "sglang": ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES),
-}
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
 SERVING_ONLY = ("model", "block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
@@ -216,14 +201,7 @@ class SchedulersLab(ServingLab):
 
     def refusal(self, mode: str) -> str | None:
         """Why a mode cannot serve the model, or None."""
-        model = self.setup().cost_model().model
-        if mode == "sglang":
-            return sglang_refusal(model)
-        kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
-        if mode == "paper" and kinds:
-            return (f"paper: {model.name} has {' and '.join(kinds)} attention layers; the papers' engine (vLLM, 2023) "
-                    "pages every layer alike, so it is not run on it")
-        return None
+        return MODES[mode].refusal(self.setup().cost_model().model)
 
     def scenario_info(self) -> dict[str, Any]:
         info = super().scenario_info()
@@ -248,12 +226,6 @@ class SchedulersLab(ServingLab):
                  "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
                 for g in layout.groups]
 
-    def sglang_pools(self) -> dict[str, Any] | None:
-        """SGLang's pools for a model with window or linear layers (prefix/sglang_pools.py; None otherwise)."""
-        if self.refusal("sglang"):
-            return None
-        return sglang_pool_figures(self.setup().cost_model())
-
     def budget(self) -> int:
         return self.token_budget or default_token_budget(self.setup().cost_model().gpu)
 
@@ -271,7 +243,7 @@ class SchedulersLab(ServingLab):
 
     def mode_setup(self, mode: str) -> Setup:
         """The setup a mode runs with: a measured model prices SGLang's steps with SGLang's kernels."""
-        return self.setup().with_(kernels=kernels_of(mode))
+        return self.setup().with_(kernels=MODES[mode].engine)
 
     def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
         """The headline figures of each mode's run with their formulas and values (figure key ->
@@ -287,7 +259,7 @@ class SchedulersLab(ServingLab):
 
     def priced_modes(self) -> tuple[str, ...]:
         """The modes a run prices steps for."""
-        return MODES
+        return tuple(MODES)
 
     def scheduler_cost(self, mode: str) -> CostModel:
         return self.mode_setup(mode).cost_model()
@@ -295,18 +267,12 @@ class SchedulersLab(ServingLab):
     def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
         """The mode's scheduler, configured from the parameters."""
         setup = self.mode_setup(mode)
-        if mode == "paper":
-            return setup.with_(max_seqs=self.max_seqs).engine(give_up_after)
-        cost, max_len = setup.cost_model(), setup.spec.max_len
-        if mode == "vllm-v1":
-            config = V1Config(max_len, self.block_size, self.max_seqs, self.budget(), self.prefix_caching,
-                              self.full_prompt_check, self.async_scheduling, self.host_blocks())
-            return V1Scheduler(cost, config, setup.slo, give_up_after)
-        config = RadixConfig(max_len, self.max_seqs, self.chunk(), MAX_PREFILL_TOKENS, self.policy, self.mixed_chunk,
-                             self.prefix_caching)
-        host_tokens = self.host_tokens()
-        host = HostTree(RadixCache(host_tokens), host_tokens, cost) if host_tokens else None
-        return sglang_scheduler(cost, config, setup.slo, give_up_after, host)
+        return MODES[mode].make(Settings(
+            setup.cost_model(), setup.spec.max_len, setup.slo, give_up_after, block_size=self.block_size,
+            max_seqs=self.max_seqs, watermark=self.watermark, preemption=self.preemption, token_budget=self.budget(),
+            full_prompt_check=self.full_prompt_check, async_scheduling=self.async_scheduling, chunk_size=self.chunk(),
+            policy=self.policy, mixed_chunk=self.mixed_chunk, prefix_caching=self.prefix_caching,
+            host_tokens=self.host_tokens()))
 
     def host_tokens(self) -> int:
         """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
@@ -319,21 +285,20 @@ class SchedulersLab(ServingLab):
         return self.host_tokens() // self.block_size
 
     def unread(self, mode: str) -> tuple[str, ...]:
-        """`UNREAD_BY[mode]`: with a host tier vLLM V1 and SGLang read the host link's prices too."""
-        if mode != "paper" and self.host_blocks():
-            return tuple(n for n in UNREAD_BY[mode] if n not in SWAP_PRICES)
-        return UNREAD_BY[mode]
+        """The mode's `unread`: with a host tier a tiered mode reads the host link's prices too."""
+        unread = MODES[mode].unread
+        if MODES[mode].tiered and self.host_blocks():
+            return tuple(n for n in unread if n not in SWAP_PRICES)
+        return unread
 
     def run_mode(self, mode: str, requests: list[Request], progress: Progress, trace: bool = False,
                  give_up_after: int | None = None) -> Run:
-        """One mode's run; with a host tier, vLLM V1's and SGLang's carry its figures as `host_tier`."""
-        setup = self.setup().with_(max_seqs=self.max_seqs)
-        if mode == "paper":
-            return setup.run(requests, progress, trace=trace, give_up_after=give_up_after)
+        """One mode's run; with a host tier, a tiered mode's carries its figures as `host_tier`."""
         recorder = None
         if trace:
             horizon = max((r.arrival for r in requests), default=0.0) or 1.0
-            recorder = TraceRecorder(horizon / 200, extra_curves=("cached", "hit_rate"))
+            curves = ("cached", "hit_rate") if MODES[mode].prefix_cache else ()
+            recorder = TraceRecorder(horizon / 200, extra_curves=curves)
         scheduler = self.scheduler(mode, give_up_after)
         run = scheduler.run(requests, progress, trace=recorder)
         tier = getattr(scheduler, "tier", None)
@@ -391,23 +356,13 @@ class SchedulersLab(ServingLab):
     def estimate(self) -> Estimate:
         """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
-        blocks = cost.kv_capacity_blocks(self.block_size)
-        # (block size, map cells, other map work a frame, stepwise) of each mode run; SGLang: a map cell per
-        # token slot, its slots taken in runs of about 16 tokens of work each. A model whose layers are not
-        # all alike draws each group's or pool's map too, costed by what it reads (`group_map_work`)
-        hybrid = kv_layout(cost, self.block_size).hybrid
-        tokens = self.distinct_tokens(requests)
-        plan = {"paper": (self.block_size, blocks, (), False),
-                "vllm-v1": (self.block_size, *((0, self.group_map_work("vllm-v1", tokens)) if hybrid
-                                               else (self.kv_blocks(), ())), True),
-                "sglang": (16, *((0, self.group_map_work("sglang", tokens)) if hybrid
-                                 else (cost.kv_capacity_tokens, ())), True)}
-        modes = {m: plan[m] for m in MODES if not self.refusal(m)}
+        hybrid, tokens = kv_layout(cost, self.block_size).hybrid, self.distinct_tokens(requests)
+        modes = {m: self.map_work(m, cost, hybrid, tokens) for m in MODES if not self.refusal(m)}
         runs = [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps)
                 for block, cells, maps, stepwise in modes.values()]
-        if self.host_blocks():  # vLLM V1 and SGLang without the tier too
+        if self.host_blocks():  # the tiered modes without the tier too
             runs += [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs)
-                     for m, (block, cells, _, stepwise) in modes.items() if m != "paper"]
+                     for m, (block, cells, _, stepwise) in modes.items() if MODES[m].tiered]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
@@ -416,6 +371,19 @@ class SchedulersLab(ServingLab):
         knobs = self.work_knobs()
         return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
                     higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
+
+    def map_work(self, mode: str, cost: CostModel, hybrid: bool, tokens: int
+                 ) -> tuple[int, int, tuple[tuple[float, Unit], ...], bool]:
+        """(block size, map cells, other map work a frame, stepwise) of a mode's run. A mode on token
+        slots: a map cell per slot, its slots taken in runs of about 16 tokens of work each. A model
+        whose layers are not all alike draws each group's or pool's map too, costed by what it reads
+        (`group_map_work`), where the mode keeps its kinds of layer apart."""
+        m = MODES[mode]
+        block = self.block_size if m.cell == "block" else 16
+        if hybrid and m.layers_apart:
+            return block, 0, self.group_map_work(mode, tokens), m.stepwise
+        cells = cost.kv_capacity_blocks(self.block_size) if m.cell == "block" else cost.kv_capacity_tokens
+        return block, cells, (), m.stepwise
 
     def distinct_tokens(self, requests: list[Request]) -> int:
         """The most KV the requests can leave in memory: each request's tokens, a prefix workload's
@@ -437,7 +405,7 @@ class SchedulersLab(ServingLab):
         Either draws about three maps' cells: the one over all its memory, and the groups' or pools'."""
         cost = self.setup().cost_model()
         cells = (3 * MAX_CELLS, MAP_CELLS)
-        if mode == "vllm-v1":
+        if MODES[mode].layers_apart == "groups":
             layout = kv_layout(cost, self.block_size)
             pages = layout.blocks(cost)
             held = mean_held(pages, -(-tokens // layout.block_size) * len(layout.groups))
@@ -473,16 +441,15 @@ class SchedulersLab(ServingLab):
             counts.append(frame_count)
         if self.host_blocks():
             for row in modes:
-                if row["mode"] != "paper":
+                if MODES[row["mode"]].tiered:
                     self._without_tier(row, progress)
         if self.search:
             self._search(modes, progress)
         clock = timeline([m["trace"]["frames"] for m in modes])
         groups = self.kv_groups()
         hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
-        pools = self.sglang_pools()
-        if pools:
-            hybrid["sglang_pools"] = pools
+        for m in modes:  # each mode's own pools (SGLang's, for window or linear layers)
+            hybrid.update(MODES[m["mode"]].pool_figures(self.setup().cost_model()))
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
             **({"step_cost": {m["mode"]: m["step_cost"] for m in modes}} if self.cost_model == "measured" else {}),
@@ -506,7 +473,7 @@ class SchedulersLab(ServingLab):
         (remembered by what it reads: not the rate, which it scales itself)."""
         for row in modes:
             mode = row["mode"]
-            i = MODES.index(mode)
+            i = list(MODES).index(mode)
             key = self.key(("rate", "search", *self.unread(mode)), mode=mode)
             row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
 

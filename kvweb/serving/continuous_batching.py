@@ -347,6 +347,11 @@ class ContinuousBatching:
         """Tokens of reusable KV nobody holds (freed, still found by the prefix cache)."""
         raise NotImplementedError
 
+    def cached_prefix(self, tokens: np.ndarray) -> int:
+        """How many leading tokens of `tokens` the prefix cache holds now, read-only (a router's
+        probe: no LRU stamp, no split); none without a prefix cache, as the papers' engine."""
+        return 0
+
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         raise NotImplementedError
 

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from kvweb.gpu import CostModel
+from kvweb.gpu import CostModel, LLMSpec
 from kvweb.serving.continuous_batching import NOTHING, ContinuousBatching, LoopSeq, Seq, Sequence
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
@@ -52,6 +52,16 @@ class MemoryManager(Protocol):
     def free(self, seq: Sequence) -> None: ...
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]: ...
     def held_cells(self, seq: Sequence, max_cells: int) -> list[int]: ...  # seq's cells in memory_map
+
+
+def paper_refusal(model: LLMSpec) -> str | None:
+    """Why the papers' engine cannot serve this model, or None: it pages every layer alike, so only
+    models whose layers are all full or latent attention."""
+    kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
+    if not kinds:
+        return None
+    return (f"paper: {model.name} has {' and '.join(kinds)} attention layers; the papers' engine (vLLM, 2023) "
+            "pages every layer alike, so it is not run on it")
 
 
 @dataclass(frozen=True)

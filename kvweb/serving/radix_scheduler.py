@@ -455,6 +455,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     def cached(self) -> int:
         return self.tree.evictable_size
 
+    def cached_prefix(self, tokens: np.ndarray) -> int:
+        return self.tree.peek_length(tokens) if self.config.radix_cache else 0
+
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of token slots: a running request's id, SHARED (a tree node locked by running
         requests: their cached prefix, or a chunk already inserted), CACHED (an unlocked tree

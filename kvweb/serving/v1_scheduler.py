@@ -33,6 +33,7 @@ could tell, and such a request (a later chat turn) arrives after this one has fi
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -55,6 +56,14 @@ def default_token_budget(gpu: GPUSpec) -> int:
     """vLLM's max_num_batched_tokens for an API server (EngineArgs.get_batch_defaults): 8192 on GPUs of
     70 GiB and more except A100s (a larger budget lowered A100 throughput, vLLM PR #17885), else 2048."""
     return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
+
+
+def block_pool_match(pool: BlockPool, tokens: np.ndarray) -> int:
+    """Tokens of `tokens` in vLLM's block cache: its whole blocks whose chained hashes are all
+    in the table (a lookup, which changes nothing)."""
+    hashes: list[Hashable] = []
+    chain_hashes(np.asarray(tokens, dtype=np.int64), pool.block_size, hashes, len(tokens) // pool.block_size)
+    return len(pool.lookup(hashes)) * pool.block_size
 
 
 @dataclass(frozen=True)
@@ -342,6 +351,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
     @property
     def cached(self) -> int:
         return self.pool.reusable * self.bs
+
+    def cached_prefix(self, tokens: np.ndarray) -> int:
+        return block_pool_match(self.pool, tokens) if self.config.prefix_caching else 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache
