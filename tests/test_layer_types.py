@@ -20,7 +20,7 @@ from lab_json import cli_result
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"  # in the package: the wheel ships them
-TODAY = ["deepseek-v3", "gpt-oss-120b", "gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b"]
+TODAY = ["deepseek-v3", "gpt-oss-120b", "gpt-oss-20b", "gemma-3-27b", "qwen3-32b", "qwen3-235b-a22b", "qwen3-next-80b-a3b"]
 
 
 def test_deepseek_v3_keeps_one_latent_per_token_whole_on_every_gpu():

@@ -189,6 +189,10 @@ MODELS: dict[str, LLMSpec] = {
         LLMSpec("gemma-3-27b", 62, 5376, 32, 16, 128, 21504, 262208, tied_embeddings=True,
                 layer_types=((Attention(16, 128, window=1024),) * 5 + (Attention(16, 128),)) * 10
                 + (Attention(16, 128, window=1024),) * 2),
+        # Qwen/Qwen3-32B: 64 query and 8 KV heads of 128 (8192 wide, over a d_model of 5120), SwiGLU 25600.
+        LLMSpec("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936),
+        # Qwen/Qwen3-235B-A22B: 94 layers, 4 KV heads of 128, 128 experts of 1536 (top 8), no shared expert.
+        LLMSpec("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 1536, 151936, experts=128, active_experts=8),
         # Qwen/Qwen3-Next-80B-A3B-Instruct: one gated-attention layer (2 KV heads of 256, output gate)
         # in four, the others gated DeltaNet (16 key heads, 32 value heads of 128, conv 4); 512
         # experts of 512, top 10, and one shared expert of 512.
