@@ -126,7 +126,6 @@ _MESSAGES = [
     (r"^trace line (\d+), field (.+?): (.*) is not allowed; expected (.*)$",
      "trace line {0}, field {1}: {2} is not allowed; expected {3}"),
     (r"^trace file: (.*)$", "trace file: {0}"),
-    (r"^(\S+(?:, \S+)*): (\d+) traces given; give one \(clear the others\)$", "{0}: {1} traces given; give one (clear the others)"),
     (r"^(\S+): given, but workload is '(.*)'; set workload to trace to use it$",
      "{0}: given, but workload is '{1}'; set workload to trace to use it"),
     (r"^trace_start, trace_duration: the window (.*) holds no request; the trace (\S+) spans 0 to (\S+) s$",

@@ -14,6 +14,7 @@ import panel as pn
 import param
 
 from app.i18n import tr, tr_message
+from app.trace_picker import TracePicker
 from kvweb.lab import Lab, Text, param_names
 from kvweb.parsing import allowed
 
@@ -26,8 +27,10 @@ def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
     language) behind a "?" beside it: the widget's own `description` where its class has one,
     else a `WithHelp` (checkboxes and sliders have none)."""
     p = lab.param[name]
-    kind, options = _kind(p)
     help_text = param_help(p)
+    if name == "trace_file":  # a file picked or dropped, not text typed
+        return TracePicker(getattr(lab, name), param_label(name), help_text, 280)
+    kind, options = _kind(p)
     if "description" in kind.param:
         options["description"] = help_text
     widget = kind(name=param_label(name), value=getattr(lab, name), css_classes=[f"kv-param-{name}"],

@@ -209,3 +209,15 @@ def test_scale_and_window_in_a_lab_and_its_estimate_counts_the_rows() -> None:
     assert list(requests) == ["requests through the papers' engine"]
     assert [whole.estimate().parts[0][0], cut.estimate().parts[0][0]] == [trace.rows, len(inside)]
     assert whole.ignored() == () and EngineLab().ignored() == ("trace_scale", "trace_start", "trace_duration")
+
+
+def test_a_file_then_the_pasted_rows_then_the_preset_is_replayed() -> None:
+    from kvweb.labs.engine import EngineLab
+    key = remember((DATA / "kvweb.csv").read_bytes(), "kvweb.csv").key
+    both = dict(workload="trace", trace_preset="burstgpt-synthetic", trace="0,7,7", compare="none")
+    assert [r.prompt for r in EngineLab(**both, trace_file=key).workload_at(1.0)] == [50, 100]
+    assert [r.prompt for r in EngineLab(**both).workload_at(1.0)] == [7]
+    assert EngineLab(**{**both, "trace": ""}).trace_read().name == "burstgpt-synthetic.csv"
+    EngineLab(trace_file=key, trace_preset="burstgpt-synthetic").check()  # chosen before workload=trace: unread
+    with pytest.raises(ParamError, match=r"^trace: empty; expected CSV or JSON rows .* \(or choose a trace_file or a "):
+        EngineLab(workload="trace").check()

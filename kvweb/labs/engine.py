@@ -77,8 +77,9 @@ class ServingLab(PaperGPULab):
     trace = Text("", max_length=4000, precedence=ADVANCED,
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
     trace_preset = param.Selector(objects=["none", *presets()], default="none", precedence=ADVANCED,
-                                  doc="workload=trace: a trace shipped with kvweb, synthetic in the formats of Mooncake "
-                                      "(with shared prefixes), Azure's LLM inference traces and BurstGPT (docs/traces.md)")
+                                  doc="workload=trace: a trace shipped with kvweb, replayed when no trace_file or trace "
+                                      "is given: synthetic, in the formats of Mooncake (with shared prefixes), Azure's "
+                                      "LLM inference traces and BurstGPT (docs/traces.md)")
     trace_file = Text("", max_length=100, precedence=ADVANCED,
                       doc="workload=trace: a trace file (Mooncake JSONL, Azure or BurstGPT CSV, kvweb CSV or JSON): on "
                           "the command line its path; in the app the file picked, named by its name, rows and digest")
@@ -100,13 +101,10 @@ class ServingLab(PaperGPULab):
         if self.cost_model == "measured":
             self.setup().cost_model()  # measured kernels for this GPU, model and precision, or a ParamError
         max_len = self.setup().spec.max_len
-        sources = self.trace_sources()
         if self.workload == "trace":
-            if len(sources) > 1:
-                raise ParamError(f"{', '.join(sources)}: {len(sources)} traces given; give one (clear the others)")
             self.workload_at(self.rate)  # read, and its window holds a request
-        elif sources:
-            raise ParamError(f"{sources[0]}: given, but workload is '{self.workload}'; set workload to trace to use it")
+        elif self.trace.strip():
+            raise ParamError(f"trace: given, but workload is '{self.workload}'; set workload to trace to use it")
         if self.workload in ("fixed", "uniform", "closed-loop") and self.prompt_len + self.output_len > max_len:
             raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
                              f"scenario {self.scenario} allows at most {max_len}")
@@ -118,23 +116,17 @@ class ServingLab(PaperGPULab):
 
     def ignored(self) -> tuple[str, ...]:
         """A closed loop sends each request when one finishes: no arrival rate is read; only a trace
-        is scaled and cut."""
+        is scaled and cut. (A trace file or preset may be chosen before workload=trace.)"""
         replay = () if self.workload == "trace" else ("trace_scale", "trace_start", "trace_duration")
         return (*(("rate",) if self.workload == "closed-loop" else ()), *replay)
 
-    def trace_sources(self) -> list[str]:
-        """The trace parameters given: at most one is read."""
-        given = {"trace": bool(self.trace.strip()), "trace_file": bool(self.trace_file),
-                 "trace_preset": self.trace_preset != "none"}
-        return [name for name, on in given.items() if on]
-
     def trace_read(self) -> Trace:
-        """The trace of workload=trace: the file's, the preset's, or the pasted rows."""
+        """The trace of workload=trace: the file's, else the pasted rows, else the preset's."""
         if self.trace_file:
             return recall(self.trace_file)
-        if self.trace_preset != "none":
-            return preset(self.trace_preset)
-        return of_text(self.trace)
+        if self.trace.strip() or self.trace_preset == "none":
+            return of_text(self.trace)
+        return preset(self.trace_preset)
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":

@@ -144,7 +144,8 @@ def parse_trace(text: str, max_rows: int = MAX_TRACE_ROWS, max_chars: int = MAX_
     stripped = text.strip()
     rows = _json_rows(stripped) if stripped[:1] in ("[", "{") else _csv_rows(stripped)
     if not rows:
-        raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len")
+        raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len (or choose a "
+                         "trace_file or a trace_preset)")
     if len(rows) > max_rows:
         raise ParamError(f"trace: {len(rows)} rows; at most {max_rows} are allowed")
     parsed = [_check_row(i + 1, row) for i, row in enumerate(rows)]
