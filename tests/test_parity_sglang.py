@@ -16,8 +16,8 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache, TreeNode
-from kvweb.serving.continuous_batching import Seq
 from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.sequence import Seq
 from kvweb.serving.workload import Request
 
 from kvweb.labs.schedulers import CHECKED

@@ -27,9 +27,10 @@ from kvweb.fleet.regret import Decision, decide
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals
-from kvweb.serving.continuous_batching import ContinuousBatching, ScheduledRun, prefix_figures
+from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.metrics import SLO, distribution, summarize
 from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.sequence import ScheduledRun
 from kvweb.serving.workload import Request
 
 MAX_REPLICAS = 32

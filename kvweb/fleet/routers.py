@@ -22,7 +22,7 @@ import numpy as np
 
 from kvweb.fleet.approximate_tree import ApproximateTree
 from kvweb.fleet.replica_view import ReplicaView
-from kvweb.serving.continuous_batching import TOKEN_BASE
+from kvweb.serving.sequence import TOKEN_BASE
 from kvweb.serving.workload import Request
 
 NO_TOKENS = np.zeros(0, dtype=np.int64)

@@ -29,7 +29,7 @@ from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.modes import MODES, SWAP_PRICES, V1_ONLY, Settings
 from kvweb.prefix.sglang_pools import sglang_pool_figures
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, Run, prefix_figures
+from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
 from kvweb.serving.engine_setup import Setup
 from kvweb.serving.engine_trace import MAX_CELLS, TraceRecorder
 from kvweb.serving.hybrid_kv import kv_layout
@@ -37,6 +37,7 @@ from kvweb.serving.max_rate import search
 from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, default_chunk_size
+from kvweb.serving.sequence import Run
 from kvweb.serving.v1_scheduler import default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 

@@ -12,7 +12,6 @@ from functools import lru_cache
 from typing import Any
 
 from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.continuous_batching import Run
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.calibration import BenchRun
@@ -22,6 +21,7 @@ from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.paper_scheduler import MemoryManager, PaperConfig, PaperScheduler
 from kvweb.serving.reserved_memory import ReservedMemory
+from kvweb.serving.sequence import Run
 from kvweb.serving.workload import Request, poisson_workload
 
 

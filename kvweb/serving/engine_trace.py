@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from kvweb.serving.continuous_batching import ContinuousBatching
 
 
 class EvenSamples:
@@ -136,6 +133,16 @@ EVENT_KINDS = ("preempt", "swap_out", "swap_in", "recompute")
 EVENT_BINS = 200  # time bins of the event counts the time series draw
 
 
+class Mapped(Protocol):
+    """What the recorder reads of a run's memory (the loop, `ContinuousBatching`): what requests
+    hold, and its maps."""
+
+    @property
+    def occupied(self) -> int: ...
+    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]: ...
+    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]: ...
+
+
 class TraceRecorder:
     """Collects the curves (queue, batch, memory), memory-map frames and events of one run.
 
@@ -165,7 +172,7 @@ class TraceRecorder:
     def next_t(self) -> float:
         return min(self.curves.next_t, self.frames.next_t)
 
-    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: ContinuousBatching,
+    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: Mapped,
                *extra: float) -> None:
         occupied = memory.occupied
         if t >= self.curves.next_t:

@@ -7,14 +7,12 @@ once per request decoding in it; a preempted request's wait is not in it (it is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kvweb.gpu.explain import Explanation
-
-if TYPE_CHECKING:
-    from kvweb.serving.continuous_batching import Run, Sequence
+from kvweb.serving.sequence import Run, Sequence
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,11 @@ phase, so finding who needs a block this step is one lookup, not a walk over the
 from __future__ import annotations
 
 from itertools import chain
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvweb.serving.engine_trace import blocks_to_cells, cell_group
-
-if TYPE_CHECKING:
-    from kvweb.serving.continuous_batching import Sequence
-
+from kvweb.serving.sequence import Sequence
 
 BLOCK_SIZE = 16  # tokens per KV block: vLLM's default, and every block size's default here
 

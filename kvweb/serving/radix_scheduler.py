@@ -46,12 +46,13 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, key_cells
 from kvweb.serving.engine_trace import cell_group
 from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTree
 from kvweb.serving.hybrid_kv import sglang_refusal
 from kvweb.serving.metrics import SLO
 from kvweb.serving.radix_quiet import RadixQuietSteps
+from kvweb.serving.sequence import Seq
 from kvweb.serving.step_cost import chunk_work
 
 POLICIES = ("lpm", "fcfs")

@@ -9,13 +9,9 @@ the contiguous allocator leaves between ranges.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kvweb.serving.arena import ContiguousArena
 from kvweb.serving.engine_trace import cell_group, ranges_to_cells
-
-if TYPE_CHECKING:
-    from kvweb.serving.continuous_batching import Sequence
+from kvweb.serving.sequence import Sequence
 
 POLICIES = ("max", "pow2", "oracle")
 

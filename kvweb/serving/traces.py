@@ -43,7 +43,7 @@ MAX_LENGTH = MAX_TRACE_LENGTH  # tokens in one field
 MAX_TOKENS = 500_000_000  # prompt + output tokens of a trace with content: its token ids stay below 2**31
 MAX_NAME = 60  # characters of a file's name kept
 HASH_BLOCK = 512  # tokens per Mooncake hash (the Mooncake paper, section 4; guidellm's hash_id_block_size)
-OUTPUT_BASE = 1 << 39  # token ids of the answers: apart from the prompts' and below continuous_batching.TOKEN_BASE
+OUTPUT_BASE = 1 << 39  # token ids of the answers: apart from the prompts' and below sequence.TOKEN_BASE
 CHECK_EVERY = 1024  # rows between two looks at the clock
 PRESETS_DIR = Path(__file__).parent / "trace_presets"
 

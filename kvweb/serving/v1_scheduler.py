@@ -41,13 +41,14 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, Seq, key_cells
+from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, key_cells
 from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.host_tier import HostTier
 from kvweb.serving.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
+from kvweb.serving.sequence import Seq
 from kvweb.serving.step_cost import chunk_work
 from kvweb.serving.v1_quiet import V1QuietSteps
 
