@@ -30,7 +30,7 @@ import time
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, plain_text, serve_app, set_param, wait_ready  # run from the repository's root
+from e2e.support import CHROMIUM, CHROMIUM_ARGS, plain_text, serve_app, set_param, wait_ready  # run from the repository's root
 
 LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&points=11&queue=8"
 HEAVY = 745  # requests in the waiting queue: about 16 s of work by the lab's estimate

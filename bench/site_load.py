@@ -52,7 +52,7 @@ import param
 from playwright.sync_api import Page, sync_playwright
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, plain_text  # the repository's folders, run from its root
+from e2e.support import CHROMIUM, CHROMIUM_ARGS, plain_text  # the repository's folders, run from its root
 from kvweb.lab import LABS, Text, param_names
 from scripts.site_server import SiteServer
 

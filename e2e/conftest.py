@@ -1,61 +1,17 @@
 """Shared e2e fixtures: the app under `panel serve`, and a Chromium page that may only
-talk to 127.0.0.1 (every other request is aborted and counted; the count must be zero)."""
+talk to 127.0.0.1 (every other request is aborted and counted; the count must be zero). What
+the tests call on a page is in support.py (the benches that drive a browser import it too); the
+tests import it from here, beside the fixtures."""
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=5).read()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
-
-
-@contextmanager
-def serve_app() -> Iterator[str]:
-    """`panel serve app/main.py` on a free port, one process; yields the app's base URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
-         "--allow-websocket-origin", f"127.0.0.1:{port}", "--num-procs", "1"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/main")
-        yield f"http://127.0.0.1:{port}/main"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from support import (CHROMIUM, CHROMIUM_ARGS, INJECTED, data_fingerprint, nudge_slider,  # noqa: F401  (the tests')
+                     open_folds, plain_text, serve_app, set_param, table_header, table_rows, wait_new_data, wait_ready,
+                     wait_until)
 
 
 @pytest.fixture(scope="session")
@@ -109,92 +65,3 @@ def page(request: pytest.FixtureRequest, browser: Browser, guard: Guard) -> Iter
     context.close()
     assert guard.external == [], f"requests beyond 127.0.0.1: {guard.external}"
     assert guard.dialogs == [], f"dialogs opened (script ran?): {guard.dialogs}"
-
-
-def wait_ready(page: Page, timeout: float = 60_000) -> None:
-    """Wait until the shell says `ready` (the lab ran and its view is drawn)."""
-    plain_text(page, "kv-status").filter(has_text="ready").wait_for(timeout=timeout)
-
-
-def set_param(page: Page, name: str, value: str) -> None:
-    """Type a value into a parameter's text/number box and commit it with Enter."""
-    box = page.locator(f".kv-param-{name} input").first
-    box.fill(value)
-    box.press("Enter")
-
-
-def open_folds(page: Page) -> None:
-    """Open the lab's folded cards: their widgets join the page when a card is first opened
-    (app/panes.py `fold`)."""
-    for header in page.locator("[class*='kv-fold-'] .card-header").all():
-        header.click()
-
-
-def plain_text(page: Page, css_class: str):
-    """Locator of the text inside an `app.text.plain` Div or `LiveText` (in a shadow root)."""
-    return page.locator(f".{css_class} .bk-clearfix, .{css_class} .kv-text")
-
-
-# Elements that would exist only if text from a URL had become markup (shadow roots included).
-INJECTED = """() => {
-    const seen = [];
-    const walk = (root) => root.querySelectorAll('*').forEach(el => {
-        if (['IMG', 'SCRIPT', 'SVG', 'IFRAME'].includes(el.tagName.toUpperCase()) &&
-            (el.getAttribute('onerror') || el.getAttribute('onload') || /alert\\(\\d+\\)/.test(el.textContent || '')))
-            seen.push(el.outerHTML);
-        if (el.shadowRoot) walk(el.shadowRoot);
-    });
-    walk(document);
-    return seen;
-}"""
-
-
-def nudge_slider(page: Page, name: str, key: str = "ArrowRight") -> None:
-    """Move a parameter's slider one step with the keyboard, as a user would."""
-    handle = page.locator(f".kv-param-{name} .noUi-handle").first
-    handle.focus()
-    handle.press(key)
-
-
-def table_rows(page: Page, css_class: str) -> list[list[str]]:
-    """The text of each row of a results table (a Bokeh DataTable) as a person reads it: the
-    rendered cells, in row order."""
-    page.locator(f".{css_class} .slick-row").first.wait_for()
-    return page.locator(f".{css_class} .slick-row").evaluate_all(
-        "rows => rows.sort((a, b) => a.offsetTop - b.offsetTop)"
-        ".map(r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText))")
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float = 60) -> bool:
-    """Poll `check` (it reads the page) until it holds or the time is up; its last answer."""
-    deadline = time.monotonic() + timeout_s
-    while not (ok := check()) and time.monotonic() < deadline:
-        time.sleep(0.25)
-    return ok
-
-
-def table_header(page: Page, css_class: str) -> list[str]:
-    """A results table's column titles, as rendered."""
-    return page.locator(f".{css_class} .slick-column-name").all_inner_texts()
-
-
-FINGERPRINT = """() => {
-    const parts = [];
-    for (const m of Bokeh.documents[0].all_models) {
-        if (m.data === undefined || m.selected === undefined) continue;
-        const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
-        parts.push(JSON.stringify(Object.keys(data).sort().map(k => [k, Array.from(data[k] ?? [])])));
-    }
-    return parts.sort().join('|');
-}"""
-
-
-def data_fingerprint(page: Page) -> str:
-    """Every ColumnDataSource's data in the page's Bokeh document, as one string."""
-    return page.evaluate(FINGERPRINT)
-
-
-def wait_new_data(page: Page, before: str, timeout: float = 30_000) -> None:
-    """Wait until the page's data differs from `before` (a `data_fingerprint`): a loaded machine
-    can show the status line's "ready" before the page has applied the redraw's data."""
-    page.wait_for_function(f"before => ({FINGERPRINT})() !== before", arg=before, timeout=timeout)
