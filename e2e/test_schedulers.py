@@ -170,7 +170,7 @@ def test_measured_step_times_and_a_calibration_from_the_url_are_named_in_the_hea
     header = plain_text(page, "kv-schedulers-header")
     header.filter(has_text="calibrated to your 1 run").wait_for()
     assert header.inner_text().splitlines()[-1] == f"step times: {expected['vllm-v1']}; {expected['sglang']}"
-    assert "step overhead 2.79 ms" in expected["vllm-v1"] and "±13 %" in expected["vllm-v1"]
+    assert "step overhead 2.79 ms" in expected["vllm-v1"] and "±18 %" in expected["vllm-v1"]
     assert query(page)["calibration"] == run and guard.errors == []
 
 
