@@ -88,7 +88,8 @@ def test_engine_and_fleet_labs_run_it():
 def test_rate_is_unread():
     a = make("schedulers", {"workload": "closed-loop", "rate": 1.0})
     b = make("schedulers", {"workload": "closed-loop", "rate": 50.0})
-    assert a.ignored() == ("rate",) and make("schedulers", {}).ignored() == ()
+    trace = ("trace_scale", "trace_start", "trace_duration")  # read only under workload=trace
+    assert a.ignored() == ("rate", *trace) and make("schedulers", {}).ignored() == trace
     assert a.key() == b.key() and a.requests_at(a.rate) == b.requests_at(b.rate)
     assert make("schedulers", {"concurrency": 3}).key() == make("schedulers", {"concurrency": 5}).key()
 
