@@ -15,6 +15,7 @@ import panel as pn
 
 from app.i18n import tr
 from app.view import LabView, view_class
+from app.trace_picker import BrowserTraces
 from app.widgets import widgets_for
 from kvweb.lab import ADVANCED, PAPER_GPU, Lab
 
@@ -40,6 +41,7 @@ class LabPanes:
     def __init__(self, on_widget: Callable[[Any], None], on_step: Callable[[], None],
                  navigate: Callable[[dict[str, str]], None]) -> None:
         self.on_widget, self.on_step, self.navigate = on_widget, on_step, navigate
+        self.traces = BrowserTraces(navigate)  # the trace files the browser keeps (its boxes: the shell places them)
         self.views: dict[type[LabView], LabView] = {}
         self.panes: dict[str, LabPane] = {}  # by lab name, the most recently shown last
         self.drawn: dict[LabView, dict[str, Any]] = {}  # the result each view draws
@@ -56,7 +58,7 @@ class LabPanes:
         """The lab's kept widgets (made on its first showing), now the most recently shown."""
         pane = self.panes.pop(lab.lab_name, None)
         if pane is None:
-            widgets = widgets_for(lab)
+            widgets = widgets_for(lab, self.traces)
             for widget in widgets.values():
                 widget.param.watch(self.on_widget, "value")
             groups: dict[float, list[pn.widgets.Widget]] = {}

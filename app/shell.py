@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import panel as pn
+
 from app import i18n, style
 from app.frame import LABS_NAV, Frame
 from app.lab_area import LabArea
@@ -35,12 +37,14 @@ class Shell:
         self.router = Router(self.draw)
         self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen,
                             self.router.navigate)
-        self.frame = Frame(self.labs.sidebar, self.labs.main, self.router.history.layout)
+        self.frame = Frame(self.labs.sidebar, self.labs.main,
+                           pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False))
         self.frame.nav.param.watch(self._on_nav, "value")
         self.frame.lab_select.param.watch(self._on_lab_select, "value")
         self.frame.lang_select.param.watch(self._on_lang, "value")
         self.layout = self.frame.layout
         self.router.start()
+        self.labs.kept.traces.ask()  # a trace file the URL named that only the browser keeps (app/trace_picker.py)
 
     def draw(self, route: Route, messages: list[str]) -> None:
         """Show `route`, with `messages` (about the URL it came from) above it."""

@@ -14,7 +14,7 @@ import panel as pn
 import param
 
 from app.i18n import tr, tr_message
-from app.trace_picker import TracePicker
+from app.trace_picker import BrowserTraces, TracePicker
 from kvweb.lab import Lab, Text, param_names
 from kvweb.parsing import allowed
 
@@ -22,14 +22,15 @@ SLIDER_SPAN = 64  # integer ranges up to this wide get a slider, wider ones a nu
 HELP_PX = 30  # the width a WithHelp's "?" takes beside its control
 
 
-def widget_for(lab: Lab, name: str) -> pn.widgets.Widget:
+def widget_for(lab: Lab, name: str, kept: BrowserTraces | None = None) -> pn.widgets.Widget:
     """The parameter's control, with its help (what it means and what it takes, in the session's
     language) behind a "?" beside it: the widget's own `description` where its class has one,
-    else a `WithHelp` (checkboxes and sliders have none)."""
+    else a `WithHelp` (checkboxes and sliders have none). `trace_file` is a file picker, whose files
+    the browser keeps (`kept`)."""
     p = lab.param[name]
     help_text = param_help(p)
     if name == "trace_file":  # a file picked or dropped, not text typed
-        return TracePicker(getattr(lab, name), param_label(name), help_text, 280)
+        return TracePicker(getattr(lab, name), param_label(name), help_text, 280, kept)
     kind, options = _kind(p)
     if "description" in kind.param:
         options["description"] = help_text
@@ -91,8 +92,8 @@ def _kind(p: param.Parameter) -> tuple[type[pn.widgets.Widget], dict[str, Any]]:
     raise TypeError(f"no widget for parameter {p.name} of type {type(p).__name__}")
 
 
-def widgets_for(lab: Lab) -> dict[str, pn.widgets.Widget]:
-    return {name: widget_for(lab, name) for name in param_names(type(lab))}
+def widgets_for(lab: Lab, kept: BrowserTraces | None = None) -> dict[str, pn.widgets.Widget]:
+    return {name: widget_for(lab, name, kept) for name in param_names(type(lab))}
 
 
 def as_text(value: Any) -> str:
