@@ -134,6 +134,8 @@ _MESSAGES = [
      r"\(presets load anywhere\)$",
      "trace_file: {0} ({1} rows, digest {2}) is not loaded here; pick the file again, or choose a trace_preset "
      "(presets load anywhere)"),
+    *[(re.escape(line) + "$", line) for line in (
+        "trace_preset: none is not allowed with workload trace; choose a trace_preset or a trace_file",)],
     (r"^trace_file: (.*) is no trace file kvweb can read here; expected the path of a trace file \(command line\) or a "
      r"file picked in the app$",
      "trace_file: {0} is no trace file kvweb can read here; expected the path of a trace file (command line) or a file "

@@ -221,3 +221,24 @@ def test_a_file_then_the_pasted_rows_then_the_preset_is_replayed() -> None:
     EngineLab(trace_file=key, trace_preset="burstgpt-synthetic").check()  # chosen before workload=trace: unread
     with pytest.raises(ParamError, match=r"^trace: empty; expected CSV or JSON rows .* \(or choose a trace_file or a "):
         EngineLab(workload="trace").check()
+
+
+def test_the_planner_replays_a_trace_at_its_own_rate() -> None:
+    from kvweb.labs.fleet import FleetLab
+    from kvweb.parsing import make
+    plan = make("plan", {"workload": "trace", "trace_preset": "mooncake-conversation-synthetic", "trace_duration": "60",
+                         "trace_scale": "2", "model": "llama-3-8b", "gpus": "H100-SXM", "tps": "1",
+                         "weight_precisions": "16-bit", "schedulers": "sglang", "replicas": "2",
+                         "routers": "cache-aware"})
+    requests = plan.workload_spec().arrivals()
+    trace = traces.preset("mooncake-conversation-synthetic")
+    assert len(requests) == int((trace.arrival < 60).sum()) and all(r.tokens is not None for r in requests)
+    assert plan.workload_spec().rate == pytest.approx(len(requests) / requests[-1].arrival)
+    assert plan.ignored() == ("rate", "requests", "seed")
+    result = plan.run()
+    (row,) = [c for c in result["candidates"] if c["replicas"] == 2]
+    fleet = FleetLab.of_candidate(plan, next(c for c in plan.candidates() if c.replicas == 2))
+    assert fleet.trace_preset == plan.trace_preset and fleet.workload_at(1.0) == requests
+    assert row["prefix_hit_rate"] > 0.5  # the preset's sessions share their system prompts and earlier turns
+    with pytest.raises(ParamError, match="^trace_preset: none is not allowed with workload trace"):
+        make("plan", {"workload": "trace"})

@@ -20,6 +20,7 @@ from kvweb.fleet.fleet import serve
 from kvweb.prefix.modes import MODES, Settings
 from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.metrics import SLO, attainment, distribution, throughput, tpot, ttft
+from kvweb.serving.traces import chosen, replay
 from kvweb.serving.workload import Request, poisson_workload
 
 PERCENTILES = ("p50", "p90", "p99")
@@ -77,6 +78,9 @@ class Workload:
     percentile: str = "p90"  # the SLO's TTFT and TPOT are read at this percentile
     attainment: float = 0.9  # share of requests meeting both (rejected ones count as misses), at least
     pricing: str = "roofline"  # how steps are priced: one of COST_MODELS (kvweb/gpu/measured_cost.py)
+    # shape "trace": trace_file, trace_preset, trace_scale, trace_start, trace_duration (serving/traces.py; a file
+    # is found in the processes of this machine, a preset anywhere)
+    trace: tuple[str, str, float, float, float] | None = None
 
     def arrivals(self) -> list[Request]:
         """The requests, made once per workload (the planner's bounds read them for every candidate)."""
@@ -90,6 +94,9 @@ class Workload:
 @lru_cache(maxsize=4)
 def _arrivals(workload: Workload) -> list[Request]:
     w = workload
+    if w.trace is not None:
+        file_key, preset_name, scale, start, duration = w.trace
+        return replay(chosen(file_key, preset_name), scale, start, duration)
     return poisson_workload(w.shape, w.requests, w.rate, w.max_len, w.seed, w.prompt_len, w.output_len)
 
 

@@ -22,7 +22,7 @@ from kvweb.memo import Memo
 from kvweb.labs.fragmentation import allocator_param
 from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.serving.metrics import SLO, summarize
-from kvweb.serving.traces import Trace, of_text, preset, presets, recall, replay
+from kvweb.serving.traces import Trace, chosen, presets, replay
 from kvweb.serving.workload import SHAPES, Request, closed_loop_workload
 from kvweb.serving.paged_memory import BLOCK_SIZE
 
@@ -46,7 +46,38 @@ def cost_model_param() -> param.Selector:
                               "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md)")
 
 
-class ServingLab(PaperGPULab):
+class TraceReplay(param.Parameterized):
+    """The parameters of a replayed trace (docs/traces.md), shared by the serving labs and the planner
+    (each with `workload`, one of whose values is trace)."""
+
+    trace_preset = param.Selector(objects=["none", *presets()], default="none", precedence=ADVANCED,
+                                  doc="workload=trace: a trace shipped with kvweb, replayed when no trace_file or trace "
+                                      "is given: synthetic, in the formats of Mooncake (with shared prefixes), Azure's "
+                                      "LLM inference traces and BurstGPT (docs/traces.md)")
+    trace_file = Text("", max_length=100, precedence=ADVANCED,
+                      doc="workload=trace: a trace file (Mooncake JSONL, Azure or BurstGPT CSV, kvweb CSV or JSON): on "
+                          "the command line its path; in the app the file picked, named by its name, rows and digest")
+    trace_scale = param.Number(1.0, bounds=(0.1, 10.0), precedence=ADVANCED,
+                               doc="workload=trace: replay at this multiple of the trace's rate (2: twice as fast)")
+    trace_start = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
+                               doc="workload=trace: replay from this second of the trace (its first row is at 0)")
+    trace_duration = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
+                                  doc="workload=trace: replay this many seconds of the trace (0: to its end)")
+
+    def replay_ignored(self) -> tuple[str, ...]:
+        """Only a trace is scaled and cut. (A trace file or preset may be chosen before workload=trace.)"""
+        return () if self.workload == "trace" else ("trace_scale", "trace_start", "trace_duration")
+
+    def trace_read(self) -> Trace:
+        """The trace of workload=trace: the file's, else the preset's."""
+        return chosen(self.trace_file, self.trace_preset)
+
+    def replayed(self) -> list[Request]:
+        """The trace's requests, scaled and cut."""
+        return replay(self.trace_read(), self.trace_scale, self.trace_start, self.trace_duration)
+
+
+class ServingLab(PaperGPULab, TraceReplay):
     """Parameters shared by the serving labs (no lab_name: not a lab by itself)."""
 
     scenario = param.Selector(objects=list(SCENARIOS), default="A",
@@ -76,19 +107,6 @@ class ServingLab(PaperGPULab):
                                precedence=ADVANCED)
     trace = Text("", max_length=4000, precedence=ADVANCED,
                  doc="workload=trace: rows of arrival (s), prompt_len, output_len as CSV (rows split by newlines or ';') or JSON")
-    trace_preset = param.Selector(objects=["none", *presets()], default="none", precedence=ADVANCED,
-                                  doc="workload=trace: a trace shipped with kvweb, replayed when no trace_file or trace "
-                                      "is given: synthetic, in the formats of Mooncake (with shared prefixes), Azure's "
-                                      "LLM inference traces and BurstGPT (docs/traces.md)")
-    trace_file = Text("", max_length=100, precedence=ADVANCED,
-                      doc="workload=trace: a trace file (Mooncake JSONL, Azure or BurstGPT CSV, kvweb CSV or JSON): on "
-                          "the command line its path; in the app the file picked, named by its name, rows and digest")
-    trace_scale = param.Number(1.0, bounds=(0.1, 10.0), precedence=ADVANCED,
-                               doc="workload=trace: replay at this multiple of the trace's rate (2: twice as fast)")
-    trace_start = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
-                               doc="workload=trace: replay from this second of the trace (its first row is at 0)")
-    trace_duration = param.Number(0.0, bounds=(0.0, 10_000_000.0), precedence=ADVANCED,
-                                  doc="workload=trace: replay this many seconds of the trace (0: to its end)")
     calibration = Text("", max_length=4000, precedence=ADVANCED,
                        doc="cost_model=measured: your own vllm bench serve or sglang.bench_serving results at a fixed "
                            "--max-concurrency (their JSON summaries: max_concurrency, completed, total_input_tokens, "
@@ -115,22 +133,16 @@ class ServingLab(PaperGPULab):
                      pricing=self.cost_model, runs=parse_runs(self.calibration) if self.calibration.strip() else ())
 
     def ignored(self) -> tuple[str, ...]:
-        """A closed loop sends each request when one finishes: no arrival rate is read; only a trace
-        is scaled and cut. (A trace file or preset may be chosen before workload=trace.)"""
-        replay = () if self.workload == "trace" else ("trace_scale", "trace_start", "trace_duration")
-        return (*(("rate",) if self.workload == "closed-loop" else ()), *replay)
+        """A closed loop sends each request when one finishes: no arrival rate is read."""
+        return (*(("rate",) if self.workload == "closed-loop" else ()), *self.replay_ignored())
 
     def trace_read(self) -> Trace:
         """The trace of workload=trace: the file's, else the pasted rows, else the preset's."""
-        if self.trace_file:
-            return recall(self.trace_file)
-        if self.trace.strip() or self.trace_preset == "none":
-            return of_text(self.trace)
-        return preset(self.trace_preset)
+        return chosen(self.trace_file, self.trace_preset, self.trace)
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "trace":
-            return replay(self.trace_read(), self.trace_scale, self.trace_start, self.trace_duration)
+            return self.replayed()
         if self.workload == "closed-loop":  # no rate: each request arrives when one finishes
             return closed_loop_workload("fixed", self.requests, self.concurrency, self.setup().spec.max_len, self.seed,
                                         self.prompt_len, self.output_len)
@@ -151,10 +163,10 @@ class ServingLab(PaperGPULab):
         when it does not, nothing is served and no serving figure is made up."""
         cost = self.setup().cost_model()
         served = self.serve(progress) if cost.fits else {}  # (a what-if is served)
-        replayed = {"replayed": self.replayed()} if self.workload == "trace" else {}
+        replayed = {"replayed": self.replay_summary()} if self.workload == "trace" else {}
         return {**cost.fit(), "scenario": self.scenario_info(), **replayed, **served}
 
-    def replayed(self) -> dict[str, Any]:
+    def replay_summary(self) -> dict[str, Any]:
         """The trace read and the part of it served: its rows, the window's and the scale."""
         return {**self.trace_read().summary(), "served_rows": len(self.workload_at(self.rate)),
                 "scale": self.trace_scale, "window_start_s": self.trace_start, "window_s": self.trace_duration}

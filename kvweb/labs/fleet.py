@@ -24,6 +24,7 @@ from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS
 from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source
+from kvweb.labs.engine import TraceReplay
 from kvweb.labs.plan import PlanLab, choices, fleet_work
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
@@ -77,7 +78,7 @@ class FleetLab(SchedulersLab):
                    routers=candidate.router, model=plan.model, workload=plan.workload, requests=plan.requests,
                    rate=plan.rate, seed=plan.seed, max_len=plan.max_len, prompt_len=plan.prompt_len,
                    output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms,
-                   cost_model=plan.cost_model)
+                   cost_model=plan.cost_model, **{n: getattr(plan, n) for n in TraceReplay.param if n != "name"})
 
     def setup(self, memory: str = "paged") -> Setup:
         return super().setup(memory).with_(gpu="" if self.gpu == "scenario" else self.gpu, max_len=self.max_len)

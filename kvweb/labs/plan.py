@@ -20,10 +20,11 @@ from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
 from kvweb.gpu.explain import Explanation
-from kvweb.labs.engine import batch_at_most, cost_model_param
+from kvweb.labs.engine import TraceReplay, batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
 from kvweb.prefix.modes import MAX_SEQS, MODES
+from kvweb.serving.traces import mean_rate
 from kvweb.serving.workload import SHAPES, Request
 
 MAX_CANDIDATES = 4096  # grid points before pruning
@@ -72,7 +73,7 @@ def price_table(text: str) -> dict[str, float]:
     return prices
 
 
-class PlanLab(Lab):
+class PlanLab(Lab, TraceReplay):
     lab_name = "plan"
     title = "Capacity planner: the cheapest fleet within the SLO"
     summary = ("A workload, a target rate and an SLO in; out, the cheapest fleet that meets it and the Pareto front of "
@@ -84,7 +85,9 @@ class PlanLab(Lab):
     cost_model = cost_model_param()
     rate = param.Number(10.0, bounds=(0.01, 1000.0), doc="target arrival rate, requests per second (Poisson)")
     requests = param.Integer(200, bounds=(1, 5000), doc="requests each candidate serves")
-    workload = param.Selector(objects=list(SHAPES), default="sharegpt", doc="request lengths: a named length shape")
+    workload = param.Selector(objects=[*SHAPES, "trace"], default="sharegpt",
+                              doc="request lengths: a named length shape, or a trace replayed (trace_file or "
+                                  "trace_preset: its own requests and rate)")
     ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds")
     tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms")
     percentile = param.Selector(objects=list(PERCENTILES), default="p90",
@@ -115,6 +118,8 @@ class PlanLab(Lab):
 
     def check(self) -> None:
         self.candidates()
+        if self.workload == "trace":
+            self.replayed()  # read, and its window holds a request
         price_table(self.prices)
         if self.workload in ("fixed", "uniform") and self.prompt_len + self.output_len > self.max_len:
             raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
@@ -139,10 +144,17 @@ class PlanLab(Lab):
                              f"candidates is not allowed; expected at most {MAX_CANDIDATES:,} candidates in the grid")
         return candidates
 
+    def ignored(self) -> tuple[str, ...]:
+        """A trace brings its own requests and rate."""
+        return ("rate", "requests", "seed") if self.workload == "trace" else self.replay_ignored()
+
     def workload_spec(self) -> Workload:
-        return Workload(self.model, self.workload, self.requests, self.rate, self.seed, self.max_len, self.prompt_len,
+        """What every candidate serves; a trace's target rate is its mean rate as replayed."""
+        trace = (self.trace_file, self.trace_preset, self.trace_scale, self.trace_start, self.trace_duration)
+        rate = mean_rate(self.replayed()) if self.workload == "trace" else self.rate
+        return Workload(self.model, self.workload, self.requests, rate, self.seed, self.max_len, self.prompt_len,
                         self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment,
-                        self.cost_model)
+                        self.cost_model, trace if self.workload == "trace" else None)
 
     def estimate(self) -> Estimate:
         """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
@@ -152,7 +164,8 @@ class PlanLab(Lab):
         return work(*(part for c in left for part in fleet_work(requests, c.replicas, c.replicas,
                                                                  c.cost_model(self.model, self.cost_model).kv_capacity_tokens, MAX_SEQS,
                                                                  c.scheduler)),
-                    lower=("requests", "gpus", "tps", "schedulers", "replicas"))
+                    lower=("trace_duration" if self.workload == "trace" else "requests", "gpus", "tps", "schedulers",
+                           "replicas"))
 
     def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
         """The cheapest candidate's cost with its formula and values: per hour, and per million

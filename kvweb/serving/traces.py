@@ -389,6 +389,24 @@ def recall(key: str) -> Trace:
     return _LOADED.get(key, load)
 
 
+def chosen(file_key: str, preset_name: str, pasted: str | None = None) -> Trace:
+    """The trace a lab replays: its `trace_file`, else its pasted `trace` rows (labs that take them), else its
+    `trace_preset`."""
+    if file_key:
+        return recall(file_key)
+    if pasted is not None and (pasted.strip() or preset_name == "none"):
+        return of_text(pasted)
+    if preset_name == "none":
+        raise ParamError("trace_preset: none is not allowed with workload trace; choose a trace_preset or a trace_file")
+    return preset(preset_name)
+
+
+def mean_rate(requests: list[Request]) -> float:
+    """Requests per second over a replay's span (a lone request: 1 per second)."""
+    span = max(r.arrival for r in requests)
+    return len(requests) / span if span > 0 else float(len(requests))
+
+
 def presets() -> dict[str, Path]:
     """The traces shipped with kvweb (kvweb/serving/trace_presets/), by name."""
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.*")) if p.suffix in (".jsonl", ".csv", ".json")}
