@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvweb.gpu.cost import KV_PRECISIONS, CostModel
+from kvweb.gpu.cost import CostModel
+from kvweb.gpu.kv_bytes import KV_PRECISIONS
 
 Term = tuple[str, float, str]  # name, value, unit
 
