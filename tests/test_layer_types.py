@@ -13,7 +13,7 @@ import kvweb.labs  # noqa: F401
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.hf_config import MAX_CONFIG, from_config
 from kvweb.gpu.layers import Attention, kept_tokens
-from kvweb.lab import ParamError
+from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
 from kvweb.query import from_query, to_query
 from lab_json import cli_result
@@ -212,3 +212,11 @@ def test_a_window_layer_prefills_at_most_window_keys_per_query(window, n, cached
     attention = full_flops - CostModel(H100, full)._linear_flops(n, 1)
     assert swa_flops - CostModel(H100, swa)._linear_flops(n, 1) == pytest.approx(attention * pairs / (n * cached + n * (n + 1) / 2))
     assert swa_bytes - full_bytes == (min(cached, window) - cached) * 2 * 2 * 2 * 64 * 2
+
+
+def test_under_mxfp4_the_lab_compares_the_models_with_experts_and_gpt_oss_120b_fits_one_h100():
+    result = LABS["layer-memory"](model="gpt-oss-120b", weight_precision="mxfp4", gpu="H100-SXM").run()
+    assert result["fits"] and result["weight_bytes_per_gpu"] == 65_168_179_200
+    assert [m["model"] for m in result["models"]] == [n for n, m in MODELS.items() if m.experts > 1]
+    with pytest.raises(ParamError, match="^weight_precision mxfp4 quantizes routed experts only"):
+        LABS["layer-memory"](model="llama-3.1-8b", weight_precision="mxfp4").run()

@@ -10,7 +10,9 @@ import param
 
 from kvweb.budget import Estimate, constant
 from kvweb.gpu import GPUS, MODELS, CostModel, LLMSpec
+from kvweb.gpu.weights import EXPERT_BYTES
 from kvweb.gpu.hf_config import MAX_CONFIG, from_config
+from kvweb.gpu.measured_cost import roofline
 from kvweb.gpu.layers import KINDS
 from kvweb.lab import ParamError, Progress, Text, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
@@ -55,7 +57,7 @@ class LayerMemory(PaperGPULab):
         return from_config(self.config) if self.model == "config" else MODELS[self.model]
 
     def cost(self, model: LLMSpec) -> CostModel:
-        return CostModel(GPUS[self.gpu], model, attention_dp=self.attention_dp, **self.assumptions())
+        return roofline(GPUS[self.gpu], model, {"attention_dp": self.attention_dp, **self.assumptions()})
 
     def capacity(self, cm: CostModel) -> dict[str, Any]:
         """One model's figures at `context` tokens on these GPUs."""
@@ -77,8 +79,10 @@ class LayerMemory(PaperGPULab):
                 growth[k].append(sum(b for b, kind in zip(by_layer, kinds) if kind == k))
         groups = [{"kind": a.kind, "layers": n, "window": a.window, "kv_elements_per_token": a.kv_elements,
                    "state_elements": a.state_elements} for a, n in m.groups]
+        # the models that take this weight precision (MXFP4 only those with routed experts)
         models = [self.capacity(self.cost(spec)) for spec in ([*MODELS.values(), m] if self.model == "config"
-                                                               else MODELS.values())]
+                                                               else MODELS.values())
+                  if spec.experts > 1 or self.weight_precision not in EXPERT_BYTES]
         return {
             "units": "decimal (1 GB = 1e9 B); _per_gpu: one GPU holding the request, _total: the tensor-parallel "
                      "group; bytes at the KV precision, in whole blocks",
