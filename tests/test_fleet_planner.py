@@ -9,8 +9,8 @@ import pytest
 from kvweb.cli import main
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import Candidate, Workload, evaluate
-from kvweb.fleet.planner import (DOES_NOT_FIT, GPU_PRICES, TOO_SLOW, candidate_seed, cheapest, grid, pareto, plan,
-                                 rate_bound, roofline)
+from kvweb.fleet.planner import (DOES_NOT_FIT, GPU_PRICES, NO_EXPERTS, TOO_SLOW, candidate_seed, cheapest, grid,
+                                 pareto, plan, rate_bound, roofline)
 from kvweb.jsonable import jsonable
 from kvweb.lab import Cancelled
 from kvweb.labs.plan import PlanLab
@@ -106,6 +106,13 @@ def test_the_plan_counts_what_it_pruned_and_evaluates_the_rest():
                                   schedulers="sglang", replicas="1", rate="1"))
     assert result["pruned"] == {DOES_NOT_FIT: 1, TOO_SLOW: 0} and result["evaluated"] == 1
     assert [r["pruned"] for r in result["candidates"]] == [DOES_NOT_FIT, None]
+
+
+def test_mxfp4_for_a_dense_model_is_pruned_for_what_it_is_and_counted():
+    result = small_plan(small_lab(model="llama-3.1-8b", gpus="H100-SXM", tps="1", weight_precisions="16-bit,mxfp4",
+                                  schedulers="sglang", replicas="1", rate="1"))
+    assert result["pruned"] == {DOES_NOT_FIT: 0, TOO_SLOW: 0, NO_EXPERTS: 1} and result["evaluated"] == 1
+    assert [(r["weight_precision"], r["pruned"]) for r in result["candidates"]] == [("16-bit", None), ("mxfp4", NO_EXPERTS)]
 
 
 def test_the_grid_order_and_the_evaluation_order_do_not_move_a_figure():

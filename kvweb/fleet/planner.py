@@ -6,6 +6,8 @@ Before anything is simulated the roofline rules out what cannot work, counted by
 
 - "does not fit": the model's weights (at the weight precision, split over tp GPUs) leave no
   room for KV on the GPU, or its query heads do not split over tp (`CostModel.fits`);
+- "no routed experts to quantize": MXFP4 weights for a model without experts (MXFP4 quantizes only the
+  experts, as gpt-oss ships);
 - "no measured kernels" (a plan priced with `cost_model=measured`): no kernel tables for the
   candidate's GPU, scheduler's engine, model or precision;
 - "cannot reach the rate": even with every step full, the replicas cannot keep up with the
@@ -27,6 +29,8 @@ from itertools import product
 from typing import Any
 
 from kvweb.fleet.candidate import Candidate, Workload
+from kvweb.gpu import MODELS
+from kvweb.gpu.weights import EXPERT_BYTES
 from kvweb.lab import ParamError
 from kvweb.prefix.modes import MAX_SEQS
 
@@ -38,6 +42,7 @@ GPU_PRICES: dict[str, float] = {"A100-40GB": 1.00, "A100-80GB": 1.30, "H100-SXM"
 DOES_NOT_FIT = "does not fit"
 TOO_SLOW = "cannot reach the rate"
 NO_KERNELS = "no measured kernels"  # a measured plan only
+NO_EXPERTS = "no routed experts to quantize"
 PRUNE_REASONS = (DOES_NOT_FIT, TOO_SLOW)
 LATENCIES = ("ttft", "tpot")  # what the Pareto front weighs against cost
 
@@ -78,6 +83,8 @@ def rate_bound(candidate: Candidate, workload: Workload) -> float:
 def roofline(candidate: Candidate, workload: Workload) -> tuple[str | None, float]:
     """Why the roofline rules the candidate out (None: it does not), and its `rate_bound` (0 when
     the model does not fit)."""
+    if candidate.weight_precision in EXPERT_BYTES and MODELS[workload.model].experts == 1:
+        return NO_EXPERTS, 0.0
     try:
         cost = candidate.cost_model(workload.model, workload.pricing)
     except ParamError:
@@ -138,7 +145,8 @@ def plan(candidates: Sequence[Candidate], workload: Workload, prices: Mapping[st
     return {
         "candidates_total": len(rows), "evaluated": len(evaluated),
         "pruned": {why: sum(r["pruned"] == why for r in rows)
-                   for why in PRUNE_REASONS + ((NO_KERNELS,) if workload.pricing == "measured" else ())},
+                   for why in PRUNE_REASONS + ((NO_KERNELS,) if workload.pricing == "measured" else ())
+                   + ((NO_EXPERTS,) if any(r["pruned"] == NO_EXPERTS for r in rows) else ())},
         "cheapest": cheapest(evaluated, latency, workload.percentile),
         "pareto": pareto(evaluated, latency, workload.percentile),
         "candidates": rows,
