@@ -220,3 +220,13 @@ def test_under_mxfp4_the_lab_compares_the_models_with_experts_and_gpt_oss_120b_f
     assert [m["model"] for m in result["models"]] == [n for n, m in MODELS.items() if m.experts > 1]
     with pytest.raises(ParamError, match="^weight_precision mxfp4 quantizes routed experts only"):
         LABS["layer-memory"](model="llama-3.1-8b", weight_precision="mxfp4").run()
+
+
+def test_a_linear_layers_state_stays_16_bit_under_an_fp8_kv_cache():
+    """Qwen3-Next's gated DeltaNet state: 32 value heads x 128 x 128 recurrent + 3 conv steps x (2 x 16 key heads
+    x 128 + 32 x 128) = 548,864 elements, 1,097,728 B at 16 bits, with an FP8 KV cache too (vLLM's
+    mamba_cache_dtype auto); the gated-attention layers' KV halves."""
+    m = MODELS["qwen3-next-80b-a3b"]
+    b16, b8 = (CostModel(H200, m, kv_precision=kv).kv_bytes_per_layer(1000, 16) for kv in ("16-bit", "fp8"))
+    assert b16[0] == b8[0] == 548_864 * 2
+    assert b8[3] * 2 == b16[3] == 1008 * 2 * 2 * 256 * 2  # 1,008 tokens in whole blocks x K and V x 2 heads x 256 x 2 B

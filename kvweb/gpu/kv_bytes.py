@@ -3,7 +3,8 @@
 Layer types (kvweb/gpu/layers.py): full and latent layers grow with every token (the "growing
 part", `kv_bytes_per_token*`), window layers keep their last tokens, linear layers a fixed state;
 `kv_bytes_per_sequence*` count them all for a request of a given length. KV 16-bit or FP8 (2 or 1
-bytes per element).
+bytes per element); a linear layer's state stays 16-bit (vLLM's default; SGLang keeps float32: its
+pools, kvweb/prefix/sglang_pools.py).
 
 Tensor parallelism: KV heads are split over the `tp` GPUs; when there are fewer than `tp` of them
 each GPU keeps ceil(kv_heads / tp) of them (replicas: 4 KV heads on 8 GPUs are each held twice).
@@ -19,6 +20,7 @@ from kvweb.gpu.layers import kept_tokens
 from kvweb.gpu.specs import LLMSpec
 
 KV_PRECISIONS = {"16-bit": 2, "fp8": 1}  # bytes per K or V element
+STATE_BYTES = 2  # a linear layer's state element: 16-bit, whatever the KV precision (vLLM's default)
 
 
 class KVBytes:
@@ -60,10 +62,12 @@ class KVBytes:
 
     def kv_bytes_per_layer(self, context: int, block_size: int) -> list[int]:
         """One request of `context` tokens, each layer's bytes on one GPU holding it: full and latent
-        layers every token, window layers the window, in whole blocks; linear layers their state."""
+        layers every token, window layers the window, in whole blocks, at the KV precision; linear
+        layers their state, at 16 bits whatever the KV precision (vLLM's `mamba_cache_dtype` auto
+        keeps the model's dtype; an FP8 KV cache does not shrink it)."""
         tp, kv = self._attention_tp, KV_PRECISIONS[self.kv_precision]
-        return [(kept_tokens(context, a.window, block_size) * a.kv_elements_per_gpu(tp) + a.state_elements_per_gpu(tp))
-                * kv for a in self.model.attention]
+        return [kept_tokens(context, a.window, block_size) * a.kv_elements_per_gpu(tp) * kv
+                + a.state_elements_per_gpu(tp) * STATE_BYTES for a in self.model.attention]
 
     def kv_bytes_per_sequence_per_gpu(self, context: int, block_size: int) -> int:
         return sum(self.kv_bytes_per_layer(context, block_size))
