@@ -15,8 +15,9 @@ input and output lengths; every row kvweb can express is estimated three ways:
   time outside the steps fitted here on the FIT_MODELS half (split by model, declared below) and
   reported on the other half.
 
-With --schedulers, each row the schedulers lab can express (H100/H200, a model of kvweb.gpu.MODELS, one
-weight precision for every GEMM: `replay_params`) is also replayed step by step through the schedulers:
+With --schedulers, each row the schedulers lab can express (H100/H200: `replay_params`; every priced model
+is one of kvweb.gpu.MODELS and every row's weights one of the labs' precisions, gpt-oss's as mxfp4) is also
+replayed step by step through the schedulers:
 
 - schedulers: the fleet lab's parameters (the schedulers lab's, plus `gpu` and `max_len`; the
   schedulers lab itself has no GPU choice) at cost_model=measured, the row's engine as the mode
@@ -27,7 +28,11 @@ weight precision for every GEMM: `replay_params`) is also replayed step by step 
   the time outside the engine's steps, added here explicitly: the lab does not add it); TPOT = its mean
   TPOT. Nothing is fitted for it: the step overhead and the outside time are the recorded ones.
 
-AIConfigurator's own estimate is not in the CSV, so it has no column. Rows left out are counted by
+- AIConfigurator: NVIDIA AIConfigurator's own agg estimate of the same row (bench/aic.py, derived from
+  aiconfigurator-core 0.12.0 by scripts/derive_aic_estimates.py; rows it could not estimate are counted
+  in the cell's n).
+
+Rows left out are counted by
 reason: duplicates, models or layers kvweb cannot price from measured kernels, 4-bit weights (no kvweb
 precision), pipeline / expert / attention-data parallelism, saturated TTFTs (marked in the rows, the
 concurrency's KV not fitting kvweb's capacity, or a TTFT longer than the request's whole decode, which
@@ -47,23 +52,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kvweb.gpu
-from kvweb.gpu import GPUS, MODELS, WEIGHT_PRECISIONS as WEIGHTS, CostModel
-from kvweb.gpu.hf_config import from_config
+from bench.aic import aic_estimates
+from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
                                 fit_closed_loop, silicon_rows)
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import no_progress
 
-CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 BANDS = Path(kvweb.gpu.__file__).parent / "measured" / "bands.json"  # the error the labs show beside a figure
 # NVIDIA's B200 datasheet (HGX B200, per GPU, dense): not one of kvweb's GPUs yet; here for the roofline only
 B200 = GPUSpec("B200", 180e9, 2250e12, 8000e9, 64e9, 900e9, fp8_flops=4500e12)
 SYSTEMS = {"h100_sxm": GPUS["H100-SXM"], "h200_sxm": GPUS["H200"], "b200_sxm": B200}
-
-
-def _config(name: str) -> LLMSpec:
-    return from_config((CONFIGS / f"{name}.json").read_text(), name)
 
 
 # model_path -> (kvweb model, experts' table dtype or None); Qwen3-235B-A22B-FP8's own config.json is
@@ -72,8 +72,8 @@ PRICED: dict[str, tuple[LLMSpec, str | None]] = {
     "meta-llama/Llama-3.1-70B": (MODELS["llama-3.1-70b"], None),
     "meta-llama/Llama-3.1-8B-Instruct": (MODELS["llama-3.1-8b"], None),
     "nvidia/Llama-3.1-8B-Instruct-FP8": (MODELS["llama-3.1-8b"], None),
-    "Qwen/Qwen3-32B": (_config("qwen3-32b"), None),
-    "Qwen/Qwen3-235B-A22B-FP8": (_config("qwen3-235b-a22b"), None),
+    "Qwen/Qwen3-32B": (MODELS["qwen3-32b"], None),
+    "Qwen/Qwen3-235B-A22B-FP8": (MODELS["qwen3-235b-a22b"], None),
     "openai/gpt-oss-120b": (MODELS["gpt-oss-120b"], "w4a16_mxfp4"),
 }
 NOT_PRICED = {  # why the other models of the rows are not estimated
@@ -92,13 +92,12 @@ FIT_MODELS = ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-8B-Instruct", "Q
 FIT_SYSTEMS = ("h100_sxm", "h200_sxm")
 HELD_OUT_MODELS = ("Qwen/Qwen3-32B", "openai/gpt-oss-120b", "nvidia/Llama-3.1-8B-Instruct-FP8")
 SUSPECT = ("nvidia/Llama-3.1-8B-Instruct-FP8",)
-ESTIMATORS = ("roofline", "roofline closed loop", "measured")
+ESTIMATORS = ("roofline", "roofline closed loop", "measured", "AIConfigurator")
 # the analytic estimate beside the replays, on the rows replayed
 REPLAYED = ("measured", "schedulers lockstep", "schedulers staggered")
 # --schedulers: what the schedulers lab can express
 LAB_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200"}
-LAB_MODELS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-              "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
+LAB_MODELS = {path: model.name for path, (model, _) in PRICED.items()}
 LAB_MODES = {"vllm": "vllm-v1", "sglang": "sglang"}
 MAX_LENGTH = 8191  # the serving labs' prompt_len and output_len bound: an isl or osl of 8192 is replayed at 8191
 MAX_SEQS = 1024  # vLLM V1's max_num_seqs for the API server on H100/H200; SGLang sizes its own from memory
@@ -127,15 +126,16 @@ class Row:
 
 
 def _precisions(r: dict) -> tuple[str, str] | None:
-    """(MeasuredCost weight precision, CostModel weight precision) of a row, None for 4-bit weights."""
+    """(MeasuredCost weight precision, the labs' and CostModel's weight precision) of a row, None for
+    4-bit weights."""
     mode = r["gemm_quant_mode"]
     if r["model_path"] == "openai/gpt-oss-120b":  # MXFP4 experts, 16-bit attention (the CSV says fp4)
-        return "16-bit", "int4"
+        return "16-bit", "mxfp4"
     if r["model_path"] == "Qwen/Qwen3-235B-A22B-FP8":  # its config.json: weight_block_size [128, 128], whatever the row says
-        return "fp8-block", "fp8"
+        return "fp8-block", "fp8-block"
     if mode in (None, "bf16", "float16"):
         return "16-bit", "16-bit"
-    return {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8")}.get(mode)
+    return {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8-block")}.get(mode)
 
 
 def build(rows: list[dict]) -> tuple[list[Row], Counter]:
@@ -192,6 +192,7 @@ def fit(rows: list[Row]) -> Terms:
 
 
 def estimate(rows: list[Row], terms: Terms) -> None:
+    aic = aic_estimates()
     for row in rows:
         r = row.raw
         c, isl, osl = r["batch_size"], r["isl"], r["osl"]
@@ -202,6 +203,8 @@ def estimate(rows: list[Row], terms: Terms) -> None:
         m = row.measured
         cost = MeasuredCost(m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, overhead)
         row.estimates["measured"] = closed_loop(cost, c, isl, osl, share, outside)
+        if r["id"] in aic:
+            row.estimates["AIConfigurator"] = aic[r["id"]]
 
 
 def replay_params(row: Row) -> dict | str:
@@ -209,13 +212,7 @@ def replay_params(row: Row) -> dict | str:
     r = row.raw
     if r["system"] not in LAB_GPUS:
         return f"{r['system'].split('_')[0].upper()}: the replay covers H100 and H200"
-    if r["model_path"] == "openai/gpt-oss-120b":
-        return "gpt-oss-120b: MXFP4 experts, 16-bit attention; the lab's measured costs have no expert precision of their own"
-    if r["model_path"] not in LAB_MODELS:
-        return f"{r['model_path'].split('/')[1]}: not one of kvweb.gpu.MODELS (the lab's `model`)"
-    measured, lab = _precisions(r)
-    if measured != lab or row.measured.moe_precision:
-        return f"{measured} weights: the lab's weight_precision prices every GEMM at one of {', '.join(WEIGHTS)}"
+    lab = _precisions(r)[1]
     c, isl, osl = r["batch_size"], min(r["isl"], MAX_LENGTH), min(r["osl"], MAX_LENGTH)
     return {"gpu": LAB_GPUS[r["system"]], "model": LAB_MODELS[r["model_path"]], "tp": r["tp_size"],
             "weight_precision": lab, "cost_model": "measured", "mode": LAB_MODES[r["backend"]],
@@ -271,6 +268,14 @@ def summary(errs: list[float]) -> str:
     return f"{100 * statistics.fmean(map(abs, errs)):.0f} / {100 * statistics.fmean(errs):+.0f} / {100 * worst:+.0f}"
 
 
+def cell(rows: list[Row], estimator: str, metric: int) -> str:
+    """`summary` over the rows the estimator estimated; how many, when not all of them."""
+    mine = [r for r in rows if estimator in r.estimates]
+    if not mine:
+        return "-"
+    return summary(errors(mine, estimator, metric)) + (f" (n {len(mine)})" if len(mine) < len(rows) else "")
+
+
 def table(rows: list[Row], key: Callable[[Row], str], estimators: tuple[str, ...] = ESTIMATORS) -> list[str]:
     groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
@@ -280,7 +285,7 @@ def table(rows: list[Row], key: Callable[[Row], str], estimators: tuple[str, ...
     lines = [head, "|" + "---|" * (2 + 2 * len(estimators))]
     for name in sorted(groups):
         g = groups[name]
-        cells = [summary(errors(g, e, m)) for m in (1, 0) for e in estimators]
+        cells = [cell(g, e, m) for m in (1, 0) for e in estimators]
         lines.append(f"| {name} | {len(g)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -299,6 +304,7 @@ def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str
            f"({', '.join(f'{e} {TTFT_OUTSIDE_S[e] * 1e3:.1f} ms' for e in ENGINES)}).", ""]
     summarized = [r for r in replayed if r.half != "suspect"]
     out += table(summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}", REPLAYED)
+    out += ["", "By model:", ""] + table(summarized, lambda r: f"{r.half}: {r.group}", REPLAYED)
     suspect = [r for r in replayed if r.half == "suspect"]
     if suspect:
         out += ["", "Suspect rows (not in the table above):", ""] + table(suspect, lambda r: r.group, REPLAYED)
@@ -307,18 +313,18 @@ def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str
     return out
 
 
-def bands(rows: list[Row]) -> dict[str, dict[str, float]]:
-    """The measured model's held-out error by GPU and engine ("H100 vllm"), by engine ("vllm") and
-    over all held-out rows (""): TPOT and TTFT MAPE in percent and the rows' count. The labs show
+def bands(rows: list[Row], estimator: str = "measured") -> dict[str, dict[str, float]]:
+    """An estimator's held-out error by GPU and engine ("H100 vllm"), by engine ("vllm") and over all
+    held-out rows it estimated (""): TPOT and TTFT MAPE in percent and the rows' count. The labs show
     the nearest one beside a measured figure (kvweb/gpu/measured_cost.py `error_band`)."""
-    held = [r for r in rows if r.half == "held-out"]
+    held = [r for r in rows if r.half == "held-out" and estimator in r.estimates]
     keys: dict[str, list[Row]] = defaultdict(list)
     for r in held:
         gpu, engine = r.raw["system"].split("_")[0].upper(), r.raw["backend"]
         for key in (f"{gpu} {engine}", engine, ""):
             keys[key].append(r)
-    return {key: {"tpot_pct": round(100 * statistics.fmean(map(abs, errors(g, "measured", 1))), 1),
-                  "ttft_pct": round(100 * statistics.fmean(map(abs, errors(g, "measured", 0))), 1), "rows": len(g)}
+    return {key: {"tpot_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 1))), 1),
+                  "ttft_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 0))), 1), "rows": len(g)}
             for key, g in sorted(keys.items())}
 
 
@@ -370,7 +376,11 @@ def main() -> None:
         stamp = f"`.venv/bin/python -m bench.silicon{flags} --doc`, {datetime.date.today().isoformat()}"
         figures = "\n".join([begin, "", stamp, "", *lines, "", end])
         DOC.write_text(text[:text.index(begin)] + figures + text[text.index(end) + len(end):])
-        BANDS.write_text(json.dumps({"source": stamp, "held_out_mape": bands(rows)}, indent=1) + "\n")
+        # the labs' closed-loop runs are the lockstep replay: its band where it ran, else the last one written
+        replay = bands(rows, "schedulers lockstep") if args.schedulers else \
+            json.loads(BANDS.read_text()).get("held_out_replay_mape", {})
+        BANDS.write_text(json.dumps({"source": stamp, "held_out_mape": bands(rows), "held_out_replay_mape": replay},
+                                    indent=1) + "\n")
 
 
 if __name__ == "__main__":
