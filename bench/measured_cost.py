@@ -3,6 +3,7 @@
 one sitting (a ratio: this machine is shared). The issue's goal: at most 1.3x.
 
     .venv/bin/python -m bench.measured_cost
+    node scripts/pyodide_run.mjs build/pyodide-test -m bench.measured_cost   # the same in Pyodide
 """
 from __future__ import annotations
 
