@@ -15,6 +15,7 @@ server's memos), and so do the exercises' answers.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Hashable
@@ -27,6 +28,7 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 MAX_RUNNING = max(2, CORES - 1)
 QUICK_S = 0.5  # a run estimated under this many seconds may also take the quick lane
 QUICK_LANE = 1  # threads that take only quick runs, beside the MAX_RUNNING
+log = logging.getLogger(__name__)
 
 
 class RunPool:
@@ -71,6 +73,8 @@ class RunPool:
             session, run = self._next(quick_only)
             try:
                 run()
+            except Exception:  # noqa: BLE001  (e.g. its session's document was destroyed meanwhile)
+                log.exception("a run of the served app's pool failed; its thread serves on")
             finally:
                 with self._changed:
                     self._running.discard(session)

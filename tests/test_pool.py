@@ -105,6 +105,20 @@ def test_drop_forgets_the_waiting_run():
     assert log == ["busy", "after"]
 
 
+
+def test_a_run_that_raises_leaves_its_thread_serving():
+    # A run's end reaches its session through the session's document; a session that ended while its
+    # run computed has none left, and raising there once ended the thread: runs after it never started.
+    pool = RunPool(workers=1, quick_lane=0)
+
+    def late() -> None:
+        raise RuntimeError("Attempting to add session callback to already-destroyed Document")
+
+    pool.submit("closed", late)
+    after = threading.Event()
+    pool.submit("next", after.set)
+    assert after.wait(WAIT)
+
 class Steps(Lab):
     """A run of many progress reports; `release` lets it go on after its first one."""
 

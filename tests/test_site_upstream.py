@@ -5,6 +5,7 @@ A Panel release that changes one fails here. The Pyodide-only ones (`panel.io.py
 (e2e/test_site.py: a page that renders and redraws went through them).
 """
 import ast
+import asyncio
 import inspect
 import sys
 from pathlib import Path
@@ -19,7 +20,9 @@ import panel.io.convert as pc  # noqa: E402
 from bokeh.document import Document  # noqa: E402
 from bokeh.events import DocumentReady  # noqa: E402
 from panel.io.location import Location  # noqa: E402
+from panel.io import document as served  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
+from tornado.locks import Lock  # noqa: E402
 
 from app.site import upstream  # noqa: E402
 
@@ -75,6 +78,39 @@ def test_the_conversion_uses_the_scripts_given(tmp_path, monkeypatch):
     assert worker.startswith("// kvweb worker") and "kvweb_pre = 1" in worker
     assert "// kvweb handler" in html
 
+
+
+def test_a_patch_queued_while_the_socket_was_busy_is_written(monkeypatch):
+    # Panel's write task finds the socket busy and waits to retry; meanwhile another task ends and
+    # marks the queue done: without the guard the retry returns at once and "ready" is never sent.
+    monkeypatch.setattr(served, "_dispatch_msgs", served._dispatch_msgs)  # put back after the test
+    upstream.write_every_queued_patch()
+    sent: list[str] = []
+
+    class Socket:
+        write_lock = Lock()
+
+    class Connection:
+        _socket = Socket()
+
+    monkeypatch.setitem(served.extra_socket_handlers, Socket, lambda conn, msg: sent.append(msg) or [])
+    doc, connection = Document(), Connection()
+
+    async def race() -> None:
+        await Socket.write_lock.acquire()  # a message is being written
+        served._WRITE_BLOCK[doc] = True
+        served._WRITE_MSGS[doc] = {connection: ["ready"]}
+        served._dispatch_write_task(doc, served._dispatch_msgs, doc)
+        await asyncio.sleep(0.005)  # the task found the socket busy; its retry comes at 0.01 s
+        del served._WRITE_BLOCK[doc]  # another task ended
+        Socket.write_lock.release()
+        for _ in range(100):
+            if sent:
+                return
+            await asyncio.sleep(0.01)
+
+    asyncio.run(race())
+    assert sent == ["ready"] and doc not in served._WRITE_MSGS
 
 def pyodide_module() -> ast.Module:
     return ast.parse((Path(inspect.getfile(pc)).parent / "pyodide.py").read_text())

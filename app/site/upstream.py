@@ -69,6 +69,32 @@ def use_conversion_scripts(worker: str, handler: str, pre: str) -> None:
     pc.PRE = pc.PRE + pre
 
 
+
+def write_every_queued_patch() -> None:
+    """Make the server write every patch it queues for a page (`panel serve`).
+
+    Panel queues a session's patches when its socket is busy and writes them in tasks
+    (`panel.io.document._dispatch_msgs`). A task that finds the socket busy puts its messages back
+    and retries; if another task ends meanwhile, it marks the queue done (`_WRITE_BLOCK` dropped)
+    and the retry then returns at once: the messages stay queued until the session's next change.
+    Under load a run's last patches ("ready", the URL) were left there (issue 39). After each
+    task, messages queued with no task to write them get one."""
+    from panel.io import document as served
+
+    dispatch = served._dispatch_msgs
+    if getattr(dispatch, "writes_every_patch", False):
+        return
+
+    @functools.wraps(dispatch)
+    async def dispatch_all(doc: Document) -> None:
+        await dispatch(doc)
+        if served._WRITE_MSGS.get(doc) and doc not in served._WRITE_BLOCK:
+            served._WRITE_BLOCK[doc] = True
+            served._dispatch_write_task(doc, served._dispatch_msgs, doc)
+
+    dispatch_all.writes_every_patch = True  # type: ignore[attr-defined]
+    served._dispatch_msgs = dispatch_all
+
 class LinkedTextInput(pn.widgets.TextInput):
     """A text box whose Bokeh model runs `code` (a Bokeh CustomJS) when its value changes, with
     the models of `args` (widgets of the same layout, made first) as its arguments.
