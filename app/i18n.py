@@ -117,6 +117,22 @@ _MESSAGES = [
      r"host tier is simulated for models whose layers are all alike only \(use 0\)$",
      "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
      "host tier is simulated for models whose layers are all alike only (use 0)"),
+    # the schedulers lab's speculative decoding (kvweb/labs/schedulers.py, kvweb/serving/spec_decode.py)
+    (r"^spec_tokens: (\S+) is not allowed with mode (\S+); speculative decoding \(spec_tokens > 0\) is simulated in "
+     r"vllm-v1 only \(use 0\)$",
+     "spec_tokens: {0} is not allowed with mode {1}; speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only "
+     "(use 0)"),
+    (r"^acceptance: (.*) is not allowed; give one rate in \[0, 1\] or (\S+) rates, one per draft position, separated "
+     r"by commas$",
+     "acceptance: {0} is not allowed; give one rate in [0, 1] or {1} rates, one per draft position, separated by commas"),
+    (r"^spec_tokens: (\S+) is not allowed with async_scheduling true; speculative decoding is simulated with "
+     r"synchronous scheduling only \(use 0\)$",
+     "spec_tokens: {0} is not allowed with async_scheduling true; speculative decoding is simulated with synchronous "
+     "scheduling only (use 0)"),
+    (r"^spec_tokens: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and "
+     r"speculative decoding is simulated for models whose layers are all alike only \(use 0\)$",
+     "spec_tokens: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and speculative "
+     "decoding is simulated for models whose layers are all alike only (use 0)"),
     # the fleet lab's disaggregation (kvweb/labs/fleet.py)
     (r"^prefill_replicas: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and "
      r"the KV transfer is simulated for models whose layers are all alike only \(use 0\)$",

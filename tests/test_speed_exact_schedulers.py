@@ -27,7 +27,7 @@ from kvweb.labs.schedulers import SchedulersLab, opening_step, unread_by_workloa
 from kvweb.prefix.modes import MODES, Settings
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
 from kvweb.serving import radix_scheduler
-from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, SHARED, ContinuousBatching, key_cells
+from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, MARKS, SHARED, ContinuousBatching, key_cells
 from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
 from kvweb.serving.host_tier import HostTree
 from kvweb.serving.metrics import SLO, attainment, summarize, throughput
@@ -304,7 +304,8 @@ def test_cells_of_blocks_are_the_plain_ones():
             written = rng.integers(0, 17, n)
             per_cell = cell_group(n, max_cells)
             pad = -n % per_cell
-            key = np.concatenate([np.where(owner >= 0, owner, -4 - owner), np.full(pad, K_FREE)])
+            key = np.concatenate([[o if o >= 0 else -1 - MARKS.tolist().index(o) for o in owner.tolist()],
+                                  np.full(pad, K_FREE)])
             fast = key_cells(16, per_cell, key, np.concatenate([written, np.zeros(pad, dtype=written.dtype)]))
             assert fast == plain_state_cells(16, owner, written, max_cells)
             free_or_id = np.maximum(owner, -1)
@@ -396,7 +397,8 @@ def run_of(lab: SchedulersLab, mode: str) -> dict:
 UNREAD_CHANGES = {"token_budget": 512, "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True,
                   "prefix_caching": False, "allocator": "buddy", "watermark": 0.1, "preemption": "swap",
                   "block_size": 8, "block_overhead_us": 50.0, "host_link_gb_s": 5.0, "swap_copies": "per-layer-kv",
-                  "full_prompt_check": False, "async_scheduling": True, "host_tier_gb": 20.0}
+                  "full_prompt_check": False, "async_scheduling": True, "host_tier_gb": 20.0, "spec_tokens": 2,
+                  "acceptance": "0.5"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -426,7 +428,8 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
             value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
                      "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
                      "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
-                     "async_scheduling": True, "host_tier_gb": 20.0, "model": "gpt-oss-20b"}[name]
+                     "async_scheduling": True, "host_tier_gb": 20.0, "model": "gpt-oss-20b", "spec_tokens": 2,
+                     "acceptance": "0.5"}[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 

@@ -21,12 +21,12 @@ from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate
 from kvweb.gpu import MODELS, CostModel
 from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source
-from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
+from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab, timeline
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.prefix.modes import MODES, SWAP_PRICES, V1_ONLY, Settings
+from kvweb.prefix.modes import MODES, SPEC, SWAP_PRICES, V1_ONLY, Settings
 from kvweb.prefix.sglang_pools import sglang_pool_figures
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
 from kvweb.serving.continuous_batching import CACHED, FREE, SHARED, ContinuousBatching, prefix_figures
@@ -38,6 +38,7 @@ from kvweb.serving.metrics import attainment, summarize, throughput
 from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.radix_scheduler import DENSE_SLOTS, POLICIES, default_chunk_size
 from kvweb.serving.sequence import Run
+from kvweb.serving.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
 from kvweb.serving.v1_scheduler import default_token_budget
 from kvweb.serving.workload import SHAPES, Request
 
@@ -58,10 +59,11 @@ CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step b
            "own RadixCache: 48 workloads, 5,405 operations and 40 admission rounds, identical")
 
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
+SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
 SERVING_ONLY = ("model", "block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
                 "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms", *V1_ONLY,
-                "host_tier_gb")
+                "host_tier_gb", *SPEC)
 FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
 # Remembered results, shared by every session (a run is a pure function of its key; results are
 # only read): in the app a widget change reruns only the modes that read it, and a search only
@@ -145,6 +147,15 @@ class SchedulersLab(ServingLab):
                                     "a prefill batch runs alone")
     max_seqs = param.Integer(256, bounds=(1, 1024), precedence=ADVANCED,
                              doc="running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)")
+    spec_tokens = param.Integer(0, bounds=(0, MAX_SPEC_TOKENS),
+                                doc="vLLM V1: speculative decoding's draft tokens per step (EAGLE-style: each decoding "
+                                    "request verifies 1 + spec_tokens tokens a step, all in the token budget, and holds "
+                                    "KV slots for them and as many lookahead slots); 0: off. The other modes do not "
+                                    "model it and are not run")
+    acceptance = Text("0.8", max_length=120,
+                      doc="spec_tokens: the chance each draft token is accepted, given the ones before it were: one "
+                          "rate in [0, 1], or one per draft position separated by commas (0.9,0.7,0.5); drawn with "
+                          "the seed")
     search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
     target = param.Number(0.9, bounds=(0.5, 0.999), precedence=ADVANCED,
                           doc="search: SLO attainment the rate must keep")
@@ -193,15 +204,36 @@ class SchedulersLab(ServingLab):
             block = self.block_size * self.setup().cost_model().kv_bytes_per_token
             raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
                              f"or at least {block / 1e9:.3g}")
+        if self.spec_tokens:
+            self.check_spec()
         if self.search and self.workload in ("trace", "closed-loop"):
             raise ParamError(f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson "
                              "arrivals")
+
+    def check_spec(self) -> None:
+        """Speculative decoding: in a mode that models it, with rates it can read, on what it simulates."""
+        if not any(MODES[m].speculative for m in self.priced_modes()):
+            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with mode {self.priced_modes()[0]}; "
+                             f"{SPEC_REFUSAL} (use 0)")
+        try:
+            parse_acceptance(self.acceptance, self.spec_tokens)
+        except ValueError as e:
+            raise ParamError(str(e)) from None
+        if self.async_scheduling:
+            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with async_scheduling true; speculative "
+                             "decoding is simulated with synchronous scheduling only (use 0)")
+        if kv_layout(self.setup().cost_model(), self.block_size).hybrid:
+            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with model {self.model}; its layers mix "
+                             "kinds (vLLM's KV cache groups), and speculative decoding is simulated for models whose "
+                             "layers are all alike only (use 0)")
 
     def setup(self, memory: str = "paged") -> Setup:
         return super().setup(memory).with_(model="" if self.model == "scenario" else self.model)
 
     def refusal(self, mode: str) -> str | None:
-        """Why a mode cannot serve the model, or None."""
+        """Why a mode cannot serve the model (or these parameters), or None."""
+        if self.spec_tokens and not MODES[mode].speculative:
+            return f"{mode}: {SPEC_REFUSAL}"
         return MODES[mode].refusal(self.setup().cost_model().model)
 
     def scenario_info(self) -> dict[str, Any]:
@@ -273,7 +305,8 @@ class SchedulersLab(ServingLab):
             max_seqs=self.max_seqs, watermark=self.watermark, preemption=self.preemption, token_budget=self.budget(),
             full_prompt_check=self.full_prompt_check, async_scheduling=self.async_scheduling, chunk_size=self.chunk(),
             policy=self.policy, mixed_chunk=self.mixed_chunk, prefix_caching=self.prefix_caching,
-            host_tokens=self.host_tokens()))
+            host_tokens=self.host_tokens(), spec_tokens=self.spec_tokens,
+            acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (), seed=self.seed))
 
     def host_tokens(self) -> int:
         """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
@@ -288,6 +321,8 @@ class SchedulersLab(ServingLab):
     def unread(self, mode: str) -> tuple[str, ...]:
         """The mode's `unread`: with a host tier a tiered mode reads the host link's prices too."""
         unread = MODES[mode].unread
+        if not self.spec_tokens:  # no drafts: their rates are not read
+            unread = (*unread, "acceptance")
         if MODES[mode].tiered and self.host_blocks():
             return tuple(n for n in unread if n not in SWAP_PRICES)
         return unread
@@ -302,6 +337,8 @@ class SchedulersLab(ServingLab):
             recorder = TraceRecorder(horizon / 200, extra_curves=curves)
         scheduler = self.scheduler(mode, give_up_after)
         run = scheduler.run(requests, progress, trace=recorder)
+        if isinstance(scheduler, SpecV1Scheduler):
+            run.spec = scheduler.figures(run.sim_time)
         tier = getattr(scheduler, "tier", None)
         if tier is not None:
             times = run.trace["curves"]["t"] if trace else []
@@ -311,6 +348,8 @@ class SchedulersLab(ServingLab):
 
     def figures(self, run: Run) -> dict[str, Any]:
         out = {**summarize(run, self.setup().slo), **prefix_figures(run), "max_batch": run.max_batch}
+        if hasattr(run, "spec"):
+            out["spec"] = run.spec
         tier = getattr(run, "host_tier", None)
         if tier is not None:  # hits by tier: what the prompt tokens of first admissions came from
             host = tier["host_hit_tokens"]

@@ -24,6 +24,7 @@ from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
 from kvweb.serving.radix_scheduler import RadixConfig, default_chunk_size
+from kvweb.serving.spec_decode import Drafts, SpecV1Scheduler
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 
 MAX_SEQS = 256  # running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)
@@ -52,6 +53,9 @@ class Settings:
     mixed_chunk: bool = False  # SGLang
     prefix_caching: bool = True  # vLLM V1's automatic prefix caching, SGLang's radix cache
     host_tokens: int = 0  # a host-memory tier for the prefix cache, in tokens of KV (0: off)
+    spec_tokens: int = 0  # speculative decoding's draft tokens per step (0: off), where a mode models it
+    acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/spec_decode.py)
+    seed: int = 0  # the draws of accepted drafts
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Mode:
     stepwise: bool  # its quiet steps run as arrays (the work estimate)
     color: str  # its colour in the app
     pool_figures: Callable[[CostModel], dict[str, Any]] = lambda cost: {}  # its own pools, for the result
+    speculative: bool = False  # it models speculative decoding's memory (spec_tokens > 0)
 
 
 def paper(s: Settings) -> ContinuousBatching:
@@ -82,9 +87,11 @@ def paper(s: Settings) -> ContinuousBatching:
 
 
 def vllm_v1(s: Settings) -> ContinuousBatching:
-    """vLLM V1, its host tier in whole blocks."""
+    """vLLM V1, its host tier in whole blocks; with draft tokens, speculative decoding's."""
     config = V1Config(s.max_len, s.block_size, s.max_seqs, s.token_budget or default_token_budget(s.cost.gpu),
                       s.prefix_caching, s.full_prompt_check, s.async_scheduling, s.host_tokens // s.block_size)
+    if s.spec_tokens:
+        return SpecV1Scheduler(s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed), s.slo, s.give_up_after)
     return V1Scheduler(s.cost, config, s.slo, s.give_up_after)
 
 
@@ -105,21 +112,22 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # What each run does not read: the papers' engine has no token budget, chunking or prefix cache
 # (and paged memory no allocator); vLLM V1 and SGLang never swap (the swap prices and the engine's
 # watermark and preemption mode are not theirs), SGLang's slots are token-granular (no block
-# size), and the token budget is vLLM's alone.
+# size), and the token budget and speculative decoding are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
+SPEC = ("spec_tokens", "acceptance")  # read by the modes that are `speculative`; the others refuse spec_tokens > 0
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("paper", paper, "vllm", paper_refusal,
-         ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb",
+         ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb", *SPEC,
           *ignored_by("paged")),
          cell="block", prefix_cache=False, tiered=False, layers_apart="", holds_transfers=False, hashes_blocks=False,
          stepwise=False, color="#7f7f7f"),
     Mode("vllm-v1", vllm_v1, "vllm", lambda model: None,
          ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
          cell="block", prefix_cache=True, tiered=True, layers_apart="groups", holds_transfers=True, hashes_blocks=True,
-         stepwise=True, color="#1f77b4"),
+         stepwise=True, color="#1f77b4", speculative=True),
     Mode("sglang", sglang, "sglang", sglang_refusal,
-         ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES),
+         ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES, *SPEC),
          cell="token", prefix_cache=True, tiered=True, layers_apart="pools", holds_transfers=True, hashes_blocks=False,
          stepwise=True, color="#d62728", pool_figures=sglang_pools),
 )}

@@ -38,8 +38,9 @@ from kvweb.serving.workload import Request
 
 # Memory-map owners besides request ids: cached KV nobody holds (reusable), free memory, and
 # KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes);
-# in a KV cache group's map of a pool every group shares (`group_maps`), another group's memory.
-CACHED, FREE, SHARED, OTHER = -2, -1, -3, -4
+# in a KV cache group's map of a pool every group shares (`group_maps`), another group's memory;
+# and blocks a running request holds ahead of its KV (speculative decoding's slots: spec_decode.py).
+CACHED, FREE, SHARED, OTHER, AHEAD = -2, -1, -3, -4, -5
 NOTHING: list = []  # an iteration in which no request got its first token (never appended to)
 
 
@@ -486,11 +487,11 @@ class ContinuousBatching:
 
 
 # Memory-map cells show the most active state among their units: a running request (the largest
-# id), else SHARED, else CACHED, else FREE, else OTHER (a group's map: a cell wholly another
-# group's). Maps are built on keys in that order: an owner id is its own key, a mark m has the key
-# -4 - m (SHARED -1, CACHED -2, FREE -3), and the same map turns a key back into an owner; OTHER's
-# key is -4, below them all.
-K_SHARED, K_CACHED, K_FREE, K_OTHER = -4 - SHARED, -4 - CACHED, -4 - FREE, -4
+# id), else AHEAD, else SHARED, else CACHED, else FREE, else OTHER (a group's map: a cell wholly
+# another group's). Maps are built on keys in that order: an owner id is its own key, the marks
+# have the keys -1 (AHEAD) down to -5 (OTHER), and `MARKS` turns a key back into an owner.
+K_AHEAD, K_SHARED, K_CACHED, K_FREE, K_OTHER = -1, -2, -3, -4, -5
+MARKS = np.array([AHEAD, SHARED, CACHED, FREE, OTHER])  # the owner of key -1 - i
 
 
 def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndarray) -> tuple[int, list[int], list[int]]:
@@ -501,6 +502,5 @@ def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndar
         key = key.reshape(-1, per_cell).max(axis=1)
         written = written.reshape(-1, per_cell).sum(axis=1)
     percent = np.rint(100 * written / cell_tokens).astype(int)
-    owner = np.where(key >= 0, key, -4 - key)
-    owner[key == K_OTHER] = OTHER
+    owner = np.where(key >= 0, key, MARKS[np.clip(-1 - key, 0, len(MARKS) - 1)])
     return cell_tokens, owner.tolist(), percent.tolist()

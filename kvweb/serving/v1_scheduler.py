@@ -41,7 +41,8 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, key_cells
+from kvweb.serving.continuous_batching import (K_AHEAD, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching,
+                                                key_cells)
 from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.host_tier import HostTier
 from kvweb.serving.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
@@ -112,6 +113,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             raise ValueError("a host tier under vLLM's KV cache groups (layers of several kinds) is not simulated")
         self.tier = HostTier(config.host_blocks, self.bs, cost) if config.host_blocks and config.prefix_caching else None
         self.host_hit_tokens = 0  # prompt tokens of first admissions loaded from the host tier
+        self.lookahead = 0  # slots a running request holds past its new tokens (spec_decode.py)
 
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
@@ -166,10 +168,13 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         for seq in self.prefilling:
             slide(seq.blocks, seq.computed)
 
-    def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
-        """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
-        pool, bs = self.pool, self.bs
-        due = self._due[(self.dstep + 1) % bs]  # decoding requests whose last block is full
+    def _decode(self) -> tuple[bool, float, float, int]:
+        """The running requests' decode: each takes one token of the budget and a new block when its
+        last one is full (preempting the tail while they do not fit), and the decode counter moves
+        on. Returns (whether a request was preempted, the step's FLOPs and bytes so far, the budget
+        left); sets `decoded` and `kv_tokens`."""
+        pool = self.pool
+        due = self._due[(self.dstep + 1) % self.bs]  # decoding requests whose last block is full
         preempted = False
         if due:
             while len(due) * self.width > len(pool.free):
@@ -181,9 +186,14 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         self.decoded = decoders = len(self.running)
         self.kv_tokens = kv = self.kv_tokens + decoders
         f0, fb, fc, b0, bb, bc = self.coef
-        flops = f0 + fb * decoders + fc * kv
-        nbytes = b0 + bb * decoders + bc * kv
         budget = self.config.token_budget - decoders
+        return preempted, f0 + fb * decoders + fc * kv, b0 + bb * decoders + bc * kv, budget
+
+    def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
+        """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
+        pool, bs = self.pool, self.bs
+        preempted, flops, nbytes, budget = self._decode()
+        decoders, kv = self.decoded, self.kv_tokens
         head, free, version, blocked_budget = self._blocked
         blocked = (len(pool.free) <= free and version in (None, pool.version) and budget >= blocked_budget
                    and self.waiting and self.waiting[0] is head)
@@ -192,19 +202,24 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             return (self.cost.step_time(flops, nbytes), decoders, NOTHING, (pool.n_blocks - len(pool.free)) * bs,
                     kv - pool.shared_extra * bs, pool.reusable * bs)
         batch = decoders
+        chunked = False  # a request still prefilling got its next chunk
         fresh: list[Seq] = []
         load_s = 0.0  # the host tier's loads: the step waits for them (see host_tier.py)
         for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
             if seq not in self.prefilling:
                 continue  # preempted for an earlier one's chunk
             n = min(seq.tokens_to_compute - seq.computed, budget)
-            need = -(-(seq.computed + n) // bs) - len(seq.blocks)
+            if n <= 0:
+                break  # the budget is spent (vLLM schedules running requests while budget is left)
+            # a running request's chunk takes its lookahead's slots too (`allocate_slots`)
+            need = max(-(-min(seq.computed + n + self.lookahead, self.max_len) // bs) - len(seq.blocks), 0)
             while need * self.width > len(pool.free) and self._preempt_tail() is not seq:
                 preempted = True
             if seq not in self.prefilling:
                 preempted = True
                 break
             seq.blocks += pool.take(need)
+            chunked = True
             f, b = chunk_work(self.cost, self.weights, n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
@@ -213,16 +228,20 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 self.prefilling.remove(seq)
                 self._start_decoding(seq, fresh)
         if self.waiting and not preempted and not blocked:
+            running = batch > 0  # running requests were scheduled in this step
             while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) + leaving < self.max_seqs:
                 seq = self.waiting[0]
                 total = seq.tokens_to_compute
                 hits = self._hits(seq, total)
                 loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
                 hit = (len(hits) + len(loaded)) * bs
-                n = min(total - hit, budget)
-                new = -(-(hit + n) // bs) - len(hits)
-                # the whole prompt must fit (vLLM's `full_sequence_must_fit`), or only its first chunk
-                must_fit = -(-total // bs) - len(hits) if self.config.full_prompt_check else new
+                n = self._first_chunk(total - hit, hit, budget, running, chunked)
+                if not n:
+                    break
+                # its first chunk's slots and its lookahead's (`allocate_slots`)
+                new = -(-min(hit + n + self.lookahead, self.max_len) // bs) - len(hits)
+                # the whole prompt must fit too (vLLM's `full_sequence_must_fit`), or only its first chunk
+                must_fit = max(-(-total // bs) - len(hits), new) if self.config.full_prompt_check else new
                 if must_fit * self.width + pool.evictable(hits) > len(pool.free):
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
@@ -246,7 +265,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
                 f, b = chunk_work(self.cost, self.weights, n, hit)
                 flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
-                seq.computed = hit + n
+                seq.computed = min(hit + n, total)  # (past it: placeholder drafts, rejected)
                 self._register(seq, seq.computed)
                 if seq.computed == total:
                     self._start_decoding(seq, fresh)
@@ -257,6 +276,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             used += seq.computed
         return (self.cost.step_time(flops, nbytes) + load_s, batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
                 pool.reusable * bs)
+
+    def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
+        """The tokens a waiting request computes in this step, its `uncached` tokens after `hit` cached
+        ones: its first chunk (0: admission stops). `running`: running requests were scheduled in
+        this step; `chunked`: one of them a prefill chunk (spec_decode.py reads them)."""
+        return min(uncached, budget)
 
     def _start_decoding(self, seq: Seq, fresh: list[Seq]) -> None:
         self._sampled(seq, fresh)
@@ -358,8 +383,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache
-        or shares with another), CACHED (free but hashed: reusable) or FREE; the share of each
-        cell holding KV."""
+        or shares with another, AHEAD for blocks it holds past its KV), CACHED (free but hashed:
+        reusable) or FREE; the share of each cell holding KV."""
         if self.width > 1:
             return grouped_memory_map(self.pool, [*self.running.values(), *self.prefilling, *self.leaving], max_cells)
         pool, bs = self.pool, self.bs
@@ -379,14 +404,21 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             blocks = np.fromiter(chain.from_iterable(s.blocks for s in seqs), np.intp, sum(counts))
             key[blocks] = np.repeat(np.array([s.id for s in seqs], dtype=np.int64), counts)
             written[blocks] = bs
-            last, last_kv, hits = [], [], []
+            last, last_kv, hits, ahead = [], [], [], []
             for s, count in zip(seqs, counts):
                 if count:
-                    last.append(s.blocks[-1])
-                    last_kv.append((s.kv(self.dstep) if s.id in self.running else s.computed) - (count - 1) * bs)
+                    kv = s.kv(self.dstep) if s.id in self.running else s.computed
+                    with_kv = -(-kv // bs)  # blocks holding its KV; the rest are held ahead (lookahead)
+                    last.append(s.blocks[with_kv - 1])
+                    last_kv.append(kv - (with_kv - 1) * bs)
+                    if count > with_kv:
+                        ahead += s.blocks[with_kv:]
                 if s.hit >= bs:
                     hits += s.blocks[:s.hit // bs]
             written[last] = last_kv
+            if ahead:
+                key[ahead] = K_AHEAD
+                written[ahead] = 0
             if hits:
                 key[hits] = K_SHARED
             if pool.shared_extra:  # blocks held more than once (pool.ref > 1): only running requests hold blocks

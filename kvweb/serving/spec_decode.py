@@ -1,0 +1,198 @@
+"""Speculative decoding's memory side, in vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py).
+
+A drafter (EAGLE's head, a small model) proposes k tokens after each step; the next step the
+target model verifies them with the token last sampled, 1 + k tokens for each decoding request
+(`num_tokens_with_spec - num_computed_tokens`), all counted in the token budget, so that the
+requests at the end of the running list may get fewer of their drafts, or none, once it is spent
+(`Scheduler.schedule`). `allocate_slots` gives the request KV slots for those 1 + k tokens plus
+`num_lookahead_tokens` more (k with EAGLE or a draft model: the drafter's next proposals), capped
+at the model's length. The draft positions are accepted in order while each is, each with its
+position's rate given the ones before were (drawn with the run's seed), and the target samples
+one token more (the bonus): the request keeps 1 + accepted tokens, at most the ones it still
+needs. `update_from_output` rolls `num_computed_tokens` back by the rejected drafts; their slots
+are written again next step, and the blocks they took stay with the request (vLLM frees a
+request's blocks only when it finishes or is preempted): the map shows those held ahead of its KV.
+
+The verify step is priced as a decode whose each request computes 1 + k tokens: per-token work
+k + 1 times, each token attending to the context before it and the ones verified before it, the
+request's KV read once (`verify_work`; at k = 0 it is the decode's own price).
+
+Not modelled here: the drafter's own compute and KV (EAGLE's layer, a draft model's cache), the
+n-gram drafter (no lookahead slots), async scheduling, models whose layers are not all alike,
+and SGLang's speculative decoding.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from kvweb.gpu.cost import CostModel
+from kvweb.serving.metrics import SLO
+from kvweb.serving.sequence import Seq
+from kvweb.serving.step_cost import Coefficients
+from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
+
+MAX_SPEC_TOKENS = 16  # vLLM's EAGLE drafters propose a few tokens; more only slows the verify step
+
+
+def parse_acceptance(text: str, k: int) -> tuple[float, ...]:
+    """Each draft position's acceptance rate from "0.7" (every position) or "0.9,0.8,0.6" (one
+    per position, k of them); ValueError with the one line that says what is allowed."""
+    allowed = f"give one rate in [0, 1] or {k} rates, one per draft position, separated by commas"
+    try:
+        rates = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"acceptance: {text!r} is not allowed; {allowed}") from None
+    if len(rates) == 1:
+        rates *= k
+    if len(rates) != k or not all(0.0 <= r <= 1.0 for r in rates):
+        raise ValueError(f"acceptance: {text!r} is not allowed; {allowed}")
+    return rates
+
+
+def verify_work(coef: Coefficients, tokens: int, context: int) -> tuple[float, float]:
+    """(FLOPs, bytes beyond the weights) of verifying `tokens` tokens (the last sampled one and its
+    drafts) of a request holding `context` tokens of KV before the step."""
+    _, fb, fc, _, bb, bc = coef
+    attended = tokens * context + tokens * (tokens + 1) // 2  # token i attends to context + i + 1
+    return fb * tokens + fc * attended, bb * tokens + bc * (context + tokens)
+
+
+@dataclass(frozen=True)
+class Drafts:
+    """What the drafter proposes and how much of it the target keeps."""
+
+    k: int  # draft tokens per step (num_speculative_tokens; 0: today's decode, through this path)
+    acceptance: tuple[float, ...]  # each position's rate, given the positions before it were accepted
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.k <= MAX_SPEC_TOKENS or len(self.acceptance) != self.k:
+            raise ValueError(f"spec_tokens: {self.k} is not allowed; use 0 to {MAX_SPEC_TOKENS}, one rate each")
+
+
+class SpecV1Scheduler(V1Scheduler):
+    """`V1Scheduler` whose decoding requests verify k drafts a step (see the module docstring).
+
+    Every iteration goes through `_iterate` (its quiet stretches are not arrays: requests move on
+    by different counts). A request keeps the loop's clock (`Sequence.kv`: one token a step): its
+    base counts move by what it kept beyond that one, and its finish by as many steps."""
+
+    def __init__(self, cost: CostModel, config: V1Config, drafts: Drafts, slo: SLO = SLO(),
+                 give_up_after: int | None = None) -> None:
+        if config.async_scheduling:
+            raise ValueError("speculative decoding with async scheduling is not simulated")
+        super().__init__(cost, config, slo, give_up_after)
+        if self.width > 1:
+            raise ValueError("speculative decoding under vLLM's KV cache groups (layers of several kinds) "
+                             "is not simulated")
+        self.drafts = drafts
+        self.lookahead = drafts.k  # EAGLE's and a draft model's num_lookahead_tokens
+        # P(at least j drafts accepted), j = 1..k: one uniform draw per request and step
+        self._at_least: list[float] = []
+        p = 1.0
+        for rate in drafts.acceptance:
+            p *= rate
+            self._at_least.append(p)
+        self._random = random.Random(drafts.seed)
+        self.verifies = 0  # request-steps that verified drafts
+        self.drafted = 0  # draft tokens verified
+        self.accepted = 0  # of them, kept
+        self.kept = 0  # tokens those request-steps kept (accepted + the bonus, up to the output)
+        self.ahead_s = 0.0  # token-seconds of blocks held wholly ahead of running requests' KV
+
+    def may_be_quiet(self) -> bool:
+        return False
+
+    def never_fits(self, final_kv: int) -> str | None:
+        # its last step holds slots for its drafts and lookahead past its last token
+        return super().never_fits(min(final_kv + self.drafts.k + self.lookahead, self.max_len))
+
+    def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        out = super()._iterate()
+        # the blocked head's note (`V1Scheduler._blocked`) assumes its first chunk only grows with the
+        # budget; a padded one shrinks when no decode runs: look at the head again every step
+        self._blocked = (None, -1, -1, -1)
+        bs = self.bs
+        ahead = sum(len(s.blocks) - -(-s.kv(self.dstep) // bs) for s in self.running.values())
+        ahead += sum(len(s.blocks) - -(-s.computed // bs) for s in self.prefilling)
+        self.ahead_s += ahead * bs * out[0]
+        return out
+
+    def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
+        """A waiting request with one token to compute, while running requests decode, is padded to
+        a decode's 1 + k tokens (placeholder drafts, all rejected) when they fit the model's length,
+        or waits if they do not fit the budget (vLLM pads it to keep the step's decodes uniform)."""
+        k = self.drafts.k
+        if k and uncached == 1 and not chunked and (running or hit) and hit + 2 + k <= self.max_len:
+            return 1 + k if 1 + k <= budget else 0
+        return min(uncached, budget)
+
+    def _decode(self) -> tuple[bool, float, float, int]:
+        """Each running request in order takes 1 + k tokens of the budget (fewer at its end) and
+        slots for them and its lookahead, preempting the tail while they do not fit; then keeps
+        its accepted drafts and the bonus token."""
+        pool, bs, k, step = self.pool, self.bs, self.drafts.k, self.dstep
+        f0, _, _, b0, _, _ = coef = self.coef
+        flops, nbytes, budget, preempted, decoded, stopped = f0, b0, self.config.token_budget, False, 0, False
+        for seq in list(self.running.values()):
+            if seq.id not in self.running:
+                continue  # preempted for an earlier request's blocks
+            kv = seq.kv(step)  # num_computed_tokens
+            n = 0 if stopped else min(1 + k, budget, self.max_len - 1 - kv)
+            if n > 0:
+                need = -(-min(kv + n + self.lookahead, self.max_len) // bs) - len(seq.blocks)
+                while need > len(pool.free) and self._preempt_tail() is not seq:
+                    preempted = True
+                if seq.id not in self.running:
+                    preempted, stopped = True, True  # it was the tail: nothing more is scheduled
+                    continue
+                if need > 0:
+                    seq.blocks += pool.take(need)
+            else:
+                stopped = stopped or budget <= 0
+            self._keep(seq, n, step)
+            if n > 0:
+                f, b = verify_work(coef, n, kv)
+                flops, nbytes, budget, decoded = flops + f, nbytes + b, budget - n, decoded + 1
+        self.dstep += 1
+        self.decoded = decoded
+        return preempted, flops, nbytes, budget
+
+    def _keep(self, seq: Seq, n: int, step: int) -> None:
+        """seq verified n tokens (0: it was not scheduled): it keeps the last sampled one's KV, the
+        accepted drafts' and samples the bonus token, at most the tokens it still needs. Its base
+        counts move by what it keeps beyond the loop's one token a step."""
+        if n:
+            drafts = n - 1
+            u = self._random.random()
+            accepted = sum(u < p for p in self._at_least[:drafts])
+            kept = min(1 + accepted, seq.req.output - seq.generated(step))
+            self.verifies += drafts > 0
+            self.drafted += drafts
+            self.accepted += accepted
+            self.kept += kept
+            self.generated += kept - 1  # (the loop counts one token for each request that decoded)
+        else:
+            kept = 0
+        self.kv_tokens += kept
+        if kept == 1:
+            return
+        finish = self.finish_at
+        at = seq.step0 + seq.req.output - seq.gen0
+        finish[at].remove(seq)
+        if not finish[at]:
+            del finish[at]
+        seq.kv0 += kept - 1
+        seq.gen0 += kept - 1
+        finish.setdefault(at - kept + 1, []).append(seq)
+
+    def figures(self, sim_time: float) -> dict[str, float | int]:
+        """What the drafts did: tokens kept per verifying request-step, the share of drafts accepted,
+        and the KV capacity held ahead of requests' KV (whole blocks), time-averaged."""
+        span = sim_time * self.capacity
+        return {"spec_tokens": self.drafts.k, "acceptance": list(self.drafts.acceptance),
+                "verifies": self.verifies, "drafted": self.drafted, "accepted": self.accepted, "kept": self.kept,
+                "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
+                "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
+                "ahead_frac": self.ahead_s / span if span else 0.0}
