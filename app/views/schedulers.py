@@ -8,7 +8,9 @@ A map cell is a KV block (vLLM) or a run of token slots (SGLang): blue while a r
 holds it, purple while running requests read it from the prefix cache (blocks a request hit or
 shares with another; radix-tree nodes locked by running requests), green when it holds the KV of
 a finished or preempted request that nobody holds but a later request can still reuse, white
-when free. For a model whose layers are not all alike a mode's KV cache groups get a map each
+when free, orange while a running request holds it ahead of its KV (vLLM V1's speculative decoding:
+slots for the drafts and lookahead, kept after the drafts are rejected). For a model whose layers
+are not all alike a mode's KV cache groups get a map each
 (`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
 so a window group's blocks are seen freed as it slides while a full group's grow.
 """
@@ -28,13 +30,15 @@ from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_be
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.prefix.modes import MODES
-from kvweb.serving.continuous_batching import CACHED, OTHER, SHARED
+from kvweb.serving.continuous_batching import AHEAD, CACHED, OTHER, SHARED
 
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 KEY_HEIGHT = 64  # pixels of the maps' key, two rows
 STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
-          ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"))
+          ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"),
+          ("held ahead for draft tokens (lookahead)", "#f58518"))
 WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
+LOOKAHEAD = 5  # blocks held ahead of a request's KV: speculative decoding only
 
 
 def state_codes(owners: np.ndarray) -> np.ndarray:
@@ -43,6 +47,7 @@ def state_codes(owners: np.ndarray) -> np.ndarray:
     codes[owners == SHARED] = 1
     codes[owners == CACHED] = 2
     codes[owners == OTHER] = 4
+    codes[owners == AHEAD] = LOOKAHEAD
     return codes
 
 
@@ -69,6 +74,7 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         common["preemptions"], common["recomputed"],
         (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
         *(host_tier_rows() if any("host_tier" in m for m in modes) else ()),
+        *(spec_rows() if any("spec" in m for m in modes) else ()),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"], common["finished"],
     ]
@@ -105,6 +111,30 @@ def host_tier_rows() -> list[tuple[str, Any]]:
         (tr("TTFT p50 / p99 without the host tier (ms)"),
          tier(lambda h: " / ".join(ms(h["ttft_s_without"], k) for k in ("p50", "p99")))),
     ]
+
+
+def spec_rows() -> list[tuple[str, Any]]:
+    """Speculative decoding's rows ("-" for a mode that does not model it): tokens a decoding request
+    keeps a step, the drafts accepted, and the KV capacity held ahead for lookahead."""
+    def spec(show: Any) -> Any:
+        return lambda m: show(m["spec"]) if "spec" in m else "-"
+
+    return [
+        (tr("speculative decoding: tokens kept per request a step"), spec(lambda d: f"{d['tokens_per_step']:.2f}")),
+        (tr("speculative decoding: draft tokens accepted"),
+         spec(lambda d: f"{d['accepted']:,} / {d['drafted']:,} ({100 * d['accepted_frac']:.1f} %)")),
+        (tr("KV held ahead for lookahead, whole blocks (time avg)"), spec(lambda d: f"{100 * d['ahead_frac']:.2f} %")),
+    ]
+
+
+def spec_text(modes: list[dict[str, Any]]) -> str:
+    """One line per mode that ran speculative decoding: its drafts, what they kept, the capacity lost ahead."""
+    return "\n".join(
+        f"{m['mode']}: " + tr("speculative decoding, {0} draft tokens a step (acceptance {1}): {2} tokens a step, "
+                              "{3} % of the KV capacity held ahead for lookahead (time avg)").format(
+            m["spec"]["spec_tokens"], ", ".join(f"{r:g}" for r in m["spec"]["acceptance"]),
+            f"{m['spec']['tokens_per_step']:.2f}", f"{100 * m['spec']['ahead_frac']:.2f}")
+        for m in modes if "spec" in m)
 
 
 def kv_groups_text(groups: list[dict[str, Any]]) -> str:
@@ -282,6 +312,9 @@ class SchedulersView(LabView):
         self.key_items = [LegendItem(label=tr(name), renderers=[
             self.key.quad(*CELL, source=swatches, fill_color=color, line_color="#888888")]) for name, color in STATES]
         self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
+        self.key_items[LOOKAHEAD].visible = False  # held ahead: shown with speculative decoding only
+        self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's line (vLLM V1)
+        self.ahead = False  # whether a run mode's maps may hold blocks ahead
         self.key.add_layout(Legend(items=self.key_items, orientation="horizontal", ncols=2, location="center",
                                    border_line_alpha=0, label_text_font_size="12px", background_fill_alpha=0))
         self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
@@ -331,7 +364,8 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table.pane, self.explainer.layout, self.groups, self.paper, self.checked, self.player, self.step_text,
+        return pn.Column(self.header, self.table.pane, self.explainer.layout, self.groups, self.spec, self.paper,
+                         self.checked, self.player, self.step_text,
                          self.key, maps, self.group_note,
                          # one under another: two side by side leave a phone's band names cut off
                          pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
@@ -344,12 +378,16 @@ class SchedulersView(LabView):
         self.frames = [m["trace"]["frames"] for m in modes]
         self.names = [m["mode"] for m in modes]
         self.timeline = result["timeline"]
+        self.ahead = any("spec" in m for m in modes)
+        refused = tr("not run: it does not model speculative decoding") if self.ahead else \
+            tr("not run: its KV pool holds every layer alike")
         for mode in result.get("refused", {}):
-            self.maps[mode].reset(f"{mode}: {tr('not run: its KV pool holds every layer alike')}", 0)
+            self.maps[mode].reset(f"{mode}: {refused}", 0)
             self.maps[mode].cells.show(1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8),
                                        owner=np.zeros(0, dtype=np.int32))
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
+        self.spec.text = spec_text(modes)
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
@@ -402,7 +440,8 @@ class SchedulersView(LabView):
         self.group_note.text = "\n".join(groups_note(m["mode"], m["trace"]["groups"])
                                          for m, grouped in zip(modes, self.grouped) if grouped)
         self.key_items[WHOLE_POOL].visible = any(self.grouped)
-        self.key.height = KEY_HEIGHT + 20 * any(self.grouped)  # a third row of the key
+        self.key_items[LOOKAHEAD].visible = self.ahead
+        self.key.height = KEY_HEIGHT + 20 * (any(self.grouped) or self.ahead)  # a third row of the key
 
     def _show_tier(self, tiered: dict[str, dict[str, Any]]) -> None:
         """The host tier's curves of the modes that have one (none: the figure hides)."""
@@ -431,7 +470,8 @@ class SchedulersView(LabView):
         for mode, frames, at, grouped in zip(self.names, self.frames, self.timeline["frames"], self.grouped):
             frame = frames[at[index]]
             counts = np.bincount(self.maps[mode].draw(frame), minlength=len(STATES))
-            lines.append(f"{mode}: " + ", ".join(f"{tr(s)} {n}" for (s, _), n in zip(STATES[:WHOLE_POOL], counts)))
+            shown = [*range(WHOLE_POOL), *((LOOKAHEAD,) if self.ahead else ())]
+            lines.append(f"{mode}: " + ", ".join(f"{tr(STATES[i][0])} {counts[i]}" for i in shown))
             if grouped:
                 self.group_maps[mode].draw(frame["groups"])
         for span in self.now:

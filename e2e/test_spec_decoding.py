@@ -1,0 +1,43 @@
+"""The served app end to end on speculative decoding (vLLM V1, issue 38 part 1): the URL's
+spec_tokens and acceptance run vLLM V1 with drafts, the other modes say they do not model it,
+the table gives the tokens kept a step and the capacity held ahead, and the memory map shows
+blocks held ahead for lookahead in their own colour, at the step the library's trace says."""
+from conftest import plain_text, table_header, table_rows, wait_ready
+
+from app.views.schedulers import LOOKAHEAD, STATES
+from kvweb.labs.schedulers import SchedulersLab
+from kvweb.serving.continuous_batching import AHEAD
+
+URL = "?lab=schedulers&spec_tokens=2&acceptance=0.8"
+STATE = "(name) => Array.from(Bokeh.documents[0].get_model_by_name(name).data.state)"
+
+
+def table(page) -> dict:
+    header = table_header(page, "kv-schedulers-table")
+    return {row[0]: dict(zip(header[1:], row[1:])) for row in table_rows(page, "kv-schedulers-table")}
+
+
+def test_drafts_in_the_url_show_tokens_a_step_and_blocks_held_ahead(page, served_app, guard):
+    result = SchedulersLab(spec_tokens=2, acceptance="0.8").run()  # the run the page shows
+    (v1,) = result["modes"]
+    frames, at = v1["trace"]["frames"], result["timeline"]["frames"][0]
+    step = next(i for i, f in enumerate(at) if frames[f]["owner"].count(AHEAD))  # a step whose map holds some
+    page.goto(f"{served_app}{URL}&step={step}")
+    wait_ready(page)
+    rows = table(page)
+    kept = rows["speculative decoding: tokens kept per request a step"]
+    assert kept == {"paper": "-", "vllm-v1": f"{v1['spec']['tokens_per_step']:.2f}", "sglang": "-"}
+    assert 1.0 < float(kept["vllm-v1"]) < 3.0
+    ahead = rows["KV held ahead for lookahead, whole blocks (time avg)"]
+    assert ahead["vllm-v1"] == f"{100 * v1['spec']['ahead_frac']:.2f} %"
+    assert rows["throughput (tokens/s)"]["paper"] == "-" and rows["throughput (tokens/s)"]["sglang"] == "-"
+    line = plain_text(page, "kv-schedulers-spec").inner_text()
+    said = f"vllm-v1: speculative decoding, 2 draft tokens a step (acceptance 0.8, 0.8): {kept['vllm-v1']} tokens"
+    assert said in line
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'")
+    shown = page.evaluate(STATE, "schedulers-vllm-v1-cells")
+    assert shown.count(LOOKAHEAD) == frames[at[step]]["owner"].count(AHEAD) > 0
+    assert page.evaluate(STATE, "schedulers-sglang-cells") == []  # not run
+    held_ahead = STATES[LOOKAHEAD][0]
+    assert f"{held_ahead} {shown.count(LOOKAHEAD)}" in plain_text(page, "kv-schedulers-step").inner_text()
+    assert guard.errors == []
