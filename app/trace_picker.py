@@ -62,9 +62,8 @@ class BrowserTraces:
         self.asked = ("", "")  # the key the URL named, and the URL's query
         self.restored = pn.widgets.TextInput()  # the browser's answer (made first: the finder's argument)
         self.keeper = LinkedTextInput(_KEEP, {})
-        self.finder = LinkedTextInput(_FIND, {"restored": self.restored})
         self.restored.param.watch(self._restored, "value")
-        self.layout = pn.Row(self.restored, self.keeper, self.finder, visible=False)
+        self.layout = pn.Row(self.restored, self.keeper, visible=False)
 
     def keep(self, trace: traces.Trace, data: bytes) -> None:
         """Store a file in the browser (one of at most KEEP_BYTES: it travels back to the page as base64)."""
@@ -72,8 +71,8 @@ class BrowserTraces:
             self.keeper.value = f"{trace.key}\n{trace.name}\n{base64.b64encode(data).decode()}"
 
     def ask(self) -> None:
-        """If the URL the page opened names a file the page's Python does not hold, ask the browser for it
-        once the page has rendered (its answer: `_restored`)."""
+        """If the URL the page opened names a file the page's Python does not hold, ask the browser for it: a
+        box whose script runs once the page has rendered (its answer: `_restored`)."""
         search = pn.state.location.search if pn.state.location is not None else ""
         asked = dict(parse_qsl(search.lstrip("?"))).get("trace_file", "")
         if not asked:
@@ -82,7 +81,7 @@ class BrowserTraces:
             traces.recall(asked)
         except ParamError:
             self.asked = (asked, search)
-            pn.state.onload(lambda: setattr(self.finder, "value", asked))
+            self.layout.append(LinkedTextInput(_FIND, {"restored": self.restored}, on_render=True, value=asked))
 
     def _restored(self, event: Any) -> None:
         """The browser's copy of the file the URL named: read as if picked, then the URL opened again."""
@@ -113,21 +112,23 @@ class TracePicker(pn.widgets.CompositeWidget):
                                        width=width // 2, visible=bool(value))
         self._composite[:] = [pn.pane.Bokeh(plain(f"{label} ({tr('pick or drop a trace file')})"), width=width),
                               self.input, pn.pane.Bokeh(self.said, width=width), self.clear]
-        self.input.param.watch(self._picked, "value")
+        # (the file's bytes and its name may reach the page's Python one after the other: the static site's worker)
+        self.input.param.watch(self._picked, ["value", "filename"])
         self.clear.on_click(lambda event: setattr(self, "value", ""))
         self.param.watch(lambda event: self._show(), "value")
         self._show()
 
-    def _picked(self, event: Any) -> None:
-        if not event.new:
+    def _picked(self, *events: Any) -> None:
+        data = self.input.value
+        if not data:
             return
         try:
-            trace = traces.remember(event.new, self.input.filename or "trace")
+            trace = traces.remember(data, self.input.filename or "trace")
         except ParamError as err:
             self.said.text = tr_message(str(err))
             return
         if self.kept is not None:
-            self.kept.keep(trace, event.new)
+            self.kept.keep(trace, data)
         if trace.key == self.value:
             self._show()
         self.value = trace.key

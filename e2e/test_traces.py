@@ -1,13 +1,15 @@
 """Trace files end to end in the served app: a Mooncake, an Azure and a BurstGPT file picked in the fleet
 lab's file picker are read in the page's Python, replayed, and their figures read from the rendered
-result table; the share URL carries the file's key; a preset's share URL reproduces the library's
-figures on a fresh browser; a file the page does not hold is named plainly, never as markup."""
+result table; the share URL carries the file's key and restores it from the browser's storage; a
+preset's share URL reproduces the library's figures on a fresh browser; a file the page does not hold
+is named plainly, never as markup. In the static site, a file picked survives a reload."""
 import tempfile
 from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
 from conftest import INJECTED, open_folds, plain_text, table_rows, wait_ready, wait_until
+from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
 
 from app.view import percent
 import kvweb.labs  # noqa: F401  (registers every lab)
@@ -105,3 +107,19 @@ def test_a_file_url_reopens_from_this_browsers_storage_and_says_what_is_missing_
     assert plain_text(page, "kv-trace-file-said").inner_text().startswith("mooncake.jsonl: 4 rows (mooncake)")
     assert query(page)["trace_file"] == key
     assert guard.errors == []
+
+
+def test_in_the_static_site_a_file_picked_survives_a_reload_through_the_browsers_storage(page, static_site, guard):
+    """The static site reads the file in its web worker; a reload starts a fresh worker that holds nothing, and
+    the share URL brings the file back from this browser's IndexedDB."""
+    page.goto(static_site + FLEET)
+    wait_live(page)
+    wait_ready(page)
+    pick(page, "mooncake.jsonl")
+    hits = [percent(0.0), percent(1512 / 3100)]
+    assert wait_until(lambda: [r[5] for r in table_rows(page, "kv-fleet-table")] == hits)
+    shared, key = page.evaluate("location.search"), query(page)["trace_file"]
+    page.goto(static_site + shared)
+    wait_live(page)
+    assert wait_until(lambda: [r[5] for r in table_rows(page, "kv-fleet-table")] == hits)
+    assert query(page)["trace_file"] == key and guard.errors == []
