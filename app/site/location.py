@@ -4,7 +4,8 @@ Panel's Location parses the query itself whenever `search` changes (`panel.util.
 calls int() on anything `str.isdigit()` accepts, so '①' or 5000 digits raise) and, under
 `panel serve`, splits the request URI on '?' into exactly two parts (a second '?' raises):
 a hostile URL broke the page before kvweb saw its text. `RawLocation` keeps the query as
-text, and `install` puts one in place before Panel makes its own.
+text, and `install` puts one in place before Panel makes its own. Under `panel serve`, Tornado
+refused a query of more than 1000 fields with HTTP 400 before either saw it: `read_long_queries`.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from app.site import upstream
 # Run by the static site's worker before the app (`convert`): the page's location, sent when
 # the page started the worker, is the document's from the first render on.
 BEFORE_APP = "\nfrom app.site.location import install_json as _kv_install\n_kv_install(_kvweb_location)\n"
+# The most fields a query can have within Tornado's limit on a request's line and headers (64 KB)
+SERVED_QUERY_FIELDS = 2**16 // 2
 
 
 class RawLocation(Location):
@@ -29,6 +32,19 @@ class RawLocation(Location):
     @property
     def query_params(self) -> dict[str, str]:
         return dict(parse_qsl(self.search[1:], keep_blank_values=True))
+
+
+def read_long_queries() -> None:
+    """Under `panel serve`: Tornado hands the app every query a request can carry.
+
+    Tornado (6.5.8 on) answers a query of more than 1000 fields with HTTP 400 and an empty page,
+    where the static site opens the same URL with kvweb's message. At `SERVED_QUERY_FIELDS`, the
+    refusing is kvweb's (`app.route.Route.parse`, its limit named), on both faces."""
+    from tornado import httputil
+
+    if hasattr(httputil, "ParseUrlEncodedConfig"):  # an older Tornado reads every field
+        httputil.set_parse_body_config(httputil.ParseBodyConfig(
+            urlencoded=httputil.ParseUrlEncodedConfig(max_arguments=SERVED_QUERY_FIELDS)))
 
 
 def install(fields: Mapping[str, Any] | None = None) -> None:
