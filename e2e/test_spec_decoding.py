@@ -1,7 +1,8 @@
 """The served app end to end on speculative decoding (vLLM V1, issue 38 part 1): the URL's
 spec_tokens and acceptance run vLLM V1 with drafts, the other modes say they do not model it,
-the table gives the tokens kept a step and the capacity held ahead, and the memory map shows
-blocks held ahead for lookahead in their own colour, at the step the library's trace says."""
+the table gives the tokens kept a step and the capacity held ahead, a line the blocks left beside
+the drafter's layer, and the memory map shows blocks held ahead for lookahead in their own
+colour, at the step the library's trace says."""
 from conftest import plain_text, table_header, table_rows, wait_ready
 
 from app.views.schedulers import LOOKAHEAD, STATES
@@ -33,7 +34,7 @@ def test_drafts_in_the_url_show_tokens_a_step_and_blocks_held_ahead(page, served
     assert rows["throughput (tokens/s)"]["paper"] == "-" and rows["throughput (tokens/s)"]["sglang"] == "-"
     line = plain_text(page, "kv-schedulers-spec").inner_text()
     said = f"vllm-v1: speculative decoding, 2 draft tokens a step (acceptance 0.8, 0.8): {kept['vllm-v1']} tokens"
-    assert said in line
+    assert said in line and f"{v1['spec']['kv_blocks']:,} blocks instead of {result['kv_blocks']:,}" in line
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'")
     shown = page.evaluate(STATE, "schedulers-vllm-v1-cells")
     assert shown.count(LOOKAHEAD) == frames[at[step]]["owner"].count(AHEAD) > 0

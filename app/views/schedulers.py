@@ -127,13 +127,16 @@ def spec_rows() -> list[tuple[str, Any]]:
     ]
 
 
-def spec_text(modes: list[dict[str, Any]]) -> str:
-    """One line per mode that ran speculative decoding: its drafts, what they kept, the capacity lost ahead."""
+def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
+    """One line per mode that ran speculative decoding: its drafts, what they kept, the capacity lost
+    ahead, and the blocks left beside the drafter's layer (`kv_blocks`: the GPU's without it)."""
     return "\n".join(
         f"{m['mode']}: " + tr("speculative decoding, {0} draft tokens a step (acceptance {1}): {2} tokens a step, "
                               "{3} % of the KV capacity held ahead for lookahead (time avg)").format(
             m["spec"]["spec_tokens"], ", ".join(f"{r:g}" for r in m["spec"]["acceptance"]),
             f"{m['spec']['tokens_per_step']:.2f}", f"{100 * m['spec']['ahead_frac']:.2f}")
+        + "; " + tr("the drafter's layer keeps its KV in the same blocks: {0} blocks instead of {1}").format(
+            f"{m['spec']['kv_blocks']:,}", f"{kv_blocks:,}")
         for m in modes if "spec" in m)
 
 
@@ -387,7 +390,7 @@ class SchedulersView(LabView):
                                        owner=np.zeros(0, dtype=np.int32))
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
-        self.spec.text = spec_text(modes)
+        self.spec.text = spec_text(modes, result["kv_blocks"])
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0

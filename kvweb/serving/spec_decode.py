@@ -17,9 +17,13 @@ The verify step is priced as a decode whose each request computes 1 + k tokens: 
 k + 1 times, each token attending to the context before it and the ones verified before it, the
 request's KV read once (`verify_work`; at k = 0 it is the decode's own price).
 
-Not modelled here: the drafter's own compute and KV (EAGLE's layer, a draft model's cache), the
-n-gram drafter (no lookahead slots), async scheduling, models whose layers are not all alike,
-and SGLang's speculative decoding.
+The drafter's KV: EAGLE's head is one decoder layer of the target's shape, and vLLM lists its
+attention layer with the target's in the KV cache spec, so every block holds its tokens for that
+layer too: the pool has L / (L + 1) of the blocks (`drafter_blocks`).
+
+Not modelled here: the drafter's compute and weights, a separate draft model's cache, the n-gram
+drafter (no lookahead slots), async scheduling, models whose layers are not all alike, and
+SGLang's speculative decoding.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 from kvweb.gpu.cost import CostModel
 from kvweb.serving.metrics import SLO
+from kvweb.serving.prefix_caching import BlockPool
 from kvweb.serving.sequence import Seq
 from kvweb.serving.step_cost import Coefficients
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
@@ -58,6 +63,16 @@ def verify_work(coef: Coefficients, tokens: int, context: int) -> tuple[float, f
     return fb * tokens + fc * attended, bb * tokens + bc * (context + tokens)
 
 
+def drafter_blocks(cost: CostModel, block_size: int, layers: int) -> int:
+    """KV blocks of `block_size` tokens when each also holds the drafter's `layers` layers of the
+    target's shape: the bytes a token takes grow by layers / L (L: the target's layers)."""
+    if not layers:
+        return cost.kv_capacity_blocks(block_size)
+    L = cost.model.layers
+    tokens = int(cost.kv_bytes_free_per_gpu * L // (cost.kv_bytes_per_token_per_gpu * (L + layers)))
+    return tokens * (cost.tp if cost.attention_dp else 1) // block_size
+
+
 @dataclass(frozen=True)
 class Drafts:
     """What the drafter proposes and how much of it the target keeps."""
@@ -65,6 +80,7 @@ class Drafts:
     k: int  # draft tokens per step (num_speculative_tokens; 0: today's decode, through this path)
     acceptance: tuple[float, ...]  # each position's rate, given the positions before it were accepted
     seed: int = 0
+    layers: int = 1  # the drafter's layers of the target's shape that keep KV in its blocks (EAGLE: 1)
 
     def __post_init__(self) -> None:
         if not 0 <= self.k <= MAX_SPEC_TOKENS or len(self.acceptance) != self.k:
@@ -88,6 +104,9 @@ class SpecV1Scheduler(V1Scheduler):
                              "is not simulated")
         self.drafts = drafts
         self.lookahead = drafts.k  # EAGLE's and a draft model's num_lookahead_tokens
+        # the drafter's layer in every block: fewer blocks (the null block still out of use)
+        self.pool = BlockPool(drafter_blocks(cost, self.bs, drafts.layers) - 1, self.bs)
+        self.capacity = self.pool.n_blocks * self.bs
         # P(at least j drafts accepted), j = 1..k: one uniform draw per request and step
         self._at_least: list[float] = []
         p = 1.0
@@ -189,9 +208,11 @@ class SpecV1Scheduler(V1Scheduler):
 
     def figures(self, sim_time: float) -> dict[str, float | int]:
         """What the drafts did: tokens kept per verifying request-step, the share of drafts accepted,
-        and the KV capacity held ahead of requests' KV (whole blocks), time-averaged."""
+        and the KV capacity held ahead of requests' KV (whole blocks), time-averaged; the blocks the
+        GPU has with the drafter's layers in them (vLLM's null block among them)."""
         span = sim_time * self.capacity
         return {"spec_tokens": self.drafts.k, "acceptance": list(self.drafts.acceptance),
+                "drafter_layers": self.drafts.layers, "kv_blocks": self.pool.n_blocks + 1,
                 "verifies": self.verifies, "drafted": self.drafted, "accepted": self.accepted, "kept": self.kept,
                 "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
                 "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
