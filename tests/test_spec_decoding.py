@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
-from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
 from kvweb.labs.schedulers import SchedulersLab
@@ -21,16 +20,7 @@ from kvweb.serving.spec_decode import Drafts, SpecV1Scheduler, drafter_blocks, p
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.workload import Request, poisson_workload
-
-BASE = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
-
-
-def cost_with(tokens: int) -> CostModel:
-    """The paper GPU with exactly `tokens` tokens of KV."""
-    kv = BASE.model.kv_bytes_per_token
-    cost = replace(BASE, mem_util=(BASE.model.weight_bytes + tokens * kv + kv / 2) / BASE.gpu.hbm_bytes)
-    assert cost.kv_capacity_tokens == tokens
-    return cost
+from test_schedulers import BASE, cost_with
 
 
 def spec(k: int, rate: float, tokens: int = 4096, seed: int = 0, **config) -> SpecV1Scheduler:
