@@ -24,9 +24,10 @@ replayed step by step through the schedulers:
   (vllm-v1 for vLLM, sglang for SGLang), workload=closed-loop at the row's concurrency, isl and osl,
   replay_requests(C) requests, max_seqs 1024; run through the schedulers lab's own `run_mode` and
   `figures` (the mode row of its JSON; not the fleet's router loop, whose 10 ms clock would delay
-  every closed-loop hop). TTFT = its mean TTFT + the engine's TTFT_OUTSIDE_S (kvweb/gpu/measured.py,
-  the time outside the engine's steps, added here explicitly: the lab does not add it); TPOT = its mean
-  TPOT. Nothing is fitted for it: the step overhead and the outside time are the recorded ones.
+  every closed-loop hop). TTFT = its mean TTFT, which under measured pricing holds the engine's
+  TTFT_OUTSIDE_S (kvweb/gpu/measured.py, the time outside the engine's steps: the labs add it to every
+  TTFT); TPOT = its mean TPOT. Nothing is fitted for it: the step overhead and the outside time are the
+  recorded ones.
 
 - AIConfigurator: NVIDIA AIConfigurator's own agg estimate of the same row (bench/aic.py, derived from
   aiconfigurator-core 0.12.0 by scripts/derive_aic_estimates.py; rows it could not estimate are counted
@@ -222,7 +223,7 @@ def replay_params(row: Row) -> dict | str:
 
 
 def replay(params: dict, engine: str, ramp_s: float = 0.0) -> tuple[float, float, dict]:
-    """(TTFT s with the engine's outside time added, TPOT s, the mode's figures) of one replay; with
+    """(TTFT s, the engine's outside time in it, TPOT s, the mode's figures) of one replay; with
     `ramp_s`, client k's first request is sent at k ramp_s / C, not at 0 (`replay_all`)."""
     from kvweb.labs.fleet import FleetLab  # the labs import the app-facing parts: only when replaying
 
@@ -231,7 +232,8 @@ def replay(params: dict, engine: str, ramp_s: float = 0.0) -> tuple[float, float
     mode, c = params["mode"], params["concurrency"]
     requests = [r.arriving(r.id * ramp_s / c) if r.after is None else r for r in lab.requests_at(lab.rate)]
     figures = lab.figures(lab.run_mode(mode, requests, no_progress))
-    return figures["ttft_s"]["mean"] + TTFT_OUTSIDE_S[engine], figures["tpot_s"]["mean"], figures
+    assert figures["ttft_outside_s"] == TTFT_OUTSIDE_S[engine]  # the lab's own, as the analytic estimate's
+    return figures["ttft_s"]["mean"], figures["tpot_s"]["mean"], figures
 
 
 def replay_all(rows: list[Row]) -> Counter:
@@ -300,7 +302,7 @@ def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str
     out = ["### Through the schedulers (--schedulers)", "",
            f"{len(replayed)} rows replayed in {seconds:.0f} s (this machine, both replays); cells as above, `measured` "
            "the analytic closed loop on the same rows, `schedulers lockstep` and `staggered` the replays (`replay_all`), "
-           "their TTFT with the engine's TTFT_OUTSIDE_S added "
+           "their TTFT with the engine's TTFT_OUTSIDE_S in it, as the labs add it "
            f"({', '.join(f'{e} {TTFT_OUTSIDE_S[e] * 1e3:.1f} ms' for e in ENGINES)}).", ""]
     summarized = [r for r in replayed if r.half != "suspect"]
     out += table(summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}", REPLAYED)

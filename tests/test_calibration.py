@@ -45,6 +45,9 @@ def test_a_calibration_prices_the_labs_steps_and_stays_in_the_share_url():
     result = lab.run()
     v1 = next(m for m in result["modes"] if m["mode"] == "vllm-v1")
     assert v1["tpot_s"]["p50"] == pytest.approx(vllm.decode_step_cost(1, 505), rel=1e-5)
+    # the fitted time outside the steps is in the lab's TTFT: one prefill + 30 ms
+    assert v1["ttft_outside_s"] == pytest.approx(0.030, rel=1e-9)
+    assert v1["ttft_s"]["p50"] == pytest.approx(vllm.prefill_cost(500) + 0.030, rel=1e-9)
     assert "; calibrated to your 3 runs: step overhead 2.50 ms, outside the steps 30.0 ms, worst residual TTFT 0.0 %, " \
            "TPOT 0.0 %" in result["step_cost"]["vllm-v1"]
     again, messages = from_query(to_query(lab))

@@ -41,14 +41,17 @@ def test_step_times_are_step_time_elementwise_and_more_tokens_never_cost_less(st
 
 
 def test_a_lone_request_gets_the_measured_prefill_and_decode():
-    """One request alone: its first token is one prefill of its prompt, each later token one decode
-    step (priced at its context's middle: 505 of 500..510)."""
+    """One request alone: its first token is one prefill of its prompt plus the engine's time outside
+    the steps (39.5 ms for vLLM, 245.1 ms for SGLang: kvweb/gpu/measured.py), each later token one
+    decode step (priced at its context's middle: 505 of 500..510)."""
     lab = LABS["schedulers"](scenario="B", cost_model="measured", workload="fixed", requests=1, prompt_len=500,
                              output_len=11, prefix_caching=False)
     result = lab.run()
     for m in result["modes"]:
         priced = lab.scheduler_cost(m["mode"])
-        assert m["ttft_s"]["p50"] == pytest.approx(priced.prefill_cost(500), rel=1e-12)
+        outside = {"sglang": 245.1e-3}.get(m["mode"], 39.5e-3)
+        assert priced.ttft_outside_s == m["ttft_outside_s"] == outside
+        assert m["ttft_s"]["p50"] == pytest.approx(priced.prefill_cost(500) + outside, rel=1e-12)
         assert m["tpot_s"]["p50"] == pytest.approx(priced.decode_step_cost(1, 505), rel=1e-5)
         assert m["step_cost"].startswith("measured kernels, " + ("SGLang" if m["mode"] == "sglang" else "vLLM"))
     sglang, vllm = (lab.scheduler_cost(mode) for mode in ("sglang", "vllm-v1"))
@@ -128,3 +131,11 @@ def test_mxfp4_on_a_model_without_experts_is_one_message_naming_the_parameter(la
         run = LABS[lab](weight_precision="mxfp4", **params)
         run.check()
         run.run()
+
+
+def test_the_ttft_explanation_names_the_time_outside_the_steps_only_when_measured():
+    for cost_model, outside in (("roofline", None), ("measured", 0.2451)):
+        lab = LABS["schedulers"](scenario="B", cost_model=cost_model, requests=20)
+        sglang = lab.explain(lab.run())["ttft_p50"]["sglang"]
+        assert dict((name, value) for name, value, _ in sglang.terms).get("time outside the steps") == outside
+        assert sglang.formula.endswith("+ time outside the steps") == (outside is not None)

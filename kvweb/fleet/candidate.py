@@ -116,7 +116,7 @@ def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, A
     fleet = serve(workload.arrivals(), lambda: replica(candidate, workload), candidate.replicas, candidate.router)
     run = fleet.merged()
     seqs, slo = run.sequences, workload.slo
-    ttfts, tpots = [ttft(s) for s in seqs], [tpot(s) for s in seqs]
+    ttfts, tpots = [ttft(s, run.outside_s) for s in seqs], [tpot(s) for s in seqs]
     attained = attainment(run, slo, ttfts, tpots)
     first, per_token = distribution(ttfts), distribution(tpots)
     q = workload.percentile

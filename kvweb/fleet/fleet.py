@@ -100,7 +100,8 @@ class FleetRun:
             itl=np.concatenate([np.asarray(r.itl, dtype=float).reshape(-1, 2) for r in runs]),
             max_batch=max(r.max_batch for r in runs), prompt_tokens=total("prompt_tokens"),
             hit_tokens=total("hit_tokens"), resumed_hit_tokens=total("resumed_hit_tokens"), cached_s=total("cached_s"),
-            end_occupied=total("end_occupied"), end_cached=total("end_cached"))
+            end_occupied=total("end_occupied"), end_cached=total("end_cached"),
+            outside_s=max(r.outside_s for r in runs))
 
     def served_by(self) -> dict[int, int]:
         """Request id -> the replica that finished it."""

@@ -33,7 +33,7 @@ from kvweb.gpu.calibration import BenchRun, Calibration, fit
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.engine_memory import (VLLM_BLOCK_TOKENS, VLLM_MAX_NUM_SEQS, EngineMemory, sglang_default_fraction,
                                      sglang_memory, vllm_memory)
-from kvweb.gpu.measured import TABLE_GPUS, TABLES, MeasuredCost
+from kvweb.gpu.measured import TABLE_GPUS, TABLES, TTFT_OUTSIDE_S, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import ParamError
 
@@ -70,6 +70,12 @@ class MeasuredCostModel(CostModel):
         weights, experts = MOE_TABLES.get(self.weight_precision, (self.weight_precision, None))
         return MeasuredCost(self.gpu, self.model, self.engine, self.tp, weights, self.kv_precision, experts,
                             step_overhead_s=self.kernel_overhead_s)
+
+    @property
+    def ttft_outside_s(self) -> float:
+        """The engine's time outside its steps in a first token (kvweb/gpu/measured.py TTFT_OUTSIDE_S,
+        fitted on half the measured deployments), or the one fitted to the user's own runs."""
+        return self.calibration.outside_s if self.calibration else TTFT_OUTSIDE_S[self.engine]
 
     @property
     def source(self) -> str:

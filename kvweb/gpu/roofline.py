@@ -35,6 +35,12 @@ class Roofline(StepCounts, AllReduce):
     step_overhead_s: float
 
     @property
+    def ttft_outside_s(self) -> float:
+        """A first token's time outside the engine's steps (HTTP, tokenizer): none on the roofline,
+        which prices the engine alone (the measured model adds its fitted one)."""
+        return 0.0
+
+    @property
     def peak_flops(self) -> float:
         """FP8 weights on FP8 tensor cores, every other case at the 16-bit peak."""
         fp8 = self.gpu.fp8_flops if self.weight_precision in FP8_WEIGHTS else None

@@ -483,6 +483,7 @@ class ContinuousBatching:
             resumed_hit_tokens=self.resumed_hit_tokens, cached_s=tally.cached_s,
             itl=np.column_stack((np.array(tally.itl_s, dtype=float), np.array(tally.itl_n, dtype=float))),
             max_batch=tally.max_batch, end_occupied=self.occupied, end_cached=self.cached,
+            outside_s=self.cost.ttft_outside_s,
         )
 
 

@@ -24,8 +24,9 @@ class SLO:
     tpot_s: float = 0.1
 
 
-def ttft(seq: Sequence) -> float:
-    return seq.first_token_t - seq.req.arrival
+def ttft(seq: Sequence, outside_s: float = 0.0) -> float:
+    """First token - arrival, plus the time outside the engine's steps (`Run.outside_s`)."""
+    return seq.first_token_t - seq.req.arrival + outside_s
 
 
 def tpot(seq: Sequence) -> float:
@@ -71,7 +72,7 @@ def weighted_distribution(pairs: list[tuple[float, int]] | np.ndarray, bins: int
 def attainment(run: Run, slo: SLO, ttfts: list[float] | None = None, tpots: list[float] | None = None) -> float:
     """The fraction of submitted requests that met the SLO (rejected ones count as misses)."""
     seqs = run.sequences
-    ttfts = [ttft(s) for s in seqs] if ttfts is None else ttfts
+    ttfts = [ttft(s, run.outside_s) for s in seqs] if ttfts is None else ttfts
     tpots = [tpot(s) for s in seqs] if tpots is None else tpots
     met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
     submitted = len(seqs) + len(run.rejected)
@@ -88,7 +89,7 @@ def summarize(run: Run, slo: SLO) -> dict[str, Any]:
     memory fractions are time-weighted over the run and relative to the GPU's KV capacity. The
     arrival rate is the finished requests over the time the last of them arrived."""
     seqs = run.sequences
-    ttfts = [ttft(s) for s in seqs]
+    ttfts = [ttft(s, run.outside_s) for s in seqs]
     tpots = [tpot(s) for s in seqs]
     span = run.sim_time * run.capacity
     last_arrival = max((s.req.arrival for s in seqs), default=0.0)
@@ -116,6 +117,7 @@ def summarize(run: Run, slo: SLO) -> dict[str, Any]:
         "rejected": len(run.rejected),
         "rejections": [{"id": r.id, "reason": why} for r, why in run.rejected[:20]],
         "stopped_early": run.stopped_early,
+        **({"ttft_outside_s": run.outside_s} if run.outside_s else {}),
     }
 
 
@@ -135,7 +137,11 @@ def explain(figures: dict[str, Any], step_cost: str) -> dict[str, Explanation]:
             f["sim_time_s"] / f["steps"] if f["steps"] else 0.0, "s", source),
         "ttft_p50": Explanation(
             "TTFT p50", "the median over requests of (first token − arrival)",
-            (("requests", f["finished"], ""),), f["ttft_s"]["p50"] or 0.0, "s", source),
+            (("requests", f["finished"], ""),), f["ttft_s"]["p50"] or 0.0, "s", source)
+        if "ttft_outside_s" not in f else Explanation(
+            "TTFT p50", "the median over requests of (first token − arrival) + time outside the steps",
+            (("requests", f["finished"], ""), ("time outside the steps", f["ttft_outside_s"], "s")),
+            f["ttft_s"]["p50"] or 0.0, "s", source),
         "tpot_p50": Explanation(
             "TPOT p50", "the median over requests of (last token − first token) ÷ (output tokens − 1)",
             (("requests", f["finished"], ""),), f["tpot_s"]["p50"] or 0.0, "s", source),

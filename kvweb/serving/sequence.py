@@ -91,6 +91,9 @@ class Run:
     # or (from the loop, which makes hundreds of thousands) the same pairs as an [n, 2] float array.
     itl: list[tuple[float, int]] | np.ndarray = field(default_factory=list)
     max_batch: int = 0  # the most requests one step served: the concurrency reached
+    # a first token's time outside the engine's steps (HTTP, tokenizer, detokenizer: what a client's
+    # TTFT holds beside them), added to every TTFT by metrics; the measured model's, 0 on the roofline
+    outside_s: float = 0.0
 
 
 class LoopSeq(Sequence):
