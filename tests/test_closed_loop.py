@@ -89,7 +89,9 @@ def test_rate_is_unread():
     a = make("schedulers", {"workload": "closed-loop", "rate": 1.0})
     b = make("schedulers", {"workload": "closed-loop", "rate": 50.0})
     trace = ("trace_scale", "trace_start", "trace_duration")  # read only under workload=trace
-    assert a.ignored() == ("rate", *trace) and make("schedulers", {}).ignored() == trace
+    unread = (*trace, "acceptance")  # acceptance: read only with spec_tokens > 0
+    assert a.ignored() == ("rate", *unread) and make("schedulers", {}).ignored() == unread
+    assert "acceptance" not in make("schedulers", {"spec_tokens": 2}).ignored()
     assert a.key() == b.key() and a.requests_at(a.rate) == b.requests_at(b.rate)
     assert make("schedulers", {"concurrency": 3}).key() == make("schedulers", {"concurrency": 5}).key()
 

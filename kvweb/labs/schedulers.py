@@ -210,6 +210,10 @@ class SchedulersLab(ServingLab):
             raise ParamError(f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson "
                              "arrivals")
 
+    def ignored(self) -> tuple[str, ...]:
+        """The engine labs' unread parameters, and `acceptance` while no draft tokens are proposed."""
+        return (*super().ignored(), *(() if self.spec_tokens else ("acceptance",)))
+
     def check_spec(self) -> None:
         """Speculative decoding: in a mode that models it, with rates it can read, on what it simulates."""
         if not any(MODES[m].speculative for m in self.priced_modes()):
