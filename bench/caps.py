@@ -69,9 +69,9 @@ def variants(name: str, choices: bool) -> list[dict[str, str]]:
     return out
 
 
-def within_budget(query: dict[str, str]) -> dict[str, str]:
+def within_budget(query: dict[str, str], budget_s: float = BUDGET_S) -> dict[str, str]:
     """The query with its work parameters (those its estimate names) moved from their defaults by
-    the largest fraction of the way to the query's values that the budget accepts (bisected; the
+    the largest fraction of the way to the query's values that `budget_s` accepts (bisected; the
     rules' refusals count as over); if its defaults are over too (a heavy choice), the fraction of
     the way to the other end of their bounds that brings it within. A text is cut to its share."""
     cls = LABS[query["lab"]]
@@ -93,7 +93,7 @@ def within_budget(query: dict[str, str]) -> dict[str, str]:
         return {"lab": query["lab"], **{n: str(v).lower() if isinstance(v, bool) else str(v) for n, v in values.items()}}
 
     def accepted(f: float) -> bool:
-        return not from_query(at(f))[1]  # nothing put back: within the rules and the budget
+        return not from_query(at(f), budget_s=budget_s)[1]  # nothing put back: within the rules and the budget
 
     lo, hi = (0.0, 1.0) if accepted(0.0) else (-1.0, 0.0)  # accepted at lo (so to speak), not at hi
     if accepted(hi):
