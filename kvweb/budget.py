@@ -69,6 +69,10 @@ POOL_BLOCKS = Unit("blocks hashed into vLLM V1's block pool", 1e-6)  # a fleet's
 DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's: output tokens / batch_at_most
 ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
+# A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time (block_size 1:
+# vLLM V1's 3.2e-7 s and 147 bytes, the papers' engine 4.5e-8 s and 39 bytes; bench/estimates.py, docs/input.md)
+V1_POOL_SETUP = Unit("blocks set up in vLLM V1's replicas' pools", 3.2e-7)
+PAGED_SETUP = Unit("blocks set up in the papers' engine's replicas' pools", 4.5e-8)
 
 
 def constant(seconds: float) -> Estimate:

@@ -11,7 +11,8 @@ import pytest
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
                           FLEET_REQUESTS, GROUP_PAGES, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
-                          MODEL_PAIRS, PEEKS, POOL_BLOCKS, POOL_SLOTS, STEP_TOKENS, Estimate, Unit, refusal, work)
+                          MODEL_PAIRS, PAGED_SETUP, PEEKS, POOL_BLOCKS, POOL_SLOTS, STEP_TOKENS, V1_POOL_SETUP, Estimate, Unit,
+                          refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -106,6 +107,19 @@ def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_en
     lab = LABS["fleet"](**shots, replicas=3, routers="exact-prefix", prefill_replicas=1)
     prompts = sum(r.prompt for r in lab.requests_at(lab.rate))
     assert units(lab.estimate())[HASHED_BLOCKS] == pytest.approx(prompts / 16 * (3 + 1 + 2))
+
+
+def test_every_replica_made_counts_its_pool_blocks():
+    # Each replica's pool is set up block by block when it is made, whatever the requests (issue 39: 32
+    # vLLM V1 replicas at block_size 1, five routers, took 30 s of CPU estimated at 17): per fleet run,
+    # each replica's KV tokens / block_size; SGLang's token pools are arrays (not counted).
+    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16, replicas=4)
+    kv_tokens = LABS["fleet"](**base).setup().cost_model().kv_capacity_tokens
+    v1 = units(LABS["fleet"](**base, routers="round-robin,cost", mode="vllm-v1").estimate())
+    assert v1[V1_POOL_SETUP] == (2 * 4 + 1) * kv_tokens / 16  # two routers' fleets and the single engine
+    paper = units(LABS["fleet"](**{**base, "block_size": 1}, routers="round-robin", mode="paper").estimate())
+    assert paper[PAGED_SETUP] == (4 + 1) * kv_tokens and V1_POOL_SETUP not in paper
+    assert units(LABS["fleet"](**base, routers="round-robin").estimate())[PAGED_SETUP] == 0  # SGLang
 
 
 def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():

@@ -12,8 +12,8 @@ from typing import Any
 
 import param
 
-from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, POOL_BLOCKS, Estimate, Unit,
-                          work)
+from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, PAGED_SETUP, POOL_BLOCKS,
+                          V1_POOL_SETUP, Estimate, Unit, work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
@@ -38,13 +38,16 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     outputs in little memory), vLLM V1's blocks hashed into its pool (with `transfers`, a split's
     decode side hashes each prompt again as it reserves it), every replica advanced at each arrival
     and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
-    `probed` replicas (a request without content is shared with none: nothing to read). The figures,
-    estimate beside CPU time: docs/fleet.md, `python -m bench.fleet --estimates`."""
+    `probed` replicas (a request without content is shared with none: nothing to read), and each
+    replica's pool of `kv_tokens` in blocks, set up whatever the requests (SGLang's token slots: an
+    array each, nothing to count). The figures, estimate beside CPU time: docs/fleet.md,
+    `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
     steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
-    return [(len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
+    pools = replicas * kv_tokens / block_size if MODES[scheduler].cell == "block" else 0
+    return [(pools, V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP), (len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
             (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
             (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
 
