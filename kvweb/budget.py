@@ -67,6 +67,9 @@ MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
 FLEET_REQUESTS = Unit("requests through a fleet's replicas", 1.5e-4)  # each admitted, stepped, finished, summarized
 POOL_BLOCKS = Unit("blocks hashed into vLLM V1's block pool", 1e-6)  # a fleet's vLLM V1 replicas: every full block
 DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's: output tokens / batch_at_most
+# ... where vLLM V1 keeps a model's kinds of layer in KV cache groups: each step slides each group's window, request
+# by request, not as arrays (3.0-3.3 us a group measured on gpt-oss-120b and gemma-3-27b; bench/estimates.py)
+GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
 ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
 # A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time (block_size 1:

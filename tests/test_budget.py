@@ -10,7 +10,7 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          FLEET_REQUESTS, GROUP_PAGES, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
+                          FLEET_REQUESTS, GROUP_PAGES, GROUP_STEPS, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
                           MODEL_PAIRS, PAGED_SETUP, PEEKS, POOL_BLOCKS, POOL_SLOTS, STEP_TOKENS, V1_POOL_SETUP, Estimate, Unit,
                           refusal, work)
 from kvweb.cli import main
@@ -120,6 +120,19 @@ def test_every_replica_made_counts_its_pool_blocks():
     paper = units(LABS["fleet"](**{**base, "block_size": 1}, routers="round-robin", mode="paper").estimate())
     assert paper[PAGED_SETUP] == (4 + 1) * kv_tokens and V1_POOL_SETUP not in paper
     assert units(LABS["fleet"](**base, routers="round-robin").estimate())[PAGED_SETUP] == 0  # SGLang
+
+
+def test_vllm_v1_replicas_of_a_hybrid_model_count_each_decode_step_per_kv_cache_group():
+    # gpt-oss-120b's sliding and full layers are 2 groups, gemma-3-27b's 7: every step slides each
+    # group request by request (issue 39: 6.8 s of CPU estimated at 2.8 s); llama's steps run as arrays
+    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, replicas=2, routers="round-robin",
+                mode="vllm-v1", gpu="H100-SXM", tp=4, weight_precision="fp8")
+    plain = units(LABS["fleet"](**base, model="llama-3.1-8b").estimate())
+    assert plain[DECODE_STEPS] == 2 * 28 and GROUP_STEPS not in plain  # a fleet run and the single engine
+    for model, groups in (("gpt-oss-120b", 2), ("gemma-3-27b", 7)):
+        got = units(LABS["fleet"](**base, model=model).estimate())
+        assert got[GROUP_STEPS] == 2 * 28 * groups and DECODE_STEPS not in got
+    assert DECODE_STEPS in units(LABS["fleet"](**{**base, "mode": "sglang"}, model="gpt-oss-120b").estimate())
 
 
 def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():

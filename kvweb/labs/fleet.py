@@ -25,7 +25,7 @@ from kvweb.gpu import GPUS
 from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source
 from kvweb.labs.engine import TraceReplay
-from kvweb.labs.plan import PlanLab, choices, fleet_work
+from kvweb.labs.plan import PlanLab, choices, fleet_work, kv_groups
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
@@ -115,13 +115,14 @@ class FleetLab(SchedulersLab):
         if self.workload == "multi-turn":
             horizon = max((r.arrival for r in requests), default=0.0)
             rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
-        kv_tokens = self.setup().cost_model().kv_capacity_tokens
+        cost = self.setup().cost_model()
+        kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
         runs = [fleet_work(requests, self.replicas, self.replicas, kv_tokens, self.max_seqs, self.mode, self.block_size,
-                           rounds) for _ in self.router_list()]
+                           rounds, groups=groups) for _ in self.router_list()]
         runs += [fleet_work(requests, self.replicas, prefill, kv_tokens, self.max_seqs, self.mode, self.block_size, rounds,
-                            transfers=True) for prefill in splits]
+                            transfers=True, groups=groups) for prefill in splits]
         knobs = self.work_knobs()
-        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size)
+        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups)
         return work(*(part for run in runs for part in run), *single,
                     lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
                     higher=(*knobs["higher"], *(("think_s",) if rounds else ())))

@@ -12,26 +12,35 @@ from typing import Any
 
 import param
 
-from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, HASHED_BLOCKS, PAGED_SETUP, POOL_BLOCKS,
-                          V1_POOL_SETUP, Estimate, Unit, work)
+from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, GROUP_STEPS, HASHED_BLOCKS,
+                          PAGED_SETUP, POOL_BLOCKS, V1_POOL_SETUP, Estimate, Unit, work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
 from kvweb.fleet.routers import ROUTERS
-from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS
+from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS, CostModel
 from kvweb.gpu.explain import Explanation
 from kvweb.labs.engine import TraceReplay, batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
 from kvweb.prefix.modes import MAX_SEQS, MODES
+from kvweb.serving.hybrid_kv import kv_layout
 from kvweb.serving.traces import mean_rate
 from kvweb.serving.workload import SHAPES, Request
 
 MAX_CANDIDATES = 4096  # grid points before pruning
 
 
+def kv_groups(cost: CostModel, scheduler: str, block_size: int = 16) -> int:
+    """The KV cache groups a vLLM V1 replica slides at every decode step, request by request, on a
+    model whose layers are not all alike; 0 where its quiet steps run as arrays."""
+    layout = kv_layout(cost, block_size)
+    return len(layout.groups) if MODES[scheduler].layers_apart == "groups" and layout.hybrid else 0
+
+
 def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: int, max_seqs: int, scheduler: str,
-               block_size: int = 16, rounds: float = 0.0, transfers: bool = False) -> list[tuple[float, Unit]]:
+               block_size: int = 16, rounds: float = 0.0, transfers: bool = False, groups: int = 0
+               ) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
     requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
     arrays: counting every output token step by step made the estimate 3-5x high), the decode steps of the batches each replica's `kv_tokens` hold (the slow runs: long
@@ -40,14 +49,15 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
     `probed` replicas (a request without content is shared with none: nothing to read), and each
     replica's pool of `kv_tokens` in blocks, set up whatever the requests (SGLang's token slots: an
-    array each, nothing to count). The figures, estimate beside CPU time: docs/fleet.md,
+    array each, nothing to count); with `groups` (`kv_groups`), each decode step slides every group. The figures, estimate beside CPU time: docs/fleet.md,
     `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
     steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     pools = replicas * kv_tokens / block_size if MODES[scheduler].cell == "block" else 0
-    return [(pools, V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP), (len(requests), FLEET_REQUESTS), (tokens / block_size, ENGINE_BLOCKS), (steps, DECODE_STEPS),
+    return [(pools, V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP), (len(requests), FLEET_REQUESTS),
+            (tokens / block_size, ENGINE_BLOCKS), (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
             (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
             (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
 
@@ -164,9 +174,10 @@ class PlanLab(Lab, TraceReplay):
         workload = self.workload_spec()
         requests = workload.arrivals()
         left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
-        return work(*(part for c in left for part in fleet_work(requests, c.replicas, c.replicas,
-                                                                 c.cost_model(self.model, self.cost_model).kv_capacity_tokens, MAX_SEQS,
-                                                                 c.scheduler)),
+        costs = [c.cost_model(self.model, self.cost_model) for c in left]
+        return work(*(part for c, cost in zip(left, costs) for part in fleet_work(
+                        requests, c.replicas, c.replicas, cost.kv_capacity_tokens, MAX_SEQS, c.scheduler,
+                        groups=kv_groups(cost, c.scheduler))),
                     lower=("trace_duration" if self.workload == "trace" else "requests", "gpus", "tps", "schedulers",
                            "replicas"))
 
