@@ -68,6 +68,9 @@ def test_pareto_and_cheapest_by_hand():
     assert [r["key"] for r in pareto(rows, "ttft", "p90")] == ["a", "b", "e"]
     assert cheapest(rows, "ttft", "p90")["key"] == "b"
     assert cheapest(rows[:1], "ttft", "p90") is None
+    # a fleet that finished nothing has no latency: on no front, never the cheapest (it meets no SLO)
+    idle = {"key": "z", "cost_per_hour": 0.5, "ttft_p90_s": None, "meets_slo": False}
+    assert [r["key"] for r in pareto([idle, *rows, dict(idle, key="y")], "ttft", "p90")] == ["a", "b", "e"]
 
 
 def test_a_70b_model_at_16_bit_does_not_fit_one_80_gb_gpu():

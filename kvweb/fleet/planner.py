@@ -105,9 +105,11 @@ def latency_of(row: Mapping[str, Any], latency: str, percentile: str) -> float:
 
 def pareto(rows: Iterable[dict[str, Any]], latency: str, percentile: str) -> list[dict[str, Any]]:
     """The rows no other row beats on both cost per hour and latency (at least as good on both,
-    better on one), cheapest first; of rows equal on both, the first by key."""
+    better on one), cheapest first; of rows equal on both, the first by key. A row without the
+    latency (its fleet finished no request) is on no front."""
     front: list[dict[str, Any]] = []
-    for row in sorted(rows, key=lambda r: (r["cost_per_hour"], latency_of(r, latency, percentile), r["key"])):
+    timed = [r for r in rows if latency_of(r, latency, percentile) is not None]
+    for row in sorted(timed, key=lambda r: (r["cost_per_hour"], latency_of(r, latency, percentile), r["key"])):
         if not front or latency_of(row, latency, percentile) < latency_of(front[-1], latency, percentile):
             front.append(row)
     return front
