@@ -117,6 +117,9 @@ _MESSAGES = [
      r"host tier is simulated for models whose layers are all alike only \(use 0\)$",
      "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
      "host tier is simulated for models whose layers are all alike only (use 0)"),
+    # a weight precision the model cannot take (kvweb/gpu/cost.py)
+    (r"^weight_precision mxfp4 quantizes routed experts only \(as gpt-oss ships\); (\S+) has none: use (.*)$",
+     "weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {0} has none: use {1}"),
     # the schedulers lab's speculative decoding (kvweb/labs/schedulers.py, kvweb/serving/spec_decode.py)
     (r"^spec_tokens: (\S+) is not allowed with mode (\S+); speculative decoding \(spec_tokens > 0\) is simulated in "
      r"vllm-v1 only \(use 0\)$",

@@ -124,6 +124,9 @@ def test_messages_are_translated_and_keep_user_text():
     assert "'zz'" in page and "以下之一" in page
     assert tr_message("step: 'x' is not allowed; expected a whole number; using 0") == "step：'x' 不允许；应为 整数；改用 0"
     assert tr_message("the URL query is 9000 characters long; at most 8000 are read") == "URL 查询有 9000 个字符；至多读取 8000 个"
+    mxfp4 = tr_message("weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); llama-3.1-8b has "
+                       "none: use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision")
+    assert mxfp4.startswith("weight_precision mxfp4 只量化路由专家（gpt-oss 的发布方式）；llama-3.1-8b 没有路由专家")
 
 
 def test_fit_notes_are_translated():

@@ -230,3 +230,12 @@ def test_a_linear_layers_state_stays_16_bit_under_an_fp8_kv_cache():
     b16, b8 = (CostModel(H200, m, kv_precision=kv).kv_bytes_per_layer(1000, 16) for kv in ("16-bit", "fp8"))
     assert b16[0] == b8[0] == 548_864 * 2
     assert b8[3] * 2 == b16[3] == 1008 * 2 * 2 * 256 * 2  # 1,008 tokens in whole blocks x K and V x 2 heads x 256 x 2 B
+
+
+@pytest.mark.parametrize("query, model", [({"lab": "layer-memory", "model": "llama-3.1-8b"}, "llama-3.1-8b"),
+                                          ({"lab": "roofline"}, "opt-13b-like"), ({"lab": "schedulers"}, "opt-13b-like")])
+def test_a_url_with_mxfp4_for_a_dense_model_opens_at_the_default_precision_with_one_message(query, model):
+    restored, messages = from_query({**query, "weight_precision": "mxfp4"})
+    assert restored.weight_precision == "16-bit"
+    assert messages == [f"weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {model} has none: "
+                        "use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision"]

@@ -116,8 +116,7 @@ class ServingLab(PaperGPULab, TraceReplay):
     def check(self) -> None:
         if self.calibration.strip() and self.cost_model != "measured":
             raise ParamError("calibration: given, but cost_model is roofline; set cost_model to measured to use it")
-        if self.cost_model == "measured":
-            self.setup().cost_model()  # measured kernels for this GPU, model and precision, or a ParamError
+        self.setup().cost_model()  # a precision the model cannot take, or no measured kernels: a ParamError
         max_len = self.setup().spec.max_len
         if self.workload == "trace":
             self.workload_at(self.rate)  # read, and its window holds a request

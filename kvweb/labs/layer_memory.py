@@ -52,6 +52,7 @@ class LayerMemory(PaperGPULab):
             if not self.config.strip():
                 raise ParamError("config: empty; paste a config.json, or choose a model")
             from_config(self.config)
+        self.cost(self.llm())  # a weight precision the model cannot take: a ParamError
 
     def llm(self) -> LLMSpec:
         return from_config(self.config) if self.model == "config" else MODELS[self.model]

@@ -52,6 +52,7 @@ class Roofline(PaperGPULab):
             raise ParamError(
                 f"custom_kv_heads: {self.custom_kv_heads} must divide custom_heads ({self.custom_heads})"
             )
+        self.cost_model(self.gpu, self.llm())  # a weight precision the model cannot take: a ParamError
 
     def llm(self) -> LLMSpec:
         if self.model != "custom":
