@@ -95,6 +95,7 @@ def write_every_queued_patch() -> None:
     dispatch_all.writes_every_patch = True  # type: ignore[attr-defined]
     served._dispatch_msgs = dispatch_all
 
+
 class LinkedTextInput(pn.widgets.TextInput):
     """A text box whose Bokeh model runs `code` (a Bokeh CustomJS) when its value changes, with
     the models of `args` (widgets of the same layout, made first) as its arguments.
