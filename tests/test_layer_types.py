@@ -233,7 +233,8 @@ def test_a_linear_layers_state_stays_16_bit_under_an_fp8_kv_cache():
 
 
 @pytest.mark.parametrize("query, model", [({"lab": "layer-memory", "model": "llama-3.1-8b"}, "llama-3.1-8b"),
-                                          ({"lab": "roofline"}, "opt-13b-like"), ({"lab": "schedulers"}, "opt-13b-like")])
+                                          ({"lab": "roofline"}, "opt-13b-like"), ({"lab": "schedulers"}, "opt-13b-like"),
+                                          ({"lab": "recovery"}, "llama-3-8b"), ({"lab": "prefill-savings"}, "llama-3-8b")])
 def test_a_url_with_mxfp4_for_a_dense_model_opens_at_the_default_precision_with_one_message(query, model):
     restored, messages = from_query({**query, "weight_precision": "mxfp4"})
     assert restored.weight_precision == "16-bit"

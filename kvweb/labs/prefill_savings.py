@@ -27,6 +27,10 @@ class PrefillSavings(CapacityLab, PaperGPULab):
     gpu = param.Selector(objects=list(GPUS), default="H100-SXM", doc="GPU of the cost model")
     model = param.Selector(objects=list(MODELS), default="llama-3-8b", doc="model of the cost model")
 
+    def check(self) -> None:
+        super().check()
+        self.cost_model(self.gpu, MODELS[self.model])  # a weight precision the model cannot take: a ParamError
+
     def estimate(self) -> Estimate:
         """The fcfs and lspf servings."""
         return work(*self.served_work(peeking=False), *self.served_work(queue=self.queue),

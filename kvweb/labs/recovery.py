@@ -25,6 +25,9 @@ class RecoveryLab(PaperGPULab):
     gpu = param.Selector(objects=list(GPUS), default="H100-SXM", doc="GPU of the per-block-size table")
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="KV tokens of the preempted request")
 
+    def check(self) -> None:
+        self.cost_model(self.gpu, MODELS[self.model])  # a weight precision the model cannot take: a ParamError
+
     def rows(self, gpu: str) -> list[dict[str, Any]]:
         """Swap against recompute at every block size; none where the model does not fit."""
         cm = self.cost_model(gpu, MODELS[self.model])
