@@ -30,7 +30,7 @@ from typing import Any
 
 from kvweb.fleet.candidate import Candidate, Workload
 from kvweb.gpu import MODELS
-from kvweb.gpu.weights import EXPERT_BYTES
+from kvweb.gpu.weights import precision_refusal
 from kvweb.lab import ParamError
 from kvweb.prefix.modes import MAX_SEQS
 
@@ -83,7 +83,7 @@ def rate_bound(candidate: Candidate, workload: Workload) -> float:
 def roofline(candidate: Candidate, workload: Workload) -> tuple[str | None, float]:
     """Why the roofline rules the candidate out (None: it does not), and its `rate_bound` (0 when
     the model does not fit)."""
-    if candidate.weight_precision in EXPERT_BYTES and MODELS[workload.model].experts == 1:
+    if precision_refusal(MODELS[workload.model], candidate.weight_precision):
         return NO_EXPERTS, 0.0
     try:
         cost = candidate.cost_model(workload.model, workload.pricing)

@@ -24,7 +24,7 @@ from kvweb.gpu.kv_bytes import KV_PRECISIONS
 from kvweb.gpu.roofline import Roofline
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.gpu.swap import SWAP_COPIES, Swap
-from kvweb.gpu.weights import EXPERT_BYTES, WEIGHT_PRECISIONS
+from kvweb.gpu.weights import WEIGHT_PRECISIONS, PrecisionError, precision_refusal
 
 TP_SIZES = (1, 2, 4, 8)
 
@@ -60,9 +60,9 @@ class CostModel(Capacity, Roofline, Swap):
                               ("weight_precision", WEIGHT_PRECISIONS), ("kv_precision", KV_PRECISIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}")
-        if self.weight_precision in EXPERT_BYTES and self.model.experts == 1:
-            raise ValueError(f"weight_precision {self.weight_precision} quantizes routed experts only (as gpt-oss "
-                             f"ships); {self.model.name} has none: use 16-bit, fp8, fp8-block, int8 or int4")
+        refusal = precision_refusal(self.model, self.weight_precision)
+        if refusal:
+            raise PrecisionError(refusal)
 
 
 def prefill_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, **assumptions: float) -> float:

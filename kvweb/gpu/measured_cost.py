@@ -35,6 +35,7 @@ from kvweb.gpu.engine_memory import (VLLM_BLOCK_TOKENS, VLLM_MAX_NUM_SEQS, Engin
                                      sglang_memory, vllm_memory)
 from kvweb.gpu.measured import TABLE_GPUS, TABLES, TTFT_OUTSIDE_S, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
+from kvweb.gpu.weights import PrecisionError
 from kvweb.lab import ParamError
 
 MAX_LM_ROWS = 256  # the most requests a step holds (max_num_seqs): the LM head's rows
@@ -206,9 +207,7 @@ def roofline(gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any]) -> Co
     one message naming the parameter."""
     try:
         return CostModel(gpu, model, **assumptions)
-    except ValueError as err:
-        if "quantizes routed experts only" not in str(err):
-            raise
+    except PrecisionError as err:
         raise ParamError(str(err)) from None
 
 
@@ -223,9 +222,9 @@ def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tupl
     """One measured cost model per choice (its tables are read and fitted once: ~20 ms)."""
     try:
         return MeasuredCostModel(gpu, model, **dict(assumptions), engine=engine)
+    except PrecisionError as err:
+        raise ParamError(str(err)) from None
     except ValueError as err:
-        if "quantizes routed experts only" in str(err):
-            raise ParamError(str(err)) from None
         raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
 
 

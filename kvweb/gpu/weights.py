@@ -25,6 +25,18 @@ EXPERT_BYTES = {"mxfp4": (4 * 32 + 8) / 8 / 32}  # 4-bit values and one 8-bit sc
 FP8_WEIGHTS = ("fp8", "fp8-block")  # run on the GPU's FP8 tensor cores where it has them
 
 
+class PrecisionError(ValueError):
+    """A weight precision the model cannot take (`precision_refusal`): the user's choice, not a bug."""
+
+
+def precision_refusal(model: LLMSpec, weight_precision: str) -> str | None:
+    """Why `model` cannot take `weight_precision` (MXFP4 without routed experts), or None."""
+    if weight_precision in EXPERT_BYTES and model.experts == 1:
+        return (f"weight_precision {weight_precision} quantizes routed experts only (as gpt-oss ships); "
+                f"{model.name} has none: use 16-bit, fp8, fp8-block, int8 or int4")
+    return None
+
+
 class Weights:
     """The weights' bytes, in memory and per step; a part of `CostModel` (its fields below)."""
 

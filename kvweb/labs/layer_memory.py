@@ -10,7 +10,7 @@ import param
 
 from kvweb.budget import Estimate, constant
 from kvweb.gpu import GPUS, MODELS, CostModel, LLMSpec
-from kvweb.gpu.weights import EXPERT_BYTES
+from kvweb.gpu.weights import precision_refusal
 from kvweb.gpu.hf_config import MAX_CONFIG, from_config
 from kvweb.gpu.measured_cost import roofline
 from kvweb.gpu.layers import KINDS
@@ -83,7 +83,7 @@ class LayerMemory(PaperGPULab):
         # the models that take this weight precision (MXFP4 only those with routed experts)
         models = [self.capacity(self.cost(spec)) for spec in ([*MODELS.values(), m] if self.model == "config"
                                                                else MODELS.values())
-                  if spec.experts > 1 or self.weight_precision not in EXPERT_BYTES]
+                  if not precision_refusal(spec, self.weight_precision)]
         return {
             "units": "decimal (1 GB = 1e9 B); _per_gpu: one GPU holding the request, _total: the tensor-parallel "
                      "group; bytes at the KV precision, in whole blocks",
