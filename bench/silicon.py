@@ -57,6 +57,7 @@ from bench.aic import aic_estimates
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
                                 fit_closed_loop, silicon_rows)
+from kvweb.gpu.measured_cost import MOE_TABLES
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import no_progress
 
@@ -67,15 +68,15 @@ B200 = GPUSpec("B200", 180e9, 2250e12, 8000e9, 64e9, 900e9, fp8_flops=4500e12)
 SYSTEMS = {"h100_sxm": GPUS["H100-SXM"], "h200_sxm": GPUS["H200"], "b200_sxm": B200}
 
 
-# model_path -> (kvweb model, experts' table dtype or None); Qwen3-235B-A22B-FP8's own config.json is
-# refused (12,910 characters: its quantization block), the unquantized one has the same shape
-PRICED: dict[str, tuple[LLMSpec, str | None]] = {
-    "meta-llama/Llama-3.1-70B": (MODELS["llama-3.1-70b"], None),
-    "meta-llama/Llama-3.1-8B-Instruct": (MODELS["llama-3.1-8b"], None),
-    "nvidia/Llama-3.1-8B-Instruct-FP8": (MODELS["llama-3.1-8b"], None),
-    "Qwen/Qwen3-32B": (MODELS["qwen3-32b"], None),
-    "Qwen/Qwen3-235B-A22B-FP8": (MODELS["qwen3-235b-a22b"], None),
-    "openai/gpt-oss-120b": (MODELS["gpt-oss-120b"], "w4a16_mxfp4"),
+# model_path -> kvweb model; Qwen3-235B-A22B-FP8's own config.json is refused (12,910 characters: its
+# quantization block), the unquantized one has the same shape
+PRICED: dict[str, LLMSpec] = {
+    "meta-llama/Llama-3.1-70B": MODELS["llama-3.1-70b"],
+    "meta-llama/Llama-3.1-8B-Instruct": MODELS["llama-3.1-8b"],
+    "nvidia/Llama-3.1-8B-Instruct-FP8": MODELS["llama-3.1-8b"],
+    "Qwen/Qwen3-32B": MODELS["qwen3-32b"],
+    "Qwen/Qwen3-235B-A22B-FP8": MODELS["qwen3-235b-a22b"],
+    "openai/gpt-oss-120b": MODELS["gpt-oss-120b"],
 }
 NOT_PRICED = {  # why the other models of the rows are not estimated
     "deepseek-ai/DeepSeek-R1": "MLA: no latent-attention kernel table here",
@@ -98,7 +99,7 @@ ESTIMATORS = ("roofline", "roofline closed loop", "measured", "AIConfigurator")
 REPLAYED = ("measured", "schedulers lockstep", "schedulers staggered")
 # --schedulers: what the schedulers lab can express
 LAB_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200"}
-LAB_MODELS = {path: model.name for path, (model, _) in PRICED.items()}
+LAB_MODELS = {path: model.name for path, model in PRICED.items()}
 LAB_MODES = {"vllm": "vllm-v1", "sglang": "sglang"}
 MAX_LENGTH = 8191  # the serving labs' prompt_len and output_len bound: an isl or osl of 8192 is replayed at 8191
 MAX_SEQS = 1024  # vLLM V1's max_num_seqs for the API server on H100/H200; SGLang sizes its own from memory
@@ -126,17 +127,17 @@ class Row:
         return f"{r['model_path'].split('/')[1]} {r['system'].split('_')[0].upper()} {r['backend']}"
 
 
-def _precisions(r: dict) -> tuple[str, str] | None:
-    """(MeasuredCost weight precision, the labs' and CostModel's weight precision) of a row, None for
-    4-bit weights."""
+def _precision(r: dict) -> str | None:
+    """A row's weight precision as the labs name it (MeasuredCostModel's MOE_TABLES give its kernel
+    tables), None for 4-bit weights."""
     mode = r["gemm_quant_mode"]
     if r["model_path"] == "openai/gpt-oss-120b":  # MXFP4 experts, 16-bit attention (the CSV says fp4)
-        return "16-bit", "mxfp4"
+        return "mxfp4"
     if r["model_path"] == "Qwen/Qwen3-235B-A22B-FP8":  # its config.json: weight_block_size [128, 128], whatever the row says
-        return "fp8-block", "fp8-block"
+        return "fp8-block"
     if mode in (None, "bf16", "float16"):
-        return "16-bit", "16-bit"
-    return {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8-block")}.get(mode)
+        return "16-bit"
+    return {"fp8": "fp8", "fp8_block": "fp8-block"}.get(mode)
 
 
 def build(rows: list[dict]) -> tuple[list[Row], Counter]:
@@ -150,16 +151,16 @@ def build(rows: list[dict]) -> tuple[list[Row], Counter]:
         if path not in PRICED:
             left[f"{path.split('/')[1]}: {NOT_PRICED.get(path, 'no kvweb model')}"] += 1
             continue
-        precisions = _precisions(r)
-        if precisions is None:
+        precision = _precision(r)
+        if precision is None:
             left["4-bit weights (nvfp4 / int4): no kvweb precision"] += 1
             continue
         if r["pp_size"] != 1 or r["moe_ep_size"] not in (None, 1) or r["attention_dp_size"] not in (None, 1):
             left["pipeline, expert or attention-data parallelism"] += 1
             continue
-        model, moe = PRICED[path]
+        model = PRICED[path]
         gpu, tp = SYSTEMS[r["system"]], r["tp_size"]
-        roofline = CostModel(gpu, model, tp=tp, weight_precision=precisions[1])
+        roofline = CostModel(gpu, model, tp=tp, weight_precision=precision)
         if r["saturated"] or r["batch_size"] * (r["isl"] + r["osl"]) > roofline.kv_capacity_tokens:
             left["saturated: TTFT grows with osl, or the concurrency's KV does not fit"] += 1
             continue
@@ -167,7 +168,8 @@ def build(rows: list[dict]) -> tuple[list[Row], Counter]:
             left["queued before the engine: the first token waited longer than the whole decode"] += 1
             continue
         try:
-            measured = MeasuredCost(gpu, model, r["backend"], tp, precisions[0], moe_precision=moe)
+            weights, moe = MOE_TABLES.get(precision, (precision, None))
+            measured = MeasuredCost(gpu, model, r["backend"], tp, weights, moe_precision=moe)
         except ValueError as e:
             left[f"no kernel table: {e}"] += 1
             continue
@@ -213,7 +215,7 @@ def replay_params(row: Row) -> dict | str:
     r = row.raw
     if r["system"] not in LAB_GPUS:
         return f"{r['system'].split('_')[0].upper()}: the replay covers H100 and H200"
-    lab = _precisions(r)[1]
+    lab = _precision(r)
     c, isl, osl = r["batch_size"], min(r["isl"], MAX_LENGTH), min(r["osl"], MAX_LENGTH)
     return {"gpu": LAB_GPUS[r["system"]], "model": LAB_MODELS[r["model_path"]], "tp": r["tp_size"],
             "weight_precision": lab, "cost_model": "measured", "mode": LAB_MODES[r["backend"]],
@@ -223,7 +225,7 @@ def replay_params(row: Row) -> dict | str:
 
 
 def replay(params: dict, engine: str, ramp_s: float = 0.0) -> tuple[float, float, dict]:
-    """(TTFT s, the engine's outside time in it, TPOT s, the mode's figures) of one replay; with
+    """(TTFT s, which holds the engine's outside time, TPOT s, the mode's figures) of one replay; with
     `ramp_s`, client k's first request is sent at k ramp_s / C, not at 0 (`replay_all`)."""
     from kvweb.labs.fleet import FleetLab  # the labs import the app-facing parts: only when replaying
 
