@@ -64,7 +64,7 @@ def test_a_measured_figure_carries_the_held_out_error_of_its_gpu_and_engine():
     from kvweb.gpu.measured_cost import _bands
     lab = LABS["schedulers"](scenario="B", cost_model="measured", requests=30)
     result = lab.run()
-    h100_vllm, sglang = _bands()["H100 vllm"], _bands()["sglang"]
+    h100_vllm, sglang = _bands()[0]["H100 vllm"], _bands()[0]["sglang"]
     assert result["step_cost"]["vllm-v1"].endswith(
         f"error TPOT ±{h100_vllm['tpot_pct']:.0f} %, TTFT ±{h100_vllm['ttft_pct']:.0f} % (MAPE on {h100_vllm['rows']} "
         "held-out vLLM H100 deployments replayed through the schedulers, docs/accuracy.md)")

@@ -229,22 +229,22 @@ def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tupl
 
 
 @cache
-def _bands() -> dict[str, dict[str, float]]:
+def _bands() -> tuple[dict[str, dict[str, float]], str]:
     """The held-out errors of the schedulers' own closed-loop replay where bench.silicon --schedulers
-    wrote them (what the labs run), else of the analytic closed loop."""
+    wrote them (what the labs run), else of the analytic closed loop; and how they were measured."""
     raw = json.loads((TABLES / "bands.json").read_text())
-    return {k: {**v, "replayed": True} for k, v in raw["held_out_replay_mape"].items()} \
-        if raw.get("held_out_replay_mape") else raw["held_out_mape"]
+    if raw.get("held_out_replay_mape"):
+        return raw["held_out_replay_mape"], " replayed through the schedulers"
+    return raw["held_out_mape"], ""
 
 
 def error_band(gpu: str, engine: str) -> dict[str, Any]:
     """The measured model's error against real deployments it was not fitted on (bench/silicon.py,
     docs/accuracy.md): the rows of this GPU and engine, else of this engine, else all of them."""
-    bands, short = _bands(), gpu.split("-")[0]
+    (bands, how), short = _bands(), gpu.split("-")[0]
     for key, basis in ((f"{short} {engine}", f"{ENGINE_NAMES[engine]} {short}"), (engine, ENGINE_NAMES[engine]),
                        ("", "vLLM and SGLang")):
         if key in bands:
-            how = " replayed through the schedulers" if bands[key].get("replayed") else ""
             return {**bands[key], "basis": f"held-out {basis} deployments{how}"}
     raise KeyError("bands.json has no rows")
 
