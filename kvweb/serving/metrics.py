@@ -126,6 +126,7 @@ def explain(figures: dict[str, Any], step_cost: str) -> dict[str, Explanation]:
     values put in; `step_cost` says how its steps were priced."""
     source = ("source: the simulated run, each step priced by {0}", (step_cost,))
     f = figures
+    outside = f.get("ttft_outside_s")  # a measured run's time outside the steps, in its TTFT
     out = {
         "throughput_tok_s": Explanation(
             "throughput", "output tokens ÷ simulated time",
@@ -136,11 +137,9 @@ def explain(figures: dict[str, Any], step_cost: str) -> dict[str, Explanation]:
             (("simulated time", f["sim_time_s"], "s"), ("steps", f["steps"], "")),
             f["sim_time_s"] / f["steps"] if f["steps"] else 0.0, "s", source),
         "ttft_p50": Explanation(
-            "TTFT p50", "the median over requests of (first token − arrival)",
-            (("requests", f["finished"], ""),), f["ttft_s"]["p50"] or 0.0, "s", source)
-        if "ttft_outside_s" not in f else Explanation(
-            "TTFT p50", "the median over requests of (first token − arrival) + time outside the steps",
-            (("requests", f["finished"], ""), ("time outside the steps", f["ttft_outside_s"], "s")),
+            "TTFT p50",
+            "the median over requests of (first token − arrival)" + (" + time outside the steps" if outside else ""),
+            (("requests", f["finished"], ""), *((("time outside the steps", outside, "s"),) if outside else ())),
             f["ttft_s"]["p50"] or 0.0, "s", source),
         "tpot_p50": Explanation(
             "TPOT p50", "the median over requests of (last token − first token) ÷ (output tokens − 1)",
