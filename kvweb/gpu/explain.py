@@ -57,21 +57,17 @@ def memory(cost: CostModel) -> dict[str, Explanation]:
          ("bytes per element", kv, "B")),
         cost.kv_bytes_per_token_per_gpu, "B", source)
     embedding = m.embedding_params
-    if cost._expert_bytes_per_param == cost._bytes_per_param:
-        weights = Explanation(
-            "weights, one GPU", "((parameters − embedding and LM head) × bytes per parameter + embedding and LM head × 2 B) "
-                                "÷ tp",
-            (("parameters", m.params, ""), ("embedding and LM head", embedding, ""),
-             ("bytes per parameter", cost._bytes_per_param, "B"), ("tp", cost.tp, "")),
-            cost.weight_bytes_per_gpu, "B", source)
-    else:
-        weights = Explanation(
-            "weights, one GPU", "((parameters − embedding and LM head − routed experts) × bytes per parameter + routed "
-                                "experts × bytes per expert parameter + embedding and LM head × 2 B) ÷ tp",
-            (("parameters", m.params, ""), ("embedding and LM head", embedding, ""),
-             ("routed experts", cost._routed_params, ""), ("bytes per parameter", cost._bytes_per_param, "B"),
-             ("bytes per expert parameter", cost._expert_bytes_per_param, "B"), ("tp", cost.tp, "")),
-            cost.weight_bytes_per_gpu, "B", source)
+    split = cost._expert_bytes_per_param != cost._bytes_per_param  # MXFP4: the experts at their own precision
+    weights = Explanation(
+        "weights, one GPU",
+        "((parameters − embedding and LM head − routed experts) × bytes per parameter + routed experts × bytes per "
+        "expert parameter + embedding and LM head × 2 B) ÷ tp" if split else
+        "((parameters − embedding and LM head) × bytes per parameter + embedding and LM head × 2 B) ÷ tp",
+        (("parameters", m.params, ""), ("embedding and LM head", embedding, ""),
+         *((("routed experts", cost._routed_params, ""),) if split else ()),
+         ("bytes per parameter", cost._bytes_per_param, "B"),
+         *((("bytes per expert parameter", cost._expert_bytes_per_param, "B"),) if split else ()), ("tp", cost.tp, "")),
+        cost.weight_bytes_per_gpu, "B", source)
     left = Explanation(
         "memory left for KV, one GPU", "HBM × mem_util − weights, one GPU",
         (("HBM", cost.gpu.hbm_bytes, "B"), ("mem_util", cost.mem_util, ""),
