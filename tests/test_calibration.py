@@ -9,6 +9,7 @@ import kvweb.labs  # noqa: F401
 from kvweb.gpu import GPUS, MODELS
 from kvweb.gpu.calibration import MAX_RUNS, fit, parse_runs
 from kvweb.gpu.measured import QUEUED_SHARE, MeasuredCost, closed_loop
+from kvweb.gpu.measured_cost import cost_source
 from kvweb.lab import LABS, ParamError
 from kvweb.query import from_query, to_query
 
@@ -50,8 +51,17 @@ def test_a_calibration_prices_the_labs_steps_and_stays_in_the_share_url():
     assert v1["ttft_s"]["p50"] == pytest.approx(vllm.prefill_cost(500) + 0.030, rel=1e-9)
     assert "; calibrated to your 3 runs: step overhead 2.50 ms, outside the steps 30.0 ms, worst residual TTFT 0.0 %, " \
            "TPOT 0.0 %" in result["step_cost"]["vllm-v1"]
+    assert "one concurrency" not in result["step_cost"]["vllm-v1"]  # three concurrencies: 1, 8, 32
     again, messages = from_query(to_query(lab))
     assert messages == [] and again.calibration == text and again.scheduler_cost("vllm-v1") == vllm
+
+
+def test_runs_at_one_concurrency_are_flagged():
+    """One concurrency's TTFT does not carry to others (docs/accuracy.md): the step-cost line says so."""
+    same = summaries(2.5e-3, 0.030, points=((8, 512, 128), (8, 2048, 256)))
+    lab = LABS["schedulers"](scenario="B", cost_model="measured", calibration=same)
+    assert cost_source(lab.scheduler_cost("vllm-v1")).endswith(
+        "TPOT 0.0 %; all at one concurrency, so TTFT at another may be far off: add runs at other concurrencies")
 
 
 @pytest.mark.parametrize("text, message", [

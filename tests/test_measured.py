@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import kvweb.gpu
 from kvweb.gpu import GPUS, MODELS
 from kvweb.gpu.hf_config import from_config
-from kvweb.gpu.measured import (STEP_OVERHEAD_S, TABLES, MeasuredCost, Sample, closed_loop, fit_closed_loop, fit_relative,
+from kvweb.gpu.measured import (STEP_OVERHEAD_S, TABLES, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop, fit_closed_loop, fit_relative,
                                 kernel_tables, silicon_rows)
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
@@ -153,3 +153,23 @@ def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(path, sy
         tpot.append(abs(p * 1e3 / r["silicon_tpot_ms"] - 1))
     assert statistics.fmean(ttft) <= ttft_mape + MARGIN
     assert statistics.fmean(tpot) <= tpot_mape + MARGIN
+
+
+def test_a_campaign_fitted_on_its_own_rows_needs_other_terms_than_the_fit_half():
+    """docs/accuracy.md, "campaigns differ": the held-out Qwen3-32B vLLM rows (4 x H100, isl 1024) are
+    explained by the closed loop's own form (TTFT 4 %, TPOT 6 % in-sample) but with twice the outside
+    time the fit half gives (78.5 ms, not 39.5 ms): the transferred terms' 39.7 % above is the campaign's
+    set-up, not the form."""
+    path, system, tp, precision, moe, model, ttft_mape, _ = GUARDED[1]
+    rows = [r for r in silicon_rows() if r["model_path"] == path and r["system"] == system and r["tp_size"] == tp
+            and r["backend"] == "vllm" and r["isl"] == 1024 and r["duplicate_of"] is None and not r["saturated"]]
+    kernels = MeasuredCost(H100, model, "vllm", tp, precision, step_overhead_s=0.0)
+    samples = [Sample(kernels.prefill_cost(r["isl"]), kernels.decode_step_cost(r["batch_size"], int(
+        r["batch_size"] * (r["isl"] + r["osl"] / 2))), r["batch_size"], r["osl"], r["silicon_ttft_ms"] / 1e3,
+        r["silicon_tpot_ms"] / 1e3) for r in rows]
+    overhead, share, outside = fit_closed_loop(samples)
+    assert outside > 1.9 * TTFT_OUTSIDE_S["vllm"]
+    own = MeasuredCost(H100, model, "vllm", tp, precision, step_overhead_s=overhead)
+    ttft = statistics.fmean(abs(closed_loop(own, r["batch_size"], r["isl"], r["osl"], share, outside)[0] * 1e3 /
+                                r["silicon_ttft_ms"] - 1) for r in rows)
+    assert ttft <= 0.05 < ttft_mape

@@ -259,8 +259,13 @@ def cost_source(cost: CostModel) -> str:
         if c is None:
             return line
         ttft, tpot = c.worst()
+        # one concurrency's TTFT mixes the outside time with that concurrency's queueing: on measured
+        # deployments it did not carry to other concurrencies (docs/accuracy.md, "campaigns differ")
+        alone = len({run[0] for run in c.residuals}) == 1
         return (f"{line}; calibrated to your {len(c.residuals)} run{'s' if len(c.residuals) > 1 else ''}: step "
                 f"overhead {1e3 * c.step_overhead_s:.2f} ms, outside the steps {1e3 * c.outside_s:.1f} ms, worst "
-                f"residual TTFT {100 * ttft:.1f} %, TPOT {100 * tpot:.1f} %")
+                f"residual TTFT {100 * ttft:.1f} %, TPOT {100 * tpot:.1f} %" +
+                ("; all at one concurrency, so TTFT at another may be far off: add runs at other concurrencies"
+                 if alone else ""))
     return (f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
             f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)")
