@@ -33,6 +33,10 @@ replayed step by step through the schedulers:
   aiconfigurator-core 0.12.0 by scripts/derive_aic_estimates.py; rows it could not estimate are counted
   in the cell's n).
 
+Per campaign (model, GPU, engine and engine version: rows measured together), the report also fits
+the closed loop on the campaign's own rows (the form's in-sample ceiling) and scores the labs' one-run
+calibration (kvweb/gpu/calibration.py, fitted on each row in turn, scored on the campaign's others).
+
 Rows left out are counted by
 reason: duplicates, models or layers kvweb cannot price from measured kernels, 4-bit weights (no kvweb
 precision), pipeline / expert / attention-data parallelism, saturated TTFTs (marked in the rows, the
@@ -49,7 +53,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import kvweb.gpu
@@ -57,6 +61,8 @@ from bench.aic import aic_estimates
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
                                 fit_closed_loop, silicon_rows)
+from kvweb.gpu import calibration
+from kvweb.gpu.calibration import BenchRun
 from kvweb.gpu.measured_cost import MOE_TABLES
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.lab import no_progress
@@ -181,16 +187,20 @@ def build(rows: list[dict]) -> tuple[list[Row], Counter]:
 Terms = dict[str, tuple[float, float, float]]  # engine -> (step overhead s, queued share, outside s)
 
 
+def sample(row: Row) -> Sample:
+    """The row as `fit_closed_loop` reads it: its kernel-only step times beside its measured figures."""
+    r, kernels = row.raw, replace(row.measured, step_overhead_s=0.0)
+    c, isl, osl = r["batch_size"], r["isl"], r["osl"]
+    return Sample(kernels.prefill_cost(isl), kernels.decode_step_cost(c, int(c * (isl + osl / 2))),
+                  c, osl, r["silicon_ttft_ms"] / 1e3, r["silicon_tpot_ms"] / 1e3)
+
+
 def fit(rows: list[Row]) -> Terms:
     """Per engine, the closed loop's terms fitted on the fit half's rows (fit_closed_loop)."""
     samples: dict[str, list[Sample]] = defaultdict(list)
     for row in rows:
         if row.half == "fit" and row.raw["system"] in FIT_SYSTEMS:
-            r, m = row.raw, row.measured
-            kernels = MeasuredCost(m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, 0.0)
-            c, isl, osl = r["batch_size"], r["isl"], r["osl"]
-            samples[m.engine].append(Sample(kernels.prefill_cost(isl), kernels.decode_step_cost(c, int(c * (isl + osl / 2))),
-                                            c, osl, r["silicon_ttft_ms"] / 1e3, r["silicon_tpot_ms"] / 1e3))
+            samples[row.measured.engine].append(sample(row))
     return {engine: fit_closed_loop(samples[engine]) for engine in ENGINES}
 
 
@@ -317,6 +327,50 @@ def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str
     return out
 
 
+def campaign(row: Row) -> str:
+    """The measurement campaign a row belongs to: model, GPU, engine and the engine's version (the
+    rows of one campaign share a benchmark set-up that the CSV does not record)."""
+    return f"{row.half}: {row.group} {row.raw['backend_version'] or 'version not recorded'}"
+
+
+def _mape(pairs: list[tuple[float, float]]) -> str:
+    """TTFT / TPOT MAPE in percent of (estimated, measured) pairs of (TTFT, TPOT)."""
+    return " / ".join(f"{100 * statistics.fmean(abs(e[m] / y[m] - 1) for e, y in pairs):.0f}" for m in (0, 1))
+
+
+def campaign_report(rows: list[Row]) -> list[str]:
+    """Why one fit cannot meet the goals on every campaign: per campaign, the closed loop fitted on
+    the campaign's own rows (in-sample: the best `closed_loop`'s form reaches there), the labs' one-run
+    calibration (kvweb/gpu/calibration.py: fitted on each row in turn, scored on the campaign's other
+    rows), and the engine's fit from the fit half (`measured`), TTFT / TPOT MAPE each."""
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row.half != "suspect":
+            groups[campaign(row)].append(row)
+    out = ["### Per campaign: the closed loop's ceiling and one-run calibration", "",
+           "A campaign is one model, GPU, engine and engine version. Cells: TTFT / TPOT MAPE in percent.", "",
+           "| campaign | n | its own terms | own fit (in-sample) | one-run calibration | measured | AIConfigurator |",
+           "|---|---|---|---|---|---|---|"]
+    for name in sorted(groups):
+        g = groups[name]
+        truth = [(r.raw["silicon_ttft_ms"] / 1e3, r.raw["silicon_tpot_ms"] / 1e3) for r in g]
+        overhead, share, outside = fit_closed_loop([sample(r) for r in g])
+        own = [closed_loop(replace(r.measured, step_overhead_s=overhead), r.raw["batch_size"], r.raw["isl"],
+                           r.raw["osl"], share, outside) for r in g]
+        calibrated = []
+        for i, r in enumerate(g):
+            cal = calibration.fit((BenchRun(r.raw["backend"], r.raw["batch_size"], r.raw["isl"], r.raw["osl"], *truth[i]),),
+                                  r.measured)
+            calibrated += [(closed_loop(replace(o.measured, step_overhead_s=cal.step_overhead_s), o.raw["batch_size"],
+                                        o.raw["isl"], o.raw["osl"], cal.queued_share, cal.outside_s), truth[j])
+                           for j, o in enumerate(g) if j != i]
+        aic = [(r.estimates["AIConfigurator"], y) for r, y in zip(g, truth) if "AIConfigurator" in r.estimates]
+        out.append(f"| {name} | {len(g)} | {_terms(overhead, share, outside)} | {_mape(list(zip(own, truth)))} | "
+                   f"{_mape(calibrated) if calibrated else '-'} | "
+                   f"{_mape([(r.estimates['measured'], y) for r, y in zip(g, truth)])} | {_mape(aic) if aic else '-'} |")
+    return out
+
+
 def bands(rows: list[Row], estimator: str = "measured") -> dict[str, dict[str, float]]:
     """An estimator's held-out error by GPU and engine ("H100 vllm"), by engine ("vllm") and over all
     held-out rows it estimated (""): TPOT and TTFT MAPE in percent and the rows' count. The labs show
@@ -349,6 +403,7 @@ def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
     if suspect:
         out += ["", "### Suspect rows (not fitted, not in the summaries above)", ""]
         out += table(suspect, lambda r: r.group)
+    out += ["", *campaign_report(rows)]
     out += ["", f"### Rows left out ({sum(left.values())} of {sum(left.values()) + len(rows)})", ""]
     out += [f"- {n}: {reason}" for reason, n in left.most_common()]
     return out
