@@ -30,9 +30,10 @@ import numpy as np
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.engine_trace import GroupMap, TraceRecorder
+from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.serving.metrics import SLO
-from kvweb.serving.sequence import LoopSeq, Run, ScheduledRun, Seq, Tally
+from kvweb.serving.scheduler_interface import SchedulerInterface
+from kvweb.serving.sequence import Run, ScheduledRun, Seq, Tally
 from kvweb.serving.step_cost import decode_coefficients
 from kvweb.serving.workload import Request
 
@@ -63,21 +64,10 @@ def prefix_figures(run: Run) -> dict[str, Any]:
 Observer = Callable[["ContinuousBatching", int], None]
 
 
+class ContinuousBatching(SchedulerInterface):
+    """Base of the schedulers: see the module docstring. What a scheduler implements is
+    `SchedulerInterface` (scheduler_interface.py); this class is the loop that calls it."""
 
-class ContinuousBatching:
-    """Base of the schedulers: see the module docstring. Subclasses set `kind`, `capacity` and
-    implement `_iterate`, `_release`, `never_fits`, `occupied`, `used`, `cached` and `memory_map`,
-    and may implement `_quiet_run`, `_quiet_plan` and `_quiet_commit`."""
-
-    kind = ""
-    seq_type: type[LoopSeq] = Seq  # what a request becomes on arrival
-    capacity = 0  # tokens
-    # Whether every request that decodes in an iteration got its previous token at the end of the
-    # iteration before (whole prefills, no chunks: the papers' engine), so that its inter-token
-    # latency is the iteration's own duration. The loop then records that `dt`, as the papers'
-    # engine always has; otherwise it records clock differences (now - the request's last token),
-    # which can differ from `dt` in the last bits.
-    itl_is_step_time = False
     quiet_array = 48  # quiet stretches at least this long run as arrays (numpy calls cost more in Pyodide)
 
     # The loop's state in slots, the schedulers' own in their instance dicts: CPython 3.11 reads an
@@ -121,91 +111,6 @@ class ContinuousBatching:
         self.trace: TraceRecorder | None = None
         self.tally = Tally(0, no_progress, None, float("inf"))
         self.stopped = False  # gave up: more than `give_up_after` requests missed the SLO
-
-    # -- what a scheduler provides -------------------------------------------
-    def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
-        """Run one iteration: (seconds, requests in the batch, requests that got their first token,
-        and during it the memory `occupied`, `used` and `cached`)."""
-        raise NotImplementedError
-
-    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
-                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
-        """Run up to `most` quiet iterations one by one, stopping after the one whose end reaches
-        `limit` seconds; return how many ran (0: the next one is not quiet) and the three time
-        integrals (occupied, used and cached token-seconds) with theirs added. A quiet iteration
-        only decodes the running requests: nothing is admitted, prefilled or preempted (requests
-        whose last token it is leave after it: the loop sees to that). Each must change the state
-        exactly as `_iterate` would; `last` is when the batch last decoded, and `itl_s` and `itl_n`
-        get each one's inter-token latency. Sets `now`, `step` and `decoded`. Most iterations of a
-        run are quiet."""
-        return 0, occupied_s, used_s, cached_s
-
-    def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
-        """The next quiet iterations (see `_quiet_run`) as arrays, changing nothing: (k, (FLOPs, bytes,
-        occupied, used, cached)) for k of them, at least `quiet_array` and at most `most` (arrays of k
-        elements; occupied, used and cached may be one number for all, cached None where nothing is); or (k, None): run at most
-        the next k one by one (0: the next one is not quiet). `room_s`: seconds to the next event;
-        iterations only get longer, so planning stops at about as many as fill it. `_quiet_commit(m)`
-        then changes the state as the first m do."""
-        return 0, None
-
-    def _quiet_commit(self, m: int) -> None:
-        """Change the state as the first m iterations of the last `_quiet_plan` do (and set `decoded`)."""
-        raise NotImplementedError
-
-    def _quiet_span(self, most: int, room_s: float, first_s: float) -> int:
-        """`most`, cut to about the iterations that fill `room_s` seconds when the first takes first_s."""
-        return most if room_s == float("inf") else min(most, int(room_s / first_s) + 2)
-
-    def _release(self, seq: Seq, finished: bool) -> None:
-        """Give back a request's KV memory (finished: what the cache keeps is up to the scheduler)."""
-        raise NotImplementedError
-
-    def never_fits(self, final_kv: int) -> str | None:
-        raise NotImplementedError
-
-    # Whether the next iterations may be quiet (`_quiet_run` decides): a method the loop calls before
-    # it looks for the next finish, so that a scheduler that knows it will admit saves that work, or
-    # None: they always may.
-    may_be_quiet: Callable[[], bool] | None = None
-
-    @property
-    def busy(self) -> bool:
-        """Work in progress besides the decoding requests (a prefill split into chunks, preempted
-        work held apart from the waiting queue)."""
-        return False
-
-    def _idle(self) -> None:
-        """Nothing runs or waits until the next arrival: settle what a step left pending."""
-
-    @property
-    def occupied(self) -> int:
-        """Tokens of memory held by running requests."""
-        raise NotImplementedError
-
-    @property
-    def used(self) -> int:
-        """Tokens of KV written by running requests, each shared token once."""
-        raise NotImplementedError
-
-    @property
-    def cached(self) -> int:
-        """Tokens of reusable KV nobody holds (freed, still found by the prefix cache)."""
-        raise NotImplementedError
-
-    def cached_prefix(self, tokens: np.ndarray) -> int:
-        """How many leading tokens of `tokens` the prefix cache holds now, read-only (a router's
-        probe: no LRU stamp, no split); none without a prefix cache, as the papers' engine."""
-        return 0
-
-    def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
-        raise NotImplementedError
-
-    def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
-        """One map per KV cache group (or per pool, where each kind of layer has a pool of its own),
-        for a model whose layers are not all alike; none when `memory_map` says all (one kind of
-        layer, one pool). The trace keeps them beside `memory_map`'s (engine_trace.GroupMap)."""
-        return []
 
     # -- bookkeeping the schedulers call ---------------------------------------
     def _event(self, kind: str, seq: Seq) -> None:
