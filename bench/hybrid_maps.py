@@ -6,7 +6,7 @@ Run: .venv/bin/python -m bench.hybrid_maps [--largest] [MODEL ...]
 For each model, vLLM V1 and SGLang traced as the lab runs them, on scenario B with int4 weights at
 the lab's defaults, on long-context traffic (40 and 200 requests), and with --largest at the most
 work the budget accepts from the lab's caps (bench/caps.py `within_budget`): per mode, the maps'
-estimated milliseconds a frame (`SchedulersLab.group_map_work`) beside the CPU milliseconds a frame
+estimated milliseconds a frame (`schedulers.group_map_work`) beside the CPU milliseconds a frame
 took (memory_map and group_maps, the best of 3 each frame), and the frames `served_work` counts beside
 those drawn; then the whole run's estimate beside its CPU time in a child process (bench/caps.py
 `measure`).
@@ -20,7 +20,7 @@ from typing import Any
 import kvweb.labs  # noqa: F401  (registers every lab)
 from bench.caps import measure, within_budget
 from kvweb.budget import MAP_CELLS
-from kvweb.labs.schedulers import SchedulersLab
+from kvweb.labs.schedulers import SchedulersLab, group_map_work
 from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
 from kvweb.serving.engine_trace import TraceRecorder
@@ -61,7 +61,8 @@ def maps_row(query: dict[str, str]) -> list[str]:
     for mode in MODES:
         if lab.refusal(mode) or mode == "paper":
             continue
-        frame = sum(n * unit.seconds for n, unit in lab.group_map_work(mode, tokens))
+        frame = sum(n * unit.seconds for n, unit in group_map_work(lab.setup().cost_model(), lab.block_size,
+                                                                   MODES[mode].layers_apart, tokens))
         frames = next(n for n, unit in lab.served_work(requests, lab.block_size, 1, True, lab.max_seqs) if unit is MAP_CELLS)
         horizon = max((r.arrival for r in requests), default=0.0) or 1.0
         recorder = TimedMaps(horizon / 200, extra_curves=("cached", "hit_rate"))

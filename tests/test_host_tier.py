@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.lab import ParamError, no_progress
-from kvweb.labs.schedulers import SWAP_PRICES
 from kvweb.parsing import make
+from kvweb.prefix.modes import SWAP_PRICES
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving import radix_scheduler, v1_scheduler
 from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTier, HostTree
