@@ -14,6 +14,7 @@ from app import i18n
 from app.i18n import tr, tr_message
 from app.pages import pages
 from app.pages.tour import STEPS
+from app.site.upstream import LinkedSelect
 from app.text import LiveText
 from app.widgets import link_button
 from kvweb.lab import LABS
@@ -24,13 +25,14 @@ Navigate = Callable[[dict[str, str]], None]
 
 class Frame:
     """`sidebar` and `main` are the lab area's parts (under the lab select); `hidden` goes at
-    the end of the layout (the history boxes)."""
+    the end of the layout (the history boxes); `picked`: the page's script when a person picks
+    a lab (its argument `loading`, the word in the session's language)."""
 
     def __init__(self, sidebar: list[pn.viewable.Viewable], main: pn.viewable.Viewable,
-                 hidden: pn.viewable.Viewable) -> None:
+                 hidden: pn.viewable.Viewable, picked: str) -> None:
         self.tour_bar = pn.Row(css_classes=["kv-tour-bar"], visible=False)
         self.nav = pn.widgets.RadioButtonGroup(css_classes=["kv-nav"], button_type="light")
-        self.lab_select = pn.widgets.Select(width=280, css_classes=["kv-lab-select"])
+        self.lab_select = LinkedSelect(picked, {"loading": tr("loading")}, width=280, css_classes=["kv-lab-select"])
         self.lang_select = pn.widgets.RadioButtonGroup(
             options={label: code for code, label in i18n.LANGS.items()}, value="en", css_classes=["kv-lang"],
         )
@@ -51,6 +53,7 @@ class Frame:
         self.lang_select.value = lang
         self.header.object = "### " + tr("kvweb: the KV cache of LLM serving, computed for real")
         self.lab_select.name = tr("lab")
+        self.lab_select.set_args({"loading": tr("loading")})
         titles = {tr(LABS[n].title): n for n in sorted(LABS, key=lambda n: LABS[n].title)}
         if self.lab_select.options != titles:
             self.lab_select.options = titles

@@ -28,6 +28,22 @@ from kvweb.parsing import make
 
 Say = Callable[[list[str]], None]
 Navigate = Callable[[dict[str, str]], None]
+# The lab's figures while another lab is shown (its figures not yet drawn) and once they are: hidden
+# by style, which repaints them alone (`visible` would lay out the whole page again).
+VEILED, SHOWN = {"visibility": "hidden"}, {"visibility": "visible"}
+# The page's side of `show`, run by the lab select when a person picks a lab (app/frame.py): at
+# once, before the server or the worker has heard of the pick (0.5-1 s under `panel serve`, seconds
+# in the static site), the figures of the lab still shown are veiled, its challenges cleared, and the
+# status says the new lab is loading, as `show` will. Changes the page alone makes (`sync: false`):
+# the app's next status and `SHOWN` replace them. `loading`: the word, in the session's language.
+PICKED = """
+for (const model of cb_obj.document.all_models) {
+  const classes = model.css_classes ?? []
+  if (classes.includes("kv-lab-main")) model.setv({styles: {visibility: "hidden"}}, {sync: false})
+  else if (classes.includes("kv-status")) model.data.setv({content: {text: `${loading} ${cb_obj.value}`}}, {sync: false})
+  else if (classes.includes("kv-tries")) model.data.setv({content: {text: ""}}, {sync: false})
+}
+"""
 
 
 class LabArea:
@@ -48,7 +64,7 @@ class LabArea:
         # hidden: nothing is drawn as if it ran) or when the result is a what-if.
         self.fit_note = plain(css_class="kv-fit-note", color="#8a4b00")
         self.fit_pane = pn.pane.Bokeh(self.fit_note, visible=False, sizing_mode="stretch_width")
-        self.main = pn.Column(sizing_mode="stretch_width", css_classes=["kv-lab-main"])
+        self.main = pn.Column(sizing_mode="stretch_width", css_classes=["kv-lab-main"], styles=SHOWN)
         self.runner = Runner()
         downloads = Downloads(self._record)
         # What to try (kvweb/challenges.py): ticked by the lab's own result, each answer shown once met
@@ -58,7 +74,12 @@ class LabArea:
         self.sidebar = [self.summary, self.controls, downloads.layout, self.status, self.runner.bar, self.tries]
 
     def show(self, lab: Lab, messages: list[str], step: int | None = 0) -> None:
-        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0)."""
+        """Open `lab`; step None: the frame its result opens on (`opening_step`, else 0). Until its
+        result is drawn, the figures are veiled and the status says it is loading: no figure of
+        the lab shown before (or of its view's last run) stands beside "ready"."""
+        self.main.styles = VEILED
+        self.status.text = f"{tr('loading')} {lab.lab_name}"
+        self.tries.text = ""
         self.lab = lab
         self.summary.object = tr(lab.summary)
         self.view = self.kept.view(lab)
@@ -150,6 +171,7 @@ class LabArea:
                     step = min(self.result.get("opening_step", 0) if step is None else step, self.view.player.end)
                     self.view.player.value = step
                 self.view.show_step(step)
+            self.main.styles = SHOWN
             self.remember()
             self._show_tries()
             self.status.text = tr("ready")

@@ -17,7 +17,7 @@ import panel as pn
 
 from app import i18n, style
 from app.frame import LABS_NAV, Frame
-from app.lab_area import LabArea
+from app.lab_area import PICKED, LabArea
 from app.pages import Page, pages
 from app.route import Route
 from app.router import Router
@@ -38,7 +38,7 @@ class Shell:
         self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen,
                             self.router.navigate)
         self.frame = Frame(self.labs.sidebar, self.labs.main,
-                           pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False))
+                           pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False), PICKED)
         self.frame.nav.param.watch(self._on_nav, "value")
         self.frame.lab_select.param.watch(self._on_lab_select, "value")
         self.frame.lang_select.param.watch(self._on_lang, "value")

@@ -96,25 +96,44 @@ def write_every_queued_patch() -> None:
     served._dispatch_msgs = dispatch_all
 
 
-class LinkedTextInput(pn.widgets.TextInput):
-    """A text box whose Bokeh model runs `code` (a Bokeh CustomJS) when its value changes, with
-    the models of `args` (widgets of the same layout, made first) as its arguments.
+class _Linked:
+    """A widget whose Bokeh model runs `code` (a Bokeh CustomJS) when its value changes, with
+    `args` as its arguments: the models of widgets (of the same layout, made first) or plain
+    values (`set_args` changes those later).
 
     Panel's `jscallback` would do the same, but then Panel walks every model of the page after
     each layout change, looking for linked ones (0.1-0.3 s a lab switch in the browser).
     With `on_render`, `code` also runs once when the page has rendered the document, for the
-    value the box was built with (a change made before the page could hear it).
+    value the widget was built with (a change made before the page could hear it).
     """
 
-    def __init__(self, code: str, args: dict[str, pn.widgets.Widget], on_render: bool = False, **params: Any) -> None:
+    def __init__(self, code: str, args: dict[str, Any], on_render: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self._js_code, self._js_args, self._on_render = code, args, on_render
+        self._js_code, self._js_args, self._on_render = code, dict(args), on_render
+        self._js_callbacks: list[CustomJS] = []
 
     def _get_model(self, doc: Document, root: Any = None, parent: Any = None, comm: Any = None) -> Any:
         model = super()._get_model(doc, root, parent, comm)
         ref = (root or model).ref["id"]
-        args = {name: widget._models[ref][0] for name, widget in self._js_args.items()}
-        model.js_on_change("value", CustomJS(args=args, code=self._js_code))
+        args = {name: arg._models[ref][0] if isinstance(arg, pn.viewable.Viewable) else arg
+                for name, arg in self._js_args.items()}
+        callback = CustomJS(args=args, code=self._js_code)
+        self._js_callbacks.append(callback)
+        model.js_on_change("value", callback)
         if self._on_render:
             doc.js_on_event("document_ready", CustomJS(args={"box": model}, code="box.properties.value.change.emit()"))
         return model
+
+    def set_args(self, values: dict[str, Any]) -> None:
+        """New plain values for some of the callback's arguments (on the page too)."""
+        self._js_args.update(values)
+        for callback in self._js_callbacks:
+            callback.args = {**callback.args, **values}
+
+
+class LinkedTextInput(_Linked, pn.widgets.TextInput):
+    """A text box with a CustomJS on its value (`_Linked`)."""
+
+
+class LinkedSelect(_Linked, pn.widgets.Select):
+    """A select with a CustomJS on its value (`_Linked`)."""
