@@ -1,5 +1,6 @@
 """docs/architecture.md names what exists: its file paths, classes, `Class.method`s, functions and
 constants, commands and CLI flags, and the method counts of its table of the app's classes (issue 37).
+And no class in kvweb/ or app/ has more than `MOST_METHODS` methods unless its docstring says why.
 
 Parsed conservatively, so that a true sentence never fails: a path resolves from the repository,
 the library or the app (a bare file name anywhere in the sources); a lowercase word in backticks
@@ -21,6 +22,8 @@ PROSE_PATH = re.compile(r"(?<![\w/`.])((?:docs|tests|scripts|static|bench|kvweb|
 DOTTED = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(\(.*\))?$")
 NAME = re.compile(r"^([A-Za-z_]\w*)(\(.*\))?$")
 TABLE_ROW = re.compile(r"^\| `(\w+)` \| ([\w/.]+\.py) \| (\d+) \|", re.M)
+MOST_METHODS = 20  # a class with more says why in its docstring: "methods: " and the reason
+REASON = re.compile(r"\bmethods: \S")
 
 
 class Index:
@@ -193,3 +196,28 @@ def test_the_check_finds_what_is_missing():
         "nothing defines no_such_function", "no command `kvweb frobnicate` in kvweb/cli.py",
         "no flag --no-such-flag in kvweb/cli.py", "no app/absent.py to serve", "no module bench.absent",
         "no file docs/gone.md", f"Router has {index().methods('Router')} methods, not 99"]
+
+
+def oversized(source: str, where: str = "") -> list[str]:
+    """The classes of a module with more than `MOST_METHODS` functions in their body (`__init__` and
+    properties included) whose docstring gives no reason ("methods: " and why)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            count = sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in node.body)
+            if count > MOST_METHODS and not REASON.search(ast.get_docstring(node) or ""):
+                out.append(f"{where}{node.name} has {count} methods and no reason in its docstring")
+    return out
+
+
+def test_no_class_over_the_most_methods_without_a_reason():
+    paths = sorted(p for part in ("kvweb", "app") for p in (ROOT / part).rglob("*.py"))
+    assert [o for p in paths for o in oversized(p.read_text(), f"{p.relative_to(ROOT)}: ")] == []
+
+
+def test_the_method_count_finds_a_big_class():
+    def big(doc: str) -> str:
+        return f"class Big:\n    {doc!r}\n" + "".join(f"    def m{i}(self): ...\n" for i in range(MOST_METHODS + 1))
+    assert oversized(big("A class.")) == [f"Big has {MOST_METHODS + 1} methods and no reason in its docstring"]
+    assert oversized(big("A class. methods: the engine's own class has these verbs.")) == []
+    assert oversized(big("A class. methods:")) != []  # a marker without a reason is none

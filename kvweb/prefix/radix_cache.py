@@ -149,6 +149,10 @@ class Match:
 
 
 class RadixCache:
+    """The radix tree over its token pool (see the module docstring). methods: 24, the verbs of
+    SGLang's own `RadixCache` (match, insert, split, lock, unlock, evict, each with its helper),
+    which SGLang keeps in one class."""
+
     node_class = TreeNode  # a subclass may keep more per node (swa_radix_cache.SWANode)
 
     def __init__(self, size: int, page_size: int = 1, record: bool = False) -> None:

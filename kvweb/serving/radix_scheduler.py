@@ -127,6 +127,10 @@ class RadixConfig:
 
 
 class RadixScheduler(RadixQuietSteps, ContinuousBatching):
+    """SGLang's scheduler (see the module docstring). methods: 23, because SGLang's own `Scheduler`
+    and `PrefillAdder` keep admission, chunking and the radix cache's insertions and evictions
+    together, and 9 of them are the loop's `SchedulerInterface`."""
+
     kind = "sglang"
     # the decode count at which the scheduler has work of its own before decoding again (quiet
     # iterations stop there): never here; swa_scheduler.py frees window KV then

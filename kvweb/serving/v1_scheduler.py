@@ -81,6 +81,10 @@ class V1Config:
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
+    """vLLM V1's scheduler (see the module docstring). methods: 24, because vLLM's own `Scheduler`
+    keeps scheduling, preemption and its calls into the KV cache manager (prefix hits, block hashes)
+    in one class, and 11 of them are the loop's `SchedulerInterface`."""
+
     kind = "vllm-v1"
 
     def __init__(self, cost: CostModel, config: V1Config, slo: SLO = SLO(), give_up_after: int | None = None) -> None:
