@@ -125,9 +125,14 @@ def table_header(page: Page, css_class: str) -> list[str]:
     return page.locator(f".{css_class} .slick-column-name").all_inner_texts()
 
 
+# The models reachable from the document's roots, as BokehJS itself recomputes them: its
+# `all_models` drops a detached model (the lab just left, a replaced source) only 30 s after the
+# change (Document's recompute_timeout), so reading it, a state restored by Back matched the
+# recorded one only after that wait.
 FINGERPRINT = """() => {
-    const parts = [];
-    for (const m of Bokeh.documents[0].all_models) {
+    const doc = Bokeh.documents[0], parts = [], attached = new Set();
+    for (const root of doc.all_roots ?? doc.roots()) for (const m of root.references()) attached.add(m);
+    for (const m of attached) {
         if (m.data === undefined || m.selected === undefined) continue;
         const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
         parts.push(JSON.stringify(Object.keys(data).sort().map(k => [k, Array.from(data[k] ?? [])])));
@@ -137,7 +142,7 @@ FINGERPRINT = """() => {
 
 
 def data_fingerprint(page: Page) -> str:
-    """Every ColumnDataSource's data in the page's Bokeh document, as one string."""
+    """Every ColumnDataSource's data in the page's Bokeh document (its roots' models), as one string."""
     return page.evaluate(FINGERPRINT)
 
 
