@@ -139,5 +139,6 @@ def test_the_fleet_and_the_plan_open_their_headline_figures_formulas(page, serve
     wait_ready(page)
     cost = plain_text(page, "kv-plan-explain-text")
     cost.filter(has_text="cost per hour = GPUs × dollars per GPU-hour").wait_for()
+    # one H100: cost_model=auto prices it by measured kernels and counts memory as vLLM does (the roofline needs two)
     assert cost.inner_text().splitlines()[:3] == [f"{best['key']}: cost per hour = GPUs × dollars per GPU-hour",
-                                                  "GPUs = 2; dollars per GPU-hour = 3 $", "= 6 $"]
+                                                  "GPUs = 1; dollars per GPU-hour = 3 $", "= 3 $"]

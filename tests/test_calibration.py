@@ -88,4 +88,10 @@ def test_mixed_engines_and_a_roofline_calibration_are_refused():
     with pytest.raises(ParamError, match="^calibration: runs of vLLM and SGLang together"):
         parse_runs(json.dumps([vllm, {**vllm, "backend": "sglang"}]))
     with pytest.raises(ParamError, match="^calibration: given, but cost_model is roofline"):
+        LABS["schedulers"](calibration=json.dumps(vllm), cost_model="roofline").check()
+    # auto on scenario A's paper GPU (an A100-40GB: no kernel tables) prices by the roofline too
+    with pytest.raises(ParamError) as auto:
         LABS["schedulers"](calibration=json.dumps(vllm)).check()
+    assert str(auto.value) == ("calibration: given, but no measured kernels price opt-13b-like on A100-40GB "
+                               "(cost_model=auto takes the roofline there); set cost_model to measured to see why")
+    assert LABS["schedulers"](calibration=json.dumps(vllm), scenario="B").scheduler_cost("vllm-v1").calibration

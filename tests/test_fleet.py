@@ -242,7 +242,7 @@ def test_a_planner_candidate_opens_in_the_fleet_lab_with_the_plan_s_figures() ->
     its router's figures are the plan's for that candidate, to the last bit."""
     plan = PlanLab(model="llama-3-8b", gpus="A100-40GB,H100-SXM", tps="1,2", weight_precisions="16-bit,fp8",
                    kv_precisions="fp8", schedulers="paper,vllm-v1,sglang", replicas="1,2", routers="round-robin,cost",
-                   requests=30, rate=6.0, max_len=3000, ttft_slo_s=0.01, tpot_slo_ms=6.0)
+                   requests=30, rate=6.0, max_len=3000, ttft_slo_s=0.01, tpot_slo_ms=6.0, cost_model="roofline")
     rows = [r for r in plan.run()["candidates"] if r["pruned"] is None]
     assert len(rows) == 72 and {r["scheduler"] for r in rows} == {"paper", "vllm-v1", "sglang"}
     for row in rows:
@@ -302,3 +302,21 @@ def test_a_shared_link_never_idles_and_never_beats_a_transfer_alone(sends: list)
     for (t, _), seconds in zip(sends, alone):
         queue = max(queue, t) + seconds
     assert max(t2 for t2, _ in done) == pytest.approx(queue, rel=1e-9)
+
+
+def test_a_measured_plan_s_candidate_opens_in_the_fleet_lab_priced_alike() -> None:
+    """cost_model=auto (the default) on GPUs with measured kernels: the plan prices by them, and each
+    candidate opened in the fleet lab (auto too) is priced the same way, to the last bit."""
+    plan = PlanLab(model="llama-3-8b", gpus="H100-SXM,H200", tps="1", weight_precisions="16-bit",
+                   schedulers="vllm-v1,sglang", replicas="1,2", routers="round-robin", requests=20, rate=8.0,
+                   max_len=3000)
+    result = plan.run()
+    assert result["pricing"] == "measured"
+    rows = [r for r in result["candidates"] if r["pruned"] is None]
+    assert len(rows) == 8
+    for row in rows:
+        fleet = FleetLab.of_candidate(plan, Candidate.of(row))
+        got = fleet.run()
+        assert "measured kernels" in got["step_cost"]
+        assert got["routers"][0]["ttft_s"]["p90"] == row["ttft_p90_s"], row["key"]
+        assert got["routers"][0]["throughput_tok_s"] == row["throughput_tok_s"], row["key"]

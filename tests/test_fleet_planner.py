@@ -20,7 +20,8 @@ from kvweb.parsing import make
 PYODIDE = sys.platform == "emscripten"  # no processes there: the serial backend only
 SMALL = {"model": "llama-3-8b", "gpus": "A100-40GB,H100-SXM", "tps": "1,2", "weight_precisions": "16-bit,int4",
          "schedulers": "paper,sglang", "replicas": "1,2", "routers": "round-robin,least-outstanding",
-         "requests": "60", "rate": "8", "workload": "long-context", "ttft_slo_s": "0.5", "tpot_slo_ms": "40"}
+         "requests": "60", "rate": "8", "workload": "long-context", "ttft_slo_s": "0.5", "tpot_slo_ms": "40",
+         "cost_model": "roofline"}  # the grid mixes GPUs with and without measured kernels: priced alike by the roofline
 
 
 def small_lab(**changes: str) -> PlanLab:

@@ -139,3 +139,28 @@ def test_the_ttft_explanation_names_the_time_outside_the_steps_only_when_measure
         sglang = lab.explain(lab.run())["ttft_p50"]["sglang"]
         assert dict((name, value) for name, value, _ in sglang.terms).get("time outside the steps") == outside
         assert sglang.formula.endswith("+ time outside the steps") == (outside is not None)
+
+
+def test_auto_prices_by_measured_kernels_where_they_exist_and_says_so():
+    """cost_model=auto (the schedulers, fleet and plan labs' default): scenario B's H100 has kernel
+    tables for both engines, so its run is the measured one; scenario A's paper GPU (A100-40GB) has
+    none, so its run is the roofline's, byte for byte, with no step_cost line. Compared side by side,
+    modes are priced alike: on an A100-80GB (vLLM's kernels only) a fleet of vLLM V1 is measured, of
+    SGLang and the schedulers lab's three modes the roofline's. A plan prunes what measured kernels
+    cannot price once any candidate has them, and says so."""
+    small = {"requests": 12, "workload": "fixed", "prompt_len": 300, "output_len": 20, "rate": 50.0}
+    for scenario, pricing in (("B", "measured"), ("A", "roofline")):
+        auto = LABS["schedulers"](scenario=scenario, **small).run()
+        assert auto == LABS["schedulers"](scenario=scenario, cost_model=pricing, **small).run()
+        assert ("step_cost" in auto) == (pricing == "measured")
+    for mode, measured in (("vllm-v1", True), ("sglang", False)):
+        fleet = LABS["fleet"](gpu="A100-80GB", model="llama-3-8b", mode=mode, **small)
+        assert isinstance(fleet.scheduler_cost(mode), MeasuredCostModel) == measured
+    lab = LABS["schedulers"](model="llama-3-8b", **small)
+    assert lab.setup().with_(gpu="A100-80GB").cost_model() == lab.setup().with_(gpu="A100-80GB", pricing="roofline").cost_model()
+    grid = dict(requests=8, tps="2", weight_precisions="16-bit", schedulers="vllm-v1", replicas="1", model="llama-3-8b")
+    plan = LABS["plan"](gpus="A100-40GB,H100-SXM", **grid).run()
+    assert plan["pricing"] == "measured" and plan["pruned"]["no measured kernels"] == 1
+    assert [r["gpu"] for r in plan["candidates"] if r["pruned"] == "no measured kernels"] == ["A100-40GB"]
+    assert LABS["plan"](gpus="A100-40GB", **grid).run()["pricing"] == "roofline"
+    assert "pricing" not in LABS["plan"](gpus="H100-SXM", cost_model="roofline", **grid).run()  # as it was

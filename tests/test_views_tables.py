@@ -169,6 +169,7 @@ def test_a_plan_row_beyond_the_fleet_lab_says_so_instead_of_a_link(chinese):
     from kvweb.labs.fleet import FleetLab
 
     grid = dict(model="llama-3.1-70b", gpus="A100-80GB", tps="2", weight_precisions="16-bit", schedulers="sglang",
+                cost_model="roofline",
                 replicas="1", workload="fixed", prompt_len=100, output_len=8000, max_len=8192, rate=0.05)
     small = LABS["plan"](**grid, requests=4)
     result = small.run()

@@ -102,8 +102,10 @@ class PlanView(LabView):
         pruned = ", ".join(f"{tr(why)}: {n:,}" for why, n in result["pruned"].items())
         cheapest = (f"{tr('cheapest within the SLO')}: {best['key']}, {best['gpus']:,} GPU, "
                     f"{number(best['cost_per_hour'], 4)} {tr('dollars per hour')}" if best else tr("no candidate meets the SLO"))
+        # cost_model=auto says what priced the plan: a cost_model value, as the widget names it
+        priced = f"\n{tr('step times')}: cost_model={result['pricing']}" if "pricing" in result else ""
         self.summary.text = (f"{result['candidates_total']:,} {tr('candidates')}: {result['evaluated']:,} "
-                             f"{tr('simulated')}; {tr('pruned by the roofline')}: {pruned}\n{cheapest}")
+                             f"{tr('simulated')}; {tr('pruned by the roofline')}: {pruned}\n{cheapest}{priced}")
         header = [tr("configuration"), "GPU", tr("dollars per hour"), f"TTFT {lab.percentile} (s)",
                   f"TPOT {lab.percentile} (ms)", tr("SLO attainment"), tr("verdict")]
         self.pareto.show(header, candidate_rows(front, lab))

@@ -8,8 +8,9 @@ Before anything is simulated the roofline rules out what cannot work, counted by
   room for KV on the GPU, or its query heads do not split over tp (`CostModel.fits`);
 - "no routed experts to quantize": MXFP4 weights for a model without experts (MXFP4 quantizes only the
   experts, as gpt-oss ships);
-- "no measured kernels" (a plan priced with `cost_model=measured`): no kernel tables for the
-  candidate's GPU, scheduler's engine, model or precision;
+- "no measured kernels" (a plan priced with `cost_model=measured`, or `auto`, the default, where
+  some candidate has them: `pricing`): no kernel tables for the candidate's GPU, scheduler's engine,
+  model or precision;
 - "cannot reach the rate": even with every step full, the replicas cannot keep up with the
   target rate (`rate_bound`).
 
@@ -30,6 +31,7 @@ from typing import Any
 
 from kvweb.fleet.candidate import Candidate, Workload
 from kvweb.gpu import MODELS
+from kvweb.gpu.measured_cost import is_measured
 from kvweb.gpu.weights import precision_refusal
 from kvweb.lab import ParamError
 from kvweb.prefix.modes import MAX_SEQS
@@ -93,6 +95,21 @@ def roofline(candidate: Candidate, workload: Workload) -> tuple[str | None, floa
         return DOES_NOT_FIT, 0.0
     bound = rate_bound(candidate, workload)
     return (TOO_SLOW if bound < workload.rate else None), bound
+
+
+def pricing(candidates: Iterable[Candidate], model: str, cost_model: str) -> str:
+    """What prices a plan's candidates: `cost_model=auto` is measured kernels if any candidate has
+    them (the others are then pruned as having none: candidates priced two ways would not compare),
+    else the roofline."""
+    if cost_model != "auto":
+        return cost_model
+    for c in candidates:
+        try:
+            if is_measured(c.cost_model(model, "auto")):
+                return "measured"
+        except ParamError:
+            continue  # a precision the model cannot take: pruned whatever prices it
+    return "roofline"
 
 
 def cost_per_hour(candidate: Candidate, prices: Mapping[str, float]) -> float:

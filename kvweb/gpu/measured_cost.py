@@ -41,7 +41,8 @@ from kvweb.lab import ParamError
 MAX_LM_ROWS = 256  # the most requests a step holds (max_num_seqs): the LM head's rows
 GRID = np.unique(np.round(np.geomspace(1, 65536, 97)).astype(int))  # token counts G is looked up at
 DECODE_FIT = [(b, c) for b in (1, 8, 32, 128, 256) for c in (128, 1024, 4096, 32768)]  # (batch, context)
-COST_MODELS = ("roofline", "measured")
+# auto: measured where kernel tables exist for the GPU, model, precisions and engine, else the roofline
+COST_MODELS = ("auto", "roofline", "measured")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 # a weight precision that quantizes the experts only: (the other GEMMs' precision, the experts' kernel table)
 MOE_TABLES = {"mxfp4": ("16-bit", "w4a16_mxfp4")}
@@ -193,11 +194,17 @@ class MeasuredCostModel(CostModel):
 def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any],
            runs: tuple[BenchRun, ...] = ()) -> CostModel:
     """A cost model of `kind` (one of COST_MODELS); a measured one without tables for this GPU,
-    model or precision is refused with one message naming what is missing. `runs`: the user's
-    benchmark runs (kvweb/gpu/calibration.py); an engine's own runs set its step overhead."""
+    model or precision is refused with one message naming what is missing (`auto` then takes the
+    roofline). `runs`: the user's benchmark runs (kvweb/gpu/calibration.py); an engine's own runs set
+    its step overhead."""
     if kind == "roofline":
         return roofline(gpu, model, assumptions)
-    cost = _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
+    try:
+        cost = _measured(engine, gpu, model, tuple(sorted(assumptions.items())))
+    except NoKernels:
+        if kind == "auto":
+            return roofline(gpu, model, assumptions)
+        raise
     mine = tuple(r for r in runs if r.engine == engine)
     return _calibrated(cost, mine) if mine else cost
 
@@ -225,7 +232,11 @@ def _measured(engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: tuple[tupl
     except PrecisionError as err:
         raise ParamError(str(err)) from None
     except ValueError as err:
-        raise ParamError(f"cost_model: measured: {err}; use cost_model=roofline") from None
+        raise NoKernels(f"cost_model: measured: {err}; use cost_model=roofline") from None
+
+
+class NoKernels(ParamError):
+    """No measured kernel table for a choice: `measured` refuses it, `auto` prices it by the roofline."""
 
 
 @cache
@@ -247,6 +258,17 @@ def error_band(gpu: str, engine: str) -> dict[str, Any]:
         if key in bands:
             return {**bands[key], "basis": f"held-out {basis} deployments{how}"}
     raise KeyError("bands.json has no rows")
+
+
+def is_measured(cost: CostModel) -> bool:
+    """Whether measured kernels price the steps (cost_model=measured, or auto where they exist)."""
+    return isinstance(cost, MeasuredCostModel)
+
+
+def step_cost(cost: CostModel) -> dict[str, str]:
+    """A result's `step_cost` line (`cost_source`) where measured kernels price the steps; nothing for
+    the roofline, whose JSON stays as it was before measured pricing existed."""
+    return {"step_cost": cost_source(cost)} if is_measured(cost) else {}
 
 
 def cost_source(cost: CostModel) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 import param
 
 from kvweb.gpu.calibration import parse_runs
-from kvweb.gpu.measured_cost import COST_MODELS
+from kvweb.gpu.measured_cost import COST_MODELS, is_measured
 from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
 from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
@@ -38,12 +38,16 @@ RUNS_KEPT = 4
 _RUNS: Memo[dict[str, Any]] = Memo(RUNS_KEPT)
 
 
-def cost_model_param() -> param.Selector:
-    """The serving labs' and the planner's choice of step prices (kvweb/gpu/measured_cost.py)."""
-    return param.Selector(objects=list(COST_MODELS), default="roofline",
-                          doc="how a step is priced: roofline (the paper GPU's, with its assumptions) or measured "
+def cost_model_param(default: str = "roofline") -> param.Selector:
+    """The serving labs' and the planner's choice of step prices (kvweb/gpu/measured_cost.py): the
+    lecture's engine labs keep the roofline, the schedulers, fleet and plan labs price by measured
+    kernels wherever they exist (`auto`)."""
+    return param.Selector(objects=list(COST_MODELS), default=default,
+                          doc="how a step is priced: roofline (the paper GPU's, with its assumptions), measured "
                               "(kernels measured on H100-SXM, H200 and A100-80GB, vLLM's or SGLang's, from "
-                              "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md)")
+                              "aiconfigurator-core 0.12.0, plus the engine's fitted step overhead; docs/accuracy.md) "
+                              "or auto (measured where kernels exist for the GPU, model and precision, else roofline; "
+                              "the result's step_cost says which)")
 
 
 class TraceReplay(param.Parameterized):
@@ -114,9 +118,12 @@ class ServingLab(PaperGPULab, TraceReplay):
                            "engine's step overhead is fitted to them")
 
     def check(self) -> None:
-        if self.calibration.strip() and self.cost_model != "measured":
+        if self.calibration.strip() and self.cost_model == "roofline":
             raise ParamError("calibration: given, but cost_model is roofline; set cost_model to measured to use it")
-        self.setup().cost_model()  # a precision the model cannot take, or no measured kernels: a ParamError
+        cost = self.setup().cost_model()  # a precision the model cannot take, or no measured kernels: a ParamError
+        if self.calibration.strip() and not is_measured(cost):
+            raise ParamError(f"calibration: given, but no measured kernels price {cost.model.name} on {cost.gpu.name} "
+                             "(cost_model=auto takes the roofline there); set cost_model to measured to see why")
         max_len = self.setup().spec.max_len
         if self.workload == "trace":
             self.workload_at(self.rate)  # read, and its window holds a request

@@ -23,7 +23,7 @@ from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS
 from kvweb.gpu.explain import Explanation
-from kvweb.gpu.measured_cost import cost_source
+from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.labs.engine import TraceReplay
 from kvweb.labs.plan import PlanLab, choices, fleet_work, kv_groups
 from kvweb.labs.schedulers import SchedulersLab
@@ -146,7 +146,7 @@ class FleetLab(SchedulersLab):
         single = _SINGLE.get(self.fleet_key(replicas=1), lambda: self.single(requests))
         split = self.split(requests, names[0], rows[0]) if self.prefill_replicas else None
         progress(1.0, "done")
-        priced = {"step_cost": cost_source(self.scheduler_cost(self.mode))} if self.cost_model == "measured" else {}
+        priced = step_cost(self.scheduler_cost(self.mode))
         return {
             "mode": self.mode, **priced, "replicas": self.replicas, "submitted": len(requests),
             "single_engine": single,

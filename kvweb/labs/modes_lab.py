@@ -10,7 +10,7 @@ import param
 
 from kvweb.gpu import MODELS, CostModel
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
-from kvweb.labs.engine import ServingLab
+from kvweb.labs.engine import ServingLab, cost_model_param
 from kvweb.prefix.modes import MODES, SWAP_PRICES, Settings
 from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.engine_setup import Setup
@@ -40,6 +40,7 @@ class ModesLab(ServingLab):
     lengths, each mode's refusals and unread parameters, its scheduler made from the parameters, and
     a run of it with its figures. No lab of its own (`SchedulersLab` and `FleetLab` are)."""
 
+    cost_model = cost_model_param("auto")
     model = param.Selector(objects=["scenario", *MODELS], default="scenario",
                            doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
                                "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
@@ -113,7 +114,7 @@ class ModesLab(ServingLab):
 
     def check(self) -> None:
         super().check()
-        if self.cost_model == "measured":
+        if self.cost_model != "roofline":
             for mode in self.priced_modes():
                 self.scheduler_cost(mode)  # each engine's kernels, or a ParamError naming what is missing
         max_len = self.setup().spec.max_len
@@ -172,7 +173,9 @@ class ModesLab(ServingLab):
                              "layers are all alike only (use 0)")
 
     def setup(self, memory: str = "paged") -> Setup:
-        return super().setup(memory).with_(model="" if self.model == "scenario" else self.model)
+        """The scenario's setup with the model chosen; `auto` prices the modes alike (`Setup.alike`)."""
+        return super().setup(memory).with_(model="" if self.model == "scenario" else self.model,
+                                           alike=tuple(sorted({MODES[m].engine for m in self.priced_modes()})))
 
     def refusal(self, mode: str) -> str | None:
         """Why a mode cannot serve the model (or these parameters), or None."""

@@ -16,7 +16,7 @@ from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS,
                           PAGED_SETUP, POOL_BLOCKS, V1_POOL_SETUP, Estimate, Unit, work)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
-from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, roofline
+from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, pricing, roofline
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS, CostModel
 from kvweb.gpu.explain import Explanation
@@ -95,7 +95,7 @@ class PlanLab(Lab, TraceReplay):
                "cannot reach the rate); every other candidate is a simulation of its replicas serving the requests.")
 
     model = param.Selector(objects=list(MODELS), default="llama-3.1-70b", doc="the model every replica serves")
-    cost_model = cost_model_param()
+    cost_model = cost_model_param("auto")
     rate = param.Number(10.0, bounds=(0.01, 1000.0), doc="target arrival rate, requests per second (Poisson)")
     requests = param.Integer(200, bounds=(1, 5000), doc="requests each candidate serves")
     workload = param.Selector(objects=[*SHAPES, "trace"], default="sharegpt",
@@ -167,7 +167,8 @@ class PlanLab(Lab, TraceReplay):
         rate = mean_rate(self.replayed()) if self.workload == "trace" else self.rate
         return Workload(self.model, self.workload, self.requests, rate, self.seed, self.max_len, self.prompt_len,
                         self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment,
-                        self.cost_model, trace if self.workload == "trace" else None)
+                        pricing(self.candidates(), self.model, self.cost_model),
+                        trace if self.workload == "trace" else None)
 
     def estimate(self) -> Estimate:
         """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
@@ -211,5 +212,8 @@ class PlanLab(Lab, TraceReplay):
             progress(finished / total, f"{finished}/{total} candidates: {key}")
 
         prices = price_table(self.prices)
-        result = plan(self.candidates(), self.workload_spec(), prices, self.latency, lambda jobs: backend.map(jobs, done))
-        return {**result, "prices_per_gpu_hour": prices}
+        workload = self.workload_spec()
+        result = plan(self.candidates(), workload, prices, self.latency, lambda jobs: backend.map(jobs, done))
+        # auto says what it chose; a roofline or measured plan's JSON is as it was
+        return {**result, "prices_per_gpu_hour": prices,
+                **({"pricing": workload.pricing} if self.cost_model == "auto" else {})}

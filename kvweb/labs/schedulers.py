@@ -20,7 +20,7 @@ from typing import Any
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
 from kvweb.gpu import CostModel
 from kvweb.gpu.explain import Explanation, memory
-from kvweb.gpu.measured_cost import cost_source
+from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.lab import Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import timeline
@@ -123,7 +123,7 @@ class SchedulersLab(ModesLab):
         of cells reused and held (for `opening_step`)."""
         def serve() -> tuple[dict[str, Any], list[tuple[int, int]]]:
             run = self.run_mode(mode, self.requests_at(self.rate), progress, trace=True)
-            priced = {"step_cost": cost_source(self.scheduler_cost(mode))} if self.cost_model == "measured" else {}
+            priced = step_cost(self.scheduler_cost(mode))
             return {"mode": mode, **self.figures(run), **priced, "trace": run.trace}, frame_counts(run.trace["frames"])
 
         return _RUNS.get(self.key(("search", "target", *self.unread(mode)), mode=mode), serve)
@@ -206,7 +206,8 @@ class SchedulersLab(ModesLab):
             hybrid.update(MODES[m["mode"]].pool_figures(self.setup().cost_model()))
         return {
             "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
-            **({"step_cost": {m["mode"]: m["step_cost"] for m in modes}} if self.cost_model == "measured" else {}),
+            **({"step_cost": {m["mode"]: m["step_cost"] for m in modes if "step_cost" in m}}
+               if any("step_cost" in m for m in modes) else {}),
             "submitted": len(requests),
             "token_budget": self.budget(), "chunk_size": self.chunk(),
             "block_size": groups[0]["block_size"] if groups else self.block_size,

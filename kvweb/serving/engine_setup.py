@@ -15,7 +15,7 @@ from kvweb.serving.allocator import ALLOCATORS
 from kvweb.serving.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.calibration import BenchRun
-from kvweb.gpu.measured_cost import priced
+from kvweb.gpu.measured_cost import is_measured, priced
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.metrics import SLO
 from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
@@ -78,6 +78,9 @@ class Setup:
     pricing: str = "roofline"  # one of COST_MODELS
     kernels: str = "vllm"  # the engine whose measured kernels price the steps (a measured `pricing` only)
     runs: tuple[BenchRun, ...] = ()  # the user's benchmark runs the measured model is calibrated to
+    # auto: the engines whose kernels must all exist for any to price (the modes a lab compares side
+    # by side: steps priced two ways in one comparison would mislead); else all take the roofline
+    alike: tuple[str, ...] = ()
 
     @property
     def spec(self) -> Scenario:
@@ -90,8 +93,11 @@ class Setup:
     def cost_model(self) -> CostModel:
         """The scenario's cost model under these assumptions: one object per distinct choice (the
         last few kept), so the runs of a max-rate search share the prefill prices it remembers."""
+        pricing = self.pricing
+        if pricing == "auto" and not all(is_measured(self.with_(kernels=e, alike=()).cost_model()) for e in self.alike):
+            pricing = "roofline"
         return _cost_model(self.spec.gpu, self.model or self.spec.model, tuple(sorted(self.assumptions.items())),
-                           self.pricing, *((self.kernels, self.runs) if self.pricing == "measured" else ("", ())))
+                           pricing, *((self.kernels, self.runs) if pricing != "roofline" else ("", ())))
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":
