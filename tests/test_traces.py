@@ -242,3 +242,14 @@ def test_the_planner_replays_a_trace_at_its_own_rate() -> None:
     assert row["prefix_hit_rate"] > 0.5  # the preset's sessions share their system prompts and earlier turns
     with pytest.raises(ParamError, match="^trace_preset: none is not allowed with workload trace"):
         make("plan", {"workload": "trace"})
+
+
+def test_the_served_app_takes_the_largest_trace_file_in_one_websocket_message():
+    """A file picked travels to `panel serve` as base64 (4 bytes per 3) in one websocket message;
+    scripts/app.sh raises Bokeh's 20 MB default above that for the largest file read (MAX_BYTES)."""
+    import re
+
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "app.sh").read_text()
+    limit = int(re.search(r"--websocket-max-message-size (\d+)", script).group(1))
+    base64 = -(-traces.MAX_BYTES // 3) * 4
+    assert base64 == 26_666_668 and limit >= base64 + 1_000_000 > 20 * 2**20  # room for the message's JSON
