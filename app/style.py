@@ -50,6 +50,18 @@ img, svg, table {{ max-width: 100%; }}
     max-height: {CONTROLS_VH}vh; overflow-y: auto !important; border-bottom: 2px solid #d0d0d0;
     padding-bottom: 4px;
   }}
+  /* the report's tables (HTML: kvweb/reproduce.py): each scrolls sideways in its own box, figures
+     on one line, headers and the first column (row labels, fixed) wrapping; the paper's words
+     below the figures, not squeezed beside them */
+  :host(.kv-report) .beside {{ flex-wrap: wrap; }}
+  :host(.kv-report) table {{
+    display: block; overflow-x: auto; max-width: 100%; border-collapse: separate; border-spacing: 0;
+  }}
+  :host(.kv-report) td {{ white-space: nowrap; }}
+  :host(.kv-report) th {{ min-width: 4em; }}
+  :host(.kv-report) td:first-child, :host(.kv-report) th:first-child {{
+    position: sticky; left: 0; z-index: 1; background: #fff; white-space: normal; min-width: 7em; max-width: 11em;
+  }}
 }}
 """
 

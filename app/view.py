@@ -7,6 +7,7 @@ is in the lab's result.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -15,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, Plot, Range1d,
-                          StringFormatter, TableColumn)
+from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, InlineStyleSheet, Plot,
+                          Range1d, StringFormatter, TableColumn)
 from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
@@ -202,7 +203,21 @@ def figures_rows(rows: list[tuple[str, Any]], runs: list[dict[str, Any] | None],
 CHAR_PX = 7.0     # one column of text (a Chinese character takes two) in a table cell, in pixels
 CELL_PAD_PX = 14  # a cell's padding and border
 ROW_PX = 26       # a table row
+LINE_PX = 17      # one line of a row label that wraps
 MAX_ROWS = 16     # more rows scroll inside the table
+PHONE_PX = 370    # a table wider than this scrolls sideways on a phone (390 px), its first column fixed
+LABEL_PX = (140, 240)  # there, a first column of row labels is at most as wide as the phone leaves beside
+                       # one column of figures, within these bounds: a longer label wraps
+HEADER_LINE_PX = 16  # one line of a column's title (BokehJS's header: 16 px lines, 8 px padding)
+
+
+def table_css(header_lines: int) -> str:
+    """A first column of labels wraps (rows as tall as its longest label: `wrapped_lines`), and the
+    titles wrap on `header_lines` lines; figures never wrap."""
+    return (f".slick-cell.l0 {{ white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; "
+            "padding-top: 4px; }\n"
+            f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
+            f"height: {HEADER_LINE_PX * header_lines}px; }}\n")
 
 
 def fit_widths(header: list[str], cells: list[list[Any]], max_px: int = 360) -> list[int]:
@@ -210,6 +225,52 @@ def fit_widths(header: list[str], cells: list[list[Any]], max_px: int = 360) -> 
     characters counted twice, at most `max_px`. `cells`: one list per column."""
     return [min(max_px, CELL_PAD_PX + round(CHAR_PX * max(text_width(str(t)) for t in [title, *column])))
             for title, column in zip(header, cells)]
+
+
+def wrapped_lines(text: str, width_px: int) -> int:
+    """How many lines `text` takes in a cell `width_px` wide, wrapped between words and between
+    Chinese characters (a word wider than the cell anywhere). A tenth of the line is kept spare:
+    a font's widths vary about `CHAR_PX`."""
+    if CELL_PAD_PX + CHAR_PX * text_width(text) <= width_px:
+        return 1
+    room = max(1, int(0.9 * (width_px - CELL_PAD_PX) / CHAR_PX))  # columns of text a line holds
+    lines, used, space = 1, 0, False
+    for token in re.findall(r"\s+|[\u2e80-\uffff]|[^\s\u2e80-\uffff]+", text):
+        if token.isspace():
+            space = True
+            continue
+        width = text_width(token)
+        if used and used + space + width > room:
+            lines, used = lines + 1, width
+        else:
+            used += space + width
+        space = False
+        while used > room:  # a word longer than a line breaks anywhere
+            lines, used = lines + 1, used - room
+    return lines
+
+
+def titled_widths(header: list[str], data: dict[str, list[str]], widths: list[int],
+                  figures: list[bool]) -> list[int]:
+    """A column of figures under a longer title is as wide as its figures, or as its title on two
+    lines if that is wider: figures stay narrow, their titles wrap. Other columns keep `widths`."""
+    narrow = []
+    for title, cells, width, figure in zip(header, data.values(), widths, figures):
+        if figure:
+            least = fit_widths([""], [cells])[0]
+            width = next((w for w in range(least, width, 7) if wrapped_lines(title, w) <= 2), width)
+        narrow.append(width)
+    return narrow
+
+
+def phone_widths(widths: list[int]) -> list[int]:
+    """A table of row labels and figures too wide for a phone: its label column narrowed to what
+    the phone leaves beside its widest column of figures, within `LABEL_PX` (its labels then
+    wrap). Other tables keep their widths."""
+    if len(widths) < 2 or sum(widths) <= PHONE_PX:
+        return widths
+    low, high = LABEL_PX
+    return [min(widths[0], max(low, min(high, PHONE_PX - max(widths[1:])))), *widths[1:]]
 
 
 def text_table(header: list[str], rows: list[list[Any]]) -> tuple[dict[str, list[str]], list[int]]:
@@ -227,9 +288,13 @@ def is_figure(cells: list[str]) -> bool:
 class TextTable:
     """A table of text, a Bokeh DataTable: `show(header, rows)` replaces its header and cells.
 
-    Each column is as wide as its text (Chinese included), so on a phone a wide table scrolls
-    sideways inside itself, never the page. Cells are text, never HTML. Columns of figures
-    align right, the others (labels, names) left.
+    Each column is as wide as its text (Chinese included). A table too wide for a phone scrolls
+    sideways inside itself, never the page; when its first column holds row labels, that column
+    is narrowed, its labels wrap (`phone_widths`) and it stays fixed while the others scroll
+    (`frozen_columns`: two grids side by side on the page), so a phone shows each label beside
+    a column of figures. A column of figures is as narrow as its figures, its title wrapping
+    (`titled_widths`). Cells are text, never HTML. Columns of figures align right, the others
+    (labels, names) left.
 
     A new header, alignment or a cell wider than its column gives the table new columns (a
     re-render and a layout of the page); otherwise only the cells change, and the page repaints
@@ -239,22 +304,35 @@ class TextTable:
     def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
         self.max_rows = max_rows  # more rows scroll inside the table
         self.source = ColumnDataSource({}, name=name)
+        self.style = InlineStyleSheet(css=table_css(1))
         self.table = DataTable(source=self.source, columns=[], index_position=None, sortable=False,
                                reorderable=False, autosize_mode="none", row_height=ROW_PX, height=ROW_PX + 8,
-                               sizing_mode="stretch_width", css_classes=[css_class])
+                               sizing_mode="stretch_width", css_classes=[css_class],
+                               stylesheets=[self.style])
         self.pane = pn.pane.Bokeh(self.table, sizing_mode="stretch_width")
 
     def show(self, header: list[str], rows: list[list[Any]]) -> None:
         data, widths = text_table(header, rows)
         align = [StringFormatter(text_align="right" if is_figure(cells) else "left") for cells in data.values()]
+        labels = bool(align) and align[0].text_align == "left"  # a first column of row labels
+        widths = titled_widths(header, data, widths, [f.text_align == "right" for f in align])
+        if labels:
+            widths = phone_widths(widths)
         self.source.data = data
         columns = self.table.columns
         if ([c.title for c in columns] != header or any(c.width < w for c, w in zip(columns, widths))
                 or [c.formatter.text_align for c in columns] != [f.text_align for f in align]):
             self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
                                   for i, (title, w, f) in enumerate(zip(header, widths, align))]
-        scrollbar = 18 if sum(c.width for c in self.table.columns) > 370 else 0  # a phone scrolls it sideways
-        self.table.height = ROW_PX * (1 + min(len(rows), self.max_rows)) + 8 + scrollbar
+        widths = [c.width for c in self.table.columns]
+        lines = max((wrapped_lines(t, widths[0]) for t in data["c0"]), default=1) if labels else 1
+        titles = max((wrapped_lines(t, w) for t, w in zip(header, widths)), default=1)
+        self.style.css = table_css(titles)
+        row = ROW_PX if lines == 1 else lines * LINE_PX + 8
+        wide = sum(widths) > PHONE_PX  # a phone scrolls it sideways, its row labels fixed
+        self.table.update(row_height=row, frozen_columns=1 if wide and labels and len(widths) > 1 else None,
+                          height=ROW_PX + HEADER_LINE_PX * (titles - 1) + row * min(len(rows), self.max_rows) + 8
+                          + (18 if wide else 0))
 
     def select(self, row: int) -> None:
         """Mark one row (the one the figure shows)."""

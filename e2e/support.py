@@ -105,11 +105,14 @@ def nudge_slider(page: Page, name: str, key: str = "ArrowRight") -> None:
 
 def table_rows(page: Page, css_class: str) -> list[list[str]]:
     """The text of each row of a results table (a Bokeh DataTable) as a person reads it: the
-    rendered cells, in row order."""
+    rendered cells, in row order. A table with a fixed first column draws each row in two grids
+    (its first cell, then the others: app/view.py `TextTable`): one row here."""
     page.locator(f".{css_class} .slick-row").first.wait_for()
     return page.locator(f".{css_class} .slick-row").evaluate_all(
-        "rows => rows.sort((a, b) => a.offsetTop - b.offsetTop)"
-        ".map(r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText))")
+        "rows => { const byTop = new Map();"
+        " for (const r of rows) byTop.set(r.offsetTop, [...(byTop.get(r.offsetTop) ?? []),"
+        " ...Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText)]);"
+        " return [...byTop.entries()].sort((a, b) => a[0] - b[0]).map(([top, cells]) => cells) }")
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 60) -> bool:

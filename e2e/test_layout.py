@@ -91,3 +91,39 @@ def test_every_labs_first_result_starts_within_a_screen_and_a_half_on_a_phone(ph
         if width > PHONE["width"]:
             too_wide[name] = (width, elements)
     assert late == {} and too_wide == {}
+
+
+# The cells of a table whose text does not fit their box (cut), and, per row, whether its label
+# and its first figure are both wholly on the screen; then the same after the table is scrolled
+# sideways to its end: its labels stay where they were (fixed), its last column comes into view.
+CELLS = """(css) => {
+    const find = (root) => root.querySelector('.' + css) ??
+        [...root.querySelectorAll('*')].map(el => el.shadowRoot && find(el.shadowRoot)).find(Boolean);
+    const grid = find(document).shadowRoot;
+    const cells = [...grid.querySelectorAll('.slick-cell')];
+    const cut = cells.filter(c => c.scrollWidth > c.clientWidth + 1 || c.scrollHeight > c.clientHeight + 1)
+        .map(c => c.innerText);
+    const inView = (c) => { const r = c.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth + 1; };
+    const labels = cells.filter(c => c.classList.contains('l0'));
+    const figures = cells.filter(c => c.classList.contains('l1'));
+    const side = labels.every(inView) && figures.length === labels.length && figures.every(inView);
+    const before = labels.map(c => Math.round(c.getBoundingClientRect().left));
+    grid.querySelectorAll('.slick-viewport').forEach(v => { v.scrollLeft = v.scrollWidth; });
+    const last = Math.max(...cells.map(c => +/\\bl(\\d+)\\b/.exec(c.className)[1]));
+    const after = labels.map(c => Math.round(c.getBoundingClientRect().left));
+    const end = cells.filter(c => c.classList.contains('l' + last)).every(inView);
+    return {cut, side, fixed: before.join() === after.join(), end, rows: labels.length};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_table_cell_is_cut_on_a_phone(phone, served_app, lang):
+    """The schedulers' table on a phone: every cell's text fits its cell (long labels wrap), each
+    row label beside its first figure on the screen; the table scrolls sideways inside its own
+    box, its row labels fixed (app/view.py `TextTable`)."""
+    phone.goto(f"{served_app}?lab=schedulers&requests=60&lang={lang}")
+    wait_ready(phone, timeout=90_000)
+    phone.locator(".kv-schedulers-table .slick-cell").first.wait_for()
+    shown = phone.evaluate(CELLS, "kv-schedulers-table")
+    assert shown["rows"] >= 15 and shown["cut"] == [], shown
+    assert shown["side"] and shown["fixed"] and shown["end"], shown
