@@ -37,6 +37,9 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     wait_ready(page)
     # it opens on the frame with the most prefix reuse: cached memory shows without a click
     page.wait_for_function("() => /step=[1-9]/.test(location.search)")
+    # (on a loaded machine the maps' cells may arrive a patch after the step is in the URL)
+    page.wait_for_function("() => ['vllm-v1', 'sglang'].every(m => Bokeh.documents[0]"
+                           ".get_model_by_name(`schedulers-${m}-cells`)?.data.state?.length > 0)")
     assert CACHED in states(page, "vllm-v1") and CACHED in states(page, "sglang")
     opening = query(page)["step"]
     page.locator(".kv-player button.last").click()
