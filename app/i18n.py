@@ -89,6 +89,8 @@ _MESSAGES = [
     (r"^unknown lab '(.*)'; allowed: (.*?)(; showing \S+)?$", "unknown lab '{0}'; allowed: {1}{2}"),
     (r"^(.*?): this run is estimated at (\S+) s of work( \(.*\))?, over the budget of (\S+) s; (.*)$",
      "{0}: this run is estimated at {1} s of work{2}, over the budget of {3} s; {4}"),
+    (r"^(.*?): this run is estimated at (\S+) MB of memory( \(.*\))?, over the budget of (\S+) MB; (.*)$",
+     "{0}: this run is estimated at {1} MB of memory{2}, over the budget of {3} MB; {4}"),
     (r"^this run needed more than (\d+) MB of memory, the served app's cap per run; it was stopped$",
      "this run needed more than {0} MB of memory, the served app's cap per run; it was stopped"),
     (r"^this run computed for more than (\S+) s, the served app's cap per run; it was stopped$",

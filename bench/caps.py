@@ -75,7 +75,7 @@ def within_budget(query: dict[str, str], budget_s: float = BUDGET_S) -> dict[str
     rules' refusals count as over); if its defaults are over too (a heavy choice), the fraction of
     the way to the other end of their bounds that brings it within. A text is cut to its share."""
     cls = LABS[query["lab"]]
-    lab, _ = from_query(query, budget_s=float("inf"))
+    lab, _ = from_query(query, budget_s=float("inf"), memory_mb=float("inf"))
     top, estimate = lab.values(), lab.estimate()
     moving = [n for n in (*estimate.lower, *estimate.higher) if isinstance(cls.param[n], (param.Number, param.String))]
 
@@ -110,7 +110,7 @@ def peak_rss_mb() -> float:
 
 def child(query: dict[str, str]) -> None:
     """Run one lab; print {params, messages, seconds, peak_mb} as JSON."""
-    lab, messages = from_query(query, budget_s=float("inf"))
+    lab, messages = from_query(query, budget_s=float("inf"), memory_mb=float("inf"))
     estimate = lab.estimate().seconds
     base = peak_rss_mb()
     start, cpu = time.perf_counter(), time.process_time()

@@ -14,8 +14,9 @@ does (its work parameters moved back towards their defaults). Each runs in a chi
 (the growth of the child's ru_maxrss during the run) beside the estimate; a point the lab's run
 refuses (a ParamError its check let through) or crashes on is counted apart. The table gives
 per lab the worst ratio of CPU time to estimate among runs of at least `MIN_CPU_S` (below it a
-run is the lab's fixed cost: imports, the mini model's weights), with that run, and the largest
-peak; then each crash, with its run.
+run is the lab's fixed cost: imports, the mini model's weights), with that run; then the worst
+ratio of peak memory to the estimate's (`Estimate.bytes`) among runs that grew by at least
+`MIN_MB`, with that run, and the largest peak; then each crash, with its run.
 """
 from __future__ import annotations
 
@@ -30,12 +31,14 @@ import param
 
 import kvweb.labs  # noqa: F401  (registers every lab)
 from bench.caps import described, measure, within_budget
+from kvweb.budget import MB, Estimate
 from kvweb.lab import LABS, param_names
 from kvweb.query import from_query
 
 BUDGET_S = 3.0  # the small budget each point is brought within (seconds of work by the estimate)
 OVER = 4  # the CPU-time limit per run, in budgets: a run past it counts as over OVER x its estimate
 MIN_CPU_S = 0.5  # runs shorter than this are fixed costs, not counted in the ratio
+MIN_MB = 100  # runs that grow less than this are mostly what any run allocates (imports on first use, its result)
 LOG_SPAN = 100  # bounds wider than this ratio are sampled log-uniformly
 # Issue 39's runs where the work hid (texts the sampling leaves at their defaults), each brought
 # within the budget and run with its lab's points
@@ -86,7 +89,7 @@ def random_point(name: str, rng: random.Random) -> dict[str, str]:
 
 def within(query: dict[str, str], budget_s: float) -> dict[str, str]:
     """The query as the lab settles it (refused values back to their defaults), brought within the budget."""
-    lab, _ = from_query(query, budget_s=float("inf"))
+    lab, _ = from_query(query, budget_s=float("inf"), memory_mb=float("inf"))
     if lab.estimate().seconds <= budget_s:
         return query
     return within_budget(query, budget_s)
@@ -105,17 +108,29 @@ def measured(query: dict[str, str], cap_s: float) -> dict[str, Any] | None:
         return {"query": query, "messages": [], "crashed": last}
 
 
+def estimated(run: dict[str, Any]) -> Estimate:
+    return from_query(run["query"], budget_s=float("inf"), memory_mb=float("inf"))[0].estimate()
+
+
 def ratio(run: dict[str, Any], cap_s: float) -> float | None:
     """CPU time over the estimate; a run stopped at the limit counts as the limit; None: too short."""
     if run["cpu_s"] is None:
-        return cap_s / max(from_query(run["query"], budget_s=float("inf"))[0].estimate().seconds, 1e-9)
+        return cap_s / max(estimated(run).seconds, 1e-9)
     if run["cpu_s"] < MIN_CPU_S:
         return None
     return run["cpu_s"] / max(run["estimate"], 1e-9)
 
 
+def memory_ratio(run: dict[str, Any]) -> float | None:
+    """Peak memory over the estimate's (inf: the estimate counts none); None: too little to tell, or stopped."""
+    if run["peak_mb"] is None or run["peak_mb"] < MIN_MB:
+        return None
+    megabytes = estimated(run).bytes / MB
+    return run["peak_mb"] / megabytes if megabytes else math.inf
+
+
 def row(name: str, points: list[dict[str, str]], runs: list[dict[str, Any]], cap_s: float) -> str:
-    """The lab's line of the table: its worst counted ratio, that run, the largest peak."""
+    """The lab's line of the table: its worst counted ratio of time, that run; of memory, that run; the largest peak."""
     crashed = [run for run in runs if "crashed" in run]
     runs = [run for run in runs if "crashed" not in run]
     apart = [f"+{n} {what}" for n, what in ((len(points) - len(runs) - len(crashed), "refused"),
@@ -123,15 +138,28 @@ def row(name: str, points: list[dict[str, str]], runs: list[dict[str, Any]], cap
     ran = f"{len(runs)}" + (f" ({', '.join(apart)})" if apart else "")
     counted = [(run, x) for run in runs if (x := ratio(run, cap_s)) is not None]
     peak = max((run["peak_mb"] for run in runs if run["peak_mb"] is not None), default=None)
-    peak_text = "?" if peak is None else f"{peak:.0f}"
+    return f"| {name} | {ran} | {time_cells(counted, cap_s)} | {memory_cells(runs)} | {'?' if peak is None else f'{peak:.0f}'} |"
+
+
+def time_cells(counted: list[tuple[dict[str, Any], float]], cap_s: float) -> str:
+    """Runs counted, the worst CPU / estimate, its estimate, its CPU seconds, the run."""
     if not counted:
-        return f"| {name} | {ran} | 0 | - | - | - | {peak_text} | every run under {MIN_CPU_S:g} s |"
+        return f"0 | - | - | - | every run under {MIN_CPU_S:g} s"
     run, worst = max(counted, key=lambda counted_run: counted_run[1])
     stopped = run["cpu_s"] is None
     cpu = f"> {cap_s:g}" if stopped else f"{run['cpu_s']:.2f}"
-    estimate = from_query(run["query"], budget_s=float("inf"))[0].estimate().seconds
-    return (f"| {name} | {ran} | {len(counted)} | {'>' if stopped else ''}{worst:.2f} | {estimate:.2f} | {cpu} | "
-            f"{peak_text} | {described(run)} |")
+    return (f"{len(counted)} | {'>' if stopped else ''}{worst:.2f} | {estimated(run).seconds:.2f} | {cpu} | "
+            f"{described(run)}")
+
+
+def memory_cells(runs: list[dict[str, Any]]) -> str:
+    """Runs counted, the worst peak / estimate, its estimate MB, its peak MB, the run."""
+    counted = [(run, x) for run in runs if (x := memory_ratio(run)) is not None]
+    if not counted:
+        return f"0 | - | - | - | every run under {MIN_MB} MB"
+    run, worst = max(counted, key=lambda counted_run: counted_run[1])
+    return (f"{len(counted)} | {worst:.2f} | {estimated(run).bytes / MB:.0f} | {run['peak_mb']:.0f} | "
+            f"{described(run)}")
 
 
 def main() -> None:
@@ -146,8 +174,9 @@ def main() -> None:
     print(f"{date.today().isoformat()}: {args.corners or 'every'} corners and {args.random} random points per lab, "
           f"each within {args.budget:g} s by its estimate (or its defaults' estimate, if more), CPU limit {OVER} times "
           f"that, seed {args.seed}\n")
-    print("| lab | runs | counted | worst CPU / estimate | its estimate s | its CPU s | peak MB | the worst run |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| lab | runs | counted | worst CPU / estimate | its estimate s | its CPU s | the worst run | counted | "
+          "worst peak / estimate | its estimate MB | its peak MB | the worst run | largest peak MB |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|")
     crashes: list[str] = []
     for name in args.labs:
         points = corners(name)

@@ -7,12 +7,22 @@ with one plain line naming the estimate, the budget and the parameters to change
 are CPU seconds of CPython on the 2-core machine of docs/input.md (what a run takes there when
 idle), measured by `bench/caps.py --budget` and the runs of issue 25; they are the slow end of
 what was measured, so an accepted run should not take much longer than its estimate.
+
+The same counts give the run's peak memory: a unit that holds memory while its run lasts (a
+replica's pool, a block of a prefix cache) states its bytes, measured by `bench/estimates.py` (the
+growth of a child's peak resident set), and a run estimated over `MEMORY_MB` is refused the same
+way, so that a run from outside never reaches the served app's cap per run (app/child.py).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 BUDGET_S = 20.0  # seconds of work a run may take (the CLI's --budget raises it)
+# Memory a run may take above what the library holds once imported (about 150 MB): within 1 GB in all, and
+# under the served app's cap of 1024 MB of address space per run (its child starts at 144 MB) with room to spare
+MEMORY_MB = 768.0
+MB = 2**20
 
 
 @dataclass(frozen=True)
@@ -21,33 +31,61 @@ class Unit:
 
     name: str  # plural, as read after a count: "memory-map cells drawn"
     seconds: float
+    bytes: float = 0.0  # memory one holds until its run ends (0: none that grows with the count)
 
 
 @dataclass(frozen=True)
 class Estimate:
     """A run's work: so many of each unit, and the parameters it grows with (`lower`, the main ones
-    first) or shrinks with (`higher`)."""
+    first) or shrinks with (`higher`); `held`, the units of memory it holds at its peak."""
 
     parts: tuple[tuple[float, Unit], ...]
     lower: tuple[str, ...] = ()
     higher: tuple[str, ...] = ()
+    held: tuple[tuple[float, Unit], ...] = ()
 
     @property
     def seconds(self) -> float:
         return sum(n * unit.seconds for n, unit in self.parts)
 
+    @property
+    def bytes(self) -> float:
+        """The run's peak memory above the imported library's."""
+        return _bytes(self.held)
 
-def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[str, ...] = ()) -> Estimate:
-    """An estimate of these parts, those of one unit added up."""
+
+def _bytes(parts: Iterable[tuple[float, Unit]]) -> float:
+    return sum(n * unit.bytes for n, unit in parts)
+
+
+def _added(parts: Iterable[tuple[float, Unit]]) -> tuple[tuple[float, Unit], ...]:
     total: dict[Unit, float] = {}
     for n, unit in parts:
         total[unit] = total.get(unit, 0.0) + n
-    return Estimate(tuple((n, unit) for unit, n in total.items()), lower, higher)
+    return tuple((n, unit) for unit, n in total.items())
 
 
-# The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs).
+def work(*parts: tuple[float, Unit], lower: tuple[str, ...] = (), higher: tuple[str, ...] = ()) -> Estimate:
+    """An estimate of these parts, those of one unit added up; one run, which holds all their memory at once."""
+    added = _added(parts)
+    return Estimate(added, lower, higher, tuple((n, unit) for n, unit in added if unit.bytes and n))
+
+
+def in_turn(*runs: Iterable[tuple[float, Unit]], lower: tuple[str, ...] = (), higher: tuple[str, ...] = ()) -> Estimate:
+    """Runs one after another, each letting go of its pools when it ends (a fleet per router, a
+    planner's candidates): their work adds up, and their peak memory is the largest run's."""
+    each = [work(*run) for run in runs]
+    return Estimate(_added(part for run in each for part in run.parts), lower, higher,
+                    max((run.held for run in each), key=_bytes, default=()))
+
+
+# The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs). Memory,
+# measured on the schedulers' largest runs (docs/input.md; bench/estimates.py checks it): the frames of a traced run
+# stay in its result (0.3 bytes a cell drawn, frames thinned), and vLLM V1's and SGLang's prefix caches outlive
+# their runs (SGLang's radix trees are reference cycles, freed when Python's collector next runs: a search's
+# runs pile up), 100 bytes a block in all; a fleet's pools, below.
 FIXED = Unit("seconds of a run its bounds keep short", 1.0)
-MAP_CELLS = Unit("memory-map cells drawn", 6e-8)
+MAP_CELLS = Unit("memory-map cells drawn", 6e-8, bytes=0.3)
 # The maps of a model whose layers are not all alike (vLLM V1's KV cache groups, SGLang's pools): each
 # frame scans its pools (numpy passes over every unit of a pool that is drawn unit by unit) and draws,
 # one by one, what requests and the cache hold (bench/hybrid_maps.py measures both)
@@ -57,7 +95,7 @@ POOL_SLOTS = Unit("pool slots drawn", 2e-8)
 ENGINE_REQUESTS = Unit("requests through the papers' engine", 2.5e-4)
 ENGINE_BLOCKS = Unit("KV blocks filled", 1.2e-6)
 STEP_TOKENS = Unit("tokens decoded step by step", 1e-6)
-HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-7)
+HASHED_BLOCKS = Unit("KV blocks prefix-cached", 2e-7, bytes=100)
 CACHE_BLOCKS = Unit("blocks inserted into a prefix cache", 5e-8)
 PEEKS = Unit("prefix-cache lookups", 7e-7)
 HASHED_PEEKS = Unit("lookups in a block-hash table", 9e-6)
@@ -66,16 +104,20 @@ MODEL_PAIRS = Unit("mini-model attention pairs", 6e-6)
 MODEL_CALLS = Unit("mini-model forward calls", 2e-4)
 FLEET_REQUESTS = Unit("requests through a fleet's replicas", 1.5e-4)  # each admitted, stepped, finished, summarized
 POOL_BLOCKS = Unit("blocks hashed into vLLM V1's block pool", 1e-6)  # a fleet's vLLM V1 replicas: every full block
+PROBED_BLOCKS = Unit("prefix blocks probed by routers", 2e-7)  # a fleet's: each prompt's blocks, on each replica probed
 DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's: output tokens / batch_at_most
 # ... where vLLM V1 keeps a model's kinds of layer in KV cache groups: each step slides each group's window, request
 # by request, not as arrays (3.0-3.3 us a group measured on gpt-oss-120b and gemma-3-27b; bench/estimates.py)
 GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
 ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
-# A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time (block_size 1:
-# vLLM V1's 3.2e-7 s and 147 bytes, the papers' engine 4.5e-8 s and 39 bytes; bench/estimates.py, docs/input.md)
-V1_POOL_SETUP = Unit("blocks set up in vLLM V1's replicas' pools", 3.2e-7)
-PAGED_SETUP = Unit("blocks set up in the papers' engine's replicas' pools", 4.5e-8)
+# A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time, and holds it
+# until its fleet run ends (block_size 1: vLLM V1's 3.2e-7 s and 152-154 bytes, the papers' engine 4.5e-8 s and
+# 39 bytes; bench/estimates.py, docs/input.md)
+V1_POOL_SETUP = Unit("blocks set up in vLLM V1's replicas' pools", 3.2e-7, bytes=160)
+PAGED_SETUP = Unit("blocks set up in the papers' engine's replicas' pools", 4.5e-8, bytes=45)
+# ... SGLang's: arrays of token slots, quick to make (not counted in time), 5.1-5.3 bytes a slot on 8 and 32 replicas
+SLOT_SETUP = Unit("token slots set up in SGLang's replicas' pools", 0.0, bytes=5.5)
 
 
 def constant(seconds: float) -> Estimate:
@@ -83,13 +125,39 @@ def constant(seconds: float) -> Estimate:
     return Estimate(((seconds, FIXED),))
 
 
+def refused(estimate: Estimate, budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB) -> str | None:
+    """The line that refuses a run over the budget of time or of memory (`refusal`), or None: the one
+    check every face makes (`Lab.admit`)."""
+    if estimate.seconds > budget_s:
+        return refusal(estimate, budget_s)
+    if estimate.bytes > memory_mb * MB:
+        return memory_refusal(estimate, memory_mb)
+    return None
+
+
+def _counted(parts: Iterable[tuple[float, Unit]]) -> str:
+    counted = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in parts if unit is not FIXED and n)
+    return f" ({counted})" if counted else ""
+
+
+def _change(estimate: Estimate, otherwise: str) -> str:
+    """Lower the parameters the run grows with, or raise those it shrinks with."""
+    lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
+    change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
+    return change or otherwise
+
+
 def refusal(estimate: Estimate, budget_s: float) -> str:
     """The one line that refuses a run over the budget. It starts with the parameters to change, as
     a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
-    lower, higher = "/".join(estimate.lower), "/".join(estimate.higher)
-    parts = ", ".join(f"{n:,.0f} {unit.name}" for n, unit in estimate.parts if unit is not FIXED and n)
-    change = " or ".join(f"{verb} {names}" for verb, names in (("lower", lower), ("raise", higher)) if names)
     seconds = f"{estimate.seconds:,.0f}" if estimate.seconds >= 1 else f"{estimate.seconds:.2g}"
     return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
-            f"{seconds} s of work{f' ({parts})' if parts else ''}, over the budget of {budget_s:g} s; "
-            f"{change or 'raise --budget'}")
+            f"{seconds} s of work{_counted(p for p in estimate.parts if p[1].seconds)}, over the budget of {budget_s:g} s; "
+            f"{_change(estimate, 'raise --budget')}")
+
+
+def memory_refusal(estimate: Estimate, memory_mb: float) -> str:
+    """The line that refuses a run over the memory budget, in the form of `refusal`: what it holds at its peak."""
+    return (f"{', '.join(estimate.lower + estimate.higher) or 'memory'}: this run is estimated at "
+            f"{estimate.bytes / MB:,.0f} MB of memory{_counted(estimate.held)}, over the budget of {memory_mb:,.0f} MB; "
+            f"{_change(estimate, 'lower the work')}")

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import param
 
-from kvweb.budget import BUDGET_S, Estimate, refusal
+from kvweb.budget import BUDGET_S, MEMORY_MB, Estimate, refused
 
 Progress = Callable[[float, str], None]
 
@@ -86,13 +86,13 @@ class Lab(param.Parameterized):
         """The run's work, counted from the parameters without running anything (kvweb/budget.py)."""
         raise NotImplementedError
 
-    def admit(self, budget_s: float = BUDGET_S) -> None:
-        """What a run from outside must pass: the lab's own rules, then its work estimate against
-        the budget (seconds); raise ParamError."""
+    def admit(self, budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB) -> None:
+        """What a run from outside must pass: the lab's own rules, then its estimate against the
+        budgets of time (seconds) and memory (MB); raise ParamError."""
         self.check()
-        estimate = self.estimate()
-        if estimate.seconds > budget_s:
-            raise ParamError(refusal(estimate, budget_s))
+        refusal = refused(self.estimate(), budget_s, memory_mb)
+        if refusal:
+            raise ParamError(refusal)
 
     def values(self) -> dict[str, Any]:
         """The parameter values as plain JSON types."""

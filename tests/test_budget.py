@@ -10,8 +10,8 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          FLEET_REQUESTS, GROUP_PAGES, GROUP_STEPS, HASHED_BLOCKS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
-                          MODEL_PAIRS, PAGED_SETUP, PEEKS, POOL_BLOCKS, POOL_SLOTS, STEP_TOKENS, V1_POOL_SETUP, Estimate, Unit,
+                          FLEET_REQUESTS, GROUP_PAGES, GROUP_STEPS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
+                          MODEL_PAIRS, PAGED_SETUP, PEEKS, POOL_BLOCKS, POOL_SLOTS, PROBED_BLOCKS, SLOT_SETUP, STEP_TOKENS, V1_POOL_SETUP, Estimate, Unit,
                           refusal, work)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
@@ -94,7 +94,7 @@ def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_en
     assert two[ENGINE_BLOCKS] == 3 * 10 * 128 / 16
     assert two[DECODE_STEPS] == 3 * 28  # 10 at once: each output token a step for all of them
     assert two[ADVANCES] == 2 * 10 * 4 + 10  # every replica at each arrival; the single engine, one
-    assert two[HASHED_BLOCKS] == 0  # requests without content: no prefix to probe
+    assert two[PROBED_BLOCKS] == 0  # requests without content: no prefix to probe
     # prefill replicas 2 of 4: the splits 1 + 3, 2 + 2, 3 + 1, a fleet run each (not two)
     split = units(LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate())
     assert split[FLEET_REQUESTS] == (1 + 3 + 1) * 10 and split[ADVANCES] == 4 * 10 * 4 + 10
@@ -106,7 +106,7 @@ def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_en
     shots = dict(workload="few-shot", requests=12, tasks=2, examples_len=64, question_len=16, block_size=16)
     lab = LABS["fleet"](**shots, replicas=3, routers="exact-prefix", prefill_replicas=1)
     prompts = sum(r.prompt for r in lab.requests_at(lab.rate))
-    assert units(lab.estimate())[HASHED_BLOCKS] == pytest.approx(prompts / 16 * (3 + 1 + 2))
+    assert units(lab.estimate())[PROBED_BLOCKS] == pytest.approx(prompts / 16 * (3 + 1 + 2))
 
 
 def test_every_replica_made_counts_its_pool_blocks():
@@ -119,7 +119,8 @@ def test_every_replica_made_counts_its_pool_blocks():
     assert v1[V1_POOL_SETUP] == (2 * 4 + 1) * kv_tokens / 16  # two routers' fleets and the single engine
     paper = units(LABS["fleet"](**{**base, "block_size": 1}, routers="round-robin", mode="paper").estimate())
     assert paper[PAGED_SETUP] == (4 + 1) * kv_tokens and V1_POOL_SETUP not in paper
-    assert units(LABS["fleet"](**base, routers="round-robin").estimate())[PAGED_SETUP] == 0  # SGLang
+    sglang = units(LABS["fleet"](**base, routers="round-robin").estimate())  # token slots: arrays, memory only
+    assert sglang[SLOT_SETUP] == (4 + 1) * kv_tokens and PAGED_SETUP not in sglang and V1_POOL_SETUP not in sglang
 
 
 def test_vllm_v1_replicas_of_a_hybrid_model_count_each_decode_step_per_kv_cache_group():

@@ -16,7 +16,7 @@ from typing import Any
 
 import param
 
-from kvweb.budget import Estimate, work
+from kvweb.budget import Estimate, in_turn
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
@@ -123,9 +123,8 @@ class FleetLab(SchedulersLab):
                             transfers=True, groups=groups) for prefill in splits]
         knobs = self.work_knobs()
         single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups)
-        return work(*(part for run in runs for part in run), *single,
-                    lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
-                    higher=(*knobs["higher"], *(("think_s",) if rounds else ())))
+        return in_turn(*runs, single, lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
+                       higher=(*knobs["higher"], *(("think_s",) if rounds else ())))
 
     def fleet_key(self, **extra: Any) -> str:
         return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)

@@ -15,7 +15,7 @@ from kvweb.constrained.dfa import DFA, STEPS_PER_SECOND, compile_cost, compile_d
 from kvweb.kv.generate import Continued
 from kvweb.constrained.jump_forward import CompressedFSM, compress, forced_states
 from kvweb.constrained.layout import layers, order
-from kvweb.budget import BUDGET_S, MODEL_CALLS, Estimate, Unit, refusal, work
+from kvweb.budget import BUDGET_S, MEMORY_MB, MODEL_CALLS, Estimate, Unit, refused, work
 from kvweb.lab import Lab, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
 from kvweb.kv.model import VOCAB, MiniModel, decode as detokenize, encode
@@ -125,11 +125,11 @@ class Fsm(Lab):
             lower = ("pattern" if self.preset == "custom" else "preset", *lower)
         return work((steps, COMPILE_STEPS), (decoding, MODEL_CALLS), lower=lower)
 
-    def admit(self, budget_s: float = BUDGET_S) -> None:
+    def admit(self, budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB) -> None:
         """The estimate first: it is counted without compiling, which `check` does."""
-        estimate = self.estimate()
-        if estimate.seconds > budget_s:
-            raise ParamError(refusal(estimate, budget_s))
+        refusal = refused(self.estimate(), budget_s, memory_mb)
+        if refusal:
+            raise ParamError(refusal)
         self.check()
 
     def check(self) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import param
 
-from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, GROUP_STEPS, HASHED_BLOCKS,
-                          PAGED_SETUP, POOL_BLOCKS, V1_POOL_SETUP, Estimate, Unit, work)
+from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, GROUP_STEPS, PAGED_SETUP,
+                          POOL_BLOCKS, PROBED_BLOCKS, SLOT_SETUP, V1_POOL_SETUP, Estimate, Unit, in_turn)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, pricing, roofline
@@ -48,18 +48,20 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     decode side hashes each prompt again as it reserves it), every replica advanced at each arrival
     and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
     `probed` replicas (a request without content is shared with none: nothing to read), and each
-    replica's pool of `kv_tokens` in blocks, set up whatever the requests (SGLang's token slots: an
-    array each, nothing to count); with `groups` (`kv_groups`), each decode step slides every group. The figures, estimate beside CPU time: docs/fleet.md,
+    replica's pool of `kv_tokens` in blocks (SGLang's: in token slots, arrays, memory only), set up whatever
+    the requests and held until the run ends; with `groups` (`kv_groups`), each decode step slides every group. The figures, estimate beside CPU time: docs/fleet.md,
     `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
     steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
-    pools = replicas * kv_tokens / block_size if MODES[scheduler].cell == "block" else 0
-    return [(pools, V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP), (len(requests), FLEET_REQUESTS),
+    blocks = MODES[scheduler].cell == "block"
+    pools = replicas * kv_tokens / (block_size if blocks else 1)
+    return [(pools, (V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP) if blocks else SLOT_SETUP),
+            (len(requests), FLEET_REQUESTS),
             (tokens / block_size, ENGINE_BLOCKS), (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
             (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
-            (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, HASHED_BLOCKS)]
+            (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS)]
 
 
 def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
@@ -176,11 +178,10 @@ class PlanLab(Lab, TraceReplay):
         requests = workload.arrivals()
         left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
         costs = [c.cost_model(self.model, self.cost_model) for c in left]
-        return work(*(part for c, cost in zip(left, costs) for part in fleet_work(
-                        requests, c.replicas, c.replicas, cost.kv_capacity_tokens, MAX_SEQS, c.scheduler,
-                        groups=kv_groups(cost, c.scheduler))),
-                    lower=("trace_duration" if self.workload == "trace" else "requests", "gpus", "tps", "schedulers",
-                           "replicas"))
+        return in_turn(*(fleet_work(requests, c.replicas, c.replicas, cost.kv_capacity_tokens, MAX_SEQS, c.scheduler,
+                                    groups=kv_groups(cost, c.scheduler)) for c, cost in zip(left, costs)),
+                       lower=("trace_duration" if self.workload == "trace" else "requests", "gpus", "tps", "schedulers",
+                              "replicas"))
 
     def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
         """The cheapest candidate's cost with its formula and values: per hour, and per million

@@ -17,7 +17,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, POOL_SLOTS, Estimate, Unit, work
+from kvweb.budget import (GROUP_PAGES, MAP_CELLS, MAP_SCANS, PAGED_SETUP, POOL_SLOTS, V1_POOL_SETUP, Estimate, Unit,
+                          work)
 from kvweb.gpu import CostModel
 from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, step_cost
@@ -129,12 +130,15 @@ class SchedulersLab(ModesLab):
         return _RUNS.get(self.key(("search", "target", *self.unread(mode)), mode=mode), serve)
 
     def estimate(self) -> Estimate:
-        """Each mode's traced run and, with `search`, its search's runs (`MaxRateLab.estimate`)."""
+        """Each mode's traced run, with the pool it sets up (a map cell per block), and, with `search`,
+        its search's runs (`MaxRateLab.estimate`)."""
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         hybrid, tokens = kv_layout(cost, self.block_size).hybrid, self.distinct_tokens(requests)
         modes = {m: self.map_work(m, cost, hybrid, tokens) for m in MODES if not self.refusal(m)}
-        runs = [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps)
-                for block, cells, maps, stepwise in modes.values()]
+        pools = {m: [(cells, V1_POOL_SETUP if MODES[m].hashes_blocks else PAGED_SETUP)] if MODES[m].cell == "block" else []
+                 for m, (_, cells, _, _) in modes.items()}
+        runs = [[*self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps),
+                 *pools[m]] for m, (block, cells, maps, stepwise) in modes.items()]
         if self.host_blocks():  # the tiered modes without the tier too
             runs += [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs)
                      for m, (block, cells, _, stepwise) in modes.items() if MODES[m].tiered]
