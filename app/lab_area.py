@@ -44,6 +44,16 @@ for (const model of cb_obj.document.all_models) {
   else if (classes.includes("kv-tries")) model.data.setv({content: {text: ""}}, {sync: false})
 }
 """
+# The same at Back or Forward to another lab's entry (app/router.py: the history box's script, where
+# `popped` is a model of the document): the lab select's script, for the lab the address now holds.
+POPPED = """
+const lab = new URLSearchParams(window.location.search).get("lab")
+for (const model of popped.document.all_models)
+  if ((model.css_classes ?? []).includes("kv-lab-select") && lab && lab !== model.value)
+    for (const picked of (model.js_property_callbacks instanceof Map ? model.js_property_callbacks.get("change:value")
+                          : model.js_property_callbacks["change:value"]) ?? [])
+      picked.execute({document: model.document, value: lab})
+"""
 
 
 class LabArea:

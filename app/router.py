@@ -28,9 +28,10 @@ class Router:
     """Opens URL queries by drawing their route (`draw(route, messages)`), and writes the
     route drawn back into the address bar (`write`)."""
 
-    def __init__(self, draw: Draw) -> None:
+    def __init__(self, draw: Draw, on_pop: str = "") -> None:
+        """`on_pop`: the page's script at Back or Forward (`History`)."""
         self.draw = draw
-        self.history = History()
+        self.history = History(on_pop)
         self._search: str | None = None  # the query last opened or written
         self._entry: str | None = None  # what the browser's current history entry stands for
 

@@ -17,7 +17,7 @@ import panel as pn
 
 from app import i18n, style
 from app.frame import LABS_NAV, Frame
-from app.lab_area import PICKED, LabArea
+from app.lab_area import PICKED, POPPED, LabArea
 from app.pages import Page, pages
 from app.route import Route
 from app.router import Router
@@ -34,7 +34,7 @@ class Shell:
         resources.install()  # only the extensions used, and the DataTable guard (app/site/resources.py)
         self.route: Route | None = None
         self.pages: dict[str, Page] = {}  # made in the session's language
-        self.router = Router(self.draw)
+        self.router = Router(self.draw, POPPED)
         self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen,
                             self.router.navigate)
         self.frame = Frame(self.labs.sidebar, self.labs.main,

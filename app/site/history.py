@@ -23,13 +23,15 @@ class History:
     would have been lost under the "replace" that followed it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_pop: str = "") -> None:
+        """`on_pop`: the app's script to run on the page at Back or Forward, before Python hears of
+        it (with `popped`, the box's model, and `window.location` already the entry's)."""
         self.popped = pn.widgets.TextInput()  # "N ?query": the Nth Back or Forward, and where it went
         self.pushes = 0  # entries added: the box says "pushes ?query"
         # The app writes its first URL while the session's document is built (app/router.py), before
         # the page can hear it: under `panel serve` the box's script runs once more when the page
         # has rendered; the static site's page does that itself (static/handler.js).
-        self.entry = LinkedTextInput(_SHOW, {"popped": self.popped}, on_render=sys.platform != "emscripten",
+        self.entry = LinkedTextInput(_SHOW.replace("// on pop\n", on_pop), {"popped": self.popped}, on_render=sys.platform != "emscripten",
                                      css_classes=["kv-history"])
         self.layout = pn.Row(self.popped, self.entry, visible=False)  # `popped`'s model is made first
 
@@ -52,7 +54,11 @@ const push = window.kvwebPushes !== undefined && pushes > window.kvwebPushes
 window.kvwebPushes = pushes
 if (!window.kvwebPopstate) {
   window.kvwebPops = 0
-  window.kvwebPopstate = () => { window.kvwebPops += 1; popped.value = `${window.kvwebPops} ${window.location.search}` }
+  window.kvwebPopstate = () => {
+    window.kvwebPops += 1
+    // on pop
+    popped.value = `${window.kvwebPops} ${window.location.search}`
+  }
   window.addEventListener("popstate", window.kvwebPopstate)
 }
 if (!search || search === window.location.search) return
