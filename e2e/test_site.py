@@ -144,8 +144,9 @@ def settled(page) -> list:
 def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, static_site):
     """app/site/link.py sends a view's redraw as one message (one task and one paint per figure
     in the page: counted here), and static/handler.js keeps to the page what Python never reads: here the
-    figures' sizes, which change as a new scenario widens their axes' labels."""
-    page.goto(f"{static_site}?lab=schedulers&requests=60")
+    figures' sizes, which change as a new scenario widens their axes' labels. (Both scenarios priced by the
+    roofline: cost_model=auto would price B's H100 by measured kernels, whose longer TTFTs widen an axis.)"""
+    page.goto(f"{static_site}?lab=schedulers&requests=60&cost_model=roofline")
     wait_live(page)
     wait_ready(page)
     page.evaluate(MESSAGES)
