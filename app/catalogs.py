@@ -6,6 +6,7 @@ wheel holds the compiled .mo instead (scripts/build_site.py): Pyodide has no Bab
 Babel's reader and writer are used directly, without `pybabel compile`'s format checks: those
 take the "% of" in our English labels for a printf placeholder.
 """
+
 from __future__ import annotations
 
 import gettext

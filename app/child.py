@@ -18,6 +18,7 @@ child that dies mid-message reads there as the end of its run, never as the next
 Memos (kvweb/memo.py) a child fills end with it. Not imported in the browser (Pyodide has no
 processes): there the runner calls the lab.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,9 @@ class Failed(RuntimeError):
     """The child's run raised something other than a refusal: its traceback, for the server's log."""
 
 
-def run_in_child(job: Any, progress: Progress, memory_cap_mb: int = MEMORY_CAP_MB,
-                 cpu_cap_s: float = CPU_CAP_S) -> dict[str, Any]:
+def run_in_child(
+    job: Any, progress: Progress, memory_cap_mb: int = MEMORY_CAP_MB, cpu_cap_s: float = CPU_CAP_S
+) -> dict[str, Any]:
     """`jsonable(job.run(progress))`, computed in a child process, which is gone on return.
     `job` is a lab, or a job with `in_child()`: the library function (and its keyword arguments)
     that computes what its `run` would, called with `progress=`.
@@ -120,8 +122,9 @@ class Helper:
     def __init__(self) -> None:
         self.control, theirs = Pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen([sys.executable, "-m", "app.child", str(theirs.fileno())],
-                                        pass_fds=[theirs.fileno()], env=env, cwd=ROOT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.child", str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env, cwd=ROOT
+        )
         theirs.close()
 
 
@@ -162,8 +165,9 @@ def serve(control: Connection) -> None:
 def _ended(exitcode: int | None, cpu_cap_s: float) -> str:
     if exitcode == -signal.SIGXCPU:
         return CPU_MESSAGE.format(f"{cpu_cap_s:g}")
-    return ENDED_MESSAGE.format(f"signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0
-                                else f"exit code {exitcode}")
+    return ENDED_MESSAGE.format(
+        f"signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0 else f"exit code {exitcode}"
+    )
 
 
 def work_of(job: Any) -> Work:

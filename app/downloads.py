@@ -1,4 +1,5 @@
 """The lab's record (its parameters and last result) to take away, as result.json and result.csv."""
+
 from __future__ import annotations
 
 import csv

@@ -4,6 +4,7 @@ page area and the lab area, shown in turn.
 Both areas stay in the document and are shown in turn: detaching the sidebar's models and
 attaching them again confuses the front end.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -28,25 +29,40 @@ class Frame:
     the end of the layout (the history boxes); `picked`: the page's script when a person picks
     a lab (its argument `loading`, the word in the session's language)."""
 
-    def __init__(self, sidebar: list[pn.viewable.Viewable], main: pn.viewable.Viewable,
-                 hidden: pn.viewable.Viewable, picked: str) -> None:
+    def __init__(
+        self, sidebar: list[pn.viewable.Viewable], main: pn.viewable.Viewable, hidden: pn.viewable.Viewable, picked: str
+    ) -> None:
         self.tour_bar = pn.Row(css_classes=["kv-tour-bar"], visible=False)
         self.nav = pn.widgets.RadioButtonGroup(css_classes=["kv-nav"], button_type="light")
         self.lab_select = LinkedSelect(picked, {"loading": tr("loading")}, width=280, css_classes=["kv-lab-select"])
         self.lang_select = pn.widgets.RadioButtonGroup(
-            options={label: code for code, label in i18n.LANGS.items()}, value="en", css_classes=["kv-lang"],
+            options={label: code for code, label in i18n.LANGS.items()},
+            value="en",
+            css_classes=["kv-lang"],
         )
         self.header = pn.pane.Markdown()
         # (a LiveText, never hidden: empty, it takes no room; a Div's new text or a hidden box shown
         # again would make BokehJS lay out the whole lab: ~0.3 s on the schedulers lab)
         self.message = LiveText(css_class="kv-message", color="#a40000", mono=True, margin=(2, 10))
         self.lab_area = pn.Column(
-            self.tour_bar, pn.Row(pn.Column(self.lab_select, *sidebar, width=300, css_classes=["kv-controls"]), main,
-                                  sizing_mode="stretch_width"),
-            sizing_mode="stretch_width", visible=False)
+            self.tour_bar,
+            pn.Row(
+                pn.Column(self.lab_select, *sidebar, width=300, css_classes=["kv-controls"]),
+                main,
+                sizing_mode="stretch_width",
+            ),
+            sizing_mode="stretch_width",
+            visible=False,
+        )
         self.page_area = pn.Column(sizing_mode="stretch_width", visible=False)
-        self.layout = pn.Column(pn.Row(self.header, self.nav, self.lang_select), self.message,
-                                self.page_area, self.lab_area, hidden, sizing_mode="stretch_width")
+        self.layout = pn.Column(
+            pn.Row(self.header, self.nav, self.lang_select),
+            self.message,
+            self.page_area,
+            self.lab_area,
+            hidden,
+            sizing_mode="stretch_width",
+        )
 
     def set_lang(self, lang: str) -> None:
         """Show the frame's words in `lang` (the session's language, already in use)."""
@@ -76,10 +92,17 @@ class Frame:
         buttons = [link_button(f"← {tr('Guided tour')}", "kv-tour-back", lambda: navigate({"page": "tour"}))]
         if tour < len(STEPS):
             following = STEPS[tour]
-            buttons.append(link_button(f"{tr('Next step')}: {tour + 1}. {tr(following.title)} →", "kv-tour-next",
-                                       lambda: navigate({**following.links[0][1], "tour": str(tour + 1)})))
-        self.tour_bar.objects = [pn.pane.Markdown(f"**{tr('Guided tour')} {tour}/{len(STEPS)}:** "
-                                                  f"{tr(STEPS[tour - 1].title)}"), *buttons]
+            buttons.append(
+                link_button(
+                    f"{tr('Next step')}: {tour + 1}. {tr(following.title)} →",
+                    "kv-tour-next",
+                    lambda: navigate({**following.links[0][1], "tour": str(tour + 1)}),
+                )
+            )
+        self.tour_bar.objects = [
+            pn.pane.Markdown(f"**{tr('Guided tour')} {tour}/{len(STEPS)}:** {tr(STEPS[tour - 1].title)}"),
+            *buttons,
+        ]
 
     def say(self, messages: list[str]) -> None:
         self.message.text = "\n".join(tr_message(m) for m in messages)

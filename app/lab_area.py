@@ -5,6 +5,7 @@ or run); a widget change builds the lab again through `kvweb.parsing.make`, exac
 the URL do, and runs it. Each time what the lab shows changes (a result drawn, a step), it
 calls `remember()`, which writes the URL.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -155,8 +156,9 @@ class LabArea:
         self.status.text = f"{tr('running')} {self.lab.lab_name}"
         self.runner.start(self.lab, lambda result, error: self._show_result(result, error, messages, step))
 
-    def _show_result(self, result: dict[str, Any] | None, error: str | None, messages: list[str],
-                     step: int | None) -> None:
+    def _show_result(
+        self, result: dict[str, Any] | None, error: str | None, messages: list[str], step: int | None
+    ) -> None:
         if error == CANCELLED:  # back to what the URL shows: the state before this run
             self.status.text = tr("ready")
             self.restore()
@@ -189,8 +191,14 @@ class LabArea:
     def _show_tries(self) -> None:
         assert self.lab is not None
         tried = self.lab.lab_name in self.tried
-        lines = [f"{'☑' if met else '☐'} {tr(c.task)}" + (f"\n   {tr(c.answer)}" if met or tried else "")
-                 for c, met in progress(self.lab.lab_name, self.result)] if self.result else []
+        lines = (
+            [
+                f"{'☑' if met else '☐'} {tr(c.task)}" + (f"\n   {tr(c.answer)}" if met or tried else "")
+                for c, met in progress(self.lab.lab_name, self.result)
+            ]
+            if self.result
+            else []
+        )
         self.tries.text = "\n".join([tr("What to try") + ":", *lines]) if lines else ""
 
     def _record(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """Entry point: `panel serve app/main.py` (after `pip install -e .[app]`); also converted into the static site."""
+
 import sys
 
 from app.shell import Shell

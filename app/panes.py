@@ -5,6 +5,7 @@ the same parameters its last result is shown without a rerun. They are not kept 
 hidden: Bokeh lays out hidden components too, and every widget change would pay for them
 (docs/site.md).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,6 +27,7 @@ FOLDS = ((ADVANCED, "details"), (PAPER_GPU, "assumptions"))  # parameter precede
 @dataclass
 class LabPane:
     """A lab's widgets and view as kept, and the last result shown with them."""
+
     widgets: dict[str, pn.widgets.Widget]
     controls: pn.Column
     view: pn.viewable.Viewable
@@ -38,8 +40,9 @@ class LabPanes:
     session's language (`clear` drops them all when it changes). `on_widget` hears every
     widget's change, `on_step` every player's; a view's links open their URL query with `navigate`."""
 
-    def __init__(self, on_widget: Callable[[Any], None], on_step: Callable[[], None],
-                 navigate: Callable[[dict[str, str]], None]) -> None:
+    def __init__(
+        self, on_widget: Callable[[Any], None], on_step: Callable[[], None], navigate: Callable[[dict[str, str]], None]
+    ) -> None:
         self.on_widget, self.on_step, self.navigate = on_widget, on_step, navigate
         self.traces = BrowserTraces(navigate)  # the trace files the browser keeps (its boxes: the shell places them)
         self.views: dict[type[LabView], LabView] = {}

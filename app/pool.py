@@ -13,6 +13,7 @@ memory and a CPU-time cap per run), so the server's own thread keeps Python's lo
 compute in the thread (most take milliseconds, a child's hop about 5 ms, and there they keep the
 server's memos), and so do the exercises' answers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,8 +62,14 @@ class RunPool:
     def _next(self, quick_only: bool) -> tuple[Hashable, Callable[[], None]]:
         with self._changed:
             while True:
-                session = next((s for s, (_, quick) in self._waiting.items()
-                                if s not in self._running and (quick or not quick_only)), None)
+                session = next(
+                    (
+                        s
+                        for s, (_, quick) in self._waiting.items()
+                        if s not in self._running and (quick or not quick_only)
+                    ),
+                    None,
+                )
                 if session is not None:
                     self._running.add(session)
                     return session, self._waiting.pop(session)[0]

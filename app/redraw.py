@@ -3,6 +3,7 @@ together. The static site's worker link (app/site/link.py) batches them; elsewhe
 changes (Bokeh's server has its own way). The app never imports the site's plumbing: the link
 plugs itself in here (`batch_with`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -6,6 +6,7 @@ A route is a page (`page=tour|exercises|report` and the page's own keys, e.g. `e
 lenient: each bad part becomes a message and its default, and nothing from the URL is ever
 rendered as HTML (messages go through `app.text.plain`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ URL_EXTRAS = ("step", "lang", "page", "tour")
 @dataclass(frozen=True, eq=False)
 class Route:
     """A page or a lab, as a URL holds it. `step` None: the step the lab's result opens on."""
+
     lang: str = "en"
     page: str | None = None  # None: a lab
     page_state: Mapping[str, str] = field(default_factory=dict)  # the page's own keys
@@ -49,14 +51,16 @@ class Route:
         query = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True))
         lang = query.get("lang", "en")
         if lang not in i18n.LANGS:
-            messages.append(f"lang: {shown(lang)} is not allowed; expected one of {', '.join(i18n.LANGS)}; "
-                            "using the default")
+            messages.append(
+                f"lang: {shown(lang)} is not allowed; expected one of {', '.join(i18n.LANGS)}; using the default"
+            )
             lang = "en"
         page = query.get("page")
         if page is not None or "lab" not in query:
             if page is not None and page not in pages():
-                messages.append(f"page: {shown(page)} is not allowed; expected one of {', '.join(pages())}; "
-                                "using the default")
+                messages.append(
+                    f"page: {shown(page)} is not allowed; expected one of {', '.join(pages())}; using the default"
+                )
                 page = None
             state = {k: v for k, v in query.items() if k not in ("page", "lang")}
             return cls(lang, page or DEFAULT_PAGE, state), messages

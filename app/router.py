@@ -5,6 +5,7 @@ A route with another history entry (`Route.entry`: another lab or page) adds an 
 any other change (a widget, a step, the language) replaces the current one. Back or Forward
 draws the entry's route, and the next route written replaces that entry.
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,8 +63,10 @@ class Router:
             self.draw(*Route.parse(search))
         except Exception as err:  # noqa: BLE001  (no URL may leave a blank page)
             log.warning("could not open the URL query %s: %r", shown(search, 200), err)
-            self.draw(Route(i18n.current(), DEFAULT_PAGE),
-                      [f"this URL could not be opened ({type(err).__name__}); showing the tour"])
+            self.draw(
+                Route(i18n.current(), DEFAULT_PAGE),
+                [f"this URL could not be opened ({type(err).__name__}); showing the tour"],
+            )
 
     def reopen(self) -> None:
         """Draw again the route last written (what the URL shows), as after a cancelled run."""

@@ -12,6 +12,7 @@ cross-origin isolated (a KeyboardInterrupt in the run, allowed only inside `stop
 the worker plugs in: app/site/interrupt.py), else by starting a fresh worker on the URL as it
 was (docs/site.md).
 """
+
 from __future__ import annotations
 
 import sys
@@ -111,6 +112,7 @@ class Runner:
         self._finish = finish
         doc = pn.state.curdoc
         if self._ticker is None:
+
             def tick() -> None:
                 if not self._tick():
                     ticker.stop()  # idle: Panel started it only after its run had ended (see `_running`)
@@ -206,4 +208,3 @@ class Runner:
                 text += ", " + tr("about {seconds} s left").format(seconds=left)
             self.left.text = text
         return self._running
-

@@ -8,6 +8,7 @@ draws the entry's route), `LabArea` shows and runs a lab, `Frame` is the page ar
 Text from the URL is only ever shown through `app.text.plain` (textContent): nothing from a
 URL is rendered as HTML.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -35,10 +36,15 @@ class Shell:
         self.route: Route | None = None
         self.pages: dict[str, Page] = {}  # made in the session's language
         self.router = Router(self.draw, POPPED)
-        self.labs = LabArea(lambda messages: self.frame.say(messages), self.remember, self.router.reopen,
-                            self.router.navigate)
-        self.frame = Frame(self.labs.sidebar, self.labs.main,
-                           pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False), PICKED)
+        self.labs = LabArea(
+            lambda messages: self.frame.say(messages), self.remember, self.router.reopen, self.router.navigate
+        )
+        self.frame = Frame(
+            self.labs.sidebar,
+            self.labs.main,
+            pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False),
+            PICKED,
+        )
         self.frame.nav.param.watch(self._on_nav, "value")
         self.frame.lab_select.param.watch(self._on_lab_select, "value")
         self.frame.lang_select.param.watch(self._on_lang, "value")

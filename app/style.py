@@ -6,6 +6,7 @@ shell does, before it builds anything) installs the rules and, once the document
 browser, the viewport declaration `panel serve`'s page template lacks (the static site's
 page has it from the start: static/early.html).
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,10 +19,14 @@ NARROW_PX = 800
 CONTROLS_VH = 40  # there, the parameters' box: at most this share of the screen's height, scrolling inside
 # Latin fonts first, then the CJK fonts of common systems (Noto/Source Han on Linux and
 # Android, PingFang on Apple, Microsoft YaHei on Windows), so Chinese never shows as boxes.
-SANS = ('system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, "Noto Sans CJK SC", "Noto Sans SC", '
-        '"Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif')
-MONO = ('ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, "Noto Sans Mono CJK SC", "Noto Sans CJK SC", '
-        '"PingFang SC", "Microsoft YaHei", monospace')
+SANS = (
+    'system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, "Noto Sans CJK SC", "Noto Sans SC", '
+    '"Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif'
+)
+MONO = (
+    'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, "Noto Sans Mono CJK SC", "Noto Sans CJK SC", '
+    '"PingFang SC", "Microsoft YaHei", monospace'
+)
 
 CSS = f"""
 :host {{
@@ -65,14 +70,16 @@ img, svg, table {{ max-width: 100%; }}
 }}
 """
 
-VIEWPORT = CustomJS(code="""
+VIEWPORT = CustomJS(
+    code="""
 if (!document.querySelector('meta[name="viewport"]')) {
   const meta = document.createElement("meta");
   meta.name = "viewport";
   meta.content = "width=device-width, initial-scale=1";
   document.head.appendChild(meta);
 }
-""")
+"""
+)
 
 
 def install() -> None:

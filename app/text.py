@@ -6,6 +6,7 @@ caught it). A Bokeh `Div` with `render_as_text=True` sets textContent instead. E
 that can carry URL, upload or user input goes through `plain`, or `LiveText` when it changes
 every step.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,10 +19,17 @@ from panel.reactive import ReactiveHTML
 def plain(text: str = "", css_class: str = "", color: str = "inherit", mono: bool = False) -> Div:
     """A Div that shows `text` literally (line breaks kept); update it with `div.text = ...`."""
     return Div(
-        text=text, render_as_text=True, css_classes=[css_class] if css_class else [],
+        text=text,
+        render_as_text=True,
+        css_classes=[css_class] if css_class else [],
         sizing_mode="stretch_width",
-        styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere", "color": color,
-                "font-family": "monospace" if mono else "inherit", "margin": "2px 0"},
+        styles={
+            "white-space": "pre-wrap",
+            "overflow-wrap": "anywhere",
+            "color": color,
+            "font-family": "monospace" if mono else "inherit",
+            "margin": "2px 0",
+        },
     )
 
 
@@ -44,9 +52,17 @@ class LiveText(ReactiveHTML):
 
     def __init__(self, css_class: str = "", mono: bool = False, color: str = "inherit", **params: Any) -> None:
         params = {"margin": (2, 0), **params}
-        super().__init__(css_classes=[css_class] if css_class else [], sizing_mode="stretch_width",
-                         styles={"white-space": "pre-wrap", "overflow-wrap": "anywhere", "color": color,
-                                 "font-family": "monospace" if mono else "inherit"}, **params)
+        super().__init__(
+            css_classes=[css_class] if css_class else [],
+            sizing_mode="stretch_width",
+            styles={
+                "white-space": "pre-wrap",
+                "overflow-wrap": "anywhere",
+                "color": color,
+                "font-family": "monospace" if mono else "inherit",
+            },
+            **params,
+        )
 
     @property
     def text(self) -> str:

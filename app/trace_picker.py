@@ -9,6 +9,7 @@ when the page opens, `BrowserTraces` asks the browser for the key the URL named,
 picked, then the URL is opened again. Hidden boxes in the page (not in the lab's folded controls, which join the
 page only when opened) carry this between Python and the browser, as app/site/history.py's do.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,22 +36,30 @@ const opened = indexedDB.open("{DATABASE}", 1)
 opened.onupgradeneeded = () => opened.result.createObjectStore("traces")
 """
 # A file the page's Python read, "key\nname\nbase64": stored by its key.
-_KEEP = """
+_KEEP = (
+    """
 const [key, name, data] = cb_obj.value.split("\\n")
 if (!data) return
-""" + _OPEN + """
+"""
+    + _OPEN
+    + """
 opened.onsuccess = () => opened.result.transaction("traces", "readwrite").objectStore("traces").put({name, data}, key)
 """
+)
 # The key a URL named: if this browser keeps that file, it goes back as "key\nname\nbase64".
-_FIND = """
+_FIND = (
+    """
 const key = cb_obj.value
 if (!key) return
-""" + _OPEN + """
+"""
+    + _OPEN
+    + """
 opened.onsuccess = () => {
   const got = opened.result.transaction("traces").objectStore("traces").get(key)
   got.onsuccess = () => { if (got.result) restored.value = [key, got.result.name, got.result.data].join("\\n") }
 }
 """
+)
 
 
 class BrowserTraces:
@@ -105,13 +114,19 @@ class TracePicker(pn.widgets.CompositeWidget):
     def __init__(self, value: str, label: str, help_text: str, width: int, kept: BrowserTraces | None = None) -> None:
         super().__init__(value=value, description=help_text, width=width)
         self.kept = kept
-        self.input = pn.widgets.FileInput(accept=ACCEPT, multiple=False, description=help_text, width=width,
-                                          css_classes=["kv-param-trace_file"])
+        self.input = pn.widgets.FileInput(
+            accept=ACCEPT, multiple=False, description=help_text, width=width, css_classes=["kv-param-trace_file"]
+        )
         self.said = plain(css_class="kv-trace-file-said", mono=True)
-        self.clear = pn.widgets.Button(name=tr("clear the trace file"), css_classes=["kv-trace-file-clear"],
-                                       width=width // 2, visible=bool(value))
-        self._composite[:] = [pn.pane.Bokeh(plain(f"{label} ({tr('pick or drop a trace file')})"), width=width),
-                              self.input, pn.pane.Bokeh(self.said, width=width), self.clear]
+        self.clear = pn.widgets.Button(
+            name=tr("clear the trace file"), css_classes=["kv-trace-file-clear"], width=width // 2, visible=bool(value)
+        )
+        self._composite[:] = [
+            pn.pane.Bokeh(plain(f"{label} ({tr('pick or drop a trace file')})"), width=width),
+            self.input,
+            pn.pane.Bokeh(self.said, width=width),
+            self.clear,
+        ]
         # (the file's bytes and its name may reach the page's Python one after the other: the static site's worker)
         self.input.param.watch(self._picked, ["value", "filename"])
         self.clear.on_click(lambda event: setattr(self, "value", ""))
@@ -145,4 +160,5 @@ class TracePicker(pn.widgets.CompositeWidget):
             self.said.text = tr_message(str(err))
             return
         self.said.text = tr("{0}: {1} rows ({2}), {3} skipped, digest {4}").format(
-            summary["name"], f"{summary['rows']:,}", summary["format"], f"{summary['skipped']:,}", summary["digest"])
+            summary["name"], f"{summary['rows']:,}", summary["format"], f"{summary['skipped']:,}", summary["digest"]
+        )

@@ -5,6 +5,7 @@ from a new result. Animated views get a `StepPlayer` and implement `show_step`; 
 keeps the player's position in the URL (`step=`). Views never compute: everything they draw
 is in the lab's result.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,17 @@ from typing import Any, ClassVar
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import (BasicTicker, ColumnDataSource, CustomJSTickFormatter, DataTable, InlineStyleSheet, Plot,
-                          Range1d, StringFormatter, TableColumn)
+from bokeh.models import (
+    BasicTicker,
+    ColumnDataSource,
+    CustomJSTickFormatter,
+    DataTable,
+    InlineStyleSheet,
+    Plot,
+    Range1d,
+    StringFormatter,
+    TableColumn,
+)
 from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
@@ -46,13 +56,20 @@ def player_labels() -> dict[str, str]:
     """The player's words in the session's language: each button's label and tooltip, and the
     readout's template ({k}: the step shown, the one `step=` in the URL holds; {n}: the last)."""
     return {
-        "first": tr("|< first"), "first_tip": tr("go to the first step"),
-        "previous": tr("< back"), "previous_tip": tr("one step back (left arrow)"),
-        "play": tr("play >"), "play_tip": tr("play the steps in order (space)"),
-        "pause": tr("pause ||"), "pause_tip": tr("stop playing (space)"),
-        "next": tr("next >"), "next_tip": tr("one step forward (right arrow)"),
-        "last": tr("last >|"), "last_tip": tr("go to the last step"),
-        "scrub_tip": tr("drag to any step"), "readout": tr("step {k} of {n}"),
+        "first": tr("|< first"),
+        "first_tip": tr("go to the first step"),
+        "previous": tr("< back"),
+        "previous_tip": tr("one step back (left arrow)"),
+        "play": tr("play >"),
+        "play_tip": tr("play the steps in order (space)"),
+        "pause": tr("pause ||"),
+        "pause_tip": tr("stop playing (space)"),
+        "next": tr("next >"),
+        "next_tip": tr("one step forward (right arrow)"),
+        "last": tr("last >|"),
+        "last_tip": tr("go to the last step"),
+        "scrub_tip": tr("drag to any step"),
+        "readout": tr("step {k} of {n}"),
     }
 
 
@@ -161,8 +178,9 @@ def steady_ticks(fig: Plot, digits: int) -> None:
     static site); padded labels keep the width, so a new range only repaints the figure.
     """
     fig.yaxis.ticker = BasicTicker(min_interval=1)
-    fig.yaxis.formatter = CustomJSTickFormatter(args={"digits": digits},
-                                                code="return String(Math.round(tick)).padStart(digits, '\u2007')")
+    fig.yaxis.formatter = CustomJSTickFormatter(
+        args={"digits": digits}, code="return String(Math.round(tick)).padStart(digits, '\u2007')"
+    )
 
 
 def percent(fraction: float, digits: int = 1) -> str:
@@ -183,8 +201,10 @@ def serving_rows() -> dict[str, tuple[str, Any]]:
     return {
         "throughput": (tr("throughput (tokens/s)"), lambda r: f"{r['throughput_tok_s']:,.1f}"),
         "slo": (tr("SLO attainment"), lambda r: f"{100 * r['slo_attainment']:.1f} %"),
-        "requests": (tr("requests/s: arrived / served (whole run)"),
-                     lambda r: f"{r['arrival_rate_per_s']:.2f} / {r['requests_per_s_whole_run']:.2f}"),
+        "requests": (
+            tr("requests/s: arrived / served (whole run)"),
+            lambda r: f"{r['arrival_rate_per_s']:.2f} / {r['requests_per_s_whole_run']:.2f}",
+        ),
         "batch": (tr("mean batch"), lambda r: f"{r['mean_batch']:.1f}"),
         "preemptions": (tr("preemptions"), lambda r: f"{r['preemptions']:,}"),
         "recomputed": (tr("recomputed tokens"), lambda r: f"{r['recomputed_tokens']:,}"),
@@ -193,38 +213,43 @@ def serving_rows() -> dict[str, tuple[str, Any]]:
     }
 
 
-def figures_rows(rows: list[tuple[str, Any]], runs: list[dict[str, Any] | None],
-                 names: list[str]) -> tuple[list[str], list[list[str]]]:
+def figures_rows(
+    rows: list[tuple[str, Any]], runs: list[dict[str, Any] | None], names: list[str]
+) -> tuple[list[str], list[list[str]]]:
     """A figures table for `TextTable.show`: `rows` are (label, run -> cell text); the header
     names the runs, each row is a label and one cell per run ("-" for a run that did not run)."""
     return ["", *names], [[label, *("-" if r is None else get(r) for r in runs)] for label, get in rows]
 
 
-CHAR_PX = 7.0     # one column of text (a Chinese character takes two) in a table cell, in pixels
+CHAR_PX = 7.0  # one column of text (a Chinese character takes two) in a table cell, in pixels
 CELL_PAD_PX = 14  # a cell's padding and border
-ROW_PX = 26       # a table row
-LINE_PX = 17      # one line of a row label that wraps
-MAX_ROWS = 16     # more rows scroll inside the table
-PHONE_PX = 370    # a table wider than this scrolls sideways on a phone (390 px), its first column fixed
+ROW_PX = 26  # a table row
+LINE_PX = 17  # one line of a row label that wraps
+MAX_ROWS = 16  # more rows scroll inside the table
+PHONE_PX = 370  # a table wider than this scrolls sideways on a phone (390 px), its first column fixed
 LABEL_PX = (140, 240)  # there, a first column of row labels is at most as wide as the phone leaves beside
-                       # one column of figures, within these bounds: a longer label wraps
+# one column of figures, within these bounds: a longer label wraps
 HEADER_LINE_PX = 16  # one line of a column's title (BokehJS's header: 16 px lines, 8 px padding)
 
 
 def table_css(header_lines: int) -> str:
     """A first column of labels wraps (rows as tall as its longest label: `wrapped_lines`), and the
     titles wrap on `header_lines` lines; figures never wrap."""
-    return (f".slick-cell.l0 {{ white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; "
-            "padding-top: 4px; }\n"
-            f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
-            f"height: {HEADER_LINE_PX * header_lines}px; }}\n")
+    return (
+        f".slick-cell.l0 {{ white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; "
+        "padding-top: 4px; }\n"
+        f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
+        f"height: {HEADER_LINE_PX * header_lines}px; }}\n"
+    )
 
 
 def fit_widths(header: list[str], cells: list[list[Any]], max_px: int = 360) -> list[int]:
     """Each column's width in pixels: enough for its header and its widest cell, Chinese
     characters counted twice, at most `max_px`. `cells`: one list per column."""
-    return [min(max_px, CELL_PAD_PX + round(CHAR_PX * max(text_width(str(t)) for t in [title, *column])))
-            for title, column in zip(header, cells)]
+    return [
+        min(max_px, CELL_PAD_PX + round(CHAR_PX * max(text_width(str(t)) for t in [title, *column])))
+        for title, column in zip(header, cells)
+    ]
 
 
 def wrapped_lines(text: str, width_px: int) -> int:
@@ -250,8 +275,7 @@ def wrapped_lines(text: str, width_px: int) -> int:
     return lines
 
 
-def titled_widths(header: list[str], data: dict[str, list[str]], widths: list[int],
-                  figures: list[bool]) -> list[int]:
+def titled_widths(header: list[str], data: dict[str, list[str]], widths: list[int], figures: list[bool]) -> list[int]:
     """A column of figures under a longer title is as wide as its figures, or as its title on two
     lines if that is wider: figures stay narrow, their titles wrap. Other columns keep `widths`."""
     narrow = []
@@ -305,10 +329,19 @@ class TextTable:
         self.max_rows = max_rows  # more rows scroll inside the table
         self.source = ColumnDataSource({}, name=name)
         self.style = InlineStyleSheet(css=table_css(1))
-        self.table = DataTable(source=self.source, columns=[], index_position=None, sortable=False,
-                               reorderable=False, autosize_mode="none", row_height=ROW_PX, height=ROW_PX + 8,
-                               sizing_mode="stretch_width", css_classes=[css_class],
-                               stylesheets=[self.style])
+        self.table = DataTable(
+            source=self.source,
+            columns=[],
+            index_position=None,
+            sortable=False,
+            reorderable=False,
+            autosize_mode="none",
+            row_height=ROW_PX,
+            height=ROW_PX + 8,
+            sizing_mode="stretch_width",
+            css_classes=[css_class],
+            stylesheets=[self.style],
+        )
         self.pane = pn.pane.Bokeh(self.table, sizing_mode="stretch_width")
 
     def show(self, header: list[str], rows: list[list[Any]]) -> None:
@@ -320,19 +353,30 @@ class TextTable:
             widths = phone_widths(widths)
         self.source.data = data
         columns = self.table.columns
-        if ([c.title for c in columns] != header or any(c.width < w for c, w in zip(columns, widths))
-                or [c.formatter.text_align for c in columns] != [f.text_align for f in align]):
-            self.table.columns = [TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
-                                  for i, (title, w, f) in enumerate(zip(header, widths, align))]
+        if (
+            [c.title for c in columns] != header
+            or any(c.width < w for c, w in zip(columns, widths))
+            or [c.formatter.text_align for c in columns] != [f.text_align for f in align]
+        ):
+            self.table.columns = [
+                TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
+                for i, (title, w, f) in enumerate(zip(header, widths, align))
+            ]
         widths = [c.width for c in self.table.columns]
         lines = max((wrapped_lines(t, widths[0]) for t in data["c0"]), default=1) if labels else 1
         titles = max((wrapped_lines(t, w) for t, w in zip(header, widths)), default=1)
         self.style.css = table_css(titles)
         row = ROW_PX if lines == 1 else lines * LINE_PX + 8
         wide = sum(widths) > PHONE_PX  # a phone scrolls it sideways, its row labels fixed
-        self.table.update(row_height=row, frozen_columns=1 if wide and labels and len(widths) > 1 else None,
-                          height=ROW_PX + HEADER_LINE_PX * (titles - 1) + row * min(len(rows), self.max_rows) + 8
-                          + (18 if wide else 0))
+        self.table.update(
+            row_height=row,
+            frozen_columns=1 if wide and labels and len(widths) > 1 else None,
+            height=ROW_PX
+            + HEADER_LINE_PX * (titles - 1)
+            + row * min(len(rows), self.max_rows)
+            + 8
+            + (18 if wide else 0),
+        )
 
     def select(self, row: int) -> None:
         """Mark one row (the one the figure shows)."""
@@ -381,8 +425,14 @@ class LabView:
             VIEWS[name] = cls
 
     def __init__(self) -> None:
-        self.player = StepPlayer(labels=player_labels(), visible=self.animated, css_classes=["kv-player"],
-                                 sizing_mode="stretch_width", min_height=36, margin=(5, 10))
+        self.player = StepPlayer(
+            labels=player_labels(),
+            visible=self.animated,
+            css_classes=["kv-player"],
+            sizing_mode="stretch_width",
+            min_height=36,
+            margin=(5, 10),
+        )
         self.player.param.watch(self._on_step, "value")
         self._held = False
 

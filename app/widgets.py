@@ -5,6 +5,7 @@ like the CLI and the URL do. Number boxes carry no bounds of their own: a value 
 range reaches the lab's validation, whose message the shell shows (the browser would
 otherwise clamp it, or keep showing it while ignoring it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -34,8 +35,13 @@ def widget_for(lab: Lab, name: str, kept: BrowserTraces | None = None) -> pn.wid
     kind, options = _kind(p)
     if "description" in kind.param:
         options["description"] = help_text
-    widget = kind(name=param_label(name), value=getattr(lab, name), css_classes=[f"kv-param-{name}"],
-                  width=280 if "description" in kind.param else 280 - HELP_PX, **options)
+    widget = kind(
+        name=param_label(name),
+        value=getattr(lab, name),
+        css_classes=[f"kv-param-{name}"],
+        width=280 if "description" in kind.param else 280 - HELP_PX,
+        **options,
+    )
     return widget if "description" in kind.param else WithHelp(widget, help_text, name)
 
 

@@ -2,6 +2,7 @@
 kvweb's: bench/data/aic_silicon.json, derived by scripts/derive_aic_estimates.py from
 aiconfigurator-core 0.12.0 (its agg estimate of each row; bench/data/README-aic.md). Standard library
 only: neither aiconfigurator nor pandas is needed to read it."""
+
 from __future__ import annotations
 
 import json

@@ -12,6 +12,7 @@ difference in structure, text or integers, which is never a last-bit change).
 The set: every lab at its defaults, each single change bench/labs.py times, and every run of
 the lecture's report (`kvweb reproduce`; with --quick its quick variants instead).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,10 @@ def configurations(quick: bool) -> list[tuple[str, dict[str, str]]]:
 def name(lab: str, params: dict[str, str]) -> str:
     """A file name for the run: the lab, then its parameters sorted (characters outside
     [A-Za-z0-9_.=-] replaced by their code)."""
-    safe = "".join(c if c.isalnum() or c in "_.=-" else f"%{ord(c):02x}" for c in
-                   "".join(f"--{k}={v}" for k, v in sorted(params.items())))
+    safe = "".join(
+        c if c.isalnum() or c in "_.=-" else f"%{ord(c):02x}"
+        for c in "".join(f"--{k}={v}" for k, v in sorted(params.items()))
+    )
     return f"{lab}{safe}"[:200] + ".json"
 
 

@@ -15,6 +15,7 @@ is tried too, one at a time. The slowest variant is kept. Each run is a child pr
 a time limit; its peak memory is the growth of its resident set during the run. A lab over
 SLOW_S needs tighter caps (issue 15).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,17 +41,62 @@ WALL_PER_CPU = 10  # --budget: the wall-clock limit, in CPU limits (the machine 
 SMALLER_IS_MORE_WORK = ("block_size", "page_size", "rel_tol")
 # The runs issue 25 found slow (minutes in CPython), tried too with --budget (brought within it)
 HEAVY = [
-    {"lab": "schedulers", "scenario": "B", "workload": "long-context", "requests": "5000", "rate": "1000", "block_size": "1",
-     "max_seqs": "1024", "token_budget": "1024", "chunk_size": "256", "search": "true"},
-    {"lab": "prefix-hash", "workload": "few-shot", "tasks": "32", "per_task": "64", "question_len": "450",
-     "output_len": "1024", "queue": "1024", "capacity": "2000", "block_size": "1"},
-    {"lab": "cache-sweep", "workload": "few-shot", "tasks": "32", "per_task": "64", "question_len": "450",
-     "output_len": "1024", "queue": "1024", "points": "12"},
-    {"lab": "schedulers", "scenario": "B", "workload": "few-shot", "requests": "244", "tasks": "64", "examples_len": "7500",
-     "block_size": "1", "chunk_size": "256", "mixed_chunk": "true", "search": "true"},
+    {
+        "lab": "schedulers",
+        "scenario": "B",
+        "workload": "long-context",
+        "requests": "5000",
+        "rate": "1000",
+        "block_size": "1",
+        "max_seqs": "1024",
+        "token_budget": "1024",
+        "chunk_size": "256",
+        "search": "true",
+    },
+    {
+        "lab": "prefix-hash",
+        "workload": "few-shot",
+        "tasks": "32",
+        "per_task": "64",
+        "question_len": "450",
+        "output_len": "1024",
+        "queue": "1024",
+        "capacity": "2000",
+        "block_size": "1",
+    },
+    {
+        "lab": "cache-sweep",
+        "workload": "few-shot",
+        "tasks": "32",
+        "per_task": "64",
+        "question_len": "450",
+        "output_len": "1024",
+        "queue": "1024",
+        "points": "12",
+    },
+    {
+        "lab": "schedulers",
+        "scenario": "B",
+        "workload": "few-shot",
+        "requests": "244",
+        "tasks": "64",
+        "examples_len": "7500",
+        "block_size": "1",
+        "chunk_size": "256",
+        "mixed_chunk": "true",
+        "search": "true",
+    },
     {"lab": "radix-demo", "system": "x" * 400, "questions": "|".join(["q"] * 200), "max_new": "64", "pool": "1000"},
-    {"lab": "engine", "scenario": "B", "workload": "fixed", "prompt_len": "4096", "output_len": "4095", "requests": "5000",
-     "rate": "1000", "block_size": "1"},
+    {
+        "lab": "engine",
+        "scenario": "B",
+        "workload": "fixed",
+        "prompt_len": "4096",
+        "output_len": "4095",
+        "requests": "5000",
+        "rate": "1000",
+        "block_size": "1",
+    },
 ]
 
 
@@ -84,13 +130,16 @@ def within_budget(query: dict[str, str], budget_s: float = BUDGET_S) -> dict[str
         for n in moving:
             p, default = cls.param[n], cls.param[n].default
             if isinstance(p, param.String):
-                values[n] = top[n][:max(1, round(f * len(top[n])))] if f > 0 else default
+                values[n] = top[n][: max(1, round(f * len(top[n])))] if f > 0 else default
                 continue
             low, high = p.bounds
             end = top[n] if f >= 0 else (low if n in estimate.lower else high)
             value = default + abs(f) * (end - default)
             values[n] = round(value) if isinstance(p, param.Integer) else value
-        return {"lab": query["lab"], **{n: str(v).lower() if isinstance(v, bool) else str(v) for n, v in values.items()}}
+        return {
+            "lab": query["lab"],
+            **{n: str(v).lower() if isinstance(v, bool) else str(v) for n, v in values.items()},
+        }
 
     def accepted(f: float) -> bool:
         return not from_query(at(f), budget_s=budget_s)[1]  # nothing put back: within the rules and the budget
@@ -116,20 +165,36 @@ def child(query: dict[str, str]) -> None:
     start, cpu = time.perf_counter(), time.process_time()
     lab.run()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    print(json.dumps({"params": lab.values(), "messages": messages, "seconds": seconds, "cpu_s": cpu,
-                      "peak_mb": peak_rss_mb() - base, "estimate": estimate}))
+    print(
+        json.dumps(
+            {
+                "params": lab.values(),
+                "messages": messages,
+                "seconds": seconds,
+                "cpu_s": cpu,
+                "peak_mb": peak_rss_mb() - base,
+                "estimate": estimate,
+            }
+        )
+    )
 
 
 def measure(query: dict[str, str], timeout: float, cpu: bool = False) -> dict[str, Any]:
     """Run the query in a child with a limit of `timeout` seconds, of CPU time with `cpu` (on a
     shared machine a wall-clock limit also counts the other processes' turns)."""
+
     def limit_cpu() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(timeout), math.ceil(timeout) + 1))
 
     over = {"query": query, "seconds": None, "cpu_s": None, "peak_mb": None, "messages": [], "estimate": None}
     try:
-        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(query)], capture_output=True, text=True,
-                              timeout=timeout * (WALL_PER_CPU if cpu else 1), preexec_fn=limit_cpu if cpu else None)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(query)],
+            capture_output=True,
+            text=True,
+            timeout=timeout * (WALL_PER_CPU if cpu else 1),
+            preexec_fn=limit_cpu if cpu else None,
+        )
     except subprocess.TimeoutExpired:
         return over
     if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # over the CPU limit
@@ -154,7 +219,9 @@ def described(run: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", default=sorted(LABS))
-    parser.add_argument("--timeout", type=float, default=SLOW_S + 5, help="seconds per run (with --budget: CPU seconds)")
+    parser.add_argument(
+        "--timeout", type=float, default=SLOW_S + 5, help="seconds per run (with --budget: CPU seconds)"
+    )
     parser.add_argument("--choices", action="store_true", help="also try every other option of every choice")
     parser.add_argument("--budget", action="store_true", help="each variant at the largest work the budget accepts")
     parser.add_argument("--child", help=argparse.SUPPRESS)

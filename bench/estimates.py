@@ -18,6 +18,7 @@ run is the lab's fixed cost: imports, the mini model's weights), with that run; 
 ratio of peak memory to the estimate's (`Estimate.bytes`) among runs that grew by at least
 `MIN_MB`, with that run, and the largest peak; then each crash, with its run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,29 @@ LOG_SPAN = 100  # bounds wider than this ratio are sampled log-uniformly
 # Issue 39's runs where the work hid (texts the sampling leaves at their defaults), each brought
 # within the budget and run with its lab's points
 HIDDEN = [
-    {"lab": "fleet", "scenario": "B", "workload": "multi-turn", "requests": "500", "rate": "1000", "replicas": "32",
-     "block_size": "1", "mode": "vllm-v1", "routers": "round-robin,least-outstanding,cache-aware,exact-prefix,cost"},
-    {"lab": "plan", "requests": "200", "rate": "1000", "gpus": "A100-40GB,A100-80GB,H100-SXM,H200", "tps": "1,2,4,8",
-     "weight_precisions": "16-bit,fp8,int8,int4", "kv_precisions": "16-bit,fp8", "schedulers": "paper,vllm-v1,sglang",
-     "replicas": "1,2,4,8", "routers": "round-robin,cache-aware"},
+    {
+        "lab": "fleet",
+        "scenario": "B",
+        "workload": "multi-turn",
+        "requests": "500",
+        "rate": "1000",
+        "replicas": "32",
+        "block_size": "1",
+        "mode": "vllm-v1",
+        "routers": "round-robin,least-outstanding,cache-aware,exact-prefix,cost",
+    },
+    {
+        "lab": "plan",
+        "requests": "200",
+        "rate": "1000",
+        "gpus": "A100-40GB,A100-80GB,H100-SXM,H200",
+        "tps": "1,2,4,8",
+        "weight_precisions": "16-bit,fp8,int8,int4",
+        "kv_precisions": "16-bit,fp8",
+        "schedulers": "paper,vllm-v1,sglang",
+        "replicas": "1,2,4,8",
+        "routers": "round-robin,cache-aware",
+    },
     {"lab": "fsm", "samples": "32", "max_len": "400", "pattern": ".*"},
 ]
 
@@ -133,8 +152,11 @@ def row(name: str, points: list[dict[str, str]], runs: list[dict[str, Any]], cap
     """The lab's line of the table: its worst counted ratio of time, that run; of memory, that run; the largest peak."""
     crashed = [run for run in runs if "crashed" in run]
     runs = [run for run in runs if "crashed" not in run]
-    apart = [f"+{n} {what}" for n, what in ((len(points) - len(runs) - len(crashed), "refused"),
-                                             (len(crashed), "crashed")) if n]
+    apart = [
+        f"+{n} {what}"
+        for n, what in ((len(points) - len(runs) - len(crashed), "refused"), (len(crashed), "crashed"))
+        if n
+    ]
     ran = f"{len(runs)}" + (f" ({', '.join(apart)})" if apart else "")
     counted = [(run, x) for run in runs if (x := ratio(run, cap_s)) is not None]
     peak = max((run["peak_mb"] for run in runs if run["peak_mb"] is not None), default=None)
@@ -148,8 +170,10 @@ def time_cells(counted: list[tuple[dict[str, Any], float]], cap_s: float) -> str
     run, worst = max(counted, key=lambda counted_run: counted_run[1])
     stopped = run["cpu_s"] is None
     cpu = f"> {cap_s:g}" if stopped else f"{run['cpu_s']:.2f}"
-    return (f"{len(counted)} | {'>' if stopped else ''}{worst:.2f} | {estimated(run).seconds:.2f} | {cpu} | "
-            f"{described(run)}")
+    return (
+        f"{len(counted)} | {'>' if stopped else ''}{worst:.2f} | {estimated(run).seconds:.2f} | {cpu} | "
+        f"{described(run)}"
+    )
 
 
 def memory_cells(runs: list[dict[str, Any]]) -> str:
@@ -158,8 +182,7 @@ def memory_cells(runs: list[dict[str, Any]]) -> str:
     if not counted:
         return f"0 | - | - | - | every run under {MIN_MB} MB"
     run, worst = max(counted, key=lambda counted_run: counted_run[1])
-    return (f"{len(counted)} | {worst:.2f} | {estimated(run).bytes / MB:.0f} | {run['peak_mb']:.0f} | "
-            f"{described(run)}")
+    return f"{len(counted)} | {worst:.2f} | {estimated(run).bytes / MB:.0f} | {run['peak_mb']:.0f} | {described(run)}"
 
 
 def main() -> None:
@@ -171,11 +194,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    print(f"{date.today().isoformat()}: {args.corners or 'every'} corners and {args.random} random points per lab, "
-          f"each within {args.budget:g} s by its estimate (or its defaults' estimate, if more), CPU limit {OVER} times "
-          f"that, seed {args.seed}\n")
-    print("| lab | runs | counted | worst CPU / estimate | its estimate s | its CPU s | the worst run | counted | "
-          "worst peak / estimate | its estimate MB | its peak MB | the worst run | largest peak MB |")
+    print(
+        f"{date.today().isoformat()}: {args.corners or 'every'} corners and {args.random} random points per lab, "
+        f"each within {args.budget:g} s by its estimate (or its defaults' estimate, if more), CPU limit {OVER} times "
+        f"that, seed {args.seed}\n"
+    )
+    print(
+        "| lab | runs | counted | worst CPU / estimate | its estimate s | its CPU s | the worst run | counted | "
+        "worst peak / estimate | its estimate MB | its peak MB | the worst run | largest peak MB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|")
     crashes: list[str] = []
     for name in args.labs:
@@ -189,6 +216,7 @@ def main() -> None:
         print(row(name, points, runs, cap_s), flush=True)
         crashes += [f"- {name}: {run['crashed']} ({described(run)})" for run in runs if "crashed" in run]
     print("\ncrashed:" if crashes else "\ncrashed: none", *crashes, sep="\n")
+
 
 if __name__ == "__main__":
     main()

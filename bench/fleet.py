@@ -11,6 +11,7 @@ estimates beside the CPU time of their runs (bench/caps.py's style), each run's 
 the most the budget accepts (ROW: only those rows of ESTIMATED, by index): none may take over 1.5x its
 estimate's budget, nor under half its estimate.
 """
+
 from __future__ import annotations
 
 import platform
@@ -45,10 +46,14 @@ def speed_table() -> None:
     for mode in MODES:
         run = single.scheduler(mode).run(alone)
         wall = best_of(lambda: single.scheduler(mode).run(alone))
-        print(f"| {mode} | (single engine, 2/s) | 1 | {run.sim_time:.0f} | {1e3 * wall:.0f} | {run.sim_time / wall:,.0f} |")
+        print(
+            f"| {mode} | (single engine, 2/s) | 1 | {run.sim_time:.0f} | {1e3 * wall:.0f} | {run.sim_time / wall:,.0f} |"
+        )
     for mode in ("sglang", "vllm-v1"):  # the schedulers a split fleet runs (kvweb/prefix/modes.py holds_transfers)
+
         def split_run(mode: str = mode):  # noqa: ANN202
             return serve_split(requests, lambda: lab.scheduler(mode), 1, 3, "round-robin", Link())
+
         split, wall = split_run(), best_of(split_run)
         print(f"| {mode} | 1 prefill + 3 decode | 4 | {split.end:.0f} | {1e3 * wall:.0f} | {split.end / wall:,.0f} |")
 
@@ -57,9 +62,11 @@ def lab_table() -> None:
     print("\n| fleet lab | wall ms (cold) |")
     print("|---|---|")
     for values in ({}, {"workload": "few-shot"}, {"workload": "scenario"}, {"prefill_replicas": 1}):
+
         def cold() -> None:
             clear_memos()
             FleetLab(**values).run()
+
         print(f"| {values or 'default'} | {1e3 * best_of(cold):.0f} |")
 
 
@@ -70,20 +77,73 @@ ESTIMATED = [
     ("fleet", {"routers": "round-robin", "replicas": 8, "prefill_replicas": 4}),
     ("fleet", {"routers": "round-robin", "replicas": 32, "prefill_replicas": 16}),
     ("fleet", {"routers": "round-robin", "replicas": 8, "prefill_replicas": 4, "workload": "sharegpt", "rate": 16.0}),
-    ("fleet", {"routers": "round-robin", "replicas": 8, "prefill_replicas": 4, "scenario": "B",
-               "workload": "long-context", "rate": 4.0}),
-    ("fleet", {"routers": "round-robin", "replicas": 8, "prefill_replicas": 4, "mode": "vllm-v1", "workload": "few-shot"}),
-    ("fleet", {"routers": "least-outstanding", "replicas": 16, "prefill_replicas": 15, "mode": "vllm-v1", "scenario": "B",
-               "workload": "long-context", "rate": 8.0}),
-    ("fleet", {"routers": "round-robin", "replicas": 8, "workload": "fixed", "prompt_len": 128, "output_len": 8000,
-               "max_len": 8192, "rate": 50.0}),
+    (
+        "fleet",
+        {
+            "routers": "round-robin",
+            "replicas": 8,
+            "prefill_replicas": 4,
+            "scenario": "B",
+            "workload": "long-context",
+            "rate": 4.0,
+        },
+    ),
+    (
+        "fleet",
+        {"routers": "round-robin", "replicas": 8, "prefill_replicas": 4, "mode": "vllm-v1", "workload": "few-shot"},
+    ),
+    (
+        "fleet",
+        {
+            "routers": "least-outstanding",
+            "replicas": 16,
+            "prefill_replicas": 15,
+            "mode": "vllm-v1",
+            "scenario": "B",
+            "workload": "long-context",
+            "rate": 8.0,
+        },
+    ),
+    (
+        "fleet",
+        {
+            "routers": "round-robin",
+            "replicas": 8,
+            "workload": "fixed",
+            "prompt_len": 128,
+            "output_len": 8000,
+            "max_len": 8192,
+            "rate": 50.0,
+        },
+    ),
     ("fleet", {"routers": "cache-aware,exact-prefix", "replicas": 32, "workload": "few-shot"}),
     ("fleet", {"replicas": 16, "mode": "paper", "workload": "sharegpt", "rate": 20.0}),
     ("plan", {}),
-    ("plan", {"model": "llama-3-8b", "gpus": "A100-80GB,H100-SXM", "tps": "1", "weight_precisions": "16-bit",
-              "schedulers": "vllm-v1,sglang", "replicas": "1,2,4", "routers": "round-robin,cost", "rate": 20.0}),
-    ("plan", {"model": "llama-3-8b", "gpus": "H100-SXM", "tps": "1", "weight_precisions": "16-bit", "schedulers": "sglang",
-              "replicas": "32", "rate": 200.0}),
+    (
+        "plan",
+        {
+            "model": "llama-3-8b",
+            "gpus": "A100-80GB,H100-SXM",
+            "tps": "1",
+            "weight_precisions": "16-bit",
+            "schedulers": "vllm-v1,sglang",
+            "replicas": "1,2,4",
+            "routers": "round-robin,cost",
+            "rate": 20.0,
+        },
+    ),
+    (
+        "plan",
+        {
+            "model": "llama-3-8b",
+            "gpus": "H100-SXM",
+            "tps": "1",
+            "weight_precisions": "16-bit",
+            "schedulers": "sglang",
+            "replicas": "32",
+            "rate": 200.0,
+        },
+    ),
 ]
 
 
@@ -110,9 +170,13 @@ def estimate_table() -> None:
         lab.run()
         cpu = time.process_time() - cpu
         estimate = lab.estimate().seconds
-        verdict = " (over 1.5x)" if cpu > 1.5 * max(estimate, BUDGET_S) else " (over 2x high)" if estimate > 2 * cpu else ""
-        print(f"| {name} | {values or 'defaults'} | {lab.requests} | {estimate:.1f} | {cpu:.2f} | {estimate / cpu:.2f}{verdict} |",
-              flush=True)
+        verdict = (
+            " (over 1.5x)" if cpu > 1.5 * max(estimate, BUDGET_S) else " (over 2x high)" if estimate > 2 * cpu else ""
+        )
+        print(
+            f"| {name} | {values or 'defaults'} | {lab.requests} | {estimate:.1f} | {cpu:.2f} | {estimate / cpu:.2f}{verdict} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

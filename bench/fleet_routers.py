@@ -9,6 +9,7 @@ measured too), then the prompt is inserted in the chosen replica's cache, so the
 a fleet's would (nothing finishes or is evicted: a bound on the tree walks). CPU seconds of this
 process per decision, and the summed regret as a check that the routers differ.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,9 +59,16 @@ def main() -> None:
     rng = np.random.default_rng(0)
     shared = args.prompt * 3 // 4
     prefixes = rng.integers(0, 32000, (args.groups, shared))
-    requests = [Request(i, i * 0.1, args.prompt, 1, np.concatenate(
-        [prefixes[rng.integers(args.groups)], rng.integers(0, 32000, args.prompt - shared + 1)]))
-        for i in range(args.requests)]
+    requests = [
+        Request(
+            i,
+            i * 0.1,
+            args.prompt,
+            1,
+            np.concatenate([prefixes[rng.integers(args.groups)], rng.integers(0, 32000, args.prompt - shared + 1)]),
+        )
+        for i in range(args.requests)
+    ]
     print(f"{args.replicas} replicas, {args.requests} requests of {args.prompt} tokens, {args.groups} prefixes")
     for name, make in ROUTERS.items():
         replicas = [Replica(args.requests * args.prompt) for _ in range(args.replicas)]
@@ -71,7 +79,7 @@ def main() -> None:
             d = decide(router, r, replicas)
             spent += time.process_time() - t
             regret += d.regret
-            replicas[d.replica].take(r.tokens[:r.prompt])
+            replicas[d.replica].take(r.tokens[: r.prompt])
         print(f"{name:18} {1e6 * spent / len(requests):8.0f} us/decision  regret {regret:,} tokens")
 
 

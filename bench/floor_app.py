@@ -2,6 +2,7 @@
 widget, built by scripts/build_site.py (`floor`) with kvweb's packages and page scripts, which
 mark it interactive as they mark kvweb. bench/site_load.py --floor divides kvweb's cold load by
 this page's: what kvweb's own start-up adds, whatever the host's speed that day."""
+
 import numpy as np
 import panel as pn
 from bokeh.plotting import figure

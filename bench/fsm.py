@@ -8,6 +8,7 @@ minimisation + chain compression. Mask time is one `choices()` call (the mask fr
 DFA state plus the length budget) averaged over the states of a decoded output.
 Decoding figures use the mini model (one sample, seed 0).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -23,10 +24,31 @@ from kvweb.constrained.regex_parser import parse
 from kvweb.kv.model import MiniModel
 from kvweb.labs.fsm import PRESETS
 
-FIELDS = [f"field_{name}" for name in (
-    "customer", "account", "country", "city", "street", "postcode", "phone", "email", "birthdate",
-    "currency", "amount", "quantity", "product", "category", "status", "priority", "channel",
-    "language", "timezone", "comment")]
+FIELDS = [
+    f"field_{name}"
+    for name in (
+        "customer",
+        "account",
+        "country",
+        "city",
+        "street",
+        "postcode",
+        "phone",
+        "email",
+        "birthdate",
+        "currency",
+        "amount",
+        "quantity",
+        "product",
+        "category",
+        "status",
+        "priority",
+        "channel",
+        "language",
+        "timezone",
+        "comment",
+    )
+]
 
 PATTERNS = {
     "email": r"[a-z0-9._]{1,20}@[a-z0-9]{1,12}\.(com|org|net|edu)",
@@ -70,6 +92,7 @@ ESTIMATED = {
 
 class _Counted(dfa_module.Work):
     """`Work` that keeps its last count, for the table."""
+
     last = 0.0
 
     def add(self, steps: float) -> None:
@@ -81,8 +104,10 @@ def estimates() -> None:
     """Each pattern's estimate (compile_cost, seconds) beside the CPU time of compiling it (parse
     to compressed DFA, or to the refusal at a cap; best of 3) and the construction's counted work."""
     dfa_module.Work = _Counted
-    print("| pattern | NFA states | positions | classes | DFA states est. | estimate s | measured s "
-          "| estimate / measured | counted s | result |")
+    print(
+        "| pattern | NFA states | positions | classes | DFA states est. | estimate s | measured s "
+        "| estimate / measured | counted s | result |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for name, pattern in ESTIMATED.items():
@@ -94,21 +119,26 @@ def estimates() -> None:
                 outcome[:] = [f"{compress(compile_dfa(pattern)).dfa.states} states"]
             except ValueError as err:
                 outcome[:] = ["refused: " + str(err).split(" (")[0].split(";")[0]]
+
         t = time.process_time()
         once()
         first = time.process_time() - t
         measured = min([first] + [best_cpu(once) for _ in range(2 if first < 3 else 0)])
         estimate = cost.steps / dfa_module.STEPS_PER_SECOND
         ratios.append((estimate / measured, name, measured))
-        print(f"| {name.replace('|', chr(92) + '|')} | {cost.nfa_states:,} | {cost.positions:,} | {cost.classes} | {cost.dfa_states:,} "
-              f"| {estimate:.3f} | {measured:.3f} | {estimate / measured:.2f} "
-              f"| {_Counted.last / dfa_module.STEPS_PER_SECOND:.3f} | {outcome[0]} |")
+        print(
+            f"| {name.replace('|', chr(92) + '|')} | {cost.nfa_states:,} | {cost.positions:,} | {cost.classes} | {cost.dfa_states:,} "
+            f"| {estimate:.3f} | {measured:.3f} | {estimate / measured:.2f} "
+            f"| {_Counted.last / dfa_module.STEPS_PER_SECOND:.3f} | {outcome[0]} |"
+        )
     low, high = min(ratios), max(ratios)
     print(f"\nworst under-estimate: {low[0]:.2f}x ({low[1]}); worst over-estimate: {high[0]:.2f}x ({high[1]})")
     slow = [r for r in ratios if r[2] >= 0.05]
     low, high = min(slow), max(slow)
-    print(f"patterns measured at 0.05 s or more: worst under-estimate {low[0]:.2f}x ({low[1]}); "
-          f"worst over-estimate {high[0]:.2f}x ({high[1]})")
+    print(
+        f"patterns measured at 0.05 s or more: worst under-estimate {low[0]:.2f}x ({low[1]}); "
+        f"worst over-estimate {high[0]:.2f}x ({high[1]})"
+    )
 
 
 def best_cpu(fn) -> float:
@@ -119,8 +149,10 @@ def best_cpu(fn) -> float:
 
 def main() -> None:
     model = MiniModel()
-    print("| pattern | chars | DFA states | jump edges | compile ms | mask us/step "
-          "| output chars | forwards plain | forwards compressed | saved |")
+    print(
+        "| pattern | chars | DFA states | jump edges | compile ms | mask us/step "
+        "| output chars | forwards plain | forwards compressed | saved |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, pattern in PATTERNS.items():
         compile_s = best_of(lambda: compress(compile_dfa(pattern)), 5)
@@ -131,10 +163,13 @@ def main() -> None:
         assert plain.text == jumped.text
         walk = [(s.state, max_len - s.emitted + len(s.chars)) for s in plain.steps]
         mask_s = statistics.mean(
-            best_of(lambda: [choices(fsm, state, room) for _ in range(100)], 5) / 100 for state, room in walk)
+            best_of(lambda: [choices(fsm, state, room) for _ in range(100)], 5) / 100 for state, room in walk
+        )
         saved = 1 - jumped.forwards / plain.forwards
-        print(f"| {name} | {len(pattern)} | {fsm.dfa.states} | {len(fsm.jumps)} | {compile_s * 1e3:.1f} "
-              f"| {mask_s * 1e6:.1f} | {len(plain.text)} | {plain.forwards} | {jumped.forwards} | {saved:.0%} |")
+        print(
+            f"| {name} | {len(pattern)} | {fsm.dfa.states} | {len(fsm.jumps)} | {compile_s * 1e3:.1f} "
+            f"| {mask_s * 1e6:.1f} | {len(plain.text)} | {plain.forwards} | {jumped.forwards} | {saved:.0%} |"
+        )
     explosion = r"(a|b)*a(a|b){25}"
     t = time.perf_counter()
     try:

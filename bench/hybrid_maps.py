@@ -11,6 +11,7 @@ took (memory_map and group_maps, the best of 3 each frame), and the frames `serv
 those drawn; then the whole run's estimate beside its CPU time in a child process (bench/caps.py
 `measure`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,11 @@ from kvweb.parsing import make
 from kvweb.serving.engine_trace import TraceRecorder
 
 MODELS = ("gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b", "gpt-oss-120b")
-SETTINGS = {"defaults": {}, "long-context 40": {"workload": "long-context", "requests": "40"},
-            "long-context 200": {"workload": "long-context", "requests": "200", "rate": "20"}}
+SETTINGS = {
+    "defaults": {},
+    "long-context 40": {"workload": "long-context", "requests": "40"},
+    "long-context 200": {"workload": "long-context", "requests": "200", "rate": "20"},
+}
 CAPS = {"requests": "5000", "rate": "1000", "workload": "long-context", "max_seqs": "1024", "output_len": "8191"}
 
 
@@ -61,13 +65,19 @@ def maps_row(query: dict[str, str]) -> list[str]:
     for mode in MODES:
         if lab.refusal(mode) or mode == "paper":
             continue
-        frame = sum(n * unit.seconds for n, unit in group_map_work(lab.setup().cost_model(), lab.block_size,
-                                                                   MODES[mode].layers_apart, tokens))
-        frames = next(n for n, unit in lab.served_work(requests, lab.block_size, 1, True, lab.max_seqs) if unit is MAP_CELLS)
+        frame = sum(
+            n * unit.seconds
+            for n, unit in group_map_work(lab.setup().cost_model(), lab.block_size, MODES[mode].layers_apart, tokens)
+        )
+        frames = next(
+            n for n, unit in lab.served_work(requests, lab.block_size, 1, True, lab.max_seqs) if unit is MAP_CELLS
+        )
         horizon = max((r.arrival for r in requests), default=0.0) or 1.0
         recorder = TimedMaps(horizon / 200, extra_curves=("cached", "hit_rate"))
         lab.scheduler(mode).run(requests, trace=recorder)
-        cells.append(f"{1e3 * frame:.2f} / {1e3 * recorder.map_s / max(recorder.drawn, 1):.2f} ms; {frames} / {recorder.drawn}")
+        cells.append(
+            f"{1e3 * frame:.2f} / {1e3 * recorder.map_s / max(recorder.drawn, 1):.2f} ms; {frames} / {recorder.drawn}"
+        )
     return cells
 
 
@@ -77,15 +87,19 @@ def main() -> None:
     parser.add_argument("--largest", action="store_true", help="also at the most work the budget accepts")
     parser.add_argument("--timeout", type=float, default=60.0, help="CPU seconds per whole run")
     args = parser.parse_args()
-    print("| model | run | vllm-v1: a frame's maps, estimate / CPU; frames, estimate / drawn | sglang: the same | "
-          "whole run: estimate / CPU s |")
+    print(
+        "| model | run | vllm-v1: a frame's maps, estimate / CPU; frames, estimate / drawn | sglang: the same | "
+        "whole run: estimate / CPU s |"
+    )
     print("|---|---|---|---|---|")
     for model in args.models:
         base = {"lab": "schedulers", "scenario": "B", "model": model, "weight_precision": "int4"}
         runs = {name: {**base, **extra} for name, extra in SETTINGS.items()}
         if args.largest:
             largest = within_budget({**base, **CAPS})
-            runs["largest: " + ", ".join(f"{k}={largest[k]}" for k in ("requests", "rate", "output_len", "max_seqs"))] = largest
+            runs[
+                "largest: " + ", ".join(f"{k}={largest[k]}" for k in ("requests", "rate", "output_len", "max_seqs"))
+            ] = largest
         for name, query in runs.items():
             whole = measure(query, args.timeout, cpu=True)
             total = "?" if whole["cpu_s"] is None else f"{whole['estimate']:.2f} / {whole['cpu_s']:.2f}"

@@ -16,6 +16,7 @@ and each lab's sum with the ratio; alternating keeps a shared machine's drift ou
 
 The static site runs the same code in Pyodide, about 1.5-2.5x slower than CPython.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,24 +35,80 @@ from kvweb.memo import clear_memos
 from kvweb.parsing import make
 
 CHANGES: dict[str, list[dict[str, str]]] = {
-    "fsm": [{"preset": "form"}, {"preset": "record"}, {"preset": "ambiguous"},
-            {"pattern": r"[a-z]{2,10}@[a-z]{2,8}\.(com|org)"}, {"samples": "5"}, {"samples": "8"},
-            {"seed": "1"}, {"max_len": "100"}, {"max_len": "300"}],
-    "max-rate": [{"tp": "2"}, {"weight_precision": "fp8"}, {"kv_precision": "fp8"}, {"scenario": "B"},
-                 {"workload": "alpaca"}, {"rate": "4"}, {"requests": "300"}, {"block_size": "32"},
-                 {"watermark": "0.05"}, {"preemption": "swap"}, {"seed": "1"}, {"target": "0.95"},
-                 {"rel_tol": "0.05"}],
-    "cache-sweep": [{"workload": "multi-turn"}, {"queue": "8"}, {"queue": "33"}, {"alpha": "5"}, {"points": "9"},
-                    {"points": "12"}, {"points": "4"}],
-    "prefix-hash": [{"workload": "multi-turn"}, {"queue": "33"}, {"alpha": "22"}, {"capacity": "2001"},
-                    {"policy": "fcfs"}, {"block_size": "17"}],
-    "schedulers": [{"tp": "2"}, {"scenario": "B"}, {"rate": "2.2"}, {"block_size": "17"}, {"watermark": "0.011"},
-                   {"prefix_caching": "false"}, {"token_budget": "512"}, {"search": "true"}],
-    "sweep": [{"block_size": "32"}, {"watermark": "0.05"}, {"rate": "5"}, {"sweep": "watermark"},
-              {"sweep": "preemption"}],
-    "engine": [{"memory": "max"}, {"compare": "max"}, {"compare": "none"}, {"tp": "2"}, {"weight_precision": "fp8"},
-               {"scenario": "B"}, {"workload": "alpaca"}, {"rate": "5"}, {"requests": "500"},
-               {"block_size": "32"}, {"preemption": "swap"}, {"seed": "1"}],
+    "fsm": [
+        {"preset": "form"},
+        {"preset": "record"},
+        {"preset": "ambiguous"},
+        {"pattern": r"[a-z]{2,10}@[a-z]{2,8}\.(com|org)"},
+        {"samples": "5"},
+        {"samples": "8"},
+        {"seed": "1"},
+        {"max_len": "100"},
+        {"max_len": "300"},
+    ],
+    "max-rate": [
+        {"tp": "2"},
+        {"weight_precision": "fp8"},
+        {"kv_precision": "fp8"},
+        {"scenario": "B"},
+        {"workload": "alpaca"},
+        {"rate": "4"},
+        {"requests": "300"},
+        {"block_size": "32"},
+        {"watermark": "0.05"},
+        {"preemption": "swap"},
+        {"seed": "1"},
+        {"target": "0.95"},
+        {"rel_tol": "0.05"},
+    ],
+    "cache-sweep": [
+        {"workload": "multi-turn"},
+        {"queue": "8"},
+        {"queue": "33"},
+        {"alpha": "5"},
+        {"points": "9"},
+        {"points": "12"},
+        {"points": "4"},
+    ],
+    "prefix-hash": [
+        {"workload": "multi-turn"},
+        {"queue": "33"},
+        {"alpha": "22"},
+        {"capacity": "2001"},
+        {"policy": "fcfs"},
+        {"block_size": "17"},
+    ],
+    "schedulers": [
+        {"tp": "2"},
+        {"scenario": "B"},
+        {"rate": "2.2"},
+        {"block_size": "17"},
+        {"watermark": "0.011"},
+        {"prefix_caching": "false"},
+        {"token_budget": "512"},
+        {"search": "true"},
+    ],
+    "sweep": [
+        {"block_size": "32"},
+        {"watermark": "0.05"},
+        {"rate": "5"},
+        {"sweep": "watermark"},
+        {"sweep": "preemption"},
+    ],
+    "engine": [
+        {"memory": "max"},
+        {"compare": "max"},
+        {"compare": "none"},
+        {"tp": "2"},
+        {"weight_precision": "fp8"},
+        {"scenario": "B"},
+        {"workload": "alpaca"},
+        {"rate": "5"},
+        {"requests": "500"},
+        {"block_size": "32"},
+        {"preemption": "swap"},
+        {"seed": "1"},
+    ],
 }
 
 
@@ -84,8 +141,13 @@ def against(labs: str, other: str, rounds: int) -> None:
         for _ in range(rounds):
             for name, tree in trees.items():
                 out = Path(tmp, f"{name}.json")
-                subprocess.run([sys.executable, __file__, "--labs", labs, "--repeat", "1", "--save", str(out)], cwd=tree,
-                               env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, __file__, "--labs", labs, "--repeat", "1", "--save", str(out)],
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": tree},
+                    check=True,
+                    capture_output=True,
+                )
                 for lab, changes in json.loads(out.read_text()).items():
                     for change, s in changes.items():
                         best[name][lab, change] = min(best[name].get((lab, change), float("inf")), s)

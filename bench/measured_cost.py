@@ -5,6 +5,7 @@ one sitting (a ratio: this machine is shared). The issue's goal: at most 1.3x.
     .venv/bin/python -m bench.measured_cost
     node scripts/pyodide_run.mjs build/pyodide-test -m bench.measured_cost   # the same in Pyodide
 """
+
 from __future__ import annotations
 
 import kvweb.labs  # noqa: F401  (registers every lab)

@@ -14,6 +14,7 @@ Timings are the best of several interleaved rounds, each variant timed on a warm
 ratio is time / contiguous time; `gather` is the share of the block gather alone.
 Goal: paged <= 1.10 x contiguous at block size 16 (vLLM reports its kernel 20-26 % slower).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,9 @@ from kvweb.kv.paged_store import PagedStore, paged_attention
 BLOCK_SIZES = (1, 16, 64)
 
 
-def block_loop_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, table: list[int],
-                         length: int, block_size: int) -> np.ndarray:
+def block_loop_attention(
+    q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, table: list[int], length: int, block_size: int
+) -> np.ndarray:
     """Decode-only (one query) paged attention as a Python loop over the block table."""
     scale = 1 / np.sqrt(q.shape[-1])
     rows = [min(block_size, length - i * block_size) for i in range(-(-length // block_size))]
@@ -58,8 +60,14 @@ def race(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, fl
     return best
 
 
-def attention_row(bs: int, queries: list[np.ndarray], keys: list[np.ndarray], values: list[np.ndarray],
-                  rounds: int, rng: np.random.Generator) -> str:
+def attention_row(
+    bs: int,
+    queries: list[np.ndarray],
+    keys: list[np.ndarray],
+    values: list[np.ndarray],
+    rounds: int,
+    rng: np.random.Generator,
+) -> str:
     """Attention alone: contiguous arrays vs a pool of shuffled blocks, gathered or looped."""
     lengths = [len(k) for k in keys]
     counts = [-(-n // bs) for n in lengths]
@@ -80,23 +88,34 @@ def attention_row(bs: int, queries: list[np.ndarray], keys: list[np.ndarray], va
 
     def gather() -> None:
         for _, t, n, _, _ in batch:
-            blocks = np.asarray(t[:-(-n // bs)])
-            np.take(k_pool, blocks, axis=0, mode="clip", out=scratch[0, :len(blocks)])
-            np.take(v_pool, blocks, axis=0, mode="clip", out=scratch[1, :len(blocks)])
+            blocks = np.asarray(t[: -(-n // bs)])
+            np.take(k_pool, blocks, axis=0, mode="clip", out=scratch[0, : len(blocks)])
+            np.take(v_pool, blocks, axis=0, mode="clip", out=scratch[1, : len(blocks)])
 
-    t = race({
-        "contiguous": lambda: [causal_attention(q, k, v) for q, _, _, k, v in batch],
-        "paged": lambda: [paged_attention(q, k_pool, v_pool, tb, n, bs, scratch) for q, tb, n, _, _ in batch],
-        "loop": lambda: [block_loop_attention(q, k_pool, v_pool, tb, n, bs) for q, tb, n, _, _ in batch],
-        "gather": gather,
-    }, rounds)
+    t = race(
+        {
+            "contiguous": lambda: [causal_attention(q, k, v) for q, _, _, k, v in batch],
+            "paged": lambda: [paged_attention(q, k_pool, v_pool, tb, n, bs, scratch) for q, tb, n, _, _ in batch],
+            "loop": lambda: [block_loop_attention(q, k_pool, v_pool, tb, n, bs) for q, tb, n, _, _ in batch],
+            "gather": gather,
+        },
+        rounds,
+    )
     c = t["contiguous"]
-    return (f"{bs:>5} {c * 1e3:>9.2f}ms {t['paged'] * 1e3:>7.2f}ms {t['paged'] / c:>6.2f} "
-            f"{t['loop'] * 1e3:>9.2f}ms {t['loop'] / c:>6.2f} {t['gather'] / c:>7.0%}")
+    return (
+        f"{bs:>5} {c * 1e3:>9.2f}ms {t['paged'] * 1e3:>7.2f}ms {t['paged'] / c:>6.2f} "
+        f"{t['loop'] * 1e3:>9.2f}ms {t['loop'] / c:>6.2f} {t['gather'] / c:>7.0%}"
+    )
 
 
-def store_row(bs: int, queries: list[np.ndarray], keys: list[np.ndarray], values: list[np.ndarray],
-              rounds: int, rng: np.random.Generator) -> str:
+def store_row(
+    bs: int,
+    queries: list[np.ndarray],
+    keys: list[np.ndarray],
+    values: list[np.ndarray],
+    rounds: int,
+    rng: np.random.Generator,
+) -> str:
     """One decode step through the real stores: write one token's K/V, then attend."""
     heads, dim = keys[0].shape[1:]
     pool = sum(-(-(len(k) + 1) // bs) for k in keys)
@@ -134,8 +153,10 @@ def main() -> None:
     queries = [rng.standard_normal((1, *shape)) for _ in lengths]
     keys = [rng.standard_normal((n, *shape)) for n in lengths]
     values = [rng.standard_normal((n, *shape)) for n in lengths]
-    print(f"batch of {args.batch} decode queries, context {args.min_len}..{args.max_len} "
-          f"(mean {np.mean(lengths):.0f}), {args.heads} heads x {args.head_dim}, float64")
+    print(
+        f"batch of {args.batch} decode queries, context {args.min_len}..{args.max_len} "
+        f"(mean {np.mean(lengths):.0f}), {args.heads} heads x {args.head_dim}, float64"
+    )
     print("attention alone")
     print(f"{'block':>5} {'contiguous':>11} {'paged':>9} {'ratio':>6} {'block loop':>11} {'ratio':>6} {'gather':>8}")
     for bs in BLOCK_SIZES:

@@ -11,6 +11,7 @@ workers = (1-worker time / 2-worker time) / 2, which needs two idle cores; the w
 (CPU seconds at 1 worker / at 2) is what it would be on them with the tasks balanced (200 short
 tasks on 2 workers are). Every backend's result must equal the serial one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,18 @@ from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.lab import no_progress
 from kvweb.labs.plan import PlanLab
 
-GRID = {"model": "llama-3-8b", "gpus": "A100-40GB,A100-80GB,H100-SXM,H200", "tps": "1", "weight_precisions": "16-bit",
-        "kv_precisions": "16-bit", "schedulers": "vllm-v1,sglang", "replicas": "1,2,3,4,5,6,7",
-        "routers": "round-robin,least-outstanding,cache-aware,cost", "workload": "sharegpt", "rate": 20.0}
+GRID = {
+    "model": "llama-3-8b",
+    "gpus": "A100-40GB,A100-80GB,H100-SXM,H200",
+    "tps": "1",
+    "weight_precisions": "16-bit",
+    "kv_precisions": "16-bit",
+    "schedulers": "vllm-v1,sglang",
+    "replicas": "1,2,3,4,5,6,7",
+    "routers": "round-robin,least-outstanding,cache-aware,cost",
+    "workload": "sharegpt",
+    "rate": 20.0,
+}
 
 
 def timed(lab: PlanLab, backend: object) -> tuple[float, float, dict]:
@@ -31,8 +41,16 @@ def timed(lab: PlanLab, backend: object) -> tuple[float, float, dict]:
     start, cpu = time.perf_counter(), os.times()
     result = lab.plan(no_progress, backend)
     after = os.times()
-    used = (after.user + after.system + after.children_user + after.children_system
-            - cpu.user - cpu.system - cpu.children_user - cpu.children_system)
+    used = (
+        after.user
+        + after.system
+        + after.children_user
+        + after.children_system
+        - cpu.user
+        - cpu.system
+        - cpu.children_user
+        - cpu.children_system
+    )
     return time.perf_counter() - start, used, result
 
 
@@ -44,8 +62,11 @@ def main() -> None:
     args = parser.parse_args()
     lab = PlanLab(**GRID, requests=args.requests)
     print(f"load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} CPUs)")
-    backends = {"serial (this process)": Serial(), "processes, 1 worker": Processes(1),
-                "processes, 2 workers": Processes(2)}
+    backends = {
+        "serial (this process)": Serial(),
+        "processes, 1 worker": Processes(1),
+        "processes, 2 workers": Processes(2),
+    }
     ray_start = 0.0
     if not args.no_ray:
         import ray
@@ -65,8 +86,10 @@ def main() -> None:
                 best[name] = (seconds, cpu)
     n = reference["evaluated"]
     assert reference["candidates_total"] == 200 and n == 200, reference["pruned"]
-    print(f"{n} candidates of {args.requests} requests each; fastest of {args.repeats} rounds"
-          + (f"; Ray started in {ray_start:.1f} s (not counted)" if ray_start else ""))
+    print(
+        f"{n} candidates of {args.requests} requests each; fastest of {args.repeats} rounds"
+        + (f"; Ray started in {ray_start:.1f} s (not counted)" if ray_start else "")
+    )
     print(f"{'backend':<24} {'wall s':>8} {'candidates/s':>13} {'CPU ms per candidate':>21}")
     for name, (seconds, cpu) in best.items():
         cpu_text = f"{cpu / n * 1e3:21.0f}" if not name.startswith("ray") else f"{'(in Ray workers)':>21}"
@@ -74,8 +97,10 @@ def main() -> None:
     one = best["processes, 1 worker"][0]
     print(f"parallel efficiency at 2 processes: {one / best['processes, 2 workers'][0] / 2:.0%}")
     # what it would be on two idle cores, the tasks balanced: the work done, against the work at 2 workers
-    print(f"work efficiency at 2 processes (1-worker CPU / 2-worker CPU): "
-          f"{best['processes, 1 worker'][1] / best['processes, 2 workers'][1]:.0%}")
+    print(
+        f"work efficiency at 2 processes (1-worker CPU / 2-worker CPU): "
+        f"{best['processes, 1 worker'][1] / best['processes, 2 workers'][1]:.0%}"
+    )
     if not args.no_ray:
         print(f"parallel efficiency of Ray at 2 workers (against 1 process): {one / best['ray, 2 workers'][0] / 2:.0%}")
         ray.shutdown()

@@ -11,6 +11,7 @@ and a straightforward per-token trie written below (one dict node per token, LRU
 tokens with the same leaf set and heap). Throughput = (prompt + output tokens) / second,
 best of `rounds`. Goal: the radix cache clearly faster than the per-token trie.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -118,8 +119,9 @@ def main() -> None:
     ap.add_argument("--capacity", type=int, default=60_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    trace = interleaved(multi_turn(args.sessions, args.turns, args.system_len, args.question_len,
-                                   args.answer_len, 0, seed=0), seed=1)
+    trace = interleaved(
+        multi_turn(args.sessions, args.turns, args.system_len, args.question_len, args.answer_len, 0, seed=0), seed=1
+    )
     tokens = sum(len(r.tokens) for r in trace)
     prompt = sum(len(r.prompt) for r in trace)
     print(f"trace: {len(trace)} requests, {tokens:,} tokens (prompt + output), capacity {args.capacity:,}")

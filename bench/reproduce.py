@@ -8,6 +8,7 @@ In Pyodide under Node (what the static site's report page does):
 Prints the total for the full and the quick report (best of `--repeat`, default 2), and the
 slowest experiments of the full one.
 """
+
 from __future__ import annotations
 
 import platform

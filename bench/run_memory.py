@@ -9,6 +9,7 @@ The runs: bench/caps.py's runs issue 25 found slow, and every lab at its caps (b
 space (what RLIMIT_AS caps: VmPeak) and resident set (VmHWM) at their peaks, in MB, and the
 address space it started with.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,10 +66,16 @@ def main() -> None:
     for within in forked(lambda: [within_budget(q) for q in queries]):
         figures = forked(lambda: measure(within))
         cls = LABS[within["lab"]]
-        shown = " ".join(f"{k}={v[:12]}" for k, v in within.items()
-                         if k in cls.param and v.lower() != str(cls.param[k].default).lower())
-        print(f"| {within['lab']} | {figures['as']:.0f} ({figures['start']:.0f}) | {figures['rss']:.0f} | "
-              f"{figures['cpu']:.1f} | {shown} |", flush=True)
+        shown = " ".join(
+            f"{k}={v[:12]}"
+            for k, v in within.items()
+            if k in cls.param and v.lower() != str(cls.param[k].default).lower()
+        )
+        print(
+            f"| {within['lab']} | {figures['as']:.0f} ({figures['start']:.0f}) | {figures['rss']:.0f} | "
+            f"{figures['cpu']:.1f} | {shown} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

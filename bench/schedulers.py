@@ -13,6 +13,7 @@ modes interleaved, so their ratios hold even when the machine's load changes.
 
 In Pyodide under Node: node scripts/pyodide_run.mjs build/pyodide-test -m bench.schedulers
 """
+
 from __future__ import annotations
 
 import cProfile
@@ -38,8 +39,10 @@ def speed_table() -> None:
             for mode in MODES:
                 run = lab.run_mode(mode, requests, no_progress, trace=trace)
                 wall = best_of(lambda: lab.run_mode(mode, requests, no_progress, trace=trace))
-                print(f"| {mode} | {rate:g} | {'yes' if trace else 'no'} | {run.steps} | {run.sim_time:.0f} "
-                      f"| {wall * 1e3:.0f} | {run.sim_time / wall:.0f} |")
+                print(
+                    f"| {mode} | {rate:g} | {'yes' if trace else 'no'} | {run.steps} | {run.sim_time:.0f} "
+                    f"| {wall * 1e3:.0f} | {run.sim_time / wall:.0f} |"
+                )
 
 
 def lab_table() -> None:
@@ -53,8 +56,12 @@ def lab_table() -> None:
 def profile(mode: str) -> None:
     lab = SchedulersLab(workload="scenario", requests=1000, rate=10.0)
     requests = lab.workload_at(10.0)
-    cProfile.runctx("lab.run_mode(mode, requests, no_progress)", globals(),
-                    {"lab": lab, "mode": mode, "requests": requests}, "/tmp/schedulers.prof")
+    cProfile.runctx(
+        "lab.run_mode(mode, requests, no_progress)",
+        globals(),
+        {"lab": lab, "mode": mode, "requests": requests},
+        "/tmp/schedulers.prof",
+    )
     pstats.Stats("/tmp/schedulers.prof").sort_stats("tottime").print_stats(12)
 
 

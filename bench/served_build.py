@@ -9,6 +9,7 @@ are interleaved, `--runs` times, on the same machine's load; medians and ranges 
 
     .venv/bin/python -m bench.served_build [--runs 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,14 @@ def build_page() -> float:
     start = time.perf_counter()
     doc = Document()
     with set_curdoc(doc):
-        install_location({"pathname": "/main", "search": "?lab=roofline", "href": "http://127.0.0.1/main?lab=roofline",
-                          "origin": "http://127.0.0.1"})
+        install_location(
+            {
+                "pathname": "/main",
+                "search": "?lab=roofline",
+                "href": "http://127.0.0.1/main?lab=roofline",
+                "origin": "http://127.0.0.1",
+            }
+        )
         shell = Shell()
         assert shell.labs.result, "the lab's run is called in this thread (main() has no run pool)"
         shell.layout.server_doc(doc)
@@ -85,7 +92,9 @@ def main() -> None:
     print("| heavy run | page build in the server's thread: median (range) |")
     print("| --- | --- |")
     for where, label in (("none", "none"), ("thread", "in a thread"), ("child", "in a child process")):
-        print(f"| {label} | {statistics.median(times[where]):.2f} s ({min(times[where]):.2f}-{max(times[where]):.2f}) |")
+        print(
+            f"| {label} | {statistics.median(times[where]):.2f} s ({min(times[where]):.2f}-{max(times[where]):.2f}) |"
+        )
 
 
 if __name__ == "__main__":

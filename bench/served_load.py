@@ -22,6 +22,7 @@ docs/site.md ("The served app under load").
     .venv/bin/python -m bench.served_load                # one heavy session, 5 runs
     .venv/bin/python -m bench.served_load --heavy 2 --runs 7
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,14 @@ import time
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from e2e.support import CHROMIUM, CHROMIUM_ARGS, plain_text, serve_app, set_param, wait_ready  # run from the repository's root
+from e2e.support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    plain_text,
+    serve_app,
+    set_param,
+    wait_ready,
+)  # run from the repository's root
 
 LIGHT = "lab=cache-sweep&workload=few-shot&tasks=25&per_task=50&points=11&queue=8"
 HEAVY = 745  # requests in the waiting queue: about 16 s of work by the lab's estimate
@@ -50,8 +58,10 @@ def timed_load(browser: Browser, url: str) -> tuple[dict[str, float], Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     frames: list[tuple[int, float]] = []  # (size, when) of each websocket frame the page received
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(
-        (len(payload), time.perf_counter() - start))))
+    page.on(
+        "websocket",
+        lambda ws: ws.on("framereceived", lambda payload: frames.append((len(payload), time.perf_counter() - start))),
+    )
     start = time.perf_counter()
     page.goto(f"{url}?lab=roofline")  # until the load event
     loaded = time.perf_counter() - start
@@ -84,9 +94,12 @@ def measure(browser: Browser, url: str, heavy: list[Page], runs: int) -> dict[st
                 keep_heavy(h)
             changes.append(timed_change(page, 2048 + 256 * (page_turn + 1)))
         page.context.close()
-    return {**{step: statistics.median(load[step] for load in loads) for step in loads[0]},
-            "change": statistics.median(changes),
-            "change_max": max(changes), "runs": runs}
+    return {
+        **{step: statistics.median(load[step] for load in loads) for step in loads[0]},
+        "change": statistics.median(changes),
+        "change_max": max(changes),
+        "runs": runs,
+    }
 
 
 def main() -> None:
@@ -104,13 +117,17 @@ def main() -> None:
             wait_ready(page)
             heavy.append(page)
         rows.append((f"{args.heavy} heavy session(s)", measure(browser, url, heavy, args.runs)))
-        print("| while | fresh session's load: HTML answered, scripts loaded, document received, drawn, ready "
-              "(medians) | light change (median, max) |")
+        print(
+            "| while | fresh session's load: HTML answered, scripts loaded, document received, drawn, ready "
+            "(medians) | light change (median, max) |"
+        )
         print("| --- | --- | --- |")
         for name, row in rows:
-            print(f"| {name} | {row['html']:.2f}, {row['loaded']:.2f}, {row['received']:.2f}, {row['drawn']:.2f}, "
-                  f"**{row['ready']:.2f} s** | "
-                  f"{row['change']:.2f} s, {row['change_max']:.2f} s |")
+            print(
+                f"| {name} | {row['html']:.2f}, {row['loaded']:.2f}, {row['received']:.2f}, {row['drawn']:.2f}, "
+                f"**{row['ready']:.2f} s** | "
+                f"{row['change']:.2f} s, {row['change_max']:.2f} s |"
+            )
         browser.close()
 
 

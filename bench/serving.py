@@ -12,6 +12,7 @@ In Pyodide under Node (the same run in the browser's Python):
   node scripts/pyodide_run.mjs build/pyodide-test -m bench.serving
 (build/pyodide-test comes from scripts/test-pyodide.sh; the repository's own kvweb is used.)
 """
+
 from __future__ import annotations
 
 import cProfile
@@ -35,14 +36,17 @@ def speed_table() -> None:
             for trace in (False, True):
                 run = setup.run(requests, trace=trace)
                 wall = best_of(lambda: setup.run(requests, trace=trace))
-                print(f"| {memory} | {rate:g} | {'yes' if trace else 'no'} | {run.steps} | {run.sim_time:.0f} "
-                      f"| {wall * 1e3:.0f} | {run.sim_time / wall:.0f} |")
+                print(
+                    f"| {memory} | {rate:g} | {'yes' if trace else 'no'} | {run.steps} | {run.sim_time:.0f} "
+                    f"| {wall * 1e3:.0f} | {run.sim_time / wall:.0f} |"
+                )
 
 
 def comparison() -> None:
     parts = {
         "engine lab x3 (paged vs max, pow2, oracle; 1000 requests, traces)": lambda: [
-            make("engine", {"memory": "paged", "compare": m}).run() for m in ("max", "pow2", "oracle")],
+            make("engine", {"memory": "paged", "compare": m}).run() for m in ("max", "pow2", "oracle")
+        ],
         "max-rate lab (4 managers, 500 requests per trial)": lambda: make("max-rate", {}).run(),
         "sweep lab, block_size (9 runs, 500 requests)": lambda: make("sweep", {"sweep": "block_size"}).run(),
     }

@@ -44,6 +44,7 @@ concurrency's KV not fitting kvweb's capacity, or a TTFT longer than the request
 no closed loop of C requests in the engine gives: requests queued before it), and the Llama-3.1-8B-Instruct-FP8
 vLLM rows (suspect: their prefill is near the FP8 peak; shown apart, never fitted or summarized).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,17 @@ from pathlib import Path
 import kvweb.gpu
 from bench.aic import aic_estimates
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.gpu.measured import (ENGINES, QUEUED_SHARE, STEP_OVERHEAD_S, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop,
-                                fit_closed_loop, silicon_rows)
+from kvweb.gpu.measured import (
+    ENGINES,
+    QUEUED_SHARE,
+    STEP_OVERHEAD_S,
+    TTFT_OUTSIDE_S,
+    MeasuredCost,
+    Sample,
+    closed_loop,
+    fit_closed_loop,
+    silicon_rows,
+)
 from kvweb.gpu import calibration
 from kvweb.gpu.calibration import BenchRun
 from kvweb.gpu.measured_cost import MOE_TABLES
@@ -139,7 +149,9 @@ def _precision(r: dict) -> str | None:
     mode = r["gemm_quant_mode"]
     if r["model_path"] == "openai/gpt-oss-120b":  # MXFP4 experts, 16-bit attention (the CSV says fp4)
         return "mxfp4"
-    if r["model_path"] == "Qwen/Qwen3-235B-A22B-FP8":  # its config.json: weight_block_size [128, 128], whatever the row says
+    if (
+        r["model_path"] == "Qwen/Qwen3-235B-A22B-FP8"
+    ):  # its config.json: weight_block_size [128, 128], whatever the row says
         return "fp8-block"
     if mode in (None, "bf16", "float16"):
         return "16-bit"
@@ -191,8 +203,14 @@ def sample(row: Row) -> Sample:
     """The row as `fit_closed_loop` reads it: its kernel-only step times beside its measured figures."""
     r, kernels = row.raw, replace(row.measured, step_overhead_s=0.0)
     c, isl, osl = r["batch_size"], r["isl"], r["osl"]
-    return Sample(kernels.prefill_cost(isl), kernels.decode_step_cost(c, int(c * (isl + osl / 2))),
-                  c, osl, r["silicon_ttft_ms"] / 1e3, r["silicon_tpot_ms"] / 1e3)
+    return Sample(
+        kernels.prefill_cost(isl),
+        kernels.decode_step_cost(c, int(c * (isl + osl / 2))),
+        c,
+        osl,
+        r["silicon_ttft_ms"] / 1e3,
+        r["silicon_tpot_ms"] / 1e3,
+    )
 
 
 def fit(rows: list[Row]) -> Terms:
@@ -214,7 +232,9 @@ def estimate(rows: list[Row], terms: Terms) -> None:
         row.estimates["roofline"] = (rf.prefill_cost(isl), rf.decode_step_cost(c, int(c * (isl + osl / 2))))
         row.estimates["roofline closed loop"] = closed_loop(rf, c, isl, osl, share, outside)
         m = row.measured
-        cost = MeasuredCost(m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, overhead)
+        cost = MeasuredCost(
+            m.gpu, m.model, m.engine, m.tp, m.weight_precision, m.kv_precision, m.moe_precision, overhead
+        )
         row.estimates["measured"] = closed_loop(cost, c, isl, osl, share, outside)
         if r["id"] in aic:
             row.estimates["AIConfigurator"] = aic[r["id"]]
@@ -227,11 +247,24 @@ def replay_params(row: Row) -> dict | str:
         return f"{r['system'].split('_')[0].upper()}: the replay covers H100 and H200"
     lab = _precision(r)
     c, isl, osl = r["batch_size"], min(r["isl"], MAX_LENGTH), min(r["osl"], MAX_LENGTH)
-    return {"gpu": LAB_GPUS[r["system"]], "model": LAB_MODELS[r["model_path"]], "tp": r["tp_size"],
-            "weight_precision": lab, "cost_model": "measured", "mode": LAB_MODES[r["backend"]],
-            "workload": "closed-loop", "concurrency": c, "requests": replay_requests(c),
-            "prompt_len": isl, "output_len": osl, "max_len": max(isl + osl, 8192),
-            "scenario": "B", "replicas": 1, "routers": "round-robin", "max_seqs": MAX_SEQS}
+    return {
+        "gpu": LAB_GPUS[r["system"]],
+        "model": LAB_MODELS[r["model_path"]],
+        "tp": r["tp_size"],
+        "weight_precision": lab,
+        "cost_model": "measured",
+        "mode": LAB_MODES[r["backend"]],
+        "workload": "closed-loop",
+        "concurrency": c,
+        "requests": replay_requests(c),
+        "prompt_len": isl,
+        "output_len": osl,
+        "max_len": max(isl + osl, 8192),
+        "scenario": "B",
+        "replicas": 1,
+        "routers": "round-robin",
+        "max_seqs": MAX_SEQS,
+    }
 
 
 def replay(params: dict, engine: str, ramp_s: float = 0.0) -> tuple[float, float, dict]:
@@ -294,8 +327,13 @@ def table(rows: list[Row], key: Callable[[Row], str], estimators: tuple[str, ...
     groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         groups[key(row)].append(row)
-    head = "| rows | n | " + " | ".join(f"TPOT {e}" for e in estimators) + " | " + \
-        " | ".join(f"TTFT {e}" for e in estimators) + " |"
+    head = (
+        "| rows | n | "
+        + " | ".join(f"TPOT {e}" for e in estimators)
+        + " | "
+        + " | ".join(f"TTFT {e}" for e in estimators)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (2 + 2 * len(estimators))]
     for name in sorted(groups):
         g = groups[name]
@@ -311,13 +349,19 @@ def _terms(overhead: float, share: float, outside: float) -> str:
 def replay_report(rows: list[Row], skipped: Counter, seconds: float) -> list[str]:
     """The replayed rows' errors, the analytic `measured` estimate beside the schedulers'."""
     replayed = [r for r in rows if "schedulers lockstep" in r.estimates]
-    out = ["### Through the schedulers (--schedulers)", "",
-           f"{len(replayed)} rows replayed in {seconds:.0f} s (this machine, both replays); cells as above, `measured` "
-           "the analytic closed loop on the same rows, `schedulers lockstep` and `staggered` the replays (`replay_all`), "
-           "their TTFT with the engine's TTFT_OUTSIDE_S in it, as the labs add it "
-           f"({', '.join(f'{e} {TTFT_OUTSIDE_S[e] * 1e3:.1f} ms' for e in ENGINES)}).", ""]
+    out = [
+        "### Through the schedulers (--schedulers)",
+        "",
+        f"{len(replayed)} rows replayed in {seconds:.0f} s (this machine, both replays); cells as above, `measured` "
+        "the analytic closed loop on the same rows, `schedulers lockstep` and `staggered` the replays (`replay_all`), "
+        "their TTFT with the engine's TTFT_OUTSIDE_S in it, as the labs add it "
+        f"({', '.join(f'{e} {TTFT_OUTSIDE_S[e] * 1e3:.1f} ms' for e in ENGINES)}).",
+        "",
+    ]
     summarized = [r for r in replayed if r.half != "suspect"]
-    out += table(summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}", REPLAYED)
+    out += table(
+        summarized, lambda r: f"{r.half}: {r.raw['backend']} {r.raw['system'].split('_')[0].upper()}", REPLAYED
+    )
     out += ["", "By model:", ""] + table(summarized, lambda r: f"{r.half}: {r.group}", REPLAYED)
     suspect = [r for r in replayed if r.half == "suspect"]
     if suspect:
@@ -347,27 +391,55 @@ def campaign_report(rows: list[Row]) -> list[str]:
     for row in rows:
         if row.half != "suspect":
             groups[campaign(row)].append(row)
-    out = ["### Per campaign: the closed loop's ceiling and one-run calibration", "",
-           "A campaign is one model, GPU, engine and engine version. Cells: TTFT / TPOT MAPE in percent.", "",
-           "| campaign | n | its own terms | own fit (in-sample) | one-run calibration | measured | AIConfigurator |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "### Per campaign: the closed loop's ceiling and one-run calibration",
+        "",
+        "A campaign is one model, GPU, engine and engine version. Cells: TTFT / TPOT MAPE in percent.",
+        "",
+        "| campaign | n | its own terms | own fit (in-sample) | one-run calibration | measured | AIConfigurator |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in sorted(groups):
         g = groups[name]
         truth = [(r.raw["silicon_ttft_ms"] / 1e3, r.raw["silicon_tpot_ms"] / 1e3) for r in g]
         overhead, share, outside = fit_closed_loop([sample(r) for r in g])
-        own = [closed_loop(replace(r.measured, step_overhead_s=overhead), r.raw["batch_size"], r.raw["isl"],
-                           r.raw["osl"], share, outside) for r in g]
+        own = [
+            closed_loop(
+                replace(r.measured, step_overhead_s=overhead),
+                r.raw["batch_size"],
+                r.raw["isl"],
+                r.raw["osl"],
+                share,
+                outside,
+            )
+            for r in g
+        ]
         calibrated = []
         for i, r in enumerate(g):
-            cal = calibration.fit((BenchRun(r.raw["backend"], r.raw["batch_size"], r.raw["isl"], r.raw["osl"], *truth[i]),),
-                                  r.measured)
-            calibrated += [(closed_loop(replace(o.measured, step_overhead_s=cal.step_overhead_s), o.raw["batch_size"],
-                                        o.raw["isl"], o.raw["osl"], cal.queued_share, cal.outside_s), truth[j])
-                           for j, o in enumerate(g) if j != i]
+            cal = calibration.fit(
+                (BenchRun(r.raw["backend"], r.raw["batch_size"], r.raw["isl"], r.raw["osl"], *truth[i]),), r.measured
+            )
+            calibrated += [
+                (
+                    closed_loop(
+                        replace(o.measured, step_overhead_s=cal.step_overhead_s),
+                        o.raw["batch_size"],
+                        o.raw["isl"],
+                        o.raw["osl"],
+                        cal.queued_share,
+                        cal.outside_s,
+                    ),
+                    truth[j],
+                )
+                for j, o in enumerate(g)
+                if j != i
+            ]
         aic = [(r.estimates["AIConfigurator"], y) for r, y in zip(g, truth) if "AIConfigurator" in r.estimates]
-        out.append(f"| {name} | {len(g)} | {_terms(overhead, share, outside)} | {_mape(list(zip(own, truth)))} | "
-                   f"{_mape(calibrated) if calibrated else '-'} | "
-                   f"{_mape([(r.estimates['measured'], y) for r, y in zip(g, truth)])} | {_mape(aic) if aic else '-'} |")
+        out.append(
+            f"| {name} | {len(g)} | {_terms(overhead, share, outside)} | {_mape(list(zip(own, truth)))} | "
+            f"{_mape(calibrated) if calibrated else '-'} | "
+            f"{_mape([(r.estimates['measured'], y) for r, y in zip(g, truth)])} | {_mape(aic) if aic else '-'} |"
+        )
     return out
 
 
@@ -381,9 +453,14 @@ def bands(rows: list[Row], estimator: str = "measured") -> dict[str, dict[str, f
         gpu, engine = r.raw["system"].split("_")[0].upper(), r.raw["backend"]
         for key in (f"{gpu} {engine}", engine, ""):
             keys[key].append(r)
-    return {key: {"tpot_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 1))), 1),
-                  "ttft_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 0))), 1), "rows": len(g)}
-            for key, g in sorted(keys.items())}
+    return {
+        key: {
+            "tpot_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 1))), 1),
+            "ttft_pct": round(100 * statistics.fmean(map(abs, errors(g, estimator, 0))), 1),
+            "rows": len(g),
+        }
+        for key, g in sorted(keys.items())
+    }
 
 
 def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
@@ -391,8 +468,10 @@ def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
     out = [f"Fitted on {', '.join(FIT_MODELS)} on H100 and H200, per engine:", ""]
     for engine in ENGINES:
         recorded = STEP_OVERHEAD_S[engine], QUEUED_SHARE[engine], TTFT_OUTSIDE_S[engine]
-        out.append(f"- {engine} ({sum(r.raw['backend'] == engine for r in fit_rows)} rows): {_terms(*terms[engine])} "
-                   f"(recorded in kvweb/gpu/measured.py: {_terms(*recorded)})")
+        out.append(
+            f"- {engine} ({sum(r.raw['backend'] == engine for r in fit_rows)} rows): {_terms(*terms[engine])} "
+            f"(recorded in kvweb/gpu/measured.py: {_terms(*recorded)})"
+        )
     out += ["", "Cells: MAPE / mean signed error / worst signed error, in percent of the measured figure.", ""]
     summarized = [r for r in rows if r.half != "suspect"]
     out += ["### By half, engine and GPU", ""]
@@ -412,8 +491,11 @@ def report(rows: list[Row], left: Counter, terms: Terms) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--doc", action="store_true", help="write the figures into docs/accuracy.md")
-    parser.add_argument("--schedulers", action="store_true",
-                        help="also replay each expressible H100/H200 row through the schedulers (closed-loop workload)")
+    parser.add_argument(
+        "--schedulers",
+        action="store_true",
+        help="also replay each expressible H100/H200 row through the schedulers (closed-loop workload)",
+    )
     args = parser.parse_args()
     rows, left = build(silicon_rows())
     terms = fit(rows)
@@ -425,21 +507,30 @@ def main() -> None:
         lines += ["", *replay_report(rows, skipped, time.perf_counter() - start)]
     print("\n".join(lines))
     for engine, (overhead, share, outside) in terms.items():
-        if (abs(overhead - STEP_OVERHEAD_S[engine]) > 0.01 * STEP_OVERHEAD_S[engine] or abs(share - QUEUED_SHARE[engine]) > 0.005
-                or abs(outside - TTFT_OUTSIDE_S[engine]) > 0.01 * TTFT_OUTSIDE_S[engine]):
-            print(f"\nnote: the {engine} fit differs from the figures recorded in kvweb/gpu/measured.py; record the new ones")
+        if (
+            abs(overhead - STEP_OVERHEAD_S[engine]) > 0.01 * STEP_OVERHEAD_S[engine]
+            or abs(share - QUEUED_SHARE[engine]) > 0.005
+            or abs(outside - TTFT_OUTSIDE_S[engine]) > 0.01 * TTFT_OUTSIDE_S[engine]
+        ):
+            print(
+                f"\nnote: the {engine} fit differs from the figures recorded in kvweb/gpu/measured.py; record the new ones"
+            )
     if args.doc:
         text = DOC.read_text()
         begin, end = "<!-- bench.silicon: begin -->", "<!-- bench.silicon: end -->"
         flags = " --schedulers" if args.schedulers else ""
         stamp = f"`.venv/bin/python -m bench.silicon{flags} --doc`, {datetime.date.today().isoformat()}"
         figures = "\n".join([begin, "", stamp, "", *lines, "", end])
-        DOC.write_text(text[:text.index(begin)] + figures + text[text.index(end) + len(end):])
+        DOC.write_text(text[: text.index(begin)] + figures + text[text.index(end) + len(end) :])
         # the labs' closed-loop runs are the lockstep replay: its band where it ran, else the last one written
-        replay = bands(rows, "schedulers lockstep") if args.schedulers else \
-            json.loads(BANDS.read_text()).get("held_out_replay_mape", {})
-        BANDS.write_text(json.dumps({"source": stamp, "held_out_mape": bands(rows), "held_out_replay_mape": replay},
-                                    indent=1) + "\n")
+        replay = (
+            bands(rows, "schedulers lockstep")
+            if args.schedulers
+            else json.loads(BANDS.read_text()).get("held_out_replay_mape", {})
+        )
+        BANDS.write_text(
+            json.dumps({"source": stamp, "held_out_mape": bands(rows), "held_out_replay_mape": replay}, indent=1) + "\n"
+        )
 
 
 if __name__ == "__main__":

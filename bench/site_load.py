@@ -34,6 +34,7 @@ report 8 s. Figures are recorded in docs/site.md.
     .venv/bin/python -m bench.site_load --site build/site-before --labs engine   # an older build
     .venv/bin/python -m bench.site_load --labs --switches --skip-report   # the cold loads alone
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,8 +94,9 @@ def fresh_page(pw, server: SiteServer):  # noqa: ANN001
     server.reset()
     external: list[str] = []
     with tempfile.TemporaryDirectory() as profile:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                                        viewport={"width": 1440, "height": 900})
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 900}
+        )
 
         def route(r):  # noqa: ANN001
             if r.request.url.startswith(server.url):
@@ -113,8 +115,11 @@ def fresh_page(pw, server: SiteServer):  # noqa: ANN001
 
 
 def wait_live(page: Page) -> int:
-    page.wait_for_function("() => document.body && (document.body.dataset.kvwebReady || document.body.dataset.kvwebError)",
-                           timeout=120_000, polling=20)
+    page.wait_for_function(
+        "() => document.body && (document.body.dataset.kvwebReady || document.body.dataset.kvwebError)",
+        timeout=120_000,
+        polling=20,
+    )
     if page.evaluate("() => document.body.dataset.kvwebError"):
         raise SystemExit("the site failed to start: " + page.inner_text("#kv-loading"))
     return int(page.evaluate("() => document.body.dataset.kvwebReady"))
@@ -128,8 +133,14 @@ def cold_load(pw, server: SiteServer) -> dict:  # noqa: ANN001
         first_paint_ms = round(page.evaluate("() => performance.now()"))
         ready_ms = wait_live(page)
         timings = page.evaluate("() => window.kvwebTimings")
-    return {"first_paint_ms": first_paint_ms, "ready_ms": ready_ms, "app_ms": ready_ms - dict(timings)[APP_PHASE],
-            "bytes": sum(server.fetched.values()), "files": len(server.fetched), "worker_phases": timings}
+    return {
+        "first_paint_ms": first_paint_ms,
+        "ready_ms": ready_ms,
+        "app_ms": ready_ms - dict(timings)[APP_PHASE],
+        "bytes": sum(server.fetched.values()),
+        "files": len(server.fetched),
+        "worker_phases": timings,
+    }
 
 
 def versions(site: Path) -> dict[str, str]:
@@ -233,8 +244,9 @@ def lab_switches(page: Page, server: SiteServer, labs: list[str]) -> list[dict]:
     rows = []
     for before, lab_name in zip(labs, labs[1:]):
         for target, kind in ((lab_name, "first visit"), (before, "back"), (lab_name, "back")):
-            ms, wall = timed(page, lambda: page.locator(".kv-lab-select select").select_option(
-                label=LABS[target].title))
+            ms, wall = timed(
+                page, lambda: page.locator(".kv-lab-select select").select_option(label=LABS[target].title)
+            )
             rows.append({"lab": target, "kind": kind, "ms": ms, "wall_ms": wall})
             print(f"  switch to {target:18} ({kind:11}) {ms:6d} ms (wall {wall} ms)", flush=True)
     return rows
@@ -260,11 +272,19 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="no cold loads of the floor site")
     parser.add_argument("--labs", nargs="*", default=sorted(LABS), help="labs whose widget changes are timed")
     parser.add_argument("--skip-report", action="store_true")
-    parser.add_argument("--switches", nargs="*", default=sorted(LABS),
-                        help="labs opened in turn from the lab menu, each followed by a switch back and forth")
+    parser.add_argument(
+        "--switches",
+        nargs="*",
+        default=sorted(LABS),
+        help="labs opened in turn from the lab menu, each followed by a switch back and forth",
+    )
     parser.add_argument("--json", action="store_true", help="print every measurement as JSON")
-    parser.add_argument("--site", type=Path, default=ROOT / "build" / "site",
-                        help="the built site to serve (a copy of an older build: before/after on the same host)")
+    parser.add_argument(
+        "--site",
+        type=Path,
+        default=ROOT / "build" / "site",
+        help="the built site to serve (a copy of an older build: before/after on the same host)",
+    )
     args = parser.parse_args()
     site = args.site
     if not (site / "index.html").exists():
@@ -276,8 +296,11 @@ def main() -> None:
         for i in range(args.runs):  # alternating, so that both see the host as it is at the time
             loads.append(cold_load(pw, server))
             r = loads[-1]
-            print(f"cold load {i + 1}: first paint {r['first_paint_ms']} ms, interactive {r['ready_ms']} ms, "
-                  f"{r['bytes'] / 1e6:.1f} MB in {r['files']} files", flush=True)
+            print(
+                f"cold load {i + 1}: first paint {r['first_paint_ms']} ms, interactive {r['ready_ms']} ms, "
+                f"{r['bytes'] / 1e6:.1f} MB in {r['files']} files",
+                flush=True,
+            )
             if floor:
                 floor_loads.append(cold_load(pw, floor_server))
                 print(f"floor load {i + 1}: interactive {floor_loads[-1]['ready_ms']} ms", flush=True)
@@ -296,41 +319,94 @@ def main() -> None:
     changes = [c for c in changes if c["widget"] != "player next"]
     slowest = max(changes, key=lambda c: c["ms"]) if changes else None
     over = [c for c in changes if c["ms"] > GOALS_S["widget change"] * 1000]
-    rows = [("goal", "target", "measured", "met"),
-            ("first paint of the start page", "1.5 s", f"{first:.2f} s (median of {len(loads)})",
-             "yes" if first <= GOALS_S["first paint"] else "no"),
-            ("cold load to interactive", "3 s", f"{ready:.2f} s (median of {len(loads)})",
-             "yes" if ready <= GOALS_S["interactive"] else "no")]
+    rows = [
+        ("goal", "target", "measured", "met"),
+        (
+            "first paint of the start page",
+            "1.5 s",
+            f"{first:.2f} s (median of {len(loads)})",
+            "yes" if first <= GOALS_S["first paint"] else "no",
+        ),
+        (
+            "cold load to interactive",
+            "3 s",
+            f"{ready:.2f} s (median of {len(loads)})",
+            "yes" if ready <= GOALS_S["interactive"] else "no",
+        ),
+    ]
     if floor_loads:
         for what, key, goal in (("cold load", "ready_ms", f"{FLOOR_RATIO}"), ("its app's part", "app_ms", "-")):
             ours, floors = (statistics.median(r[key] for r in runs) / 1000 for runs in (loads, floor_loads))
-            rows.append((f"{what} / the floor's", goal, f"{ours / floors:.2f} ({ours:.2f} s / {floors:.2f} s, "
-                         f"medians of {len(loads)} alternating)",
-                         "-" if goal == "-" else "yes" if ours / floors <= FLOOR_RATIO else "no"))
+            rows.append(
+                (
+                    f"{what} / the floor's",
+                    goal,
+                    f"{ours / floors:.2f} ({ours:.2f} s / {floors:.2f} s, medians of {len(loads)} alternating)",
+                    "-" if goal == "-" else "yes" if ours / floors <= FLOOR_RATIO else "no",
+                )
+            )
     if slowest:
-        rows.append(("every widget change redrawn", "1 s",
-                     f"{len(changes)} changes, median {statistics.median(c['ms'] for c in changes)} ms, slowest "
-                     f"{slowest['ms']} ms ({slowest['lab']} {slowest['widget']})", f"{len(changes) - len(over)}/{len(changes)}"))
+        rows.append(
+            (
+                "every widget change redrawn",
+                "1 s",
+                f"{len(changes)} changes, median {statistics.median(c['ms'] for c in changes)} ms, slowest "
+                f"{slowest['ms']} ms ({slowest['lab']} {slowest['widget']})",
+                f"{len(changes) - len(over)}/{len(changes)}",
+            )
+        )
     if steps:
         slow = max(steps, key=lambda c: c["ms"])
-        rows.append(("every player step redrawn", "-", f"{len(steps)} steps, median "
-                     f"{statistics.median(c['ms'] for c in steps)} ms, slowest {slow['ms']} ms ({slow['lab']})", "-"))
+        rows.append(
+            (
+                "every player step redrawn",
+                "-",
+                f"{len(steps)} steps, median "
+                f"{statistics.median(c['ms'] for c in steps)} ms, slowest {slow['ms']} ms ({slow['lab']})",
+                "-",
+            )
+        )
     for kind in ("first visit", "back"):
         ms = [r["ms"] for r in switches if r["kind"] == kind]
         if ms:
             slow = max((r for r in switches if r["kind"] == kind), key=lambda r: r["ms"])
-            rows.append((f"lab switch, {kind}", "-", f"{len(ms)} switches, median {statistics.median(ms):.0f} ms, "
-                         f"slowest {slow['ms']} ms ({slow['lab']})", "-"))
+            rows.append(
+                (
+                    f"lab switch, {kind}",
+                    "-",
+                    f"{len(ms)} switches, median {statistics.median(ms):.0f} ms, "
+                    f"slowest {slow['ms']} ms ({slow['lab']})",
+                    "-",
+                )
+            )
     if report_ms is not None:
-        rows.append(("report page fully drawn", "8 s", f"{report_ms / 1000:.1f} s",
-                     "yes" if report_ms <= GOALS_S["report"] * 1000 else "no"))
+        rows.append(
+            (
+                "report page fully drawn",
+                "8 s",
+                f"{report_ms / 1000:.1f} s",
+                "yes" if report_ms <= GOALS_S["report"] * 1000 else "no",
+            )
+        )
     print()
     print(table(rows))
     for c in over:
         print(f"  over 1 s: {c['lab']} {c['widget']} -> {c['to']}: {c['ms']} ms")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
-        print(json.dumps({"loads": loads, "floor_loads": floor_loads, "changes": changes, "steps": steps, "switches": switches, "report_ms": report_ms}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "loads": loads,
+                    "floor_loads": floor_loads,
+                    "changes": changes,
+                    "steps": steps,
+                    "switches": switches,
+                    "report_ms": report_ms,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 talk to 127.0.0.1 (every other request is aborted and counted; the count must be zero). What
 the tests call on a page is in support.py (the benches that drive a browser import it too); the
 tests import it from here, beside the fixtures."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -9,9 +10,22 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-from support import (CHROMIUM, CHROMIUM_ARGS, INJECTED, data_fingerprint, nudge_slider,  # noqa: F401  (the tests')
-                     open_folds, plain_text, serve_app, set_param, table_header, table_rows, wait_new_data, wait_ready,
-                     wait_until)
+from support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    INJECTED,
+    data_fingerprint,
+    nudge_slider,
+    open_folds,
+    plain_text,
+    serve_app,
+    set_param,
+    table_header,
+    table_rows,
+    wait_new_data,
+    wait_ready,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 The site must have been built (scripts/build-site.sh; the README's test command does it
 first): a missing site fails the tests, it does not skip them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -35,7 +36,9 @@ def static_site(site_server: SiteServer) -> Iterator[str]:
 def wait_live(page: Page, timeout: float = 90_000) -> None:
     """Wait until Python in the page's worker has drawn the app (or fail with its message)."""
     page.wait_for_function(
-        "() => document.body.dataset.kvwebReady || document.body.dataset.kvwebError", timeout=timeout)
-    error = page.evaluate("() => document.body.dataset.kvwebError && "
-                          "document.querySelector('#kv-loading .kv-loading-msg').textContent")
+        "() => document.body.dataset.kvwebReady || document.body.dataset.kvwebError", timeout=timeout
+    )
+    error = page.evaluate(
+        "() => document.body.dataset.kvwebError && document.querySelector('#kv-loading .kv-loading-msg').textContent"
+    )
     assert not error, error

@@ -2,6 +2,7 @@
 bench/served_load.py): Chromium's path and flags, the app under `panel serve`, and reading and
 driving a page. A module, not the pytest conftest, so a bench imports it without pytest; it does
 not ship (the wheel holds kvweb/ and app/ only)."""
+
 from __future__ import annotations
 
 import socket
@@ -18,8 +19,14 @@ from playwright.sync_api import Page
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 
 
@@ -46,9 +53,24 @@ def serve_app() -> Iterator[str]:
     """`panel serve app/main.py` on a free port, one process; yields the app's base URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
-         "--allow-websocket-origin", f"127.0.0.1:{port}", "--num-procs", "1"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "panel",
+            "serve",
+            "app/main.py",
+            "--address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--allow-websocket-origin",
+            f"127.0.0.1:{port}",
+            "--num-procs",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/main")
@@ -112,7 +134,8 @@ def table_rows(page: Page, css_class: str) -> list[list[str]]:
         "rows => { const byTop = new Map();"
         " for (const r of rows) byTop.set(r.offsetTop, [...(byTop.get(r.offsetTop) ?? []),"
         " ...Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText)]);"
-        " return [...byTop.entries()].sort((a, b) => a[0] - b[0]).map(([top, cells]) => cells) }")
+        " return [...byTop.entries()].sort((a, b) => a[0] - b[0]).map(([top, cells]) => cells) }"
+    )
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 60) -> bool:

@@ -1,9 +1,10 @@
 """The lecture companion end to end: the guided tour opens its labs, the language switch keeps
 the state, the report page renders, an exercise's share URL opens its lab with its parameters."""
+
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import INJECTED, plain_text, set_param, wait_ready
+from conftest import INJECTED, plain_text, wait_ready
 
 from app.pages.tour import STEPS
 from app.route import URL_EXTRAS
@@ -19,8 +20,9 @@ def query(page):
 def wait_query(browser_page, **expected):
     """Wait until the browser's URL holds these parameters."""
     checks = " && ".join(f"p.get({k!r}) === {v!r}" for k, v in expected.items())
-    browser_page.wait_for_function(f"() => {{ const p = new URLSearchParams(location.search); return {checks}; }}",
-                                   timeout=60_000)
+    browser_page.wait_for_function(
+        f"() => {{ const p = new URLSearchParams(location.search); return {checks}; }}", timeout=60_000
+    )
 
 
 def nav(page, label):
@@ -82,7 +84,10 @@ def test_report_page_renders_with_charts_and_paper_figures(page, served_app):
     report = page.locator(".kv-report")
     report.locator("svg").nth(10).wait_for(timeout=180_000)  # the charts, drawn inline
     text = "\n".join(report.locator("section").all_inner_texts())
-    assert "vLLM paper (Kwon et al., SOSP 2023), section 6.2" in text and "SGLang paper (Zheng et al., NeurIPS 2024)" in text
+    assert (
+        "vLLM paper (Kwon et al., SOSP 2023), section 6.2" in text
+        and "SGLang paper (Zheng et al., NeurIPS 2024)" in text
+    )
     assert "vLLM blog post (20 June 2023)" in text
     assert report.locator("p", has_text="What changed and why: the paper GPU").count() == 1
     assert "Highest rate within the SLO" in text and "Why ours differs" in text

@@ -3,12 +3,19 @@ parameters together, round after round, and every change reaches its session's s
 and URL. Under such load Panel left a run's last patches ("ready", the URL) queued unsent until
 the session's next change, its page saying "running" meanwhile; before the guard against that
 (app/site/upstream.py `write_every_queued_patch`) this test failed in nearly every run."""
+
 from conftest import plain_text, set_param, wait_ready, wait_until
 
 SESSIONS = 8
 # A round's texts: every session types its own value into one text box, all at once.
-ROUNDS = (("system", "Be brief, {0}. "), ("questions", "What is {0}?|Why {0}?"), ("follow_up", " And {0}?"),
-          ("system", "Answer as {0} would. "), ("questions", "Where is {0}?|Who has {0}?"), ("follow_up", " Then {0}?"))
+ROUNDS = (
+    ("system", "Be brief, {0}. "),
+    ("questions", "What is {0}?|Why {0}?"),
+    ("follow_up", " And {0}?"),
+    ("system", "Answer as {0} would. "),
+    ("questions", "Where is {0}?|Who has {0}?"),
+    ("follow_up", " Then {0}?"),
+)
 NAMES = ("a tree", "a page", "a cache", "a block", "a pool", "a token", "a model", "a leaf")
 DELIVERED_S = 20  # a change's result in its URL by then (each run takes about 0.1 s)
 

@@ -1,5 +1,6 @@
 """The served app end to end on the engine lab: the memory maps animate, and choosing
 another memory manager redraws the chart."""
+
 import json
 from urllib.parse import parse_qs
 
@@ -9,8 +10,10 @@ from app.views.memory_maps import OWNER_COLORS
 
 CELLS = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
 # a map's columns are number arrays: each cell's colour (an index in OWNER_COLORS), hatched (0 or 1)
-NUMBERS = "([name, keys]) => Object.fromEntries(keys.map(k => [k, Array.from(" \
-          "Bokeh.documents[0].get_model_by_name(name).data[k])]))"
+NUMBERS = (
+    "([name, keys]) => Object.fromEntries(keys.map(k => [k, Array.from("
+    "Bokeh.documents[0].get_model_by_name(name).data[k])]))"
+)
 FREE = len(OWNER_COLORS) - 1
 
 
@@ -37,9 +40,11 @@ def test_memory_maps_animate(page, served_app, guard):
     page.locator(".kv-player button.play").click()
     page.wait_for_function("() => !location.search.includes('step=11') && /step=\\d+/.test(location.search)")
     # both runs share one clock, so a step may change only the other map: wait for this one
-    page.wait_for_function("(before) => JSON.stringify(Array.from(Bokeh.documents[0]"
-                           ".get_model_by_name('engine-left-cells').data.color)) !== before",
-                           arg=json.dumps(before["color"], separators=(",", ":")))
+    page.wait_for_function(
+        "(before) => JSON.stringify(Array.from(Bokeh.documents[0]"
+        ".get_model_by_name('engine-left-cells').data.color)) !== before",
+        arg=json.dumps(before["color"], separators=(",", ":")),
+    )
     assert guard.errors == []
 
 
@@ -55,8 +60,9 @@ def test_the_engine_opens_on_a_preemption(page, served_app, guard):
     assert sum(cells(page, "left")["freed"]) == list(marks["color"]).count("#d62728")
     assert "preempted" in plain_text(page, "kv-engine-step").inner_text().splitlines()[1]
     events = page.evaluate(CELLS, "engine-events-0")
-    assert sum(n for n, k in zip(events["count"], events["kind"]) if k.startswith("preempted")) == \
-        int(figure_rows(page)["preemptions"][0].replace(",", ""))  # every preemption is marked
+    assert sum(n for n, k in zip(events["count"], events["kind"]) if k.startswith("preempted")) == int(
+        figure_rows(page)["preemptions"][0].replace(",", "")
+    )  # every preemption is marked
     assert guard.errors == []
 
 
@@ -97,8 +103,11 @@ def test_another_memory_manager_changes_the_chart(page, served_app):
     page.wait_for_function("() => location.search.includes('memory=max')")
     wait_ready(page)
     # the redraw has landed once the map holds more hatched cells (reserved, never written) than paged's
-    page.wait_for_function("n => Array.from(Bokeh.documents[0].get_model_by_name('engine-left-cells').data.hatched)"
-                           ".filter(h => h === 1).length > n", arg=paged["hatched"].count(1))
+    page.wait_for_function(
+        "n => Array.from(Bokeh.documents[0].get_model_by_name('engine-left-cells').data.hatched)"
+        ".filter(h => h === 1).length > n",
+        arg=paged["hatched"].count(1),
+    )
     reserved = cells(page, "left")
     assert reserved != paged
     held = [h for c, h in zip(reserved["color"], reserved["hatched"]) if c != FREE]
@@ -123,6 +132,7 @@ def test_fragmentation_arena_animates(page, served_app):
 
 def test_fragmentation_draws_the_ideal_arena_packed(page, served_app):
     """allocator=ideal: the ranges drawn lie end to end from address 0 (no hole), first-fit's do not."""
+
     def spans(query: str) -> list[tuple[int, int]]:
         page.goto(f"{served_app}?lab=fragmentation&requests=400&step=60&{query}")
         wait_ready(page)

@@ -1,6 +1,7 @@
 """Exercises that teach: the reader answers first, kvweb checks the answer against the library's
 within the stated tolerance, then shows the library's answer and why; a share URL opens one
 exercise with or without its answer shown."""
+
 from conftest import plain_text
 
 
@@ -18,7 +19,9 @@ def test_an_exercise_is_answered_checked_and_revealed(page, served_app):
     answer_box(page, "parallel-blocks").wait_for()
     assert not solution.is_visible()  # the question comes first
     assert not page.locator(".kv-ex-given-watermark").is_visible()  # the other exercises are folded
-    plain_text(page, "kv-ex-answer-parallel-blocks").filter(has_text="10 / 10").wait_for(state="attached", timeout=60_000)
+    plain_text(page, "kv-ex-answer-parallel-blocks").filter(has_text="10 / 10").wait_for(
+        state="attached", timeout=60_000
+    )
     assert not solution.is_visible()
     box = answer_box(page, "parallel-blocks")
     box.fill("abc")
@@ -42,8 +45,7 @@ def test_a_choice_and_show_answer(page, served_app):
     page.locator(".kv-ex-given-swap-recompute button", has_text="recompute").click()
     plain_text(page, "kv-ex-answer-swap-recompute").filter(has_text="ms").wait_for(state="attached", timeout=60_000)
     check(page, "swap-recompute")
-    plain_text(page, "kv-ex-verdict-swap-recompute").filter(
-        has_text="Not quite: the library computes swap").wait_for()
+    plain_text(page, "kv-ex-verdict-swap-recompute").filter(has_text="Not quite: the library computes swap").wait_for()
     page.locator(".kv-ex-solution-swap-recompute").wait_for()
     # "show answer" without answering, on an exercise opened from the page's own share line
     page.goto(f"{served_app}?page=exercises")

@@ -2,6 +2,7 @@
 rates; switching the replicas' scheduler to the papers' engine (a widget, written to the URL)
 redraws them: no prefix cache, no hits. The plan links to it, and its run can be stopped, under
 `panel serve` and in the static site."""
+
 from urllib.parse import parse_qs
 
 import pytest
@@ -12,8 +13,9 @@ DATA = "(name) => Bokeh.documents[0].get_model_by_name(name).data"
 
 
 def test_the_fleet_lab_redraws_when_a_widget_changes(page, served_app, guard):
-    page.goto(f"{served_app}?lab=fleet&workload=few-shot&scenario=B&requests=60&replicas=2"
-              "&routers=round-robin,exact-prefix")
+    page.goto(
+        f"{served_app}?lab=fleet&workload=few-shot&scenario=B&requests=60&replicas=2&routers=round-robin,exact-prefix"
+    )
     wait_ready(page)
     bars = page.evaluate(DATA, "fleet-bars")
     assert bars["router"] == ["round-robin", "exact-prefix"]
@@ -21,15 +23,16 @@ def test_the_fleet_lab_redraws_when_a_widget_changes(page, served_app, guard):
     assert len(page.evaluate(DATA, "fleet-load")["load"]) == 2  # a line per replica
     page.locator(".kv-param-mode select").select_option("paper")  # no prefix cache on any replica
     page.wait_for_function("() => location.search.includes('mode=paper')")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('fleet-bars').data.hit_rate"
-                           ".every(h => h === 0)")
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('fleet-bars').data.hit_rate.every(h => h === 0)")
     query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
     assert query["mode"] == "paper" and query["replicas"] == "2" and query["lab"] == "fleet"
     assert guard.errors == []
 
 
-PLAN = ("lab=plan&model=llama-3-8b&gpus=A100-80GB,H100-SXM&tps=1&weight_precisions=16-bit&schedulers=sglang"
-        "&replicas=1,2&routers=cost&requests=60&rate=8")
+PLAN = (
+    "lab=plan&model=llama-3-8b&gpus=A100-80GB,H100-SXM&tps=1&weight_precisions=16-bit&schedulers=sglang"
+    "&replicas=1,2&routers=cost&requests=60&rate=8"
+)
 
 
 def cancel_midway(page, requests: str, timeout_ms: int) -> int:
@@ -65,8 +68,18 @@ def follow_and_come_back(page, row: int, link: str, requests: str) -> None:
     query = {k: v[0] for k, v in parse_qs(page.evaluate("location.search").lstrip("?")).items()}
     gpu, tp, _, _, mode, replicas, router = key.split("/")
     assert (query["gpu"], query["tp"], query["mode"], query["replicas"], query["routers"]) == (
-        gpu, tp[2:], mode, replicas[1:], router)
-    assert (query["model"], query["requests"], query["rate"], query["workload"]) == ("llama-3-8b", requests, "8.0", "sharegpt")
+        gpu,
+        tp[2:],
+        mode,
+        replicas[1:],
+        router,
+    )
+    assert (query["model"], query["requests"], query["rate"], query["workload"]) == (
+        "llama-3-8b",
+        requests,
+        "8.0",
+        "sharegpt",
+    )
     # (on a loaded machine the table's cells may arrive a patch after the status says ready)
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('fleet-table')?.data.c0 !== undefined")
     table = page.evaluate(DATA, "fleet-table")
@@ -91,7 +104,9 @@ def test_the_plan_links_to_the_fleet_lab_and_back(page, served_app, guard):
 def test_a_plan_shows_its_progress_and_stops_between_candidates(page, served_app):
     """The plan runs through the app's runner: its bar moves as candidates finish, and cancel
     stops it and draws the URL's state again."""
-    bigger = PLAN.replace("tps=1", "tps=1,2").replace("=sglang", "=vllm-v1,sglang").replace("replicas=1,2", "replicas=1,2,3")
+    bigger = (
+        PLAN.replace("tps=1", "tps=1,2").replace("=sglang", "=vllm-v1,sglang").replace("replicas=1,2", "replicas=1,2,3")
+    )
     page.goto(f"{served_app}?{bigger}")
     wait_ready(page)
     # 24 candidates of 1,500 requests: about 8 s by the estimate
@@ -126,6 +141,7 @@ def test_the_fleet_and_the_plan_open_their_headline_figures_formulas(page, serve
     """A router's throughput and the cheapest fleet's cost open their arithmetic with the run's values."""
     import kvweb.labs  # noqa: F401  (registers every lab)
     from kvweb.lab import LABS
+
     fleet = LABS["fleet"](requests=40)
     explained = fleet.explain(fleet.run())
     page.goto(f"{served_app}?lab=fleet&requests=40")
@@ -140,5 +156,8 @@ def test_the_fleet_and_the_plan_open_their_headline_figures_formulas(page, serve
     cost = plain_text(page, "kv-plan-explain-text")
     cost.filter(has_text="cost per hour = GPUs × dollars per GPU-hour").wait_for()
     # one H100: cost_model=auto prices it by measured kernels and counts memory as vLLM does (the roofline needs two)
-    assert cost.inner_text().splitlines()[:3] == [f"{best['key']}: cost per hour = GPUs × dollars per GPU-hour",
-                                                  "GPUs = 1; dollars per GPU-hour = 3 $", "= 3 $"]
+    assert cost.inner_text().splitlines()[:3] == [
+        f"{best['key']}: cost per hour = GPUs × dollars per GPU-hour",
+        "GPUs = 1; dollars per GPU-hour = 3 $",
+        "= 3 $",
+    ]

@@ -1,5 +1,6 @@
 """The served app end to end on the fsm lab: typing a pattern redraws the graph, a bad
 pattern gives a message naming the position, hostile pattern text executes nothing."""
+
 from urllib.parse import parse_qs, quote
 
 from conftest import INJECTED, plain_text, table_rows, wait_ready, wait_until
@@ -35,7 +36,11 @@ def test_opens_on_a_jump_edge_and_the_graph_fits(page, served_app):
     assert query(page)["step"] == "0"
     # sample 0 writes "name is paged, age is 25, city is notatass.": 3 jumps, 5 + 2 + 8 sampled
     # characters, the forced '.' and the end: 20 steps
-    assert plain_text(page, "kv-fsm-step").inner_text().startswith("step 1/20: state 0 -> 8; jump edge: \u201cname is \u201d")
+    assert (
+        plain_text(page, "kv-fsm-step")
+        .inner_text()
+        .startswith("step 1/20: state 0 -> 8; jump edge: \u201cname is \u201d")
+    )
     walked = page.evaluate("() => Bokeh.documents[0].get_model_by_name('fsm-active').data.x0.length")
     assert walked == 8  # the jump edge's chain, drawn lit: n a m e ␣ i s ␣
     fits = page.evaluate("""() => {

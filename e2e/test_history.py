@@ -3,6 +3,7 @@ lab, its widgets, the animation step and the figures' data. Only a lab or page c
 history entry; a widget change or a step replaces the current one; after a reload the
 same state shows and Forward still works. A lab the tour opened
 leads back to the tour and on to its next step."""
+
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -22,8 +23,9 @@ def length(page) -> int:
 
 def wait_state(page, expected: dict[str, str], data: str) -> None:
     """Wait until the URL is `expected` and every figure's data is `data` again."""
-    page.wait_for_function("q => location.search === q", arg="?" + "&".join(f"{k}={v}" for k, v in expected.items()),
-                           timeout=60_000)
+    page.wait_for_function(
+        "q => location.search === q", arg="?" + "&".join(f"{k}={v}" for k, v in expected.items()), timeout=60_000
+    )
     for _ in range(300):
         if data_fingerprint(page) == data:
             return

@@ -1,6 +1,7 @@
 """Hostile URLs end to end, in the served app and in the static site: no script runs, no
 request leaves 127.0.0.1, every bad value gets a plain message naming it while the good ones
 stay, and the app stays usable. And sessions under `panel serve` stay apart."""
+
 from urllib.parse import parse_qsl, quote
 
 import pytest
@@ -13,10 +14,18 @@ from kvweb.query import MAX_MESSAGES, from_query
 
 CASES = {  # URL query, {parameter: value its widget shows}, words the message holds besides from_query's
     "markup and numbers": (
-        "lab=roofline&gpu=" + quote("<img src=x onerror=alert(1)>") + "&model=" + quote("<script>alert(2)</script>")
-        + "&tokens=" + "9" * 400 + "&batch=%E2%91%A0&context=1e309&mem_util=NaN&custom_layers=%D9%A1%D9%A2"
+        "lab=roofline&gpu="
+        + quote("<img src=x onerror=alert(1)>")
+        + "&model="
+        + quote("<script>alert(2)</script>")
+        + "&tokens="
+        + "9" * 400
+        + "&batch=%E2%91%A0&context=1e309&mem_util=NaN&custom_layers=%D9%A1%D9%A2"
         + "&swap_copies=%FF%FE&block_size=8&block_size=32&host_link_gb_s=-0&custom_heads=1?2&lang=%C2%B2"
-        + "&step=" + quote('"><svg onload=alert(3)>') + "&" + "&".join(f"k{i}=1" for i in range(300)),
+        + "&step="
+        + quote('"><svg onload=alert(3)>')
+        + "&"
+        + "&".join(f"k{i}=1" for i in range(300)),
         {"block_size": "32", "gpu": "A100-40GB", "host_link_gb_s": "0"},
         ["lang: '²'", "step: '\"><svg onload=alert(3)>'", "more problems"],
     ),
@@ -42,12 +51,12 @@ def open_app(request, page):
         page.goto(f"{base}?{query}")
         if request.param == "site":
             wait_live(page)  # Python starts in the page first
+
     return open_query
 
 
 def widget_value(page, name: str) -> str:
     return page.locator(f".kv-param-{name} select, .kv-param-{name} input").first.input_value()
-
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -88,15 +97,20 @@ def test_sessions_stay_apart(browser, served_app):
         heavy_bar = heavy.locator("progress.kv-progress")
         heavy_bar.wait_for(state="visible", timeout=30_000)  # it computes from now on
         pages = tables_zh, tables, fragments = [c.new_page() for c in contexts[1:]]
-        queries = ["lab=block-tables&num_blocks=1&seed=3&step=2&lang=zh", "lab=block-tables&seed=4&step=5",
-                   "lab=fragmentation&requests=300"]
+        queries = [
+            "lab=block-tables&num_blocks=1&seed=3&step=2&lang=zh",
+            "lab=block-tables&seed=4&step=5",
+            "lab=fragmentation&requests=300",
+        ]
         for page, query in zip(pages, queries):
             page.goto(f"{served_app}?{query}", wait_until="commit")  # all three load at once
         for page in pages:
             wait_ready(page)
         zh_header = translate("kvweb: the KV cache of LLM serving, computed for real", "zh")
         assert "num_blocks: 1 blocks" in plain_text(tables_zh, "kv-message").inner_text()
-        assert not plain_text(tables, "kv-message").is_visible() and not plain_text(fragments, "kv-message").is_visible()
+        assert (
+            not plain_text(tables, "kv-message").is_visible() and not plain_text(fragments, "kv-message").is_visible()
+        )
         set_param(tables_zh, "seed", "5")  # three changes in flight together, two to the same lab
         set_param(tables, "seed", "6")
         set_param(fragments, "requests", "400")

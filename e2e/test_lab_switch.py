@@ -1,6 +1,7 @@
 """Switching lab (app/lab_area.py: `PICKED` on the page, then `LabArea.show`): from the pick until
 the new lab's figures are drawn, no text of the lab shown before is on screen while the status
 says ready. Read as a person sees it: every painted frame, the visible text of the lab's area."""
+
 from conftest import table_rows, wait_ready
 from site_fixtures import static_site, site_server, wait_live  # noqa: F401  (fixtures)
 

@@ -1,5 +1,6 @@
 """The served app end to end on the layer-memory lab (issue 27, part 4): the default model layer by
 layer, a widget change, a pasted config.json, and the tour's step 'Today's models'."""
+
 import json
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -22,7 +23,9 @@ def test_the_default_model_layer_by_layer_and_a_context_change(page, served_app)
     page.goto(f"{served_app}?lab=layer-memory")
     wait_ready(page)
     note = plain_text(page, "kv-layer-note")
-    assert note.inner_text().startswith("gpt-oss-20b: 12 sliding window, 12 full attention. One request of 32,768 tokens")
+    assert note.inner_text().startswith(
+        "gpt-oss-20b: 12 sliding window, 12 full attention. One request of 32,768 tokens"
+    )
     assert "24,576" in numbers(page)  # 12 full layers x 2 x 8 x 64 x 2 B per token
     set_param(page, "context", "100")  # below the window every layer keeps every token: 24 x 112 x 2,048 B
     page.wait_for_function("() => location.search.includes('context=100')")

@@ -2,13 +2,26 @@
 tour, the labs below, the exercises, the report; a wide results table scrolls inside itself),
 the page declares its viewport, and a lab's controls stack above its figures; at 1440x900 the
 widest lab (fsm) fits too."""
+
 import pytest
 from conftest import plain_text, wait_ready
 
 PHONE = {"width": 390, "height": 844}
-PAGES = ["?page=tour", "?lab=engine", "?lab=fsm", "?lab=radix-demo", "?lab=sweep&requests=40", "?lab=max-rate&requests=60",
-         "?lab=cache-schedule", "?lab=prefill-savings", "?lab=fragmentation", "?lab=paged-equivalence",
-         "?lab=beam-search", "?page=exercises", "?page=report"]
+PAGES = [
+    "?page=tour",
+    "?lab=engine",
+    "?lab=fsm",
+    "?lab=radix-demo",
+    "?lab=sweep&requests=40",
+    "?lab=max-rate&requests=60",
+    "?lab=cache-schedule",
+    "?lab=prefill-savings",
+    "?lab=fragmentation",
+    "?lab=paged-equivalence",
+    "?lab=beam-search",
+    "?page=exercises",
+    "?page=report",
+]
 # The page's width, and each element (shadow roots included) that reaches past the screen.
 OVERFLOW = """() => {
     const wide = [];
@@ -46,8 +59,10 @@ def test_no_page_is_wider_than_a_phone(phone, served_app):
     for query in PAGES:
         phone.goto(served_app + query)
         drawn(phone, query)
-        assert phone.evaluate("() => document.querySelector('meta[name=viewport]')?.content") == \
-            "width=device-width, initial-scale=1"
+        assert (
+            phone.evaluate("() => document.querySelector('meta[name=viewport]')?.content")
+            == "width=device-width, initial-scale=1"
+        )
         width, elements = phone.evaluate(OVERFLOW)
         if width > PHONE["width"]:
             too_wide[query] = (width, elements)
@@ -78,6 +93,7 @@ def test_every_labs_first_result_starts_within_a_screen_and_a_half_on_a_phone(ph
     """The parameters sit in a box of their own that scrolls (at most 40 % of the screen's height):
     every lab's first figure or table starts within 1.5 screens, and no page scrolls sideways."""
     from kvweb.lab import LABS
+
     late, too_wide = {}, {}
     for name in sorted(LABS):
         query = f"?lab={name}&lang={lang}" + ("&requests=60" if "requests" in LABS[name].param else "")

@@ -3,6 +3,7 @@ and a query as long as browsers send (32 KB, thousands of keys) opens the tour w
 naming the app's limit. Under `panel serve`, Tornado answered both with HTTP 400 and an empty page
 (over 1000 fields) before kvweb saw them (app/site/location.py `read_long_queries`). Keys from the
 URL are shown as text, never markup."""
+
 from urllib.parse import parse_qsl, quote
 
 import pytest

@@ -2,6 +2,7 @@
 taken at decode, a copy-on-write, a freed beam), the blocks hold the request's characters,
 the player steps with buttons and keys and says the step the URL holds, and nothing is wider
 than a phone's screen."""
+
 from urllib.parse import parse_qs, urlparse
 
 import pytest

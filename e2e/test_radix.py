@@ -1,5 +1,6 @@
 """The served app end to end on the radix labs: the tree animates request by request, a
 shared URL restores the step, FCFS and LSPF hit rates differ, hostile prompts stay text."""
+
 from urllib.parse import parse_qs, quote, urlparse
 
 from conftest import INJECTED, plain_text, table_header, table_rows, wait_ready
@@ -75,8 +76,9 @@ def test_edge_labels_fit_between_the_nodes_on_a_phone_and_widen_on_a_desktop(pag
         wait_ready(page)
         page.wait_for_timeout(500)  # the figure has its width
         full, drawn, px = page.evaluate(LABELS)
-        assert len(drawn) == len(full) and all(d == f or d.endswith("…") and f.startswith(d[:-1])
-                                               for d, f in zip(drawn, full))
+        assert len(drawn) == len(full) and all(
+            d == f or d.endswith("…") and f.startswith(d[:-1]) for d, f in zip(drawn, full)
+        )
         assert all(7.3 * len(d) <= 0.9 * px for d in drawn)  # no label reaches the next node
         widths[width] = max(map(len, drawn))
     assert widths[390] < widths[1400]  # a wider figure shows more of each edge

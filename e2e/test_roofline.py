@@ -1,5 +1,6 @@
 """The served app end to end on the roofline lab: load, widget change, share URL (hostile URLs:
 test_hostile.py)."""
+
 from urllib.parse import parse_qs, urlparse
 
 from conftest import plain_text, set_param, wait_ready
@@ -64,8 +65,18 @@ def test_a_model_that_does_not_fit_says_so_and_draws_nothing(page, served_app):
 
 
 def test_every_lab_that_prices_work_folds_the_same_assumptions(page, served_app):
-    names = ["mem_util", "compute_eff", "memory_eff", "step_overhead_ms", "block_overhead_us", "host_link_gb_s",
-             "swap_copies", "interconnect_gb_s", "allreduce_latency_us", "ignore_weights"]
+    names = [
+        "mem_util",
+        "compute_eff",
+        "memory_eff",
+        "step_overhead_ms",
+        "block_overhead_us",
+        "host_link_gb_s",
+        "swap_copies",
+        "interconnect_gb_s",
+        "allreduce_latency_us",
+        "ignore_weights",
+    ]
     for lab in ("roofline", "recovery", "engine", "max-rate", "sweep", "prefill-savings"):
         page.goto(f"{served_app}?lab={lab}&requests=20")
         page.locator(".kv-fold-assumptions").first.wait_for()
@@ -110,7 +121,8 @@ def test_a_figure_opens_its_formula_with_the_values_put_in(page, served_app):
     explanation.filter(has_text="= 11,969 tokens").wait_for()
     assert explanation.inner_text().splitlines()[:2] == [
         "KV capacity = ⌊memory left for KV, one GPU ÷ KV per token, one GPU⌋",
-        "memory left for KV, one GPU = 9,805,015,040 B; KV per token, one GPU = 819,200 B"]
+        "memory left for KV, one GPU = 9,805,015,040 B; KV per token, one GPU = 819,200 B",
+    ]
     page.locator(".kv-roofline-explain select").select_option(label="one decode step (ms)")
     explanation.filter(has_text="= 0.04314 s").wait_for()
     assert "compute efficiency 0.7, memory efficiency 0.8, 0.5 ms a step" in explanation.inner_text()

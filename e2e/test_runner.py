@@ -1,6 +1,7 @@
 """A long run can be stopped: under `panel serve` (the cancel button kills the child process that
 computes it: app/child.py) and in the static site (the page interrupts Python where it is cross-origin
 isolated, else starts a fresh worker); either way the app goes back to the URL's state."""
+
 import pytest
 from conftest import plain_text, set_param, wait_ready
 from site_fixtures import site_server, static_site, wait_live  # noqa: F401  (fixtures)
@@ -39,8 +40,12 @@ def queue_shown(page) -> str:
     return page.locator(".kv-param-queue input").first.input_value()
 
 
-@pytest.mark.parametrize("page, isolated", [({"service_workers": "allow"}, True), ({"service_workers": "block"}, False)],
-                         indirect=["page"], ids=["isolated", "fresh-worker"])
+@pytest.mark.parametrize(
+    "page, isolated",
+    [({"service_workers": "allow"}, True), ({"service_workers": "block"}, False)],
+    indirect=["page"],
+    ids=["isolated", "fresh-worker"],
+)
 def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolated):
     url = f"{static_site}?{LIGHT}"
     page.goto(url)
@@ -58,8 +63,9 @@ def test_a_long_run_in_the_static_site_can_be_stopped(page, static_site, isolate
     if isolated:  # Python stopped where it was, and says so
         plain_text(page, "kv-message").filter(has_text="run cancelled").wait_for(timeout=30_000)
     else:  # a fresh worker draws the URL's state: about a cold load
-        page.wait_for_function("before => (document.body.dataset.kvwebReady ?? before) !== before", arg=loaded,
-                               timeout=90_000)
+        page.wait_for_function(
+            "before => (document.body.dataset.kvwebReady ?? before) !== before", arg=loaded, timeout=90_000
+        )
     wait_ready(page)
     assert page.evaluate("() => location.search") == before and queue_shown(page) == "8"
     set_param(page, "queue", "9")  # and the page still answers

@@ -2,6 +2,7 @@
 the three memory maps show cached-reusable memory only where a prefix cache exists, the table
 compares the modes, switching prefix caching off redraws everything (and is written to the URL),
 and a gpt-oss model shows vLLM V1's KV cache groups."""
+
 from urllib.parse import parse_qs
 
 from conftest import plain_text, table_header, table_rows, wait_ready, wait_until
@@ -38,8 +39,10 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     # it opens on the frame with the most prefix reuse: cached memory shows without a click
     page.wait_for_function("() => /step=[1-9]/.test(location.search)")
     # (on a loaded machine the maps' cells may arrive a patch after the step is in the URL)
-    page.wait_for_function("() => ['vllm-v1', 'sglang'].every(m => Bokeh.documents[0]"
-                           ".get_model_by_name(`schedulers-${m}-cells`)?.data.state?.length > 0)")
+    page.wait_for_function(
+        "() => ['vllm-v1', 'sglang'].every(m => Bokeh.documents[0]"
+        ".get_model_by_name(`schedulers-${m}-cells`)?.data.state?.length > 0)"
+    )
     assert CACHED in states(page, "vllm-v1") and CACHED in states(page, "sglang")
     opening = query(page)["step"]
     page.locator(".kv-player button.last").click()
@@ -52,8 +55,11 @@ def test_the_tour_step_opens_the_lab_and_its_maps_animate(page, served_app, guar
     before = states(page, "sglang")
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
-    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
-                           "'schedulers-sglang-cells').data.state)) !== JSON.stringify(b)", arg=before)
+    page.wait_for_function(
+        "b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+        "'schedulers-sglang-cells').data.state)) !== JSON.stringify(b)",
+        arg=before,
+    )
     assert "vllm-v1:" in plain_text(page, "kv-schedulers-step").inner_text()
     assert guard.errors == []
 
@@ -78,7 +84,9 @@ def test_prefix_caching_off_keeps_nothing_reusable(page, served_app, guard):
 def test_a_host_tier_in_the_url_shows_its_figure(page, served_app, guard):
     page.goto(f"{served_app}?lab=schedulers&requests=120&rate=6&mem_util=0.75&host_tier_gb=40")
     wait_ready(page)
-    page.locator(".kv-schedulers-table .slick-cell", has_text="host tier: prompt tokens from GPU / host / computed").wait_for()
+    page.locator(
+        ".kv-schedulers-table .slick-cell", has_text="host tier: prompt tokens from GPU / host / computed"
+    ).wait_for()
     rows = table(page)
     by_tier = rows["host tier: prompt tokens from GPU / host / computed"]
     assert by_tier["paper"] == rows["TTFT p50 / p99 without the host tier (ms)"]["paper"] == "-"
@@ -118,19 +126,25 @@ def test_a_gpt_oss_model_draws_each_kv_cache_groups_map_and_steps_them(page, ser
     # issue 27: vLLM V1's one pool drawn once per group, a band each, stepped with the player
     page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
     wait_ready(page)
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('schedulers-vllm-v1-groups-cells')"
-                           ".data.state.length > 0")
+    page.wait_for_function(
+        "() => Bokeh.documents[0].get_model_by_name('schedulers-vllm-v1-groups-cells').data.state.length > 0"
+    )
     shown = page.evaluate(GROUPS, "vllm-v1")
-    assert shown["shown"] and shown["titles"] == ["0: sliding window (128 tokens), 12 layers",
-                                                  "1: full attention, 12 layers"]
+    assert shown["shown"] and shown["titles"] == [
+        "0: sliding window (128 tokens), 12 layers",
+        "1: full attention, 12 layers",
+    ]
     assert shown["group"] == [0] * 1024 + [1] * 1024  # the one pool of 76,762 blocks, 1,024 cells a group
     assert CACHED in shown["state"]  # freed window blocks and finished requests' blocks, still hashed
     note = plain_text(page, "kv-schedulers-group-note").inner_text()
     assert note.startswith("vllm-v1: one pool of blocks, drawn once per KV cache group")
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
-    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
-                           "'schedulers-vllm-v1-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
+    page.wait_for_function(
+        "b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+        "'schedulers-vllm-v1-groups-cells').data.state)) !== JSON.stringify(b)",
+        arg=shown["state"],
+    )
     assert query(page)["model"] == "gpt-oss-20b"
     assert guard.errors == []
 
@@ -139,12 +153,18 @@ def test_sglang_draws_its_full_and_window_pools_as_two_bands(page, served_app, g
     # issue 27: SGLang keeps window layers' KV in a pool of its own; each pool is a band, stepped with the player
     page.goto(f"{served_app}?lab=schedulers&scenario=B&model=gpt-oss-20b&workload=long-context&requests=40")
     wait_ready(page)
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups-cells')"
-                           ".data.state.length > 0")
+    page.wait_for_function(
+        "() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups-cells').data.state.length > 0"
+    )
     shown = page.evaluate(GROUPS, "sglang")
-    assert shown["shown"] and shown["titles"] == ["0: full attention, 12 layers", "1: sliding window (128 tokens), 12 layers"]
-    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').title.text") == \
-        "sglang: each pool's map"
+    assert shown["shown"] and shown["titles"] == [
+        "0: full attention, 12 layers",
+        "1: sliding window (128 tokens), 12 layers",
+    ]
+    assert (
+        page.evaluate("() => Bokeh.documents[0].get_model_by_name('schedulers-sglang-groups').title.text")
+        == "sglang: each pool's map"
+    )
     # the full pool's 682,337 token slots and the window pool's 545,869, in at most 1,024 cells each
     assert shown["group"] == [0] * 1023 + [1] * 1023
     held = [s for g, s in zip(shown["group"], shown["state"]) if g == 1]
@@ -153,8 +173,11 @@ def test_sglang_draws_its_full_and_window_pools_as_two_bands(page, served_app, g
     assert "sglang: a pool of its own for each kind of layer, drawn one each; the full pool holds every token" in note
     page.locator(".kv-player button.first").click()
     page.wait_for_function("() => location.search.includes('step=0')")
-    page.wait_for_function("b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
-                           "'schedulers-sglang-groups-cells').data.state)) !== JSON.stringify(b)", arg=shown["state"])
+    page.wait_for_function(
+        "b => JSON.stringify(Array.from(Bokeh.documents[0].get_model_by_name("
+        "'schedulers-sglang-groups-cells').data.state)) !== JSON.stringify(b)",
+        arg=shown["state"],
+    )
     assert guard.errors == []
 
 
@@ -164,8 +187,11 @@ def test_measured_step_times_and_a_calibration_from_the_url_are_named_in_the_hea
     from urllib.parse import quote
 
     from kvweb.lab import LABS
-    run = ('{"backend": "vllm", "max_concurrency": 16, "completed": 200, "total_input_tokens": 204800, '
-           '"total_output_tokens": 51200, "mean_ttft_ms": 160.0, "mean_tpot_ms": 11.5}')
+
+    run = (
+        '{"backend": "vllm", "max_concurrency": 16, "completed": 200, "total_input_tokens": 204800, '
+        '"total_output_tokens": 51200, "mean_ttft_ms": 160.0, "mean_tpot_ms": 11.5}'
+    )
     params = {"scenario": "B", "cost_model": "measured", "requests": 40, "calibration": run}
     expected = LABS["schedulers"](**params).run()["step_cost"]
     page.goto(f"{served_app}?lab=schedulers&scenario=B&cost_model=measured&requests=40&calibration={quote(run)}")
@@ -181,6 +207,7 @@ def test_a_headline_figure_opens_its_formula_for_each_mode(page, served_app):
     """Under the table: throughput opens as output tokens over simulated time, per mode, with the
     run's own values; the prefix hit rate as tokens from the cache over prompt tokens."""
     from kvweb.lab import LABS
+
     lab = LABS["schedulers"](requests=40)
     explained = lab.explain(lab.run())
     page.goto(f"{served_app}?lab=schedulers&requests=40")

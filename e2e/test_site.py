@@ -1,6 +1,7 @@
 """The static site (build/site/: Python in the browser through Pyodide, no server code) end to
 end: it loads from its own files only, passes the served app's roofline checks (widget
 change, share URL) unchanged, and every lab draws in it (hostile URLs: test_hostile.py)."""
+
 import test_roofline as served
 from conftest import plain_text, wait_ready, wait_until
 from site_fixtures import SITE, SiteServer, static_site, site_server, wait_live  # noqa: F401  (fixtures)
@@ -136,7 +137,9 @@ PAINTS = """(read) => {
 def settled(page) -> list:
     """The messages logged until the worker is idle and the page has drawn and laid out since."""
     page.wait_for_function("() => window.kvlog.some(m => m[0] === 'idle') && !window.kvwebWorker.busy")
-    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 500))))")
+    page.evaluate(
+        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 500))))"
+    )
     page.wait_for_function("() => !window.kvwebWorker.busy")
     return page.evaluate("() => window.kvlog")
 
@@ -164,8 +167,11 @@ def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, s
     redraws = [m for m in log if m[0] == "to page" and "ColumnDataChanged" in m[1]]
     assert len(redraws) == 1
     changed = set(redraws[0][2])
-    assert {"schedulers-figures", *(f"schedulers-curves-{m}" for m in ("paper", "vllm-v1", "sglang")),
-            *(f"schedulers-{m}-cells" for m in ("paper", "vllm-v1", "sglang"))} <= changed
+    assert {
+        "schedulers-figures",
+        *(f"schedulers-curves-{m}" for m in ("paper", "vllm-v1", "sglang")),
+        *(f"schedulers-{m}-cells" for m in ("paper", "vllm-v1", "sglang")),
+    } <= changed
     assert "Span" in changed and any(n.startswith("LiveText") for n in changed)  # the step's time line and text
     # a player step: its drawing is one message too (the URL box, watching the player, follows)
     page.evaluate("() => { window.kvlog = [] }")

@@ -3,6 +3,7 @@ spec_tokens and acceptance run vLLM V1 with drafts, the other modes say they do 
 the table gives the tokens kept a step and the capacity held ahead, a line the blocks left beside
 the drafter's layer, and the memory map shows blocks held ahead for lookahead in their own
 colour, at the step the library's trace says."""
+
 from conftest import plain_text, table_header, table_rows, wait_ready
 
 from app.views.schedulers import LOOKAHEAD, STATES

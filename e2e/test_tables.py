@@ -3,6 +3,7 @@ change, a lab switch and Back, the rendered cells (not the data behind them) equ
 lab's view makes from the library's run for that same URL (the run `kvweb run LAB --json` prints:
 tests/lab_json.py). BokehJS 3.9's DataTable once kept the first run's cells (app/view.py
 `TextTable`)."""
+
 import re
 from urllib.parse import parse_qsl, urlencode
 
@@ -49,9 +50,13 @@ def expected_tables(query: dict[str, str]) -> dict[str, tuple[list[str], list[li
     view.update(lab, lab.run())
     tables = [t for t in vars(view).values() if isinstance(t, TextTable) and t.source.data]
     assert tables, f"{lab.lab_name} has no table"
-    return {t.table.css_classes[0]: ([c.title for c in t.table.columns],
-                                     [[as_read(c) for c in row] for row in zip(*t.source.data.values())][:t.max_rows])
-            for t in tables}
+    return {
+        t.table.css_classes[0]: (
+            [c.title for c in t.table.columns],
+            [[as_read(c) for c in row] for row in zip(*t.source.data.values())][: t.max_rows],
+        )
+        for t in tables
+    }
 
 
 def as_read(cell: str) -> str:
@@ -60,7 +65,7 @@ def as_read(cell: str) -> str:
 
 
 def shown_tables(page, expected: dict) -> dict[str, tuple[list[str], list[list[str]]]]:
-    return {css: (table_header(page, css), table_rows(page, css)[:len(rows)]) for css, (_, rows) in expected.items()}
+    return {css: (table_header(page, css), table_rows(page, css)[: len(rows)]) for css, (_, rows) in expected.items()}
 
 
 def wait_shown(page, expected: dict, timeout_s: float = 60) -> None:
@@ -112,7 +117,6 @@ def test_a_lab_switch_and_back_show_each_labs_own_cells(page, served_app, guard)
     assert guard.errors == []
 
 
-@pytest.mark.parametrize("lab, query, name, new", [c for c in CASES if c[0] in STALE_ONCE],
-                         ids=list(STALE_ONCE))
+@pytest.mark.parametrize("lab, query, name, new", [c for c in CASES if c[0] in STALE_ONCE], ids=list(STALE_ONCE))
 def test_a_widget_change_redraws_the_cells_in_the_static_site(page, static_site, lab, query, name, new):
     check_lab(page, static_site, lab, query, name, new, loaded=wait_live)

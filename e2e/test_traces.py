@@ -3,6 +3,7 @@ lab's file picker are read in the page's Python, replayed, and their figures rea
 result table; the share URL carries the file's key and restores it from the browser's storage; a
 preset's share URL reproduces the library's figures on a fresh browser; a file the page does not hold
 is named plainly, never as markup. In the static site, a file picked survives a reload."""
+
 import tempfile
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -34,14 +35,16 @@ def pick(page, name: str) -> None:
     wait_ready(page)
 
 
-@pytest.mark.parametrize("name, rows, served, said, hits", [
-    # by hand: Mooncake's rows share 1,000 + 512 of 3,100 prompt tokens, on one replica (tests/test_traces.py)
-    ("mooncake.jsonl", 4, 4, "mooncake.jsonl: 4 rows (mooncake), 0 skipped", [0.0, 1512 / 3100]),
-    ("azure_code_2023.csv", 3, 3, "azure_code_2023.csv: 3 rows (azure), 1 skipped", [0.0, 0.0]),
-    ("burstgpt.csv", 2, 1, "burstgpt.csv: 2 rows (burstgpt), 1 skipped", [0.0, 0.0]),  # at 0 and 113 s: 60 s kept
-])
-def test_a_file_picked_is_replayed_and_its_key_goes_in_the_url(page, served_app, guard, name, rows, served, said,
-                                                               hits):
+@pytest.mark.parametrize(
+    "name, rows, served, said, hits",
+    [
+        # by hand: Mooncake's rows share 1,000 + 512 of 3,100 prompt tokens, on one replica (tests/test_traces.py)
+        ("mooncake.jsonl", 4, 4, "mooncake.jsonl: 4 rows (mooncake), 0 skipped", [0.0, 1512 / 3100]),
+        ("azure_code_2023.csv", 3, 3, "azure_code_2023.csv: 3 rows (azure), 1 skipped", [0.0, 0.0]),
+        ("burstgpt.csv", 2, 1, "burstgpt.csv: 2 rows (burstgpt), 1 skipped", [0.0, 0.0]),  # at 0 and 113 s: 60 s kept
+    ],
+)
+def test_a_file_picked_is_replayed_and_its_key_goes_in_the_url(page, served_app, guard, name, rows, served, said, hits):
     page.goto(served_app + FLEET)
     wait_ready(page)
     pick(page, name)
@@ -56,14 +59,22 @@ def test_a_file_picked_is_replayed_and_its_key_goes_in_the_url(page, served_app,
 
 
 def test_a_preset_share_url_reproduces_the_librarys_figures(page, served_app, guard):
-    params = {"workload": "trace", "trace_preset": "mooncake-conversation-synthetic", "trace_duration": "120",
-              "trace_scale": "2", "routers": "round-robin,cache-aware", "replicas": "2"}
+    params = {
+        "workload": "trace",
+        "trace_preset": "mooncake-conversation-synthetic",
+        "trace_duration": "120",
+        "trace_scale": "2",
+        "routers": "round-robin,cache-aware",
+        "replicas": "2",
+    }
     page.goto(served_app + "?lab=fleet&" + "&".join(f"{k}={v}" for k, v in params.items()))
     wait_ready(page)
     expected = make("fleet", params).run()
     bars = page.evaluate(BARS)
     assert bars["hit_rate"] == pytest.approx([r["prefix_hit_rate"] for r in expected["routers"]])
-    assert bars["hit_rate"][1] > bars["hit_rate"][0] > 0  # the preset's shared prefixes, found by the cache-aware router
+    assert (
+        bars["hit_rate"][1] > bars["hit_rate"][0] > 0
+    )  # the preset's shared prefixes, found by the cache-aware router
     assert guard.errors == []
 
 
@@ -75,13 +86,16 @@ def test_a_file_this_page_does_not_hold_is_named_plainly(page, served_app, guard
     page.goto(served_app + FLEET + "&trace_file=lost.csv%3A12%3A0123456789abcdef")
     wait_ready(page)
     messages = plain_text(page, "kv-message").all_inner_texts()
-    assert any(m.startswith("trace_file: lost.csv (12 rows, digest 0123456789abcdef) is not loaded here; pick the file "
-                            "again") for m in messages), messages
+    assert any(
+        m.startswith("trace_file: lost.csv (12 rows, digest 0123456789abcdef) is not loaded here; pick the file again")
+        for m in messages
+    ), messages
     assert query(page).get("trace_file", "") == "" and page.evaluate(INJECTED) == [] and guard.errors == []
 
 
-def test_a_file_url_reopens_from_this_browsers_storage_and_says_what_is_missing_elsewhere(page, browser, served_app,
-                                                                                          guard):
+def test_a_file_url_reopens_from_this_browsers_storage_and_says_what_is_missing_elsewhere(
+    page, browser, served_app, guard
+):
     page.goto(served_app + FLEET)
     wait_ready(page)
     pick(page, "mooncake.jsonl")
@@ -96,8 +110,10 @@ def test_a_file_url_reopens_from_this_browsers_storage_and_says_what_is_missing_
         elsewhere.goto(served_app + shared)
         wait_ready(elsewhere)
         messages = plain_text(elsewhere, "kv-message").all_inner_texts()
-        assert any(m.startswith(f"trace_file: mooncake.jsonl (4 rows, digest {key.rsplit(':', 1)[1]}) is not loaded "
-                                "here") for m in messages), messages
+        assert any(
+            m.startswith(f"trace_file: mooncake.jsonl (4 rows, digest {key.rsplit(':', 1)[1]}) is not loaded here")
+            for m in messages
+        ), messages
     finally:
         elsewhere.context.close()
     page.goto(served_app + shared)  # this browser kept the file: the URL replays it again

@@ -12,6 +12,7 @@ A lower part never imports from a higher one. Every part may use the base: lab.p
 contract), parsing.py (outside text -> parameter values), memo.py (remembered results) and
 jsonable.py (results as JSON and rows).
 """
+
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.kv.model import MiniModel
 from kvweb.kv.paged_store import PagedStore

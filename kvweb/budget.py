@@ -13,6 +13,7 @@ replica's pool, a block of a prefix cache) states its bytes, measured by `bench/
 growth of a child's peak resident set), and a run estimated over `MEMORY_MB` is refused the same
 way, so that a run from outside never reaches the served app's cap per run (app/child.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -75,8 +76,12 @@ def in_turn(*runs: Iterable[tuple[float, Unit]], lower: tuple[str, ...] = (), hi
     """Runs one after another, each letting go of its pools when it ends (a fleet per router, a
     planner's candidates): their work adds up, and their peak memory is the largest run's."""
     each = [work(*run) for run in runs]
-    return Estimate(_added(part for run in each for part in run.parts), lower, higher,
-                    max((run.held for run in each), key=_bytes, default=()))
+    return Estimate(
+        _added(part for run in each for part in run.parts),
+        lower,
+        higher,
+        max((run.held for run in each), key=_bytes, default=()),
+    )
 
 
 # The units labs count in, and what one costs (bench/caps.py --budget checks them on real runs). Memory,
@@ -109,7 +114,9 @@ DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's:
 # ... where vLLM V1 keeps a model's kinds of layer in KV cache groups: each step slides each group's window, request
 # by request, not as arrays (3.0-3.3 us a group measured on gpt-oss-120b and gemma-3-27b; bench/estimates.py)
 GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
-ADVANCES = Unit("replica advances", 5e-6)  # a fleet's replica brought to the next event or step (its steps counted apart)
+ADVANCES = Unit(
+    "replica advances", 5e-6
+)  # a fleet's replica brought to the next event or step (its steps counted apart)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
 # A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time, and holds it
 # until its fleet run ends (block_size 1: vLLM V1's 3.2e-7 s and 152-154 bytes, the papers' engine 4.5e-8 s and
@@ -151,13 +158,17 @@ def refusal(estimate: Estimate, budget_s: float) -> str:
     """The one line that refuses a run over the budget. It starts with the parameters to change, as
     a bad value's line starts with its name (`from_query` puts those back to their defaults first)."""
     seconds = f"{estimate.seconds:,.0f}" if estimate.seconds >= 1 else f"{estimate.seconds:.2g}"
-    return (f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
-            f"{seconds} s of work{_counted(p for p in estimate.parts if p[1].seconds)}, over the budget of {budget_s:g} s; "
-            f"{_change(estimate, 'raise --budget')}")
+    return (
+        f"{', '.join(estimate.lower + estimate.higher) or 'work'}: this run is estimated at "
+        f"{seconds} s of work{_counted(p for p in estimate.parts if p[1].seconds)}, over the budget of {budget_s:g} s; "
+        f"{_change(estimate, 'raise --budget')}"
+    )
 
 
 def memory_refusal(estimate: Estimate, memory_mb: float) -> str:
     """The line that refuses a run over the memory budget, in the form of `refusal`: what it holds at its peak."""
-    return (f"{', '.join(estimate.lower + estimate.higher) or 'memory'}: this run is estimated at "
-            f"{estimate.bytes / MB:,.0f} MB of memory{_counted(estimate.held)}, over the budget of {memory_mb:,.0f} MB; "
-            f"{_change(estimate, 'lower the work')}")
+    return (
+        f"{', '.join(estimate.lower + estimate.higher) or 'memory'}: this run is estimated at "
+        f"{estimate.bytes / MB:,.0f} MB of memory{_counted(estimate.held)}, over the budget of {memory_mb:,.0f} MB; "
+        f"{_change(estimate, 'lower the work')}"
+    )

@@ -5,6 +5,7 @@ the app reveals once the learner has tried (changed a value) or met it.
 Each challenge carries a `solution` (parameters that meet it) so a test can show it is reachable,
 and is not met at the lab's defaults (a challenge already met teaches nothing).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -37,40 +38,52 @@ def _decode_bound(result: Result) -> str:
 
 CHALLENGES: dict[str, tuple[Challenge, ...]] = {
     "roofline": (
-        Challenge("Fit more than 100,000 tokens of KV on one GPU.",
-                  lambda r: r.get("fits", False) and r["tp"] == 1 and r["kv_capacity_tokens"] > 100_000,
-                  "KV capacity = (HBM × mem_util − weights) ÷ KV per token: a bigger GPU, lighter weights (fp8, "
-                  "int4) or fewer KV heads per token (grouped-query attention, as in llama-3-8b: 8 KV heads for 32 "
-                  "query heads) raise it; llama-3-8b on an H100-SXM holds about 430,000 tokens.",
-                  {"gpu": "H100-SXM", "model": "llama-3-8b"}),
-        Challenge("Make a decode step compute-bound.",
-                  lambda r: _decode_bound(r) == "compute",
-                  "A decode step reads every weight once for the whole batch, so its FLOPs per byte grow with "
-                  "the batch: past the ridge point (peak FLOP/s ÷ bandwidth) it is compute-bound. About a thousand "
-                  "sequences of 128 tokens do it on the A100; long contexts add KV bytes and push it back.",
-                  {"batch": 1024, "context": 128}),
+        Challenge(
+            "Fit more than 100,000 tokens of KV on one GPU.",
+            lambda r: r.get("fits", False) and r["tp"] == 1 and r["kv_capacity_tokens"] > 100_000,
+            "KV capacity = (HBM × mem_util − weights) ÷ KV per token: a bigger GPU, lighter weights (fp8, "
+            "int4) or fewer KV heads per token (grouped-query attention, as in llama-3-8b: 8 KV heads for 32 "
+            "query heads) raise it; llama-3-8b on an H100-SXM holds about 430,000 tokens.",
+            {"gpu": "H100-SXM", "model": "llama-3-8b"},
+        ),
+        Challenge(
+            "Make a decode step compute-bound.",
+            lambda r: _decode_bound(r) == "compute",
+            "A decode step reads every weight once for the whole batch, so its FLOPs per byte grow with "
+            "the batch: past the ridge point (peak FLOP/s ÷ bandwidth) it is compute-bound. About a thousand "
+            "sequences of 128 tokens do it on the A100; long contexts add KV bytes and push it back.",
+            {"batch": 1024, "context": 128},
+        ),
     ),
     "schedulers": (
-        Challenge("Make vLLM V1's prefix hit rate fall below 10 %.",
-                  lambda r: _mode(r, "vllm-v1").get("prefix_hit_rate", 1.0) < 0.10,
-                  "Turn prefix_caching off, or serve requests that share no prefix (workload sharegpt): the cache "
-                  "only helps when prompts repeat a prefix, as chat turns and few-shot tasks do.",
-                  {"prefix_caching": False}),
-        Challenge("Make the papers' engine preempt requests.",
-                  lambda r: _mode(r, "paper").get("preemptions", 0) > 0,
-                  "Give it more work than its memory holds: a higher rate or longer prompts. The papers' engine "
-                  "keeps no prefix cache, so every request brings its whole prompt's KV, and when the blocks run "
-                  "out the newest running request is preempted.",
-                  {"rate": 20.0, "requests": 200}),
+        Challenge(
+            "Make vLLM V1's prefix hit rate fall below 10 %.",
+            lambda r: _mode(r, "vllm-v1").get("prefix_hit_rate", 1.0) < 0.10,
+            "Turn prefix_caching off, or serve requests that share no prefix (workload sharegpt): the cache "
+            "only helps when prompts repeat a prefix, as chat turns and few-shot tasks do.",
+            {"prefix_caching": False},
+        ),
+        Challenge(
+            "Make the papers' engine preempt requests.",
+            lambda r: _mode(r, "paper").get("preemptions", 0) > 0,
+            "Give it more work than its memory holds: a higher rate or longer prompts. The papers' engine "
+            "keeps no prefix cache, so every request brings its whole prompt's KV, and when the blocks run "
+            "out the newest running request is preempted.",
+            {"rate": 20.0, "requests": 200},
+        ),
     ),
     "fleet": (
-        Challenge("Make round robin lose at least half of the single engine's prefix hits.",
-                  lambda r: (rr := _router(r, "round-robin")) is not None
-                  and rr["prefix_hit_rate"] <= 0.5 * r["single_engine"]["prefix_hit_rate"],
-                  "Add replicas: round robin sends a conversation's turns to different replicas, each of which "
-                  "caches the prefix on its own, so a later turn rarely finds its history. A cache-aware router "
-                  "keeps a session where its prefix is.",
-                  {"replicas": 16}),
+        Challenge(
+            "Make round robin lose at least half of the single engine's prefix hits.",
+            lambda r: (
+                (rr := _router(r, "round-robin")) is not None
+                and rr["prefix_hit_rate"] <= 0.5 * r["single_engine"]["prefix_hit_rate"]
+            ),
+            "Add replicas: round robin sends a conversation's turns to different replicas, each of which "
+            "caches the prefix on its own, so a later turn rarely finds its history. A cache-aware router "
+            "keeps a session where its prefix is.",
+            {"replicas": 16},
+        ),
     ),
 }
 

@@ -2,6 +2,7 @@
 
 Bad input exits with status 2 and one line on stderr; nothing goes to stdout then.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,24 +20,32 @@ from kvweb.serving import traces
 
 COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "labs": [("kvweb labs", "list lab names, one per line")],
-    "run": [("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
-            ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
-            ("", "serving labs: --workload trace --trace_file PATH reads a trace file"),
-            ("kvweb run LAB --help", "the lab's parameters, defaults and limits")],
-    "plan": [("kvweb plan [--PARAM VALUE ...] [--json]", "the capacity planner: the cheapest fleet within the SLO"),
-             ("", "and the Pareto table of cost vs latency (the lab plan's"),
-             ("", "parameters: kvweb run plan --help), on a backend:"),
-             ("", "[--backend processes|serial|ray] (default processes)"),
-             ("", "[--workers N] local processes or local Ray CPUs (default:"),
-             ("", "this machine's CPUs) [--address ADDR] a Ray cluster"),
-             ("", "(pip install kvweb[ray]) [--budget SECONDS]"),
-             ("", "figures are the same on every backend"),
-             ("kvweb plan --help", "these lines and the lab's parameters")],
-    "reproduce": [("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
-                  ("", "DIR/report.md and DIR/report.html (default DIR: report)")],
-    "train-mini": [("kvweb train-mini [--out FILE] [--steps N]", "train the mini model on its shipped corpus"),
-                   ("", "(numpy, seed 0; the defaults rebuild the shipped weights, in"),
-                   ("", "12-26 minutes on 2 cores) and write FILE (default mini.npz)")],
+    "run": [
+        ("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
+        ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
+        ("", "serving labs: --workload trace --trace_file PATH reads a trace file"),
+        ("kvweb run LAB --help", "the lab's parameters, defaults and limits"),
+    ],
+    "plan": [
+        ("kvweb plan [--PARAM VALUE ...] [--json]", "the capacity planner: the cheapest fleet within the SLO"),
+        ("", "and the Pareto table of cost vs latency (the lab plan's"),
+        ("", "parameters: kvweb run plan --help), on a backend:"),
+        ("", "[--backend processes|serial|ray] (default processes)"),
+        ("", "[--workers N] local processes or local Ray CPUs (default:"),
+        ("", "this machine's CPUs) [--address ADDR] a Ray cluster"),
+        ("", "(pip install kvweb[ray]) [--budget SECONDS]"),
+        ("", "figures are the same on every backend"),
+        ("kvweb plan --help", "these lines and the lab's parameters"),
+    ],
+    "reproduce": [
+        ("kvweb reproduce [--out DIR] [--quick]", "run every experiment of the lecture; write"),
+        ("", "DIR/report.md and DIR/report.html (default DIR: report)"),
+    ],
+    "train-mini": [
+        ("kvweb train-mini [--out FILE] [--steps N]", "train the mini model on its shipped corpus"),
+        ("", "(numpy, seed 0; the defaults rebuild the shipped weights, in"),
+        ("", "12-26 minutes on 2 cores) and write FILE (default mini.npz)"),
+    ],
 }
 
 
@@ -100,8 +109,10 @@ def trace_file_key(path: str) -> str:
             data = file.read(traces.MAX_BYTES + 1)  # one byte more: read_trace says it is too long
     except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or type(err).__name__
-        raise UsageError(f"--trace_file: {shown(path)} cannot be read ({reason}); expected the path of a trace "
-                         f"file: {traces.ALLOWED}") from None
+        raise UsageError(
+            f"--trace_file: {shown(path)} cannot be read ({reason}); expected the path of a trace "
+            f"file: {traces.ALLOWED}"
+        ) from None
     return traces.remember(data, path).key
 
 
@@ -120,8 +131,10 @@ def describe(cls: type[Lab]) -> str:
         lines.append(f"  --{name} (default {p.default}; {allowed(p)})")
         if p.doc:
             lines.append(f"      {p.doc}")
-    lines += [f"  --budget SECONDS (default {BUDGET_S:g})",
-              "      refuse a run whose work is estimated over this many seconds; raise it to allow a larger run"]
+    lines += [
+        f"  --budget SECONDS (default {BUDGET_S:g})",
+        "      refuse a run whose work is estimated over this many seconds; raise it to allow a larger run",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -138,10 +151,13 @@ def _fmt(value: Any) -> str:
 def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
     """Text columns, figures aligned right (each line indented two spaces)."""
     widths = [max(len(c) for c in column) for column in zip(header, *rows)]
-    right = [all(c[:1].isdigit() or c[:1] == "-" and c[1:2].isdigit() or c == "-" for c in column)
-             for column in zip(*rows)]
-    return ["  " + "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(line, widths, right)).rstrip()
-            for line in [header, *rows]]
+    right = [
+        all(c[:1].isdigit() or c[:1] == "-" and c[1:2].isdigit() or c == "-" for c in column) for column in zip(*rows)
+    ]
+    return [
+        "  " + "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(line, widths, right)).rstrip()
+        for line in [header, *rows]
+    ]
 
 
 def _short(texts: list[str]) -> bool:
@@ -159,23 +175,37 @@ def records_table(key: str, items: list[dict[str, Any]]) -> list[str]:
         return []
     if len(names) <= len(items):
         return [f"{key}:", *_grid(names, text)]
-    label = next((n for n in names if all(isinstance(c.get(n), str) for c in cells)
-                  and len({c[n] for c in cells}) == len(cells)), None)
+    label = next(
+        (
+            n
+            for n in names
+            if all(isinstance(c.get(n), str) for c in cells) and len({c[n] for c in cells}) == len(cells)
+        ),
+        None,
+    )
     header = [label or "", *(c[label] if label else f"{key}[{i}]" for i, c in enumerate(cells))]
-    return [f"{key}, one column each:",
-            *_grid(header, [[n, *(row[j] for row in text)] for j, n in enumerate(names) if n != label])]
+    return [
+        f"{key}, one column each:",
+        *_grid(header, [[n, *(row[j] for row in text)] for j, n in enumerate(names) if n != label]),
+    ]
 
 
 def columns_table(rows: list[tuple[str, list[Any]]]) -> list[str]:
     """Lists of equal length (a sweep's points) as one table, a column each, named by key."""
     keys = [k for k, _ in rows]
-    return [", ".join(dict.fromkeys(k.split(".")[0] for k in keys)) + ":",
-            *_grid(keys, [[_fmt(v) for v in values] for values in zip(*(v for _, v in rows))])]
+    return [
+        ", ".join(dict.fromkeys(k.split(".")[0] for k in keys)) + ":",
+        *_grid(keys, [[_fmt(v) for v in values] for values in zip(*(v for _, v in rows))]),
+    ]
 
 
 def _is_scalars(value: Any) -> bool:
-    return (isinstance(value, list) and 0 < len(value) <= MAX_ROWS
-            and not any(isinstance(v, (dict, list)) for v in value) and _short([_fmt(v) for v in value]))
+    return (
+        isinstance(value, list)
+        and 0 < len(value) <= MAX_ROWS
+        and not any(isinstance(v, (dict, list)) for v in value)
+        and _short([_fmt(v) for v in value])
+    )
 
 
 def result_text(results: list[tuple[str, Any]], width: int) -> list[str]:
@@ -189,8 +219,11 @@ def result_text(results: list[tuple[str, Any]], width: int) -> list[str]:
         if _is_scalars(value):
             group.append((key, value))
             continue
-        records = (records_table(key, value) if isinstance(value, list) and 0 < len(value) <= MAX_ROWS
-                   and all(isinstance(v, dict) for v in value) else [])
+        records = (
+            records_table(key, value)
+            if isinstance(value, list) and 0 < len(value) <= MAX_ROWS and all(isinstance(v, dict) for v in value)
+            else []
+        )
         if records:
             tables.append(records)
         else:
@@ -235,8 +268,12 @@ def plan_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
     result = jsonable(lab.plan(progress_to(err), where))
     if as_json:
         used = {"backend": where.name, "workers": workers, "address": options.get("address")}
-        out.write(json.dumps({"lab": name, "params": jsonable(lab.values()), "backend": used, "result": result},
-                             allow_nan=False) + "\n")
+        out.write(
+            json.dumps(
+                {"lab": name, "params": jsonable(lab.values()), "backend": used, "result": result}, allow_nan=False
+            )
+            + "\n"
+        )
     else:
         out.write(table(lab, result))
     return 0
@@ -259,7 +296,7 @@ def reproduce_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
         elif arg == "--out" and rest:
             folder = rest.pop(0)
         elif arg.startswith("--out="):
-            folder = arg[len("--out="):]
+            folder = arg[len("--out=") :]
         else:
             raise UsageError(f"kvweb reproduce: unexpected argument '{arg}'; allowed: --out DIR, --quick")
     last = [""]

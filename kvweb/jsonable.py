@@ -1,4 +1,5 @@
 """Results as plain JSON types, as (dotted key, scalar) rows, and as text."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,10 @@ def jsonable(value: Any) -> Any:
             return list(value)
         return [v if (t := type(v)) in _LEAVES or (t is float and math.isfinite(v)) else jsonable(v) for v in value]
     if kind is dict:
-        return {str(k): v if (t := type(v)) in _LEAVES or (t is float and math.isfinite(v)) else jsonable(v)
-                for k, v in value.items()}
+        return {
+            str(k): v if (t := type(v)) in _LEAVES or (t is float and math.isfinite(v)) else jsonable(v)
+            for k, v in value.items()
+        }
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

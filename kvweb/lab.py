@@ -5,6 +5,7 @@ the app's widgets and the share-URL query. Outside text becomes parameter values
 kvweb/parsing.py; a bad value raises one `ParamError` line naming the parameter and what is
 allowed, quoting the text with `shown`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -110,8 +111,9 @@ class Lab(param.Parameterized):
 def param_names(lab: type[Lab]) -> list[str]:
     """The lab's own parameters (param's `name` and those it `dropped` left out): its main ones
     first, then the details, then the paper GPU's assumptions, each group in declaration order."""
-    return sorted((n for n in lab.param if n != "name" and n not in lab.dropped),
-                  key=lambda n: lab.param[n].precedence or 0)
+    return sorted(
+        (n for n in lab.param if n != "name" and n not in lab.dropped), key=lambda n: lab.param[n].precedence or 0
+    )
 
 
 def get_lab(name: str) -> type[Lab]:

@@ -6,6 +6,7 @@ still among the samples). A lab keeps such pieces in a `Memo`: a small dictionar
 every session, least recently used dropped first, so memory stays bounded. Keys must hold every
 input the piece depends on; results are shared, so callers only read them.
 """
+
 from __future__ import annotations
 
 import threading

@@ -3,6 +3,7 @@
 Every value coming from outside arrives as text and goes through `parse`, which either returns
 a typed value or raises one `ParamError` line naming the parameter and what is allowed.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -75,8 +76,7 @@ def parse(lab: type[Lab], name: str, text: str) -> Any:
     """Turn outside text into a typed, in-range value, or raise one ParamError line."""
     if name not in param_names(lab):
         raise ParamError(
-            f"unknown parameter {shown(name)} for lab {lab.lab_name}; "
-            f"allowed: {', '.join(param_names(lab))}"
+            f"unknown parameter {shown(name)} for lab {lab.lab_name}; allowed: {', '.join(param_names(lab))}"
         )
     p = lab.param[name]
     bad = ParamError(f"{name}: {shown(text)} is not allowed; expected {allowed(p)}")

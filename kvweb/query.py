@@ -1,5 +1,6 @@
 """The share-URL query: a lab and every parameter as text, written by `to_query` and read
 back leniently by `from_query` (a bad value falls back to its default alone)."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,9 @@ MAX_MESSAGES = 8  # lines from one URL; the rest are counted
 _SHOWN_NAMES = 5  # unknown parameter names listed in their one line
 
 
-def from_query(query: Mapping[str, str], ignore: Collection[str] = (), budget_s: float = BUDGET_S,
-               memory_mb: float = MEMORY_MB) -> tuple[Lab, list[str]]:
+def from_query(
+    query: Mapping[str, str], ignore: Collection[str] = (), budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB
+) -> tuple[Lab, list[str]]:
     """Leniently build a lab from a URL query: each bad value falls back to its default alone.
 
     `ignore` names the keys the caller reads itself (the app's page, step, language).
@@ -47,12 +49,14 @@ def from_query(query: Mapping[str, str], ignore: Collection[str] = (), budget_s:
             messages.append(f"{err}; using the default")
     if unknown:
         names = [shown(k, 20) for k in unknown[:_SHOWN_NAMES]] + (["..."] if len(unknown) > _SHOWN_NAMES else [])
-        messages.append(f"{len(unknown)} unknown parameter{'s' if len(unknown) > 1 else ''} for lab {cls.lab_name} "
-                        f"ignored: {', '.join(names)}; allowed: {', '.join(param_names(cls))}")
+        messages.append(
+            f"{len(unknown)} unknown parameter{'s' if len(unknown) > 1 else ''} for lab {cls.lab_name} "
+            f"ignored: {', '.join(names)}; allowed: {', '.join(param_names(cls))}"
+        )
     instance, problem = _settle(cls, values, budget_s, memory_mb)
     messages += [problem] if problem else []
     if len(messages) > MAX_MESSAGES:
-        messages[MAX_MESSAGES - 1:] = [f"... and {len(messages) - MAX_MESSAGES + 1} more problems"]
+        messages[MAX_MESSAGES - 1 :] = [f"... and {len(messages) - MAX_MESSAGES + 1} more problems"]
     return instance, messages
 
 
@@ -61,14 +65,16 @@ def _mentioned(cls: type[Lab], message: str) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"\w+", message, re.ASCII)) if w in param_names(cls)]
 
 
-def _settle(cls: type[Lab], values: Mapping[str, Any], budget_s: float = BUDGET_S,
-            memory_mb: float = MEMORY_MB) -> tuple[Lab, str | None]:
+def _settle(
+    cls: type[Lab], values: Mapping[str, Any], budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB
+) -> tuple[Lab, str | None]:
     """The lab with the fewest given values reset to their defaults that passes `admit()`.
 
     Values the error names are reset first, then any other given value, one at a time,
     until the check passes; then resets the check turns out not to need are undone.
     Returns the lab and, if anything was reset, the first error and the names reset.
     """
+
     def attempt(reset: Iterable[str]) -> tuple[Lab, ParamError | None]:
         instance = cls(**{k: v for k, v in values.items() if k not in reset})
         try:

@@ -11,6 +11,7 @@ Versions live in scripts/site-pins.toml.
     python scripts/build_site.py floor    # -> build/site-floor/ (bench/floor_app.py: the cold load's floor)
     python scripts/build_site.py test     # -> build/pyodide-test/ (for scripts/test-pyodide.sh)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,6 +60,7 @@ def sha256(path: Path) -> str:
 
 # -- downloads (cached) ------------------------------------------------------------------
 
+
 def need(tool: str) -> str:
     if shutil.which(tool) is None:
         raise BuildError(f"'{tool}' is not installed (Debian: apt-get install nodejs npm)")
@@ -72,8 +74,11 @@ def pyodide_core() -> Path:
         need("npm")
         folder.mkdir(parents=True, exist_ok=True)
         say(f"npm pack pyodide@{PYODIDE_VERSION}")
-        subprocess.run(["npm", "pack", "--loglevel=error", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", str(folder)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["npm", "pack", "--loglevel=error", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", str(folder)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         with tarfile.open(folder / f"pyodide-{PYODIDE_VERSION}.tgz") as tar:
             tar.extractall(folder, filter="data")
     return folder / "package"
@@ -84,15 +89,32 @@ def pypi_wheel(name: str, version: str, *, any_platform: bool = True) -> Path:
     dest = CACHE / "pypi"
 
     def cached() -> list[Path]:
-        return [p for p in dest.glob("*.whl")
-                if parse_wheel_filename(p.name)[:2] == (canonicalize_name(name), Version(version))]
+        return [
+            p
+            for p in dest.glob("*.whl")
+            if parse_wheel_filename(p.name)[:2] == (canonicalize_name(name), Version(version))
+        ]
 
     if not cached():
         platform = ["--python-version", "3.14", "--platform", "any", "--implementation", "py"]
         say(f"pip download {name}=={version}")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                        "--disable-pip-version-check", *(platform if any_platform else []), "-d", str(dest),
-                        f"{name}=={version}"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                *(platform if any_platform else []),
+                "-d",
+                str(dest),
+                f"{name}=={version}",
+            ],
+            check=True,
+        )
     found = cached()
     if len(found) != 1:
         raise BuildError(f"expected one wheel for {name}=={version} in {dest}, found {[p.name for p in found]}")
@@ -169,8 +191,22 @@ def build_kvweb_wheel(out: Path) -> Path:
     less the `app` package, which the site ships in its own wheel (`build_app_wheel`)."""
     work = BUILD / "wheel-kvweb"
     shutil.rmtree(work, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
-                    "-w", str(work), str(ROOT)], check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            str(work),
+            str(ROOT),
+        ],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     (wheel,) = work.glob("kvweb-*.whl")
     return wheelzip.rewrite(wheel, out / wheel.name, lambda n, d: [] if n.startswith("app/") else [(n, d)])
 
@@ -193,12 +229,14 @@ def built_report() -> bytes:
     """The reproduction report (`kvweb.reproduce.reproduce()`): it has no parameters, and every
     experiment of the lecture takes about a minute in WebAssembly."""
     from kvweb.reproduce import reproduce
+
     return computed_at_build("report", reproduce)
 
 
 def built_exercises() -> bytes:
     """Every exercise's answer at its preset inputs (`kvweb.exercises.preset_answers`)."""
     from kvweb.exercises import preset_answers
+
     return computed_at_build("exercises", preset_answers)
 
 
@@ -214,7 +252,10 @@ def build_app_wheel(out: Path, computed: dict[str, bytes]) -> Path:
     members += [(f"app/{name}", data) for name, data in sorted(computed.items())]
     members += [
         (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: kvweb-app\nVersion: {version}\n".encode()),
-        (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        (
+            f"{dist}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: kvweb build_site\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        ),
         (f"{dist}/RECORD", b""),
     ]
     return wheelzip.write_wheel(out / f"kvweb_app-{version}-py3-none-any.whl", members)
@@ -222,16 +263,28 @@ def build_app_wheel(out: Path, computed: dict[str, bytes]) -> Path:
 
 def byte_compile(folder: Path, sourceless: list[str], keep_source: list[str]) -> None:
     """Add .pyc made by Pyodide's own Python, in place (scripts/pyodide_compile.py)."""
-    subprocess.run([need("node"), str(ROOT / "scripts" / "pyodide_run.mjs"), str(pyodide_core()),
-                    str(ROOT / "scripts" / "pyodide_compile.py"), str(folder),
-                    *(str(folder / n) for n in sourceless), "--keep-source", *(str(folder / n) for n in keep_source)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            need("node"),
+            str(ROOT / "scripts" / "pyodide_run.mjs"),
+            str(pyodide_core()),
+            str(ROOT / "scripts" / "pyodide_compile.py"),
+            str(folder),
+            *(str(folder / n) for n in sourceless),
+            "--keep-source",
+            *(str(folder / n) for n in keep_source),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 # -- Pyodide distribution folder -------------------------------------------------------
 
-def write_distribution(dest: Path, from_lock: list[str], wheels: list[Path], drop: set[str],
-                       compiled: list[Path] = ()) -> list[str]:
+
+def write_distribution(
+    dest: Path, from_lock: list[str], wheels: list[Path], drop: set[str], compiled: list[Path] = ()
+) -> list[str]:
     """Core files + wheels + a pyodide-lock.json that lists exactly them. Returns package names.
 
     Packages taken from the official lock are sha256-checked against it before anything
@@ -254,8 +307,12 @@ def write_distribution(dest: Path, from_lock: list[str], wheels: list[Path], dro
     data["packages"] = {canonicalize_name(n): data["packages"][canonicalize_name(n)] for n in from_lock}
     third_party = [(slim(p, dest) if compiled else Path(shutil.copy2(p, dest / p.name))) for p in [*verified, *wheels]]
     ours = [Path(shutil.copy2(p, dest / p.name)) for p in compiled]
-    spec = add_wheels_to_spec(PyodideLockSpec(**data), [dest / p.name for p in [*wheels, *ours]],
-                              base_path=dest, ignore_missing_dependencies=True)
+    spec = add_wheels_to_spec(
+        PyodideLockSpec(**data),
+        [dest / p.name for p in [*wheels, *ours]],
+        base_path=dest,
+        ignore_missing_dependencies=True,
+    )
     if compiled:
         byte_compile(dest, ["python_stdlib.zip", *(p.name for p in third_party)], [p.name for p in ours])
     for package in spec.packages.values():
@@ -288,8 +345,10 @@ def build_test_bundle() -> Path:
 
 # The floor of the site's cold load (bench/site_load.py --floor): the same site, packages and
 # page scripts, with a one-figure, one-widget Panel page for the app.
-SITES = {"site": (ROOT / "app" / "main.py", BUILD / "site"),
-         "floor": (ROOT / "bench" / "floor_app.py", BUILD / "site-floor")}
+SITES = {
+    "site": (ROOT / "app" / "main.py", BUILD / "site"),
+    "floor": (ROOT / "bench" / "floor_app.py", BUILD / "site-floor"),
+}
 
 
 def build_site(which: str = "site") -> Path:
@@ -301,7 +360,10 @@ def build_site(which: str = "site") -> Path:
     staging.mkdir(parents=True)
     pins = PINS["site"]
     wheels = pypi_wheels(pins["pypi"]) + [strip_native(n, v, staging) for n, v in pins["strip_native"].items()]
-    ours = [build_kvweb_wheel(staging), build_app_wheel(staging, {"report.json": built_report(), "exercises.json": built_exercises()})]
+    ours = [
+        build_kvweb_wheel(staging),
+        build_app_wheel(staging, {"report.json": built_report(), "exercises.json": built_exercises()}),
+    ]
     shutil.rmtree(site, ignore_errors=True)
     packages = write_distribution(site / "pyodide", pins["from_lock"], wheels, set(pins["drop"]["names"]), ours)
     convert(site, packages, script)
@@ -328,12 +390,18 @@ def convert(site: Path, packages: list[str], script: Path) -> None:
     shutil.copy2(STATIC / "isolate-sw.js", site / "isolate-sw.js")  # cross-origin isolation (docs/site.md)
 
     lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
-    wheels = [[p["file_name"], "sha256-" + base64.b64encode(bytes.fromhex(p["sha256"])).decode()] for p in lock.values()]
+    wheels = [
+        [p["file_name"], "sha256-" + base64.b64encode(bytes.fromhex(p["sha256"])).decode()] for p in lock.values()
+    ]
     worker = (STATIC / "worker.mjs").read_text()
-    worker = (worker.replace("@PACKAGES@", json.dumps(packages)).replace("@WHEELS@", json.dumps(wheels))
-              .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]})))
+    worker = (
+        worker.replace("@PACKAGES@", json.dumps(packages))
+        .replace("@WHEELS@", json.dumps(wheels))
+        .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]}))
+    )
     from app.site.convert import convert as convert_app
     from app.site.resources import DATATABLE_GUARD
+
     html, worker_js = convert_app(script, worker, DATATABLE_GUARD + (STATIC / "handler.js").read_text())
     if worker_js is None:
         raise BuildError("Panel's conversion produced no worker")
@@ -358,15 +426,20 @@ def early_tour() -> str:
 
     parts = []
     for lang in LANGS:
+
         def t(text: str, lang: str = lang) -> str:
             return escape(translate(text, lang))
 
         extra = {} if lang == "en" else {"lang": lang}
         steps = "".join(
             f"<h3>{i + 1}. {t(step.title)}</h3><p>{t(step.text)}</p><p>"
-            + "".join(f'<a href="?{escape(urlencode({**query, "tour": str(i + 1), **extra}))}">{t(label)}</a>'
-                      for label, query in step.links) + "</p>"
-            for i, step in enumerate(STEPS))
+            + "".join(
+                f'<a href="?{escape(urlencode({**query, "tour": str(i + 1), **extra}))}">{t(label)}</a>'
+                for label, query in step.links
+            )
+            + "</p>"
+            for i, step in enumerate(STEPS)
+        )
         parts.append(f'<div data-lang="{lang}" hidden><h2>{t("Guided tour")}</h2><p>{t(INTRO)}</p>{steps}</div>')
     return "".join(parts)
 

@@ -39,6 +39,7 @@ meta-llama/Llama-3.1-70B is meta-llama/Meta-Llama-3.1-70B renamed; Llama-3.1-8B-
 nvidia/Llama-3.1-8B-Instruct-FP8 have the architecture of Meta-Llama-3.1-8B (the FP8 checkpoint's
 hf_quant_config is not bundled: its KV cache is taken as 16-bit, the weights FP8 as the row says).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,12 @@ from aiconfigurator_core.sdk.backends.factory import get_backend
 from aiconfigurator_core.sdk.config import ModelConfig, RuntimeConfig
 from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
 from aiconfigurator_core.sdk.models import get_model
-from aiconfigurator_core.sdk.models.helpers import (check_is_moe, resolve_context_fmha_by_data, resolve_dsv4_moe_arch,
-                                                    resolve_nvfp4_for_system)
+from aiconfigurator_core.sdk.models.helpers import (
+    check_is_moe,
+    resolve_context_fmha_by_data,
+    resolve_dsv4_moe_arch,
+    resolve_nvfp4_for_system,
+)
 from aiconfigurator_core.sdk.perf_database import get_database_view, get_latest_database_version
 
 PACKAGE = "aiconfigurator-core 0.12.0 (NVIDIA, Apache-2.0)"
@@ -67,8 +72,14 @@ ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "kvweb" / "gpu" / "measured" / "silicon_rows.json"
 OUT = ROOT / "bench" / "data" / "aic_silicon.json"
 # the models bench/silicon.py prices (its PRICED): their rows are the ones compared
-MODELS = ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-8B-Instruct", "nvidia/Llama-3.1-8B-Instruct-FP8",
-          "Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B-FP8", "openai/gpt-oss-120b")
+MODELS = (
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "nvidia/Llama-3.1-8B-Instruct-FP8",
+    "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-235B-A22B-FP8",
+    "openai/gpt-oss-120b",
+)
 CONFIG_OF = {  # a row's model path -> the bundled config of the same architecture (module docstring)
     "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
@@ -104,8 +115,9 @@ def estimate(row: dict) -> tuple[float, float, str]:
     tp, pp, dp = size.get("tp_size", 1), size.get("pp_size", 1), size.get("attention_dp_size", 1)
     moe_tp, moe_ep = size.get("moe_tp_size"), size.get("moe_ep_size")
     if check_is_moe(path):
-        moe_tp, moe_ep = ModelConfig(tp_size=tp, attention_dp_size=dp, moe_tp_size=moe_tp,
-                                     moe_ep_size=moe_ep).resolve_moe_parallelism()
+        moe_tp, moe_ep = ModelConfig(
+            tp_size=tp, attention_dp_size=dp, moe_tp_size=moe_tp, moe_ep_size=moe_ep
+        ).resolve_moe_parallelism()
     gemm, moe = (None, None) if path in QUANT_FROM_CONFIG else (row["gemm_quant_mode"], row["moe_quant_mode"])
     config = build_model_config(tp, pp, dp, moe_tp, moe_ep, gemm, None, None, moe, None)
     apply_nextn(config, 0)
@@ -115,8 +127,9 @@ def estimate(row: dict) -> tuple[float, float, str]:
     resolve_nvfp4_for_system(config, row["system"], path, backend_name=row["backend"])
     runtime = RuntimeConfig(isl=row["isl"], osl=row["osl"], batch_size=size.get("batch_size", 128))
     model = get_model(path, config, row["backend"])
-    summary = get_backend(row["backend"]).run_agg(model, database, runtime, ctx_tokens=row["isl"],
-                                                  decode_tokens_per_iteration=1.0)
+    summary = get_backend(row["backend"]).run_agg(
+        model, database, runtime, ctx_tokens=row["isl"], decode_tokens_per_iteration=1.0
+    )
     if summary.check_oom():
         raise RuntimeError(f"OOM: does not fit in GPU memory at tp={tp}, pp={pp}, dp={dp}")
     result = summary.get_result_dict()
@@ -138,8 +151,11 @@ def _sig(x: float) -> float:
 def main() -> None:
     logging.disable(logging.WARNING)
     raw = json.loads(ROWS.read_text())
-    rows = [r for r in (dict(zip(raw["columns"], values)) for values in raw["rows"])
-            if r["duplicate_of"] is None and r["model_path"] in MODELS]
+    rows = [
+        r
+        for r in (dict(zip(raw["columns"], values)) for values in raw["rows"])
+        if r["duplicate_of"] is None and r["model_path"] in MODELS
+    ]
     done, failed = [], {}
     start = time.perf_counter()
     here = os.getcwd()
@@ -160,12 +176,18 @@ def main() -> None:
         finally:
             os.chdir(here)
     seconds = time.perf_counter() - start
-    source = (f"{PACKAGE}: its agg estimate (aiconfigurator cli estimate --mode agg: ctx_tokens = isl, the row's "
-              "parallelism and GEMM / MoE quantization, defaults otherwise; gpt-oss-120b's quantization from its "
-              "config) of every non-duplicate row of kvweb/gpu/measured/silicon_rows.json "
-              f"for {', '.join(MODELS)}; scripts/derive_aic_estimates.py; ms")
-    out = {"source": source, "columns": ["id", "ttft_ms", "tpot_ms", "database_version"],
-           "rows": sorted(done), "failed": dict(sorted(failed.items()))}
+    source = (
+        f"{PACKAGE}: its agg estimate (aiconfigurator cli estimate --mode agg: ctx_tokens = isl, the row's "
+        "parallelism and GEMM / MoE quantization, defaults otherwise; gpt-oss-120b's quantization from its "
+        "config) of every non-duplicate row of kvweb/gpu/measured/silicon_rows.json "
+        f"for {', '.join(MODELS)}; scripts/derive_aic_estimates.py; ms"
+    )
+    out = {
+        "source": source,
+        "columns": ["id", "ttft_ms", "tpot_ms", "database_version"],
+        "rows": sorted(done),
+        "failed": dict(sorted(failed.items())),
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("{" + ",\n".join(f"{json.dumps(k)}: {_lines(v)}" for k, v in out.items()) + "}\n")
     print(f"{len(done)} rows estimated, {len(failed)} refused, in {seconds:.1f} s -> {OUT.relative_to(ROOT)}")

@@ -11,6 +11,7 @@ For each model_type below it finds the configuration class that declares it, tak
 defaults (`vocab_size: int = 262_208`) of the fields hf_config reads, and prints the table. Defaults
 set in `__post_init__` (the layer patterns) are not class fields; hf_config adds them by hand.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,15 +23,32 @@ sys.path.insert(0, __file__.rsplit("/scripts/", 1)[0])
 from kvweb.gpu.hf_config import READ  # noqa: E402
 
 # a file without these names no experts (a class's default count is its demo model's), or turns nothing on
-NOT_FILLED = {"num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "experts_per_token",
-              "decoder_sparse_step", "use_sliding_window"}
+NOT_FILLED = {
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "experts_per_token",
+    "decoder_sparse_step",
+    "use_sliding_window",
+}
 # the model_types (a text_config's own where it has one) of the configs kvweb loads: the transformers folder,
 # and the model_type its class declares where that differs (Step-3.7-Flash's file says step3p7, its class step3p5)
 MODEL_TYPES = {
-    "llama": "llama", "mixtral": "mixtral", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "qwen3_vl_text": "qwen3_vl",
-    "qwen3_vl_moe_text": "qwen3_vl_moe", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
-    "qwen3_next": "qwen3_next", "gemma3_text": "gemma3", "gpt_oss": "gpt_oss", "deepseek_v3": "deepseek_v3",
-    "minimax_m2": "minimax_m2", "step3p7": ("step3p7", "step3p5"),
+    "llama": "llama",
+    "mixtral": "mixtral",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "qwen3_vl_text": "qwen3_vl",
+    "qwen3_vl_moe_text": "qwen3_vl_moe",
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5_moe",
+    "qwen3_next": "qwen3_next",
+    "gemma3_text": "gemma3",
+    "gpt_oss": "gpt_oss",
+    "deepseek_v3": "deepseek_v3",
+    "minimax_m2": "minimax_m2",
+    "step3p7": ("step3p7", "step3p5"),
 }
 
 
@@ -40,8 +58,11 @@ def class_defaults(source: str, model_type: str) -> dict:
             continue
         fields, declared = {}, None
         for item in node.body:
-            target = item.target if isinstance(item, ast.AnnAssign) else (
-                item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None)
+            target = (
+                item.target
+                if isinstance(item, ast.AnnAssign)
+                else (item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None)
+            )
             if not isinstance(target, ast.Name) or item.value is None:
                 continue
             try:

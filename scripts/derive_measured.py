@@ -18,6 +18,7 @@ Every table is made monotone by a running maximum along each axis (a larger oper
 priced cheaper; measurement noise otherwise inverts a few neighbours), then rounded to 4
 significant digits, in microseconds.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,19 +48,52 @@ VERSIONS = {
     ("b200_sxm", "sglang"): {"gemm": "0.5.14", "attention": "0.5.14", "comm": "0.5.9", "moe": "0.5.14"},
 }
 GEMM_DTYPES = ("bfloat16", "fp8", "fp8_block")
-M_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192,
-          16384, 32768)
+M_GRID = (
+    1,
+    2,
+    4,
+    8,
+    16,
+    32,
+    48,
+    64,
+    96,
+    128,
+    192,
+    256,
+    384,
+    512,
+    768,
+    1024,
+    1536,
+    2048,
+    3072,
+    4096,
+    8192,
+    16384,
+    32768,
+)
 NK_MIN = 256  # smaller per-GPU GEMM dims are clamped to this (every model here has none below it but heads x dim)
 # Attention shapes (query heads, KV heads, head dim, window) of the models kvweb ships, at tp 1, 2, 4, 8
 MODEL_ATTENTION = {
-    "llama-3.1-8b / mixtral-8x7b": (32, 8, 128, (0,)), "llama-3.1-70b / qwen3-32b / qwen2.5-72b": (64, 8, 128, (0,)),
-    "llama-3.1-405b": (128, 8, 128, (0,)), "qwen3-235b-a22b": (64, 4, 128, (0,)), "qwen2.5-7b": (28, 4, 128, (0,)),
-    "gpt-oss": (64, 8, 64, (0, 128)), "gemma-3-27b": (32, 16, 128, (0, 1024)), "opt-13b": (40, 40, 128, (0,)),
+    "llama-3.1-8b / mixtral-8x7b": (32, 8, 128, (0,)),
+    "llama-3.1-70b / qwen3-32b / qwen2.5-72b": (64, 8, 128, (0,)),
+    "llama-3.1-405b": (128, 8, 128, (0,)),
+    "qwen3-235b-a22b": (64, 4, 128, (0,)),
+    "qwen2.5-7b": (28, 4, 128, (0,)),
+    "gpt-oss": (64, 8, 64, (0, 128)),
+    "gemma-3-27b": (32, 16, 128, (0, 1024)),
+    "opt-13b": (40, 40, 128, (0,)),
 }
 # MoE shapes (hidden, expert inter size, top k, experts, dtype) kvweb can price: gpt-oss-120b
 # (MXFP4 experts), Qwen3-235B-A22B (FP8)
-MOE_SHAPES = ((2880, 2880, 4, 128, "w4a16_mxfp4"), (2880, 2880, 4, 32, "w4a16_mxfp4"),
-              (4096, 1536, 8, 128, "fp8"), (4096, 1536, 8, 128, "fp8_block"), (4096, 1536, 8, 128, "bfloat16"))
+MOE_SHAPES = (
+    (2880, 2880, 4, 128, "w4a16_mxfp4"),
+    (2880, 2880, 4, 32, "w4a16_mxfp4"),
+    (4096, 1536, 8, 128, "fp8"),
+    (4096, 1536, 8, 128, "fp8_block"),
+    (4096, 1536, 8, 128, "bfloat16"),
+)
 # Routing the MoE tables assume: AIConfigurator's own default for these models (sdk/models/moe.py: power law,
 # alpha 1.2): skewed routing touches fewer experts at a few tokens than "balanced" (every expert gets
 # tokens / experts) and loads the hottest expert more at many
@@ -69,8 +103,10 @@ SILICON_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 
 def sig(a: np.ndarray) -> list:
     """Microseconds to 4 significant digits (nested lists; NaN never reaches here)."""
+
     def r(x: float) -> float:
         return float(f"{x:.4g}")
+
     return np.vectorize(r, otypes=[float])(a).tolist()
 
 
@@ -128,15 +164,22 @@ def attention_shapes() -> set[tuple[int, int, int, int]]:
 
 def attention_tables(gpu: str, engine: str, version: str) -> tuple[dict, dict]:
     # A100's tables predate sliding windows: all of their rows are full attention
-    ctx, gen = (read(gpu, "attention", engine, version, name)
-                for name in ("context_attention_perf", "generation_attention_perf"))
+    ctx, gen = (
+        read(gpu, "attention", engine, version, name)
+        for name in ("context_attention_perf", "generation_attention_perf")
+    )
     ctx, gen = (d if "window_size" in d else d.assign(window_size=0) for d in (ctx, gen))
     context, generation = {}, {}
     for heads, kv, dim, window in sorted(attention_shapes()):
         for kv_dtype in ("bfloat16", "fp8"):
             key = f"h{heads}_kv{kv}_d{dim}_w{window}_{kv_dtype}"
-            sel = lambda d: d[(d.num_heads == heads) & (d.num_key_value_heads == kv) & (d.head_dim == dim)  # noqa: E731
-                              & (d.window_size == window) & (d.kv_cache_dtype == kv_dtype)]
+            sel = lambda d: d[
+                (d.num_heads == heads)
+                & (d.num_key_value_heads == kv)
+                & (d.head_dim == dim)  # noqa: E731
+                & (d.window_size == window)
+                & (d.kv_cache_dtype == kv_dtype)
+            ]
             c = sel(ctx)
             c = c[c.batch_size == 1].groupby("isl").latency.min()
             if len(c) >= 4:
@@ -148,8 +191,11 @@ def attention_tables(gpu: str, engine: str, version: str) -> tuple[dict, dict]:
                 grid = np.array([[g.get((b, s), np.nan) for s in ls] for b in bs])
                 grid = fill_along(fill_along(grid, 1, ls), 0, bs)
                 if not np.isnan(grid).any():
-                    generation[key] = {"batch": [int(b) for b in bs], "kv_len": [int(s) for s in ls],
-                                       "us": sig(monotone(grid) * 1e3)}
+                    generation[key] = {
+                        "batch": [int(b) for b in bs],
+                        "kv_len": [int(s) for s in ls],
+                        "us": sig(monotone(grid) * 1e3),
+                    }
     return context, generation
 
 
@@ -172,34 +218,72 @@ def moe_tables(gpu: str, engine: str, version: str) -> dict:
     df = df[(df.distribution == MOE_ROUTING) & (df.moe_ep_size == 1)]
     out = {}
     for hidden, inter, topk, experts, dtype in MOE_SHAPES:
-        d = df[(df.hidden_size == hidden) & (df.inter_size == inter) & (df.topk == topk) & (df.num_experts == experts)
-               & (df.moe_dtype == dtype)]
+        d = df[
+            (df.hidden_size == hidden)
+            & (df.inter_size == inter)
+            & (df.topk == topk)
+            & (df.num_experts == experts)
+            & (df.moe_dtype == dtype)
+        ]
         for tp, t in d.groupby("moe_tp_size"):
             t = t.groupby("num_tokens").latency.min()
             if len(t) >= 4:
                 out[f"h{hidden}_i{inter}_k{topk}_e{experts}_{dtype}_tp{int(tp)}"] = {
-                    "tokens": [int(n) for n in t.index], "us": sig(monotone(t.to_numpy()) * 1e3)}
+                    "tokens": [int(n) for n in t.index],
+                    "us": sig(monotone(t.to_numpy()) * 1e3),
+                }
     return out
 
 
 def header(what: str, files: list[str]) -> dict:
-    return {"what": what, "package": PACKAGE, "package_version": PACKAGE_VERSION, "licence": LICENCE,
-            "files": files, "script": SCRIPT, "units": "microseconds per call on one GPU"}
+    return {
+        "what": what,
+        "package": PACKAGE,
+        "package_version": PACKAGE_VERSION,
+        "licence": LICENCE,
+        "files": files,
+        "script": SCRIPT,
+        "units": "microseconds per call on one GPU",
+    }
 
 
 def kernel_file(gpu: str, engine: str) -> dict:
     v = VERSIONS[(gpu, engine)]
     context, generation = attention_tables(gpu, engine, v["attention"])
     files = [f"systems/data/{gpu}/{op}/{engine}/{ver}/" for op, ver in v.items()]
-    return {"source": header(f"kernel latencies, {engine} on {gpu}", files), "gpu": gpu, "engine": engine,
-            "versions": v, "gemm": gemm_tables(gpu, engine, v["gemm"]), "context_attention": context,
-            "generation_attention": generation, "allreduce": allreduce_tables(gpu, engine, v["comm"]),
-            "moe": moe_tables(gpu, engine, v["moe"])}
+    return {
+        "source": header(f"kernel latencies, {engine} on {gpu}", files),
+        "gpu": gpu,
+        "engine": engine,
+        "versions": v,
+        "gemm": gemm_tables(gpu, engine, v["gemm"]),
+        "context_attention": context,
+        "generation_attention": generation,
+        "allreduce": allreduce_tables(gpu, engine, v["comm"]),
+        "moe": moe_tables(gpu, engine, v["moe"]),
+    }
 
 
-SILICON_KEEP = ["id", "backend", "backend_version", "system", "model_path", "precision", "gemm_quant_mode",
-                "moe_quant_mode", "isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
-                "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]
+SILICON_KEEP = [
+    "id",
+    "backend",
+    "backend_version",
+    "system",
+    "model_path",
+    "precision",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+]
 SAME_RUN = [c for c in SILICON_KEEP if c not in ("id", "model_path")]
 SATURATED_RATIO = 2.0
 
@@ -226,10 +310,18 @@ def silicon_rows() -> dict:
     counts = ["isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"]
     df = df.astype({c: "Int64" for c in counts}).round({"silicon_ttft_ms": 4, "silicon_tpot_ms": 4})
     table = json.loads(df.to_json(orient="split", index=False))
-    return {"source": header("measured deployments, mode=agg, vLLM and SGLang on H100/H200/B200",
-                             ["systems/silicon_sample.csv"]) | {
-        "units": "ms", "columns_note": "batch_size is the client's concurrency; AIConfigurator's own estimate is not "
-                                       "in the CSV", "saturated_ratio": SATURATED_RATIO}, "columns": table["columns"], "rows": table["data"]}
+    return {
+        "source": header(
+            "measured deployments, mode=agg, vLLM and SGLang on H100/H200/B200", ["systems/silicon_sample.csv"]
+        )
+        | {
+            "units": "ms",
+            "columns_note": "batch_size is the client's concurrency; AIConfigurator's own estimate is not in the CSV",
+            "saturated_ratio": SATURATED_RATIO,
+        },
+        "columns": table["columns"],
+        "rows": table["data"],
+    }
 
 
 def main() -> None:
@@ -238,9 +330,11 @@ def main() -> None:
         data = kernel_file(gpu, engine)
         path = OUT / f"{gpu}_{engine}.json"
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-        print(f"{path.name}: {path.stat().st_size / 1e3:.0f} kB, gemm {list(data['gemm'])}, "
-              f"{len(data['context_attention'])} context / {len(data['generation_attention'])} generation shapes, "
-              f"moe {len(data['moe'])}")
+        print(
+            f"{path.name}: {path.stat().st_size / 1e3:.0f} kB, gemm {list(data['gemm'])}, "
+            f"{len(data['context_attention'])} context / {len(data['generation_attention'])} generation shapes, "
+            f"moe {len(data['moe'])}"
+        )
     rows = silicon_rows()
     path = OUT / "silicon_rows.json"
     path.write_text(json.dumps(rows, separators=(",", ":")) + "\n")

@@ -5,6 +5,7 @@ only the frozen kvweb/kv/corpus.txt, so the shipped weights stay reproducible as
 Code blocks, tables and link targets are dropped, markup is unwrapped, characters outside the
 model's 95-character vocabulary are spelled in ASCII or dropped, and whitespace becomes one space.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from kvweb.kv.model import VOCAB  # noqa: E402
 
-ASCII = {"\u2014": " - ", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
-         "\u00d7": "x", "\u2192": "->", "\u2190": "<-", "\u2264": "<=", "\u2265": ">=", "\u2248": "~",
-         "\u2026": "...", "\u00b7": ".", "\u2212": "-", "\u2260": "!=", "\u00b5": "u", "\u03bc": "u"}
+ASCII = {
+    "\u2014": " - ",
+    "\u2013": "-",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u00d7": "x",
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2248": "~",
+    "\u2026": "...",
+    "\u00b7": ".",
+    "\u2212": "-",
+    "\u2260": "!=",
+    "\u00b5": "u",
+    "\u03bc": "u",
+}
 
 
 def prose(markdown: str) -> str:
@@ -34,8 +52,9 @@ def prose(markdown: str) -> str:
 
 def main() -> None:
     files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    (ROOT / "kvweb/kv/corpus.txt").write_text(" ".join(prose(f.read_text(encoding="utf-8")) for f in files) + " ",
-                                               encoding="ascii")
+    (ROOT / "kvweb/kv/corpus.txt").write_text(
+        " ".join(prose(f.read_text(encoding="utf-8")) for f in files) + " ", encoding="ascii"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ https://host/kvweb/ (the site refers to its own files by relative URLs only; the
 refuses a root-absolute one). GitHub Pages does this in .github/workflows/pages.yml. No
 special headers are needed; a host that compresses (gzip/brotli) sends much less.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,10 @@ def main() -> None:
     except (build_site.BuildError, build_site.subprocess.CalledProcessError) as err:
         print(f"[publish-site] FAILED: {err}", file=sys.stderr)
         sys.exit(1)
-    print(f"[publish-site] {folder} ({build_site.size_mb(folder):.1f} MB) and {archive} "
-          f"({archive.stat().st_size / 1e6:.1f} MB): upload either to any static host, root or sub-path")
+    print(
+        f"[publish-site] {folder} ({build_site.size_mb(folder):.1f} MB) and {archive} "
+        f"({archive.stat().st_size / 1e6:.1f} MB): upload either to any static host, root or sub-path"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ build machine's) skips that. Each ZIP is written to OUT_DIR under the same name 
 .py replaced by a sourceless .pyc; the ZIPs after --keep-source (our own code, for readable
 tracebacks) keep their .py beside an unchecked-hash .pyc in __pycache__.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,6 +34,7 @@ def compiler(origin: str, keep_source: bool):
             pyc = _code_to_hash_pyc(code, importlib.util.source_hash(source), checked=False)
             return [(name, source), (importlib.util.cache_from_source(name), bytes(pyc))]
         return [(name + "c", bytes(_code_to_timestamp_pyc(code, 0, len(source))))]
+
     return transform
 
 

@@ -4,6 +4,7 @@ kvweb is imported from the installed wheel, never from the checkout, so this pro
 wheel itself works in Pyodide. Tests that need CPython (a subprocess, say) mark themselves
 `@pytest.mark.skipif(sys.platform == "emscripten", reason=...)`.
 """
+
 import os
 import sys
 from pathlib import Path

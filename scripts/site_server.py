@@ -4,6 +4,7 @@ GitHub Pages does (`--prefix /kvweb/`: only URLs below it exist).
 
     python scripts/site_server.py [build/site] [--port 8000] [--prefix /kvweb/]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         return super().send_head()
 
     def translate_path(self, path: str) -> str:
-        return super().translate_path("/" + path[len(self.server.prefix):])  # type: ignore[attr-defined]
+        return super().translate_path("/" + path[len(self.server.prefix) :])  # type: ignore[attr-defined]
 
     def copyfile(self, source, outputfile) -> None:  # noqa: ANN001
         shutil.copyfileobj(source, outputfile)

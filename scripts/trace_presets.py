@@ -7,6 +7,7 @@ their means are round figures of the order the traces' papers and READMEs publis
     .venv/bin/python scripts/trace_presets.py --mooncake-rows 12031 --duration 3600 --out /tmp/conv.jsonl
         # a whole-trace-sized Mooncake-format file (the size of Mooncake's conversation trace) for a timing run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,16 @@ def lognormal(rng: np.random.Generator, mean: float, sigma: float, n: int, low: 
     return np.clip(np.rint(rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n)), low, high).astype(int)
 
 
-def mooncake(rows: int, duration_s: float, seed: int, system_blocks: tuple[int, ...], prompt_mean: float,
-             output_mean: float, turns_mean: float, max_total: int) -> list[dict]:
+def mooncake(
+    rows: int,
+    duration_s: float,
+    seed: int,
+    system_blocks: tuple[int, ...],
+    prompt_mean: float,
+    output_mean: float,
+    turns_mean: float,
+    max_total: int,
+) -> list[dict]:
     """Chat sessions: each turn's prompt is the last turn's prompt (its full blocks keep their hashes: a
     hash names its whole prefix) plus new blocks; sessions open on one of a few shared system prompts.
     Prompt + output stay within `max_total`."""
@@ -46,12 +55,18 @@ def mooncake(rows: int, duration_s: float, seed: int, system_blocks: tuple[int, 
         length = len(system) * HASH_BLOCK
         hashes = list(system)
         for turn in range(max(1, int(rng.geometric(1 / turns_mean)))):
-            kept = hashes[:length // HASH_BLOCK]  # the last turn's full blocks (the system prompt's, at first)
+            kept = hashes[: length // HASH_BLOCK]  # the last turn's full blocks (the system prompt's, at first)
             length = min(max_total - 64, length + int(lognormal(rng, prompt_mean / 4, 0.8, 1, 32, max_total)[0]))
             hashes = kept + fresh(-(-length // HASH_BLOCK) - len(kept))
             output = int(lognormal(rng, output_mean, 0.9, 1, 1, max_total - length)[0])
-            out.append({"timestamp": int(1000 * (start + 30 * turn + rng.exponential(20))), "input_length": length,
-                        "output_length": output, "hash_ids": hashes})
+            out.append(
+                {
+                    "timestamp": int(1000 * (start + 30 * turn + rng.exponential(20))),
+                    "input_length": length,
+                    "output_length": output,
+                    "hash_ids": hashes,
+                }
+            )
             if len(out) == rows:
                 break
     out.sort(key=lambda r: r["timestamp"])
@@ -59,8 +74,9 @@ def mooncake(rows: int, duration_s: float, seed: int, system_blocks: tuple[int, 
     return [{**r, "timestamp": r["timestamp"] - first} for r in out]
 
 
-def azure(rows: int, duration_s: float, seed: int, context_mean: float, generated_mean: float,
-          day: datetime, max_total: int) -> list[str]:
+def azure(
+    rows: int, duration_s: float, seed: int, context_mean: float, generated_mean: float, day: datetime, max_total: int
+) -> list[str]:
     rng = np.random.default_rng(seed)
     times = np.sort(rng.uniform(0, duration_s, rows))
     context = lognormal(rng, context_mean, 1.0, rows, 1, max_total - 64)
@@ -92,8 +108,9 @@ def write_presets(folder: Path) -> None:
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     day = datetime(2023, 11, 16, 18, 15, 0)
     (folder / "azure-code-synthetic.csv").write_text("\n".join(azure(400, 120, 3, 2000, 28, day, SCENARIO_B)) + "\n")
-    (folder / "azure-conversation-synthetic.csv").write_text("\n".join(azure(400, 60, 4, 1150, 210, day, SCENARIO_A))
-                                                             + "\n")
+    (folder / "azure-conversation-synthetic.csv").write_text(
+        "\n".join(azure(400, 60, 4, 1150, 210, day, SCENARIO_A)) + "\n"
+    )
     (folder / "burstgpt-synthetic.csv").write_text("\n".join(burstgpt(500, 5, SCENARIO_A)) + "\n")
 
 

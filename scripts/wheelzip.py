@@ -3,6 +3,7 @@
 Plain standard library, so the same code runs in CPython (build_site.py) and inside
 Pyodide (pyodide_compile.py).
 """
+
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,5 @@
 """What every lab promises: `kvweb run LAB --json` prints the library's run of the same parameters."""
+
 from __future__ import annotations
 
 import io

@@ -2,6 +2,7 @@
 bench/aic.py): every row bench.silicon keeps has an estimate or AIConfigurator's reason, the figures
 are positive and finite, and its MAPE per group, recomputed here from the file and the rows, is the one
 bench/data/README-aic.md records. Needs neither aiconfigurator nor .venv-measured: only the JSON."""
+
 import json
 import math
 import re
@@ -59,7 +60,7 @@ def _group(row) -> str:
 def _recorded() -> dict[str, tuple[int, float, float]]:
     """README-aic.md's table: group -> (rows, TPOT MAPE %, TTFT MAPE %)."""
     text = README.read_text()
-    table = text[text.index("<!-- aic mape: begin -->"):text.index("<!-- aic mape: end -->")]
+    table = text[text.index("<!-- aic mape: begin -->") : text.index("<!-- aic mape: end -->")]
     cells = re.findall(r"^\| ([^|]+?) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|", table, re.M)
     return {name: (int(n), float(tpot), float(ttft)) for name, n, tpot, ttft in cells}
 
@@ -75,8 +76,10 @@ def test_mape_per_group_is_the_one_recorded_in_the_readme():
     recorded = _recorded()
     assert set(recorded) == set(groups)
     for name, rows in groups.items():
-        errs = {m: [abs(estimates[r.raw["id"]][i] * 1e3 / r.raw[key] - 1) for r in rows]
-                for i, (m, key) in enumerate((("ttft", "silicon_ttft_ms"), ("tpot", "silicon_tpot_ms")))}
+        errs = {
+            m: [abs(estimates[r.raw["id"]][i] * 1e3 / r.raw[key] - 1) for r in rows]
+            for i, (m, key) in enumerate((("ttft", "silicon_ttft_ms"), ("tpot", "silicon_tpot_ms")))
+        }
         n, tpot, ttft = recorded[name]
         assert len(rows) == n, name
         assert 100 * statistics.fmean(errs["tpot"]) == pytest.approx(tpot, abs=0.5), name

@@ -2,6 +2,7 @@
 
 The unit costs themselves are measured by bench/caps.py --budget (docs/input.md), not here.
 """
+
 import io
 import math
 from unittest import mock
@@ -9,10 +10,37 @@ from unittest import mock
 import pytest
 
 import kvweb.labs  # noqa: F401
-from kvweb.budget import (ADVANCES, BUDGET_S, CACHE_BLOCKS, CONTEXT_READS, DECODE_STEPS, ENGINE_BLOCKS, ENGINE_REQUESTS, FIXED,
-                          FLEET_REQUESTS, GROUP_PAGES, GROUP_STEPS, HASHED_PEEKS, HASHES, MAP_CELLS, MAP_SCANS, MODEL_CALLS,
-                          MODEL_PAIRS, PAGED_SETUP, PEEKS, POOL_BLOCKS, POOL_SLOTS, PROBED_BLOCKS, SLOT_SETUP, STEP_TOKENS, V1_POOL_SETUP, Estimate, Unit,
-                          refusal, work)
+from kvweb.budget import (
+    ADVANCES,
+    BUDGET_S,
+    CACHE_BLOCKS,
+    CONTEXT_READS,
+    DECODE_STEPS,
+    ENGINE_BLOCKS,
+    ENGINE_REQUESTS,
+    FIXED,
+    FLEET_REQUESTS,
+    GROUP_PAGES,
+    GROUP_STEPS,
+    HASHED_PEEKS,
+    HASHES,
+    MAP_CELLS,
+    MAP_SCANS,
+    MODEL_CALLS,
+    MODEL_PAIRS,
+    PAGED_SETUP,
+    PEEKS,
+    POOL_BLOCKS,
+    POOL_SLOTS,
+    PROBED_BLOCKS,
+    SLOT_SETUP,
+    STEP_TOKENS,
+    V1_POOL_SETUP,
+    Estimate,
+    Unit,
+    refusal,
+    work,
+)
 from kvweb.cli import main
 from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
@@ -21,13 +49,21 @@ from kvweb.labs.engine import frames_at_most
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 
 # Scenario B's fixed-length workload: 4096 + 4095 tokens a request, blocks of one token (issue 25: 63 s)
-HUGE_ENGINE = {"scenario": "B", "workload": "fixed", "prompt_len": "4096", "output_len": "4095",
-               "requests": "5000", "rate": "1000", "block_size": "1"}
+HUGE_ENGINE = {
+    "scenario": "B",
+    "workload": "fixed",
+    "prompt_len": "4096",
+    "output_len": "4095",
+    "requests": "5000",
+    "rate": "1000",
+    "block_size": "1",
+}
 
 
 def huge_engine():
-    return LABS["engine"](scenario="B", workload="fixed", prompt_len=4096, output_len=4095, requests=5000, rate=1000.0,
-                          block_size=1)
+    return LABS["engine"](
+        scenario="B", workload="fixed", prompt_len=4096, output_len=4095, requests=5000, rate=1000.0, block_size=1
+    )
 
 
 def units(estimate: Estimate) -> dict[Unit, float]:
@@ -55,8 +91,9 @@ def test_frames_of_a_traced_run():
 
 
 def test_engine_counts_requests_and_blocks_of_each_manager():
-    lab = LABS["engine"](workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16,
-                         memory="paged", compare="max")
+    lab = LABS["engine"](
+        workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16, memory="paged", compare="max"
+    )
     got = units(lab.estimate())
     assert got[ENGINE_REQUESTS] == 20  # 10 requests, twice
     assert got[ENGINE_BLOCKS] == 10 * 128 / 16 + 10 * 128 / 16  # paged: blocks of 16; reserved: about 16 tokens each
@@ -126,8 +163,18 @@ def test_every_replica_made_counts_its_pool_blocks():
 def test_vllm_v1_replicas_of_a_hybrid_model_count_each_decode_step_per_kv_cache_group():
     # gpt-oss-120b's sliding and full layers are 2 groups, gemma-3-27b's 7: every step slides each
     # group request by request (issue 39: 6.8 s of CPU estimated at 2.8 s); llama's steps run as arrays
-    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, replicas=2, routers="round-robin",
-                mode="vllm-v1", gpu="H100-SXM", tp=4, weight_precision="fp8")
+    base = dict(
+        workload="fixed",
+        prompt_len=100,
+        output_len=28,
+        requests=10,
+        replicas=2,
+        routers="round-robin",
+        mode="vllm-v1",
+        gpu="H100-SXM",
+        tp=4,
+        weight_precision="fp8",
+    )
     plain = units(LABS["fleet"](**base, model="llama-3.1-8b").estimate())
     assert plain[DECODE_STEPS] == 2 * 28 and GROUP_STEPS not in plain  # a fleet run and the single engine
     for model, groups in (("gpt-oss-120b", 2), ("gemma-3-27b", 7)):
@@ -138,15 +185,26 @@ def test_vllm_v1_replicas_of_a_hybrid_model_count_each_decode_step_per_kv_cache_
 
 def test_the_plan_counts_a_fleet_run_per_candidate_the_roofline_leaves():
     # 70B at 16 bits: no room on one H100 (pruned), a fleet run each on 2 and 4 GPUs (1 and 3 replicas)
-    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
-                       schedulers="sglang", replicas="1,3", workload="fixed", prompt_len=100, output_len=28,
-                       requests=10, rate=1.0)
+    lab = LABS["plan"](
+        model="llama-3.1-70b",
+        gpus="H100-SXM",
+        tps="1,2,4",
+        weight_precisions="16-bit",
+        schedulers="sglang",
+        replicas="1,3",
+        workload="fixed",
+        prompt_len=100,
+        output_len=28,
+        requests=10,
+        rate=1.0,
+    )
     got = units(lab.estimate())
     assert got[FLEET_REQUESTS] == 4 * 10 and got[ADVANCES] == 2 * (1 + 3) * 10
 
 
 def test_mean_held_by_hand():
     from kvweb.labs.schedulers import mean_held
+
     assert mean_held(100, 50) == 25  # never full: half of what comes, on average
     assert mean_held(100, 400) == 100 * (1 - 100 / 800) == 87.5  # full a quarter of the way in
     assert mean_held(100, 0) == 0
@@ -158,8 +216,10 @@ def test_a_hybrid_models_maps_count_what_each_group_and_pool_holds():
     # a frame, and the pool scanned twice. SGLang: 1,280 slots in each of its two pools (both larger than
     # DENSE_SLOTS: none scanned), 640 on average, drawn twice. Each mode: about 3 maps of 1,024 cells.
     from kvweb.serving.hybrid_kv import kv_layout
-    lab = LABS["schedulers"](scenario="B", model="gpt-oss-20b", workload="fixed", prompt_len=100, output_len=28,
-                             requests=10, block_size=16)
+
+    lab = LABS["schedulers"](
+        scenario="B", model="gpt-oss-20b", workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16
+    )
     got = units(lab.estimate())
     pages = kv_layout(lab.setup().cost_model(), 16).blocks(lab.setup().cost_model())
     frames = got[GROUP_PAGES] / (2 * 80)
@@ -168,22 +228,43 @@ def test_a_hybrid_models_maps_count_what_each_group_and_pool_holds():
     assert got[MAP_SCANS] == frames * 2 * pages
     assert got[MAP_CELLS] == frames * 2 * 3 * 1024  # (the papers' engine refuses the model)
     # a model whose layers are all alike counts its maps in cells alone, as before
-    plain = units(LABS["schedulers"](scenario="B", workload="fixed", prompt_len=100, output_len=28, requests=10).estimate())
+    plain = units(
+        LABS["schedulers"](scenario="B", workload="fixed", prompt_len=100, output_len=28, requests=10).estimate()
+    )
     assert GROUP_PAGES not in plain and POOL_SLOTS not in plain and MAP_SCANS not in plain
 
 
 def test_cache_schedule_counts_insertions_and_lookups():
     # few-shot: 2 tasks x 3 requests of 10 + 20 + 5 prompt tokens and 4 output tokens; queue of 4
-    lab = LABS["cache-schedule"](workload="few-shot", tasks=2, per_task=3, system_len=10, examples_len=20,
-                                 question_len=5, output_len=4, queue=4, policy="lspf")
+    lab = LABS["cache-schedule"](
+        workload="few-shot",
+        tasks=2,
+        per_task=3,
+        system_len=10,
+        examples_len=20,
+        question_len=5,
+        output_len=4,
+        queue=4,
+        policy="lspf",
+    )
     got = units(lab.estimate())
     assert got[CACHE_BLOCKS] == 3 * (6 * 35 + 6 * 4)  # fcfs, lspf and the offline depth-first order
     assert got[PEEKS] == 6 * 4  # lspf only: each of 6 steps looks up at most 4 waiting prompts
 
 
 def test_prefix_hash_hashes_block_by_block():
-    lab = LABS["prefix-hash"](workload="few-shot", tasks=2, per_task=3, system_len=10, examples_len=20,
-                              question_len=5, output_len=4, queue=4, block_size=16, capacity=2000)
+    lab = LABS["prefix-hash"](
+        workload="few-shot",
+        tasks=2,
+        per_task=3,
+        system_len=10,
+        examples_len=20,
+        question_len=5,
+        output_len=4,
+        queue=4,
+        block_size=16,
+        capacity=2000,
+    )
     got = units(lab.estimate())
     sweep = sum(1 / b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256))
     tokens, lookups = 6 * 39, 6 * 4
@@ -207,16 +288,20 @@ def test_an_over_budget_run_is_refused_with_one_line_naming_estimate_budget_and_
     message = str(refused.value)
     seconds = huge_engine().estimate().seconds
     assert seconds > 60  # issue 25 measured 63 s
-    assert message.startswith(f"requests, prompt_len, output_len, block_size: this run is estimated at {seconds:.0f} s of "
-                              "work (10,000 requests through the papers' engine, ")
+    assert message.startswith(
+        f"requests, prompt_len, output_len, block_size: this run is estimated at {seconds:.0f} s of "
+        "work (10,000 requests through the papers' engine, "
+    )
     assert message.endswith(", over the budget of 20 s; lower requests/prompt_len/output_len or raise block_size")
     assert "memory-map cells drawn" in message and "\n" not in message
 
 
 def test_the_refusal_reads_as_one_line():
     estimate = Estimate(((3_000_000, Unit("widgets", 1e-5)),), lower=("n",), higher=("size",))
-    assert refusal(estimate, 20.0) == ("n, size: this run is estimated at 30 s of work (3,000,000 widgets), over the "
-                                       "budget of 20 s; lower n or raise size")
+    assert refusal(estimate, 20.0) == (
+        "n, size: this run is estimated at 30 s of work (3,000,000 widgets), over the "
+        "budget of 20 s; lower n or raise size"
+    )
 
 
 def test_a_url_over_budget_puts_back_what_it_names_first():

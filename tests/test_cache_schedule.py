@@ -1,4 +1,5 @@
 """Cache-aware scheduling: the facts of SPEC 5 on fixed seeds, and order-free invariants."""
+
 from __future__ import annotations
 
 import math
@@ -9,14 +10,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.prefix.cache_schedule import (
-    POLICIES, RadixServer, capacity_grid, hit_rate, optimal, prefill_seconds, simulate, summary,
+    POLICIES,
+    RadixServer,
+    capacity_grid,
+    hit_rate,
+    optimal,
+    prefill_seconds,
+    simulate,
+    summary,
 )
 from kvweb.prefix.cache_workload import Request, few_shot, multi_turn
 from kvweb.gpu import GPUS, MODELS, CostModel
 
 QUEUE = 32
-FEW_SHOT = few_shot(tasks=8, per_task=16, system_len=100, examples_len=400, question_len=30, output_len=20, seed=0,
-                    order="round-robin")  # the worst case for LRU, pinned by the figures below
+FEW_SHOT = few_shot(
+    tasks=8, per_task=16, system_len=100, examples_len=400, question_len=30, output_len=20, seed=0, order="round-robin"
+)  # the worst case for LRU, pinned by the figures below
 CHAT = multi_turn(sessions=32, turns=6, system_len=100, question_len=30, answer_len=20, gap=5, seed=0)
 
 
@@ -88,16 +97,31 @@ def test_prefill_seconds_use_the_cost_model_and_save_less_than_the_hit_rate() ->
 
 
 small_workloads = st.one_of(
-    st.builds(few_shot, st.integers(1, 4), st.integers(1, 4), st.integers(0, 6), st.integers(0, 6),
-              st.integers(1, 4), st.integers(1, 4), st.integers(0, 99)),
-    st.builds(multi_turn, st.integers(1, 4), st.integers(1, 4), st.integers(0, 6), st.integers(1, 4),
-              st.integers(1, 4), st.integers(0, 3), st.integers(0, 99)),
+    st.builds(
+        few_shot,
+        st.integers(1, 4),
+        st.integers(1, 4),
+        st.integers(0, 6),
+        st.integers(0, 6),
+        st.integers(1, 4),
+        st.integers(1, 4),
+        st.integers(0, 99),
+    ),
+    st.builds(
+        multi_turn,
+        st.integers(1, 4),
+        st.integers(1, 4),
+        st.integers(0, 6),
+        st.integers(1, 4),
+        st.integers(1, 4),
+        st.integers(0, 3),
+        st.integers(0, 99),
+    ),
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(requests=small_workloads, capacity=st.integers(1, 60), queue=st.integers(1, 5),
-       policy=st.sampled_from(POLICIES))
+@given(requests=small_workloads, capacity=st.integers(1, 60), queue=st.integers(1, 5), policy=st.sampled_from(POLICIES))
 def test_every_request_is_served_once_and_fcfs_respects_the_queue(requests, capacity, queue, policy) -> None:
     served = simulate(requests, RadixServer(capacity), policy, queue, alpha=2.0)
     assert sorted(s.rid for s in served) == [r.rid for r in requests]
@@ -131,8 +155,10 @@ def test_depth_first_order_reaches_the_prefix_tree_optimum(prompts, output_len: 
     depth-first order of the prompts' prefix tree computes each distinct prompt position
     exactly once. The optimum here is counted from the tree alone, not from a cache."""
     outputs = iter(range(100, 100 + len(prompts) * output_len))  # never part of a prompt
-    requests = [Request(i, np.array(p), np.array([next(outputs) for _ in range(output_len)], dtype=np.int64), 0)
-                for i, p in enumerate(prompts)]
+    requests = [
+        Request(i, np.array(p), np.array([next(outputs) for _ in range(output_len)], dtype=np.int64), 0)
+        for i, p in enumerate(prompts)
+    ]
     distinct = {tuple(p[:i]) for p in prompts for i in range(1, len(p) + 1)}
     best_hits = sum(map(len, prompts)) - len(distinct)
     capacity = max(len(r.tokens) for r in requests) + extra
@@ -145,7 +171,8 @@ def test_fcfs_hit_rate_does_not_fall_as_the_few_shot_cache_grows() -> None:
     rates = [hit_rate(simulate(FEW_SHOT, RadixServer(c), "fcfs", QUEUE)) for c in (longest, 1200, 2000, 4000)]
     assert rates == sorted(rates)
     assert hit_rate(optimal(FEW_SHOT, longest)) == pytest.approx(
-        1 - (100 + 8 * 400 + 128 * 30) / (128 * 530))  # system once, each task's examples once
+        1 - (100 + 8 * 400 + 128 * 30) / (128 * 530)
+    )  # system once, each task's examples once
 
 
 def test_caching_prompts_only_needs_one_token_pages():

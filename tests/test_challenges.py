@@ -1,5 +1,6 @@
 """What to try (kvweb/challenges.py): every challenge is checked on the lab's own result, is not
 met at the lab's defaults, and is met by its solution's parameters."""
+
 import pytest
 
 import kvweb.labs  # noqa: F401
@@ -28,6 +29,7 @@ def test_a_mode_that_did_not_run_meets_no_challenge():
 
 def test_the_lab_area_ticks_a_challenge_and_shows_its_answer_after_a_try():
     import sys
+
     if sys.platform == "emscripten":
         pytest.skip("the app (Panel) is tested in CPython only")
     from bokeh.document import Document
@@ -35,6 +37,7 @@ def test_the_lab_area_ticks_a_challenge_and_shows_its_answer_after_a_try():
 
     from app.shell import Shell
     from app.site.location import install as install_location
+
     challenge = CHALLENGES["fleet"][0]
     with set_curdoc(Document()):
         install_location({"pathname": "/main", "search": "", "href": "http://127.0.0.1/main", "origin": "x"})

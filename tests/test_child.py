@@ -1,5 +1,6 @@
 """A served run in a child process (app/child.py): the library's result, progress, the caps'
 messages, and a cancelled child gone; the runner on a pool that computes in children."""
+
 import os
 import sys
 import threading
@@ -46,8 +47,9 @@ def runs_computing() -> list[int]:
     return [run for helper in children_of("self") for run in children_of(helper)]
 
 
-@pytest.mark.parametrize("name, values", [("block-tables", {"seed": 3}), ("engine", {"requests": 40}),
-                                          ("prefix-hash", {})])
+@pytest.mark.parametrize(
+    "name, values", [("block-tables", {"seed": 3}), ("engine", {"requests": 40}), ("prefix-hash", {})]
+)
 def test_a_childs_result_is_the_librarys(name, values):
     reports = []
     result = run_in_child(get_lab(name)(**values), lambda fraction, message: reports.append(fraction))
@@ -77,10 +79,16 @@ def test_a_run_over_the_memory_cap_is_stopped_with_the_message():
 
 def test_a_run_over_the_cpu_cap_is_stopped_with_the_message():
     with pytest.raises(ParamError) as refused:
-        run_in_child(get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64, block_size=64),
-                     lambda fraction, message: None, cpu_cap_s=1)
-    assert str(refused.value) == CPU_MESSAGE.format(1) == \
-        "this run computed for more than 1 s, the served app's cap per run; it was stopped"
+        run_in_child(
+            get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64, block_size=64),
+            lambda fraction, message: None,
+            cpu_cap_s=1,
+        )
+    assert (
+        str(refused.value)
+        == CPU_MESSAGE.format(1)
+        == "this run computed for more than 1 s, the served app's cap per run; it was stopped"
+    )
 
 
 def test_a_cancelled_child_is_gone_and_the_helper_runs_the_next():
@@ -138,8 +146,11 @@ def test_cancel_kills_the_runners_child(served):
 
 def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(served):
     runner, ticks = served
-    running, waiting, newest = (get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64),
-                                get_lab("block-tables")(seed=4), get_lab("block-tables")(seed=3))
+    running, waiting, newest = (
+        get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64),
+        get_lab("block-tables")(seed=4),
+        get_lab("block-tables")(seed=3),
+    )
     first, second, third = Finished(), Finished(), Finished()
     runner.start(running, first)
     for _ in range(WAIT * 100):  # until its child computes
@@ -208,6 +219,7 @@ def test_a_job_with_in_child_computes_its_library_function_there():
     reports = []
     report = run_in_child(PartOfTheReport(), lambda fraction, message: reports.append(message))
     here = jsonable(reproduce(quick=True, only=["paper-gpu", "recovery"]))
+
     def timeless(r):  # all but the times it took
         return {**r, "seconds": 0, "sections": [{**s, "seconds": 0} for s in r["sections"]]}
 

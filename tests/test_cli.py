@@ -1,4 +1,5 @@
 """The CLI: lab list, table and JSON output, exit status 2 with one stderr line on bad input."""
+
 import io
 import json
 
@@ -28,8 +29,16 @@ def test_run_json_is_one_object_with_lab_params_result():
     assert set(data) == {"lab", "params", "result"} and data["lab"] == "roofline"
     assert data["params"]["gpu"] == "H100-SXM" and data["params"]["block_size"] == 32
     r = data["result"]
-    for key in ("kv_bytes_per_token_total", "weight_bytes_total", "kv_capacity_tokens", "kv_capacity_blocks",
-                "prefill_s", "decode_step_s", "swap_roundtrip_s", "recompute_s"):
+    for key in (
+        "kv_bytes_per_token_total",
+        "weight_bytes_total",
+        "kv_capacity_tokens",
+        "kv_capacity_blocks",
+        "prefill_s",
+        "decode_step_s",
+        "swap_roundtrip_s",
+        "recompute_s",
+    ):
         assert key in r
     assert r["kv_bytes_per_token_total"] == 131_072
     assert r["kv_capacity_blocks"] == r["kv_capacity_tokens"] // 32
@@ -40,11 +49,21 @@ def test_table_output():
     assert code == 0 and "kv_capacity_tokens" in out and "11,969" in out  # the lecture's OPT-13B-like, A100-40GB
 
 
-@pytest.mark.parametrize("value, text", [
-    (26194984960, "26,194,984,960"), (2.619498496e10, "26,194,984,960"), (1554.7, "1,554.7"),
-    (1234567.8, "1,234,568"), (0.0371331, "0.0371331"),
-    (179.0834, "179.083"), (None, "-"), (True, "True"), (2.0, "2"), (1e-5, "1e-05"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (26194984960, "26,194,984,960"),
+        (2.619498496e10, "26,194,984,960"),
+        (1554.7, "1,554.7"),
+        (1234567.8, "1,234,568"),
+        (0.0371331, "0.0371331"),
+        (179.0834, "179.083"),
+        (None, "-"),
+        (True, "True"),
+        (2.0, "2"),
+        (1e-5, "1e-05"),
+    ],
+)
 def test_one_number_rule(value, text):
     assert number(value) == text
 
@@ -81,36 +100,45 @@ def test_schedulers_table_shows_the_modes_side_by_side():
     assert "trace.frames" not in rows  # a trace stays in --json
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["run", "nope"], "unknown lab 'nope'; allowed:"),
-    (["run", "roofline", "--tokens", "0"], "tokens: '0' is not allowed; expected an integer from 1 to 1000000"),
-    (["run", "roofline", "--tokens", "-5"], "tokens: '-5' is not allowed"),
-    (["run", "roofline", "--gpu", "TPU"], "gpu: 'TPU' is not allowed; expected one of"),
-    (["run", "roofline", "--wat", "1"], "unknown parameter 'wat' for lab roofline"),
-    (["run", "roofline", "--tokens"], "--tokens: missing value"),
-    (["run", "roofline", "stray"], "unexpected argument 'stray'"),
-    (["run", "roofline", "--tokens", "5", "--tokens", "6"], "--tokens: given twice"),
-    (["frobnicate"], "unknown command 'frobnicate'"),
-    (["train-mini", "--epochs", "3"], "unexpected argument '--epochs'; allowed: --out FILE, --steps N"),
-    (["train-mini", "--out"], "unexpected argument '--out'"),
-    (["train-mini", "--steps", "0"], "--steps: '0' is not allowed; allowed: a whole number >= 1"),
-    (["run", "cache-schedule", "--policy", "dfs"], "policy: 'dfs' is not allowed; expected one of fcfs, lspf, dfs-rank, aging"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "nope"], "unknown lab 'nope'; allowed:"),
+        (["run", "roofline", "--tokens", "0"], "tokens: '0' is not allowed; expected an integer from 1 to 1000000"),
+        (["run", "roofline", "--tokens", "-5"], "tokens: '-5' is not allowed"),
+        (["run", "roofline", "--gpu", "TPU"], "gpu: 'TPU' is not allowed; expected one of"),
+        (["run", "roofline", "--wat", "1"], "unknown parameter 'wat' for lab roofline"),
+        (["run", "roofline", "--tokens"], "--tokens: missing value"),
+        (["run", "roofline", "stray"], "unexpected argument 'stray'"),
+        (["run", "roofline", "--tokens", "5", "--tokens", "6"], "--tokens: given twice"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+        (["train-mini", "--epochs", "3"], "unexpected argument '--epochs'; allowed: --out FILE, --steps N"),
+        (["train-mini", "--out"], "unexpected argument '--out'"),
+        (["train-mini", "--steps", "0"], "--steps: '0' is not allowed; allowed: a whole number >= 1"),
+        (
+            ["run", "cache-schedule", "--policy", "dfs"],
+            "policy: 'dfs' is not allowed; expected one of fcfs, lspf, dfs-rank, aging",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, needle):
     code, out, err = run(*argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["reproduce", "--help"], "kvweb reproduce [--out DIR] [--quick]"),
-    (["reproduce", "--quick", "-h"], "kvweb reproduce [--out DIR] [--quick]"),
-    (["labs", "--help"], "kvweb labs "),
-    (["train-mini", "--help"], "kvweb train-mini [--out FILE] [--steps N]"),
-    (["run", "--help"], "labs: beam-search, block-tables"),
-    (["run", "-h"], "kvweb run LAB --help"),
-    (["--help"], "kvweb reproduce"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["reproduce", "--help"], "kvweb reproduce [--out DIR] [--quick]"),
+        (["reproduce", "--quick", "-h"], "kvweb reproduce [--out DIR] [--quick]"),
+        (["labs", "--help"], "kvweb labs "),
+        (["train-mini", "--help"], "kvweb train-mini [--out FILE] [--steps N]"),
+        (["run", "--help"], "labs: beam-search, block-tables"),
+        (["run", "-h"], "kvweb run LAB --help"),
+        (["--help"], "kvweb reproduce"),
+    ],
+)
 def test_every_subcommand_has_help(argv, needle):
     code, out, err = run(*argv)
     assert code == 0 and err == "" and out.startswith("usage:") and needle in out

@@ -1,5 +1,6 @@
 """The closed-loop workload (N clients, each sending its next request the moment its last one
 finished) on every serving lab, checked on the runs' per-request records."""
+
 from __future__ import annotations
 
 import pytest
@@ -51,8 +52,17 @@ def test_workload_chains_each_client():
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("n", [1, 4, 16])
 def test_schedulers_hold_n_in_flight(mode, n):
-    lab = make("schedulers", {"workload": "closed-loop", "concurrency": n, "requests": 40, "scenario": "B",
-                              "prompt_len": 300, "output_len": 50})
+    lab = make(
+        "schedulers",
+        {
+            "workload": "closed-loop",
+            "concurrency": n,
+            "requests": 40,
+            "scenario": "B",
+            "prompt_len": 300,
+            "output_len": 50,
+        },
+    )
     run = lab.run_mode(mode, lab.requests_at(lab.rate), no_progress)
     assert not run.rejected
     check_closed_loop(run.sequences, n, 40)
@@ -63,8 +73,17 @@ def test_one_client_is_served_one_request_after_another():
     """N = 1: each request arrives as the one before finishes, its TTFT is one prefill (at the mode's
     own engine's measured kernels: scenario B's H100 has them), and every request takes the same time
     (fixed lengths, nothing shared: no prefix is cached)."""
-    lab = make("schedulers", {"workload": "closed-loop", "concurrency": 1, "requests": 5, "scenario": "B",
-                              "prompt_len": 500, "output_len": 10})
+    lab = make(
+        "schedulers",
+        {
+            "workload": "closed-loop",
+            "concurrency": 1,
+            "requests": 5,
+            "scenario": "B",
+            "prompt_len": 500,
+            "output_len": 10,
+        },
+    )
     assert lab.cost_model == "auto"
     for mode in MODES:
         cost = lab.scheduler_cost(mode)
@@ -81,8 +100,17 @@ def test_engine_and_fleet_labs_run_it():
     lab = make("engine", {"workload": "closed-loop", "concurrency": 4, "requests": 30, "compare": "none"})
     run = lab.setup().run(lab.workload_at(lab.rate))
     check_closed_loop(run.sequences, 4, 30)
-    fleet = cli_result("fleet", {"workload": "closed-loop", "concurrency": 6, "requests": 30, "replicas": 2,
-                                 "routers": "round-robin", "mode": "vllm-v1"})
+    fleet = cli_result(
+        "fleet",
+        {
+            "workload": "closed-loop",
+            "concurrency": 6,
+            "requests": 30,
+            "replicas": 2,
+            "routers": "round-robin",
+            "mode": "vllm-v1",
+        },
+    )
     assert fleet["routers"][0]["finished"] == 30
     result = cli_result("schedulers", {"workload": "closed-loop", "concurrency": 4, "requests": 20})
     assert [m["finished"] for m in result["modes"]] == [20] * 3 and all(m["max_batch"] == 4 for m in result["modes"])
@@ -99,12 +127,15 @@ def test_rate_is_unread():
     assert make("schedulers", {"concurrency": 3}).key() == make("schedulers", {"concurrency": 5}).key()
 
 
-@pytest.mark.parametrize("lab, params, message", [
-    ("max-rate", {}, "a max-rate search needs Poisson arrivals"),
-    ("schedulers", {"search": "true"}, "a rate search needs Poisson arrivals"),
-    ("sweep", {"sweep": "preemption"}, "varies the arrival rate"),
-    ("engine", {"prompt_len": 2000, "output_len": 100}, r"prompt_len \+ output_len: 2100 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "lab, params, message",
+    [
+        ("max-rate", {}, "a max-rate search needs Poisson arrivals"),
+        ("schedulers", {"search": "true"}, "a rate search needs Poisson arrivals"),
+        ("sweep", {"sweep": "preemption"}, "varies the arrival rate"),
+        ("engine", {"prompt_len": 2000, "output_len": 100}, r"prompt_len \+ output_len: 2100 is not allowed"),
+    ],
+)
 def test_refused_where_it_cannot_run(lab, params, message):
     with pytest.raises(ParamError, match=message):
         make(lab, {"workload": "closed-loop", **params}).admit()
@@ -113,8 +144,10 @@ def test_refused_where_it_cannot_run(lab, params, message):
 def test_estimate_counts_it():
     """The estimate grows with requests and lengths, and a closed loop's few clients run longer than a
     full batch (its traced memory maps cover more frames)."""
+
     def seconds(**params):
         return make("engine", {"workload": "closed-loop", "compare": "none", **params}).estimate().seconds
+
     assert seconds(requests=400) > seconds(requests=100) > 0
     assert seconds(output_len=1000) > seconds(output_len=100)
     assert seconds(concurrency=1, requests=200) > seconds(concurrency=64, requests=200)
@@ -125,22 +158,38 @@ def test_estimate_counts_it():
 # (vLLM, Llama-3.1-70B FP8) and five held out (SGLang and vLLM Qwen3-32B on H100, vLLM gpt-oss-120b in
 # MXFP4 on H200; docs/accuracy.md). Recorded: each replay's MAPE over each engine's rows when this test
 # was written; it may grow by MARGIN (5 points).
-FIT_ROWS = ("2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c16_tp4_ep1_260",
-            "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x8192_c8_tp8_ep1_543",
-            "2026_04_06_llama_3_1_70b_h200_sxm_vllm_fp8_agg_1024x1024_c8_tp8_ep1_681",
-            "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_8192x1024_c64_tp4_ep1_873")
-HELD_OUT_ROWS = ("qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp8_epnone_3",
-                 "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x512_c16_tp4_epnone_20",
-                 "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_2048x256_c16_tp8_epnone_38",
-                 "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_vllm_agg_1024x512_c8_tp8_epnone_18",
-                 "2026_04_06_gpt_oss_120b_h200_sxm_vllm_fp4_agg_1024x1024_c4_tp8_ep1_331")
+FIT_ROWS = (
+    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c16_tp4_ep1_260",
+    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x8192_c8_tp8_ep1_543",
+    "2026_04_06_llama_3_1_70b_h200_sxm_vllm_fp8_agg_1024x1024_c8_tp8_ep1_681",
+    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_8192x1024_c64_tp4_ep1_873",
+)
+HELD_OUT_ROWS = (
+    "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp8_epnone_3",
+    "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x512_c16_tp4_epnone_20",
+    "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_2048x256_c16_tp8_epnone_38",
+    "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_vllm_agg_1024x512_c8_tp8_epnone_18",
+    "2026_04_06_gpt_oss_120b_h200_sxm_vllm_fp4_agg_1024x1024_c4_tp8_ep1_331",
+)
 RECORDED_MAPE = {  # (rows, engine) -> (replay, metric) -> MAPE
-    (FIT_ROWS, "vllm"): {("schedulers lockstep", "ttft"): 2.053, ("schedulers lockstep", "tpot"): 0.089,
-                         ("schedulers staggered", "ttft"): 0.285, ("schedulers staggered", "tpot"): 0.096},
-    (HELD_OUT_ROWS, "vllm"): {("schedulers lockstep", "ttft"): 0.924, ("schedulers lockstep", "tpot"): 0.156,
-                              ("schedulers staggered", "ttft"): 0.404, ("schedulers staggered", "tpot"): 0.148},
-    (HELD_OUT_ROWS, "sglang"): {("schedulers lockstep", "ttft"): 0.372, ("schedulers lockstep", "tpot"): 0.044,
-                                ("schedulers staggered", "ttft"): 0.303, ("schedulers staggered", "tpot"): 0.124},
+    (FIT_ROWS, "vllm"): {
+        ("schedulers lockstep", "ttft"): 2.053,
+        ("schedulers lockstep", "tpot"): 0.089,
+        ("schedulers staggered", "ttft"): 0.285,
+        ("schedulers staggered", "tpot"): 0.096,
+    },
+    (HELD_OUT_ROWS, "vllm"): {
+        ("schedulers lockstep", "ttft"): 0.924,
+        ("schedulers lockstep", "tpot"): 0.156,
+        ("schedulers staggered", "ttft"): 0.404,
+        ("schedulers staggered", "tpot"): 0.148,
+    },
+    (HELD_OUT_ROWS, "sglang"): {
+        ("schedulers lockstep", "ttft"): 0.372,
+        ("schedulers lockstep", "tpot"): 0.044,
+        ("schedulers staggered", "ttft"): 0.303,
+        ("schedulers staggered", "tpot"): 0.124,
+    },
 }
 MARGIN = 0.05
 

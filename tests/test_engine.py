@@ -1,4 +1,5 @@
 """The serving engine: hand-computed small runs and invariants over random small workloads."""
+
 from __future__ import annotations
 
 import math
@@ -21,13 +22,16 @@ KV = COST.model.kv_bytes_per_token
 def record_steps(log: list) -> callable:
     def observer(engine: PaperScheduler, step: int) -> None:
         log.append((step, engine.now, sorted(engine.running), {s.id: len(s.blocks) for s in engine.running.values()}))
+
     return observer
 
 
 def test_one_request_costs_a_prefill_then_one_decode_step_per_token():
     mm = PagedMemory(100, 4)
     log: list = []
-    run = PaperScheduler(COST, mm, PaperConfig(max_len=2048, block_size=4)).run([Request(0, 0.0, 10, 5)], observer=record_steps(log))
+    run = PaperScheduler(COST, mm, PaperConfig(max_len=2048, block_size=4)).run(
+        [Request(0, 0.0, 10, 5)], observer=record_steps(log)
+    )
     prefill = COST.prefill_cost(10)
     decodes = [COST.decode_step_cost(1, 10 + k) for k in range(1, 5)]  # contexts 11..14
     seq = run.sequences[0]
@@ -43,7 +47,9 @@ def test_one_request_costs_a_prefill_then_one_decode_step_per_token():
 
 
 def test_two_prefills_share_one_read_of_the_weights():
-    run = PaperScheduler(COST, PagedMemory(100, 4), PaperConfig(max_len=2048)).run([Request(0, 0.0, 20, 2), Request(1, 0.0, 30, 2)])
+    run = PaperScheduler(COST, PagedMemory(100, 4), PaperConfig(max_len=2048)).run(
+        [Request(0, 0.0, 20, 2), Request(1, 0.0, 30, 2)]
+    )
     (f1, b1), (f2, b2) = COST.prefill_work(20), COST.prefill_work(30)
     first = COST.step_time(f1 + f2, b1 + b2 - COST.model.weight_bytes)
     second = COST.decode_step_cost(2, 21 + 31)
@@ -77,7 +83,9 @@ def test_max_reservations_queue_the_third_request():
     # Arena of 100 tokens, Max reserves 40: two fit, the third waits for a range to free up.
     mm = ReservedMemory("max", ALLOCATORS["first-fit"](100), max_len=40)
     log: list = []
-    run = PaperScheduler(COST, mm, PaperConfig(max_len=40)).run([Request(i, 0.0, 5, 3) for i in range(3)], observer=record_steps(log))
+    run = PaperScheduler(COST, mm, PaperConfig(max_len=40)).run(
+        [Request(i, 0.0, 5, 3) for i in range(3)], observer=record_steps(log)
+    )
     assert [ids for _, _, ids, _ in log] == [[0, 1], [0, 1], [], [2], [2], []]
     t3, t6 = log[2][1], log[5][1]
     assert run.occupied_s == pytest.approx(80 * t3 + 40 * (t6 - t3))
@@ -106,16 +114,18 @@ def test_give_up_stops_a_hopeless_run():
 requests_st = st.lists(
     st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05]), st.integers(1, 20), st.integers(1, 20)), min_size=1, max_size=10
 )
-config_st = st.fixed_dictionaries({
-    "memory": st.sampled_from(["paged", "paged", "max", "pow2", "oracle"]),
-    "allocator": st.sampled_from(["first-fit", "buddy", "ideal"]),
-    "block_size": st.sampled_from([1, 2, 3, 4, 8]),
-    "tokens": st.integers(16, 64),
-    "watermark": st.sampled_from([0.0, 0.1, 0.25]),
-    "preemption": st.sampled_from(["recompute", "swap"]),
-    "host_tokens": st.sampled_from([0, 8, 24, 64]),
-    "max_seqs": st.integers(1, 6),
-})
+config_st = st.fixed_dictionaries(
+    {
+        "memory": st.sampled_from(["paged", "paged", "max", "pow2", "oracle"]),
+        "allocator": st.sampled_from(["first-fit", "buddy", "ideal"]),
+        "block_size": st.sampled_from([1, 2, 3, 4, 8]),
+        "tokens": st.integers(16, 64),
+        "watermark": st.sampled_from([0.0, 0.1, 0.25]),
+        "preemption": st.sampled_from(["recompute", "swap"]),
+        "host_tokens": st.sampled_from([0, 8, 24, 64]),
+        "max_seqs": st.integers(1, 6),
+    }
+)
 
 
 class Checker:
@@ -149,7 +159,7 @@ class Checker:
             assert all(0 <= a and a + n <= mm.capacity for a, n in ranges)
             for seq in running.values():
                 assert seq.kv(step) <= where[seq.start][1]
-        for seq in engine.finished[self.checked_finished:]:
+        for seq in engine.finished[self.checked_finished :]:
             # the KV it held as it left (the loop's `_finish`): prompt + output - 1 means output tokens
             assert seq.computed == seq.final_kv, "finished with the wrong output length"
         self.checked_finished = len(engine.finished)
@@ -177,8 +187,13 @@ def test_invariants_hold_on_random_workloads(rows, cfg):
         mm = PagedMemory(cfg["tokens"] // bs, bs, cfg["watermark"])
     else:
         mm = ReservedMemory(cfg["memory"], ALLOCATORS[cfg["allocator"]](cfg["tokens"]), max_len=36)
-    config = PaperConfig(max_len=36, preemption=cfg["preemption"], block_size=bs,
-                          max_seqs=cfg["max_seqs"], host_tokens=cfg["host_tokens"])
+    config = PaperConfig(
+        max_len=36,
+        preemption=cfg["preemption"],
+        block_size=bs,
+        max_seqs=cfg["max_seqs"],
+        host_tokens=cfg["host_tokens"],
+    )
     engine = PaperScheduler(COST, mm, config)
     checker = Checker(mm)
     run = engine.run(requests, observer=checker)

@@ -1,4 +1,5 @@
 """The directions the lecture establishes, on fixed seeds (SPEC 3)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The serving labs through the lab contract and the CLI: result keys, traces, bad input."""
+
 from __future__ import annotations
 
 import io
@@ -11,8 +12,19 @@ from kvweb.lab import LABS, ParamError
 from kvweb.parsing import make
 from kvweb.query import from_query
 
-ENGINE_KEYS = ("throughput_tok_s", "slo_attainment", "mean_batch", "occupied_frac", "used_frac", "preemptions",
-               "recomputed_tokens", "swapped_bytes", "sim_time_s", "finished", "rejected")
+ENGINE_KEYS = (
+    "throughput_tok_s",
+    "slo_attainment",
+    "mean_batch",
+    "occupied_frac",
+    "used_frac",
+    "preemptions",
+    "recomputed_tokens",
+    "swapped_bytes",
+    "sim_time_s",
+    "finished",
+    "rejected",
+)
 
 
 def cli(*argv):
@@ -26,7 +38,9 @@ def test_serving_labs_are_registered():
 
 
 def test_engine_json_has_the_listed_keys_for_both_managers():
-    code, out, err = cli("run", "engine", "--requests", "60", "--rate", "5", "--memory", "paged", "--compare", "max", "--json")
+    code, out, err = cli(
+        "run", "engine", "--requests", "60", "--rate", "5", "--memory", "paged", "--compare", "max", "--json"
+    )
     assert code == 0 and err == ""
     r = json.loads(out)["result"]
     for run in (r, r["compare"]):
@@ -74,14 +88,20 @@ def test_engine_trace_parameter():
     assert "maximum length 2048" in r["rejections"][0]["reason"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"workload": "trace", "trace": "0,1,1\n1,x,2"}, "trace row 2, field prompt_len"),
-    ({"workload": "trace"}, "trace: empty"),
-    ({"trace": "0,1,1"}, "trace: given, but workload is 'scenario'"),
-    ({"workload": "fixed", "prompt_len": "2000", "output_len": "100"}, "prompt_len + output_len: 2100 is not allowed"),
-    ({"memory": "lru"}, "memory: 'lru' is not allowed; expected one of max, pow2, oracle, paged"),
-    ({"watermark": "0.9"}, "watermark: '0.9' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"workload": "trace", "trace": "0,1,1\n1,x,2"}, "trace row 2, field prompt_len"),
+        ({"workload": "trace"}, "trace: empty"),
+        ({"trace": "0,1,1"}, "trace: given, but workload is 'scenario'"),
+        (
+            {"workload": "fixed", "prompt_len": "2000", "output_len": "100"},
+            "prompt_len + output_len: 2100 is not allowed",
+        ),
+        ({"memory": "lru"}, "memory: 'lru' is not allowed; expected one of max, pow2, oracle, paged"),
+        ({"watermark": "0.9"}, "watermark: '0.9' is not allowed"),
+    ],
+)
 def test_engine_bad_input_is_one_clear_line(params, message):
     with pytest.raises(ParamError) as err:
         make("engine", params)

@@ -1,4 +1,5 @@
 """The max-rate search: brackets the answer by doubling or halving, then bisects."""
+
 from __future__ import annotations
 
 import pytest

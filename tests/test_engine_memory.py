@@ -1,5 +1,6 @@
 """Memory as the engine counts it (kvweb/gpu/engine_memory.py): a measured run's capacity is what vLLM
 or SGLang would log, computed here by hand from the terms; the roofline's is unchanged."""
+
 import pytest
 
 from kvweb.gpu.cost import CostModel
@@ -40,10 +41,18 @@ def test_llama_70b_fp8_fits_one_h100_as_vllm_counts_and_not_under_the_roofline()
     assert cost.kv_bytes_free_per_gpu == pytest.approx(kv)
     report = cost.fit()
     assert report["fits"] and report["fit_note"] is None
-    assert {k: report["engine_memory"][k] for k in ("total", "requested", "weights", "activation", "non_torch",
-                                                    "graphs")} == pytest.approx(
-        {"total": round(79.22 * GIB), "requested": requested, "weights": weights, "activation": activation,
-         "non_torch": non_torch, "graphs": graphs})
+    assert {
+        k: report["engine_memory"][k] for k in ("total", "requested", "weights", "activation", "non_torch", "graphs")
+    } == pytest.approx(
+        {
+            "total": round(79.22 * GIB),
+            "requested": requested,
+            "weights": weights,
+            "activation": activation,
+            "non_torch": non_torch,
+            "graphs": graphs,
+        }
+    )
     assert report["engine_memory"]["kv"] == pytest.approx(kv)
     # FP8 KV holds twice the tokens
     fp8 = MeasuredCostModel(H100, MODELS["llama-3.1-70b"], weight_precision="fp8", kv_precision="fp8")
@@ -71,7 +80,8 @@ def test_a_smaller_token_budget_leaves_more_for_kv_and_tp_adds_nccl():
     small = MeasuredCostModel(H100, MODELS["llama-3.1-8b"], max_num_batched_tokens=2048)
     big = MeasuredCostModel(H100, MODELS["llama-3.1-8b"])
     assert small.kv_bytes_free_per_gpu - big.kv_bytes_free_per_gpu == pytest.approx(
-        (8192 - 2048) * (4096 + 48 * 128 + 2 * 14336) * 2)
+        (8192 - 2048) * (4096 + 48 * 128 + 2 * 14336) * 2
+    )
     tp2 = MeasuredCostModel(H100, MODELS["llama-3.1-70b"], tp=2)
     assert tp2.engine_memory.non_torch == int(0.2 * GIB) + 358_612_992  # aiconfigurator's nccl_mem at tp 2
     # split: QKV (32 + 2 x 4) x 128 and gate/up 2 x 28672 / 2 per GPU; the hidden states and logits whole
@@ -92,14 +102,17 @@ def test_sglang_default_fraction():
     assert sglang_default_fraction(GPUS["H200"], 1) == round((143771 - 13440) / 143771, 3)
 
 
-@pytest.mark.parametrize("gpu, model, kw, tokens, usable", [
-    ("H100-SXM", "llama-3.1-8b", {}, 426_788, 72e9),
-    ("H100-SXM", "llama-3.1-70b", {"weight_precision": "fp8"}, 0, 72e9),
-    ("H100-SXM", "llama-3.1-70b", {"tp": 4}, 448_288, 72e9),
-    ("A100-80GB", "qwen2.5-7b", {}, 989_980, 72e9),
-    ("H200", "mixtral-8x7b", {"tp": 2, "kv_precision": "fp8"}, 2_447_432, 126.9e9),
-    ("A100-40GB", "opt-13b-like", {}, 11_969, 36e9),
-])
+@pytest.mark.parametrize(
+    "gpu, model, kw, tokens, usable",
+    [
+        ("H100-SXM", "llama-3.1-8b", {}, 426_788, 72e9),
+        ("H100-SXM", "llama-3.1-70b", {"weight_precision": "fp8"}, 0, 72e9),
+        ("H100-SXM", "llama-3.1-70b", {"tp": 4}, 448_288, 72e9),
+        ("A100-80GB", "qwen2.5-7b", {}, 989_980, 72e9),
+        ("H200", "mixtral-8x7b", {"tp": 2, "kv_precision": "fp8"}, 2_447_432, 126.9e9),
+        ("A100-40GB", "opt-13b-like", {}, 11_969, 36e9),
+    ],
+)
 def test_the_roofline_is_unchanged(gpu, model, kw, tokens, usable):
     """The figures CostModel gave before this accounting existed (decimal HBM x 0.9 - weights)."""
     cost = CostModel(GPUS[gpu], MODELS[model], **kw)

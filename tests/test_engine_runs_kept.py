@@ -1,5 +1,6 @@
 """The engine lab remembers its runs (kvweb/labs/engine.py `served_once`): a remembered run must
 be the run itself, so changing `compare` and back gives exactly what a fresh computation gives."""
+
 from kvweb.jsonable import jsonable
 from kvweb.labs import engine
 

@@ -1,6 +1,7 @@
 """The engine's trace carries every event the engine view draws, checked against the run:
 each preemption once (with the KV it drops and the cells it frees), each return once, the
 host swap space as the engine holds it, and time bins that count every event."""
+
 from __future__ import annotations
 
 import sys
@@ -68,7 +69,7 @@ class Watcher:
                 kind = "swap_out" if s.on_host else "preempt"
                 self.out.append((step, kind, i, s.req.prompt + s.gen0 - 1))
                 self.pending[i] = "swap_in" if s.on_host else "recompute"
-        finished = engine.finished[self.finished:]  # a return can finish in the step it comes back
+        finished = engine.finished[self.finished :]  # a return can finish in the step it comes back
         seqs = {**{s.id: s for s in finished}, **engine.running}
         for i in sorted((now | {s.id for s in finished}) - self.running):
             if i in self.pending:
@@ -82,13 +83,19 @@ class Watcher:
             assert dict(map(tuple, self.frame["host"])) == host
 
 
-requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05]), st.integers(1, 20), st.integers(1, 20)),
-                       min_size=2, max_size=12)
+requests_st = st.lists(
+    st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05]), st.integers(1, 20), st.integers(1, 20)), min_size=2, max_size=12
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(requests_st, st.sampled_from([1, 2, 4]), st.integers(16, 48), st.sampled_from(["recompute", "swap"]),
-       st.sampled_from([0, 8, 64]))
+@given(
+    requests_st,
+    st.sampled_from([1, 2, 4]),
+    st.integers(16, 48),
+    st.sampled_from(["recompute", "swap"]),
+    st.sampled_from([0, 8, 64]),
+)
 def test_every_preemption_and_return_is_in_the_trace_once(rows, bs, tokens, mode, host):
     t, requests = 0.0, []
     for i, (gap, prompt, output) in enumerate(rows):
@@ -109,11 +116,13 @@ def test_every_preemption_and_return_is_in_the_trace_once(rows, bs, tokens, mode
     assert sum(n for _, kind, _, n in ev if kind == "preempt") == run.recomputed_tokens
     assert sum(n for _, kind, _, n in ev if kind in ("swap_out", "swap_in")) * KV == run.swapped_bytes
     bins = trace["event_bins"]
-    assert {k: sum(n for kind, n in zip(bins["kind"], bins["count"]) if kind == k) for k in EVENT_KINDS} == \
-        {k: kinds[k] for k in EVENT_KINDS}
+    assert {k: sum(n for kind, n in zip(bins["kind"], bins["count"]) if kind == k) for k in EVENT_KINDS} == {
+        k: kinds[k] for k in EVENT_KINDS
+    }
     assert all(a < b for a, b in zip(bins["t0"], bins["t1"]))
-    assert all(any(k == kind and a <= t <= b for a, b, k in zip(bins["t0"], bins["t1"], bins["kind"]))
-               for t, kind, *_ in ev)
+    assert all(
+        any(k == kind and a <= t <= b for a, b, k in zip(bins["t0"], bins["t1"], bins["kind"])) for t, kind, *_ in ev
+    )
     # A frame (taken as a step ends) outlines at least the largest and at most all the blocks
     # the victims since the frame before held (events happen as a step starts).
     times = [f["t"] for f in trace["frames"]]
@@ -139,6 +148,7 @@ def test_the_engine_lab_traces_every_preemption_and_opens_on_one():
 @pytest.mark.skipif(sys.platform == "emscripten", reason="the app (Panel) is tested in CPython only")
 def test_the_tours_preemption_step_opens_on_a_swap():
     from app.pages.tour import STEPS
+
     (_, query), _ = next(s.links for s in STEPS if s.title == "Preemption")
     r = make("engine", {k: v for k, v in query.items() if k not in ("lab", "step")}).run()
     step = int(query["step"])

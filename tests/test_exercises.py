@@ -1,4 +1,5 @@
 """The lecture's exercises: each answer, computed by running labs, against a hand calculation."""
+
 import re
 
 import pytest
@@ -180,8 +181,14 @@ def test_checks_against_hand_computed_answers():
     assert check.judge(expected, "11").expected == "10" and check.judge(expected, "11").tolerance == 0
     # block-arithmetic: 11 969 // 16 = 748 blocks, right within 1
     check = BY_KEY["block-arithmetic"].check
-    assert [check.judge(748, t).correct for t in ("747", "749", "746", "750", "748.0", "1,000")] == \
-           [True, True, False, False, True, False]
+    assert [check.judge(748, t).correct for t in ("747", "749", "746", "750", "748.0", "1,000")] == [
+        True,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
     # a hit rate typed with a percent sign, within 1 point
     check = BY_KEY["hash-vs-radix"].check
     assert check.judge(88.7264, "88%").correct and not check.judge(88.7264, "87.7").correct
@@ -196,6 +203,7 @@ def test_a_typed_answer_that_is_no_number_is_refused_with_a_plain_message(typed)
 
 
 # -- exercises from the engines' trackers (issue 26) ----------------------------------------
+
 
 def test_max_concurrency_is_blocks_over_one_max_length_request():
     v = answer("max-concurrency")  # OPT-13B-like on A100-40GB: 11 969 tokens = 748 blocks of 16
@@ -283,6 +291,7 @@ def test_a_solved_answer_is_plain_json_and_the_checks_value() -> None:
     import json
 
     from kvweb.exercises import solved
+
     exercise = BY_KEY["gqa-bytes"]
     shipped = json.loads(json.dumps(solved(exercise, exercise.make_lab())))
     assert shipped["expected"] == exercise.check.expected(exercise.answer()) == 131072

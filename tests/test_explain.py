@@ -1,5 +1,6 @@
 """A roofline figure's explanation (kvweb/gpu/explain.py): its terms, put into its formula,
 reproduce the figure the lab shows, for dense, MoE, window and latent models, over tp and precisions."""
+
 import math
 
 import pytest
@@ -8,10 +9,14 @@ import kvweb.labs  # noqa: F401
 from kvweb.gpu.measured_cost import cost_source
 from kvweb.lab import LABS
 
-CASES = [{}, {"gpu": "H100-SXM", "model": "llama-3-70b", "tp": 4, "weight_precision": "fp8"},
-         {"gpu": "H200", "model": "mixtral-8x7b", "tp": 2, "kv_precision": "fp8"},
-         {"gpu": "H200", "model": "gpt-oss-20b"}, {"gpu": "H200", "model": "deepseek-v3", "tp": 8, "weight_precision": "fp8"},
-         {"gpu": "A100-40GB", "model": "llama-3-70b", "ignore_weights": True}]
+CASES = [
+    {},
+    {"gpu": "H100-SXM", "model": "llama-3-70b", "tp": 4, "weight_precision": "fp8"},
+    {"gpu": "H200", "model": "mixtral-8x7b", "tp": 2, "kv_precision": "fp8"},
+    {"gpu": "H200", "model": "gpt-oss-20b"},
+    {"gpu": "H200", "model": "deepseek-v3", "tp": 8, "weight_precision": "fp8"},
+    {"gpu": "A100-40GB", "model": "llama-3-70b", "ignore_weights": True},
+]
 
 
 def terms(explanation) -> dict[str, float]:
@@ -26,26 +31,36 @@ def test_each_formula_with_its_values_reproduces_the_figure(params):
     assert all(e.value == shown[k] for k, e in explained.items())  # the figure the table shows
     t = {k: terms(e) for k, e in explained.items()}
     per_token = t["kv_bytes_per_token_per_gpu"]
-    kinds = [name[:-len(" layers")] for name in per_token if name.endswith(" layers")]
-    assert sum(per_token[f"{k} layers"] * per_token[f"K and V elements per {k} layer"] for k in kinds) * \
-        per_token["bytes per element"] == shown["kv_bytes_per_token_per_gpu"]
+    kinds = [name[: -len(" layers")] for name in per_token if name.endswith(" layers")]
+    assert (
+        sum(per_token[f"{k} layers"] * per_token[f"K and V elements per {k} layer"] for k in kinds)
+        * per_token["bytes per element"]
+        == shown["kv_bytes_per_token_per_gpu"]
+    )
     left = t["kv_bytes_free_per_gpu"]
     assert max(0.0, left["HBM"] * left["mem_util"] - left["weights, one GPU"]) == shown["kv_bytes_free_per_gpu"]
     capacity = t["kv_capacity_tokens"]
-    assert math.floor(capacity["memory left for KV, one GPU"] / capacity["KV per token, one GPU"]) == \
-        shown["kv_capacity_tokens"]
+    assert (
+        math.floor(capacity["memory left for KV, one GPU"] / capacity["KV per token, one GPU"])
+        == shown["kv_capacity_tokens"]
+    )
     for key in ("prefill_s", "decode_step_s"):
         s = t[key]
-        roofline = max(s["FLOPs"] / (s["peak"] * s["compute efficiency"]), s["bytes"] / (s["bandwidth"] * s["memory efficiency"]))
+        roofline = max(
+            s["FLOPs"] / (s["peak"] * s["compute efficiency"]), s["bytes"] / (s["bandwidth"] * s["memory efficiency"])
+        )
         assert roofline + s["all-reduces"] + s["step overhead"] == pytest.approx(shown[key], rel=1e-12)
-    assert t["decode_tokens_per_s"]["batch"] / t["decode_tokens_per_s"]["one decode step"] == shown["decode_tokens_per_s"]
+    assert (
+        t["decode_tokens_per_s"]["batch"] / t["decode_tokens_per_s"]["one decode step"] == shown["decode_tokens_per_s"]
+    )
 
 
 def test_the_weights_formula_reproduces_the_weights_of_a_dense_model():
     lab = LABS["roofline"](gpu="H100-SXM", model="llama-3-70b", tp=4, weight_precision="fp8")
     w = terms(lab.explain()["weight_bytes_per_gpu"])
-    assert ((w["parameters"] - w["embedding and LM head"]) * w["bytes per parameter"]
-            + w["embedding and LM head"] * 2) / w["tp"] == lab.run()["weight_bytes_per_gpu"]
+    assert (
+        (w["parameters"] - w["embedding and LM head"]) * w["bytes per parameter"] + w["embedding and LM head"] * 2
+    ) / w["tp"] == lab.run()["weight_bytes_per_gpu"]
 
 
 def test_the_text_names_the_formula_the_values_and_the_source():
@@ -55,7 +70,8 @@ def test_the_text_names_the_formula_the_values_and_the_source():
         "memory left for KV, one GPU = 9,805,015,040 B; KV per token, one GPU = 819,200 B",
         "= 11,969 tokens",
         "source: the paper roofline's assumptions: compute efficiency 0.7, memory efficiency 0.8, 0.5 ms a step, "
-        "0.9 of HBM usable"]
+        "0.9 of HBM usable",
+    ]
 
 
 def test_a_served_runs_figures_are_reproduced_by_their_formulas():
@@ -66,8 +82,9 @@ def test_a_served_runs_figures_are_reproduced_by_their_formulas():
         e = {k: {name: v for name, v, _ in explained[k][m["mode"]].terms} for k in explained}
         assert e["throughput_tok_s"]["output tokens"] / e["throughput_tok_s"]["simulated time"] == m["throughput_tok_s"]
         hits = e["prefix_hit_rate"]
-        assert (hits["prompt tokens from the cache"] / hits["prompt tokens"] if hits["prompt tokens"] else 0.0) == \
-            m["prefix_hit_rate"]
+        assert (hits["prompt tokens from the cache"] / hits["prompt tokens"] if hits["prompt tokens"] else 0.0) == m[
+            "prefix_hit_rate"
+        ]
         assert explained["ttft_p50"][m["mode"]].value == m["ttft_s"]["p50"]
         assert explained["kv_capacity_tokens"][m["mode"]].value == result["kv_capacity_tokens"]
         assert explained["throughput_tok_s"][m["mode"]].source[1] == (cost_source(lab.scheduler_cost(m["mode"])),)

@@ -1,4 +1,5 @@
 """Few-shot arrival order: the lecture's seeded random order by default, round-robin as an option."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,7 +15,9 @@ def signature(requests):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 5), st.integers(1, 5), st.integers(0, 5), st.integers(0, 5), st.integers(1, 4), st.integers(0, 99))
+@given(
+    st.integers(1, 5), st.integers(1, 5), st.integers(0, 5), st.integers(0, 5), st.integers(1, 4), st.integers(0, 99)
+)
 def test_both_orders_hold_the_same_requests(tasks, per_task, system_len, examples_len, question_len, seed):
     sizes = (tasks, per_task, system_len, examples_len, question_len, 3, seed)
     shuffled, interleaved = few_shot(*sizes), few_shot(*sizes, order="round-robin")

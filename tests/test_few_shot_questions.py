@@ -1,5 +1,6 @@
 """Few-shot questions of varying length: question_sigma 0 is the old fixed length, byte for byte;
 above 0 lognormal lengths of mean question_len, the prompts' shared parts unchanged."""
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -9,10 +10,19 @@ from kvweb.prefix.cache_workload import few_shot, question_lengths
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 4), st.integers(1, 4), st.integers(0, 6), st.integers(0, 6), st.integers(1, 9),
-       st.floats(0.1, 2.0), st.integers(0, 99), st.sampled_from(["random", "round-robin"]))
-def test_varied_questions_keep_the_shared_parts_and_the_order(tasks, per_task, system_len, examples_len, mean,
-                                                              sigma, seed, order):
+@given(
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(0, 6),
+    st.integers(0, 6),
+    st.integers(1, 9),
+    st.floats(0.1, 2.0),
+    st.integers(0, 99),
+    st.sampled_from(["random", "round-robin"]),
+)
+def test_varied_questions_keep_the_shared_parts_and_the_order(
+    tasks, per_task, system_len, examples_len, mean, sigma, seed, order
+):
     sizes = (tasks, per_task, system_len, examples_len, mean, 3, seed, order)
     fixed, varied = few_shot(*sizes), few_shot(*sizes, question_sigma=sigma)
     shared = system_len + examples_len

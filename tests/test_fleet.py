@@ -1,4 +1,5 @@
 """The fleet: N replicas on one clock behind a router (kvweb/fleet/fleet.py)."""
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,12 @@ def test_a_later_turn_is_routed_when_it_arrives() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 1500), st.integers(1, 600)), min_size=1, max_size=25),
-       st.integers(1, 4), st.sampled_from(sorted(ROUTERS)), st.sampled_from(list(MODES)))
+@given(
+    st.lists(st.tuples(st.floats(0, 5), st.integers(1, 1500), st.integers(1, 600)), min_size=1, max_size=25),
+    st.integers(1, 4),
+    st.sampled_from(sorted(ROUTERS)),
+    st.sampled_from(list(MODES)),
+)
 def test_every_request_is_served_once_or_rejected_with_a_reason(rows: list, n: int, router: str, mode: str) -> None:
     requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
     lb = lab()
@@ -128,8 +133,9 @@ def test_round_robin_loses_the_prefixes_that_exact_prefix_keeps() -> None:
 
 
 def test_cli_json_is_the_library_run() -> None:
-    result = cli_result("fleet", {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30,
-                                  "workload": "few-shot"})
+    result = cli_result(
+        "fleet", {"replicas": 2, "routers": "round-robin,exact-prefix", "requests": 30, "workload": "few-shot"}
+    )
     assert [r["router"] for r in result["routers"]] == ["round-robin", "exact-prefix"]
     assert len(result["series"]["exact-prefix"]["outstanding"]) == 2  # one series per replica
 
@@ -200,9 +206,15 @@ def test_a_prefill_batch_s_transfers_wait_for_each_other() -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000), st.integers(1, 600)), min_size=1, max_size=20),
-       st.integers(1, 3), st.integers(1, 3), st.sampled_from(["sglang", "vllm-v1"]))
-def test_disaggregation_serves_every_request_once_or_rejects_it(rows: list, prefill: int, decode: int, mode: str) -> None:
+@given(
+    st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000), st.integers(1, 600)), min_size=1, max_size=20),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.sampled_from(["sglang", "vllm-v1"]),
+)
+def test_disaggregation_serves_every_request_once_or_rejects_it(
+    rows: list, prefill: int, decode: int, mode: str
+) -> None:
     requests = [Request(i, t, p, o) for i, (t, p, o) in enumerate(sorted(rows))]
     lb = lab()  # scenario A: 2,048 tokens at most, so some are rejected
     split = serve_split(requests, lambda: lb.scheduler(mode), prefill, decode, "least-outstanding", Link())
@@ -221,8 +233,10 @@ def test_the_lab_sets_disaggregated_beside_co_located() -> None:
     assert [s["prefill_replicas"] for s in d["splits"]] == [1, 2] and d["splits"][0] == d["disaggregated"]
     for s in d["splits"]:  # pays: more requests within the SLO, or as many with a lower TPOT p99
         co = d["co_located"]
-        assert s["pays"] == (s["slo_attainment"] > co["slo_attainment"] or (
-            s["slo_attainment"] == co["slo_attainment"] and s["tpot_s"]["p99"] < co["tpot_s"]["p99"]))
+        assert s["pays"] == (
+            s["slo_attainment"] > co["slo_attainment"]
+            or (s["slo_attainment"] == co["slo_attainment"] and s["tpot_s"]["p99"] < co["tpot_s"]["p99"])
+        )
     FleetLab(mode="vllm-v1", prefill_replicas=1).check()
     with pytest.raises(ParamError, match="prefill_replicas: 1 is not allowed; expected 0"):
         FleetLab(mode="paper", prefill_replicas=1).check()
@@ -240,9 +254,22 @@ def test_a_planner_candidate_opens_in_the_fleet_lab_with_the_plan_s_figures() ->
     """Every simulated candidate of a grid over each axis (GPU, tp, both precisions, every
     scheduler, 1 and 2 replicas, two routers), opened in the fleet lab on the plan's workload:
     its router's figures are the plan's for that candidate, to the last bit."""
-    plan = PlanLab(model="llama-3-8b", gpus="A100-40GB,H100-SXM", tps="1,2", weight_precisions="16-bit,fp8",
-                   kv_precisions="fp8", schedulers="paper,vllm-v1,sglang", replicas="1,2", routers="round-robin,cost",
-                   requests=30, rate=6.0, max_len=3000, ttft_slo_s=0.01, tpot_slo_ms=6.0, cost_model="roofline")
+    plan = PlanLab(
+        model="llama-3-8b",
+        gpus="A100-40GB,H100-SXM",
+        tps="1,2",
+        weight_precisions="16-bit,fp8",
+        kv_precisions="fp8",
+        schedulers="paper,vllm-v1,sglang",
+        replicas="1,2",
+        routers="round-robin,cost",
+        requests=30,
+        rate=6.0,
+        max_len=3000,
+        ttft_slo_s=0.01,
+        tpot_slo_ms=6.0,
+        cost_model="roofline",
+    )
     rows = [r for r in plan.run()["candidates"] if r["pruned"] is None]
     assert len(rows) == 72 and {r["scheduler"] for r in rows} == {"paper", "vllm-v1", "sglang"}
     for row in rows:
@@ -250,9 +277,20 @@ def test_a_planner_candidate_opens_in_the_fleet_lab_with_the_plan_s_figures() ->
         fleet.admit()  # within the lab's rules and budget: the link opens it as it is
         got = fleet.run()["routers"]
         assert [g["router"] for g in got] == [row["router"]]
-        figures = {**{f"{k}_{p}_s": got[0][f"{k}_s"][p] for k in ("ttft", "tpot") for p in PERCENTILES},
-                   **{k: got[0][k] for k in ("slo_attainment", "throughput_tok_s", "finished", "rejected",
-                                             "preemptions", "prefix_hit_rate")}}
+        figures = {
+            **{f"{k}_{p}_s": got[0][f"{k}_s"][p] for k in ("ttft", "tpot") for p in PERCENTILES},
+            **{
+                k: got[0][k]
+                for k in (
+                    "slo_attainment",
+                    "throughput_tok_s",
+                    "finished",
+                    "rejected",
+                    "preemptions",
+                    "prefix_hit_rate",
+                )
+            },
+        }
         assert figures == {k: row[k] for k in figures}, row["key"]
     assert any(0 < r["slo_attainment"] < 1 for r in rows)  # the SLO's limits reach the lab too
 
@@ -268,8 +306,17 @@ def test_the_fleet_lab_takes_any_gpu_and_length_limit() -> None:
     assert lab_h.scheduler("sglang").max_len == 4096
     result = lab_h.run()
     assert result["scenario"]["gpu"] == "H200" and result["scenario"]["max_len"] == 4096
-    assert cli_result("fleet", {"gpu": "H200", "max_len": 4096, "replicas": 2, "routers": "round-robin", "requests": 20,
-                                "workload": "sharegpt"}) == json.loads(json.dumps(jsonable(result)))
+    assert cli_result(
+        "fleet",
+        {
+            "gpu": "H200",
+            "max_len": 4096,
+            "replicas": 2,
+            "routers": "round-robin",
+            "requests": 20,
+            "workload": "sharegpt",
+        },
+    ) == json.loads(json.dumps(jsonable(result)))
     with pytest.raises(ParamError, match="max_len: 1 is not allowed"):
         FleetLab(max_len=1).check()
 
@@ -281,7 +328,9 @@ def test_the_fleet_lab_has_no_rate_search() -> None:
     assert {"search", "target"} <= set(param_names(SchedulersLab))
     lab, messages = from_query({"lab": "fleet", "search": "true", "replicas": "3"})
     assert lab.replicas == 3 and lab.search is False
-    assert messages == [f"1 unknown parameter for lab fleet ignored: 'search'; allowed: {', '.join(param_names(FleetLab))}"]
+    assert messages == [
+        f"1 unknown parameter for lab fleet ignored: 'search'; allowed: {', '.join(param_names(FleetLab))}"
+    ]
     with pytest.raises(ParamError, match="unknown parameter 'search' for lab fleet"):
         make("fleet", {"search": "true"})
 
@@ -307,9 +356,18 @@ def test_a_shared_link_never_idles_and_never_beats_a_transfer_alone(sends: list)
 def test_a_measured_plan_s_candidate_opens_in_the_fleet_lab_priced_alike() -> None:
     """cost_model=auto (the default) on GPUs with measured kernels: the plan prices by them, and each
     candidate opened in the fleet lab (auto too) is priced the same way, to the last bit."""
-    plan = PlanLab(model="llama-3-8b", gpus="H100-SXM,H200", tps="1", weight_precisions="16-bit",
-                   schedulers="vllm-v1,sglang", replicas="1,2", routers="round-robin", requests=20, rate=8.0,
-                   max_len=3000)
+    plan = PlanLab(
+        model="llama-3-8b",
+        gpus="H100-SXM,H200",
+        tps="1",
+        weight_precisions="16-bit",
+        schedulers="vllm-v1,sglang",
+        replicas="1,2",
+        routers="round-robin",
+        requests=20,
+        rate=8.0,
+        max_len=3000,
+    )
     result = plan.run()
     assert result["pricing"] == "measured"
     rows = [r for r in result["candidates"] if r["pruned"] is None]

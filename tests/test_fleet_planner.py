@@ -1,5 +1,6 @@
 """The capacity planner: its answer against brute force, the roofline's pruning by hand, the same
 figures on every backend, the CLI's JSON equal to the library's run."""
+
 import io
 import json
 import sys
@@ -9,8 +10,19 @@ import pytest
 from kvweb.cli import main
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import Candidate, Workload, evaluate
-from kvweb.fleet.planner import (DOES_NOT_FIT, GPU_PRICES, NO_EXPERTS, TOO_SLOW, candidate_seed, cheapest, grid,
-                                 pareto, plan, rate_bound, roofline)
+from kvweb.fleet.planner import (
+    DOES_NOT_FIT,
+    GPU_PRICES,
+    NO_EXPERTS,
+    TOO_SLOW,
+    candidate_seed,
+    cheapest,
+    grid,
+    pareto,
+    plan,
+    rate_bound,
+    roofline,
+)
 from kvweb.jsonable import jsonable
 from kvweb.lab import Cancelled
 from kvweb.labs.plan import PlanLab
@@ -18,10 +30,21 @@ from kvweb.parsing import make
 
 # A small grid: 2 GPUs x 2 tp x 2 weight precisions x 2 schedulers x (1 replica + 2 replicas x 2 routers) = 48
 PYODIDE = sys.platform == "emscripten"  # no processes there: the serial backend only
-SMALL = {"model": "llama-3-8b", "gpus": "A100-40GB,H100-SXM", "tps": "1,2", "weight_precisions": "16-bit,int4",
-         "schedulers": "paper,sglang", "replicas": "1,2", "routers": "round-robin,least-outstanding",
-         "requests": "60", "rate": "8", "workload": "long-context", "ttft_slo_s": "0.5", "tpot_slo_ms": "40",
-         "cost_model": "roofline"}  # the grid mixes GPUs with and without measured kernels: priced alike by the roofline
+SMALL = {
+    "model": "llama-3-8b",
+    "gpus": "A100-40GB,H100-SXM",
+    "tps": "1,2",
+    "weight_precisions": "16-bit,int4",
+    "schedulers": "paper,sglang",
+    "replicas": "1,2",
+    "routers": "round-robin,least-outstanding",
+    "requests": "60",
+    "rate": "8",
+    "workload": "long-context",
+    "ttft_slo_s": "0.5",
+    "tpot_slo_ms": "40",
+    "cost_model": "roofline",
+}  # the grid mixes GPUs with and without measured kernels: priced alike by the roofline
 
 
 def small_lab(**changes: str) -> PlanLab:
@@ -37,11 +60,23 @@ def test_the_answer_is_the_cheapest_of_an_exhaustive_grid_and_the_front_its_undo
     result = small_plan(lab)
     workload = lab.workload_spec()
     everything = []  # every candidate that fits, evaluated: the pruned ones too
-    for c in grid(["A100-40GB", "H100-SXM"], [1, 2], ["16-bit", "int4"], ["16-bit"], ["paper", "sglang"], [1, 2],
-                  ["round-robin", "least-outstanding"]):
+    for c in grid(
+        ["A100-40GB", "H100-SXM"],
+        [1, 2],
+        ["16-bit", "int4"],
+        ["16-bit"],
+        ["paper", "sglang"],
+        [1, 2],
+        ["round-robin", "least-outstanding"],
+    ):
         if c.cost_model("llama-3-8b").fits:
-            everything.append({"key": c.key, "cost_per_hour": c.gpus * GPU_PRICES[c.gpu],
-                               **evaluate(c, workload, candidate_seed(0, c))})
+            everything.append(
+                {
+                    "key": c.key,
+                    "cost_per_hour": c.gpus * GPU_PRICES[c.gpu],
+                    **evaluate(c, workload, candidate_seed(0, c)),
+                }
+            )
     assert result["candidates_total"] == 48  # 2 x 2 x 2 x 2 x (1 replica + 2 replicas x 2 routers)
     meeting = [r for r in everything if r["meets_slo"]]
     best = min(meeting, key=lambda r: (r["cost_per_hour"], r["ttft_p90_s"], r["key"]))
@@ -54,18 +89,37 @@ def test_the_answer_is_the_cheapest_of_an_exhaustive_grid_and_the_front_its_undo
     evaluated = [r for r in everything if r["key"] not in too_slow]
     front = {r["key"] for r in result["pareto"]}
     for r in evaluated:
-        dominated = any(o["cost_per_hour"] <= r["cost_per_hour"] and o["ttft_p90_s"] <= r["ttft_p90_s"]
-                        and (o["cost_per_hour"], o["ttft_p90_s"]) != (r["cost_per_hour"], r["ttft_p90_s"])
-                        for o in evaluated)
-        assert (r["key"] in front) == (not dominated and r["key"] == min(
-            (o for o in evaluated if (o["cost_per_hour"], o["ttft_p90_s"]) == (r["cost_per_hour"], r["ttft_p90_s"])),
-            key=lambda o: o["key"])["key"]), r["key"]
+        dominated = any(
+            o["cost_per_hour"] <= r["cost_per_hour"]
+            and o["ttft_p90_s"] <= r["ttft_p90_s"]
+            and (o["cost_per_hour"], o["ttft_p90_s"]) != (r["cost_per_hour"], r["ttft_p90_s"])
+            for o in evaluated
+        )
+        assert (r["key"] in front) == (
+            not dominated
+            and r["key"]
+            == min(
+                (
+                    o
+                    for o in evaluated
+                    if (o["cost_per_hour"], o["ttft_p90_s"]) == (r["cost_per_hour"], r["ttft_p90_s"])
+                ),
+                key=lambda o: o["key"],
+            )["key"]
+        ), r["key"]
 
 
 def test_pareto_and_cheapest_by_hand():
-    rows = [{"key": k, "cost_per_hour": c, "ttft_p90_s": t, "meets_slo": m}
-            for k, c, t, m in (("a", 1.0, 9.0, False), ("b", 2.0, 3.0, True), ("c", 2.0, 3.0, True),
-                               ("d", 3.0, 4.0, True), ("e", 4.0, 1.0, True))]
+    rows = [
+        {"key": k, "cost_per_hour": c, "ttft_p90_s": t, "meets_slo": m}
+        for k, c, t, m in (
+            ("a", 1.0, 9.0, False),
+            ("b", 2.0, 3.0, True),
+            ("c", 2.0, 3.0, True),
+            ("d", 3.0, 4.0, True),
+            ("e", 4.0, 1.0, True),
+        )
+    ]
     assert [r["key"] for r in pareto(rows, "ttft", "p90")] == ["a", "b", "e"]
     assert cheapest(rows, "ttft", "p90")["key"] == "b"
     assert cheapest(rows[:1], "ttft", "p90") is None
@@ -106,31 +160,61 @@ def test_the_rate_bound_by_hand():
 
 
 def test_the_plan_counts_what_it_pruned_and_evaluates_the_rest():
-    result = small_plan(small_lab(model="llama-3.1-70b", gpus="H100-SXM", tps="1,2", weight_precisions="16-bit",
-                                  schedulers="sglang", replicas="1", rate="1"))
+    result = small_plan(
+        small_lab(
+            model="llama-3.1-70b",
+            gpus="H100-SXM",
+            tps="1,2",
+            weight_precisions="16-bit",
+            schedulers="sglang",
+            replicas="1",
+            rate="1",
+        )
+    )
     assert result["pruned"] == {DOES_NOT_FIT: 1, TOO_SLOW: 0} and result["evaluated"] == 1
     assert [r["pruned"] for r in result["candidates"]] == [DOES_NOT_FIT, None]
 
 
 def test_mxfp4_for_a_dense_model_is_pruned_for_what_it_is_and_counted():
-    result = small_plan(small_lab(model="llama-3.1-8b", gpus="H100-SXM", tps="1", weight_precisions="16-bit,mxfp4",
-                                  schedulers="sglang", replicas="1", rate="1"))
+    result = small_plan(
+        small_lab(
+            model="llama-3.1-8b",
+            gpus="H100-SXM",
+            tps="1",
+            weight_precisions="16-bit,mxfp4",
+            schedulers="sglang",
+            replicas="1",
+            rate="1",
+        )
+    )
     assert result["pruned"] == {DOES_NOT_FIT: 0, TOO_SLOW: 0, NO_EXPERTS: 1} and result["evaluated"] == 1
-    assert [(r["weight_precision"], r["pruned"]) for r in result["candidates"]] == [("16-bit", None), ("mxfp4", NO_EXPERTS)]
+    assert [(r["weight_precision"], r["pruned"]) for r in result["candidates"]] == [
+        ("16-bit", None),
+        ("mxfp4", NO_EXPERTS),
+    ]
 
 
 def test_the_grid_order_and_the_evaluation_order_do_not_move_a_figure():
     lab = small_lab()
     candidates = lab.candidates()
-    forward = plan(candidates, lab.workload_spec(), GPU_PRICES, "ttft", lambda jobs: Serial().map(jobs, lambda *a: None))
-    backward = plan(candidates[::-1], lab.workload_spec(), GPU_PRICES, "ttft",
-                    lambda jobs: [evaluate(*job) for job in jobs[::-1]][::-1])
+    forward = plan(
+        candidates, lab.workload_spec(), GPU_PRICES, "ttft", lambda jobs: Serial().map(jobs, lambda *a: None)
+    )
+    backward = plan(
+        candidates[::-1],
+        lab.workload_spec(),
+        GPU_PRICES,
+        "ttft",
+        lambda jobs: [evaluate(*job) for job in jobs[::-1]][::-1],
+    )
     assert forward == backward
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray", reason="ray is not installed (pip install kvweb[ray]): the Ray backend is untested")
+    ray = pytest.importorskip(
+        "ray", reason="ray is not installed (pip install kvweb[ray]): the Ray backend is untested"
+    )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
@@ -145,8 +229,11 @@ def test_serial_processes_and_ray_give_identical_results(local_ray):
     assert local_ray.is_initialized()  # a Ray started by the caller is left running
 
 
-@pytest.mark.parametrize("on", [Serial(), pytest.param(Processes(2), marks=pytest.mark.skipif(
-    PYODIDE, reason="no processes in Pyodide"))], ids=["serial", "processes"])
+@pytest.mark.parametrize(
+    "on",
+    [Serial(), pytest.param(Processes(2), marks=pytest.mark.skipif(PYODIDE, reason="no processes in Pyodide"))],
+    ids=["serial", "processes"],
+)
 def test_a_cancel_stops_between_candidates(on):
     seen = []
 
@@ -170,13 +257,16 @@ def test_cli_json_equals_the_library_run():
     assert printed["result"] == jsonable(small_lab().run())
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--tps", "1,3"], "tps: '3' is not allowed; expected a comma-separated list of 1, 2, 4, 8"),
-    (["--replicas", "0"], "replicas: '0' is not allowed"),
-    (["--prices", "H100-SXM=free"], "prices: 'H100-SXM=free' is not allowed"),
-    (["--backend", "mpi"], "backend: 'mpi' is not allowed; expected one of serial, processes, ray"),
-    (["--workers", "0"], "--workers: '0' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--tps", "1,3"], "tps: '3' is not allowed; expected a comma-separated list of 1, 2, 4, 8"),
+        (["--replicas", "0"], "replicas: '0' is not allowed"),
+        (["--prices", "H100-SXM=free"], "prices: 'H100-SXM=free' is not allowed"),
+        (["--backend", "mpi"], "backend: 'mpi' is not allowed; expected one of serial, processes, ray"),
+        (["--workers", "0"], "--workers: '0' is not allowed"),
+    ],
+)
 def test_bad_input_is_one_line_naming_it(args, words):
     out, err = io.StringIO(), io.StringIO()
     assert main(["plan", *args], out, err) == 2 and out.getvalue() == ""
@@ -184,8 +274,17 @@ def test_bad_input_is_one_line_naming_it(args, words):
 
 
 def test_prices_replace_the_defaults_and_price_every_gpu():
-    result = small_plan(small_lab(prices="H100-SXM=2.5", gpus="H100-SXM", tps="2", weight_precisions="16-bit",
-                                  schedulers="sglang", replicas="2", routers="round-robin"))
+    result = small_plan(
+        small_lab(
+            prices="H100-SXM=2.5",
+            gpus="H100-SXM",
+            tps="2",
+            weight_precisions="16-bit",
+            schedulers="sglang",
+            replicas="2",
+            routers="round-robin",
+        )
+    )
     assert result["prices_per_gpu_hour"]["H100-SXM"] == 2.5 and result["candidates"][0]["cost_per_hour"] == 10.0
 
 

@@ -1,5 +1,6 @@
 """The fleet's routers on hand-made replicas (every choice worked out by hand), their invariants,
 the approximate tree against a brute-force model, and regret."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,8 +13,7 @@ from hypothesis import strategies as st
 from kvweb.fleet.approximate_tree import ApproximateTree, Node
 from kvweb.fleet.regret import decide
 from kvweb.serving.v1_scheduler import block_pool_match
-from kvweb.fleet.routers import (ROUTERS, CacheAware, CostRouter, ExactPrefix, LeastOutstanding, RoundRobin,
-                                 prompt_of)
+from kvweb.fleet.routers import ROUTERS, CacheAware, CostRouter, ExactPrefix, LeastOutstanding, RoundRobin, prompt_of
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.workload import Request
@@ -94,10 +94,12 @@ def test_cache_aware_longest_match_above_the_threshold_else_the_least_loaded() -
 
 def test_cache_aware_balances_by_shortest_queue_past_both_thresholds() -> None:
     a = seq(1, 10)
-    for loads, balance in [([70, 5, 10], True),  # 65 > 64 and 70 > 1.5 x 5
-                           ([70, 6, 10], False),  # 64 is not above 64
-                           ([200, 100, 150], True),  # 100 > 64 and 200 > 150
-                           ([300, 200, 250], False)]:  # 100 > 64 but 300 is not above 1.5 x 200
+    for loads, balance in [
+        ([70, 5, 10], True),  # 65 > 64 and 70 > 1.5 x 5
+        ([70, 6, 10], False),  # 64 is not above 64
+        ([200, 100, 150], True),  # 100 > 64 and 200 > 150
+        ([300, 200, 250], False),
+    ]:  # 100 > 64 but 300 is not above 1.5 x 200
         router = CacheAware(3)
         router.route(req(a), [View(), View(), View()])  # the prompt goes to replica 0's tree
         views = [View(load=n) for n in loads]
@@ -195,17 +197,22 @@ def test_exact_prefix_reads_both_real_caches() -> None:
 # -- Dynamo's cost router -----------------------------------------------------------------
 def cost_views() -> list[View]:
     p = tuple(seq(1, 64))  # 4 blocks of 16
-    return [View(prefill=0, decode=10, cached=[p]),  # prefill 0, decode 10 + 4 - 4
-            View(prefill=32, decode=2),  # prefill (32 + 64) / 16 = 6, decode 2 + 4
-            View(prefill=0, decode=5, cached=[p[:20]])]  # 1 whole block: prefill 48 / 16 = 3, decode 5 + 3
+    return [
+        View(prefill=0, decode=10, cached=[p]),  # prefill 0, decode 10 + 4 - 4
+        View(prefill=32, decode=2),  # prefill (32 + 64) / 16 = 6, decode 2 + 4
+        View(prefill=0, decode=5, cached=[p[:20]]),
+    ]  # 1 whole block: prefill 48 / 16 = 3, decode 5 + 3
 
 
-@pytest.mark.parametrize("weight, costs, choice", [
-    (1.0, [10, 12, 11], 0),
-    (0.5, [10, 9, 9.5], 1),
-    (0.0, [10, 6, 8], 1),
-    (3.0, [10, 24, 17], 0),
-])
+@pytest.mark.parametrize(
+    "weight, costs, choice",
+    [
+        (1.0, [10, 12, 11], 0),
+        (0.5, [10, 9, 9.5], 1),
+        (0.0, [10, 6, 8], 1),
+        (3.0, [10, 24, 17], 0),
+    ],
+)
 def test_cost_router_by_hand(weight: float, costs: list[float], choice: int) -> None:
     router = CostRouter(block_size=16, overlap_score_weight=weight)
     assert router.route(req(seq(1, 64)), cost_views()) == choice
@@ -236,15 +243,24 @@ def test_regret_is_the_best_replicas_cached_prefix_beyond_the_chosen_ones() -> N
 # -- invariants ---------------------------------------------------------------------------
 tokens = st.lists(st.integers(0, 3), min_size=0, max_size=10)
 views_st = st.lists(
-    st.builds(View, load=st.integers(0, 200), queue=st.integers(0, 10), prefill=st.integers(0, 500),
-              decode=st.integers(0, 50), cached=st.lists(tokens.map(tuple), max_size=3)),
-    min_size=1, max_size=6)
+    st.builds(
+        View,
+        load=st.integers(0, 200),
+        queue=st.integers(0, 10),
+        prefill=st.integers(0, 500),
+        decode=st.integers(0, 50),
+        cached=st.lists(tokens.map(tuple), max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(views=views_st, prompts=st.lists(tokens, min_size=1, max_size=8))
 def test_every_router_returns_a_replica_and_exact_prefix_regrets_only_for_a_shorter_queue(
-        views: list[View], prompts: list[list[int]]) -> None:
+    views: list[View], prompts: list[list[int]]
+) -> None:
     routers = [make(len(views)) for make in ROUTERS.values()]
     for t, p in enumerate(prompts):
         for router in routers:
@@ -273,8 +289,12 @@ def tenants_consistent(tree: ApproximateTree) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(st.tuples(st.sampled_from(["insert", "match", "evict"]), tokens, st.integers(0, 2),
-                              st.integers(0, 12)), max_size=30))
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["insert", "match", "evict"]), tokens, st.integers(0, 2), st.integers(0, 12)),
+        max_size=30,
+    )
+)
 def test_approximate_tree_never_claims_more_than_was_sent_and_trims_to_its_size(ops: list) -> None:
     tree = ApproximateTree(3)
     sent: list[set[tuple[int, ...]]] = [set(), set(), set()]  # what was inserted per tenant

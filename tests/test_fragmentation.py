@@ -1,4 +1,5 @@
 """Contiguous allocators, internal waste of reservations, and the external-fragmentation arena."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,14 +39,14 @@ def drive(alloc, size: int, ops, check_start) -> None:
             check_start(free, n, start)
             if start is not None:
                 span = alloc.span(n)
-                assert all(free[start:start + span]) and start + span <= size
-                free[start:start + span] = [False] * span
+                assert all(free[start : start + span]) and start + span <= size
+                free[start : start + span] = [False] * span
                 live[start] = span
         else:
             start = sorted(live)[pick % len(live)]
             span = live.pop(start)
             alloc.free(start)
-            free[start:start + span] = [True] * span
+            free[start : start + span] = [True] * span
         assert alloc.used == sum(live.values()) == size - alloc.free_total
         assert alloc.ranges() == sorted(live.items())
         assert alloc.holes() == holes_of(free)
@@ -55,7 +56,8 @@ def drive(alloc, size: int, ops, check_start) -> None:
 @given(st.integers(1, 120), ops_st)
 def test_first_fit_takes_the_lowest_hole_that_fits(size, ops):
     def lowest(free, n, start):
-        assert start == next((s for s in range(size - n + 1) if all(free[s:s + n])), None)
+        assert start == next((s for s in range(size - n + 1) if all(free[s : s + n])), None)
+
     drive(FirstFit(size), size, ops, lowest)
 
 
@@ -70,9 +72,10 @@ def test_buddy_blocks_are_aligned_powers_of_two_and_merge_back(size, ops):
         span = alloc.span(n)
         assert span >= n and span & (span - 1) == 0 and (span == 1 or span < 2 * n)
         if start is None:  # no free block of that size anywhere
-            assert not any(all(free[s:s + span]) for t, tn in tops for s in range(t, t + tn - span + 1, span))
+            assert not any(all(free[s : s + span]) for t, tn in tops for s in range(t, t + tn - span + 1, span))
         else:
             assert start % span == 0
+
     drive(alloc, size, ops, aligned)
     for start, _ in alloc.ranges():
         alloc.free(start)
@@ -194,12 +197,15 @@ def _digest(lab: str, params: dict) -> str:
     return hashlib.sha256(json.dumps(canonical(result), sort_keys=True).encode()).hexdigest()[:16]
 
 
-@pytest.mark.parametrize("lab, params, recorded", [
-    ("fragmentation", {"requests": "400"}, "6b9e0ee44d06d984"),
-    ("fragmentation", {"requests": "400", "allocator": "buddy"}, "3136e332aac04f9b"),
-    ("engine", {"requests": "150", "memory": "oracle", "compare": "pow2"}, "7f76c56c66c2206b"),
-    ("engine", {"requests": "150", "memory": "max", "compare": "oracle", "allocator": "buddy"}, "cde6d3d129f8e8e2"),
-])
+@pytest.mark.parametrize(
+    "lab, params, recorded",
+    [
+        ("fragmentation", {"requests": "400"}, "6b9e0ee44d06d984"),
+        ("fragmentation", {"requests": "400", "allocator": "buddy"}, "3136e332aac04f9b"),
+        ("engine", {"requests": "150", "memory": "oracle", "compare": "pow2"}, "7f76c56c66c2206b"),
+        ("engine", {"requests": "150", "memory": "max", "compare": "oracle", "allocator": "buddy"}, "cde6d3d129f8e8e2"),
+    ],
+)
 def test_first_fit_and_buddy_results_are_those_before_the_ideal_arena(lab, params, recorded):
     # recorded with the commit before the arena choice (e860674): whole results, traces and memory maps included
     assert _digest(lab, params) == recorded

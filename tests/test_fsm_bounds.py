@@ -2,6 +2,7 @@
 estimate counts compiling the pattern from its syntax tree before anything is built, and the
 subset construction stops at its state cap and at a work cap. Timings here are generous bounds
 only; the measured figures are bench/fsm.py --estimate's (docs/fsm.md)."""
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,9 @@ ALNUM = "|".join("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ
 GENEROUS_S = 5.0  # what a test may take; the real figures are 0.001-0.4 s (docs/fsm.md)
 
 
-def reference_subset_construction(nfa: NFA, classes: list[int], max_states: int,
-                                  max_work: float = 0) -> tuple[list[list[int]], list[bool]]:
+def reference_subset_construction(
+    nfa: NFA, classes: list[int], max_states: int, max_work: float = 0
+) -> tuple[list[list[int]], list[bool]]:
     """The construction before the work cap: DFA states keyed by whole epsilon closures
     (frozensets), each closure walked state by state."""
     start = nfa.closure({nfa.start})
@@ -69,17 +71,24 @@ def test_compiled_dfa_is_unchanged_and_the_estimate_covers_the_counted_work(patt
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dfa, "subset_construction", reference_subset_construction)
         old = compile_dfa(pattern)
-    assert (new.table.shape == old.table.shape and (new.table == old.table).all()
-            and (new.accepting == old.accepting).all() and (new.distance == old.distance).all()
-            and new.nfa_states == old.nfa_states)
+    assert (
+        new.table.shape == old.table.shape
+        and (new.table == old.table).all()
+        and (new.accepting == old.accepting).all()
+        and (new.distance == old.distance).all()
+        and new.nfa_states == old.nfa_states
+    )
     assert compile_cost(parse(pattern)).steps >= 0.5 * counted  # measured: at least 0.99x
 
 
-@pytest.mark.parametrize("pattern, states", [
-    (f"({LETTERS}){{0,150}}", 151),  # 97.5 s and 437 MB to check before
-    ("(a|b){0,2000}", 2001),  # stalled the served app's other sessions for 26 s
-    ("[0-9]{0,1000}[a-z]{0,1000}[A-Z]{0,1000}", 3001),  # 15.9 s at 750 MB
-])
+@pytest.mark.parametrize(
+    "pattern, states",
+    [
+        (f"({LETTERS}){{0,150}}", 151),  # 97.5 s and 437 MB to check before
+        ("(a|b){0,2000}", 2001),  # stalled the served app's other sessions for 26 s
+        ("[0-9]{0,1000}[a-z]{0,1000}[A-Z]{0,1000}", 3001),  # 15.9 s at 750 MB
+    ],
+)
 def test_long_repeats_of_wide_alternations_are_admitted_and_compile_quickly(pattern: str, states: int) -> None:
     t = time.perf_counter()
     lab = make("fsm", {"pattern": pattern, "samples": "32", "max_len": "400"})  # estimate, then check
@@ -93,11 +102,16 @@ def test_the_widest_default_run_is_within_the_budget() -> None:
     assert lab.estimate().seconds <= BUDGET_S
 
 
-@pytest.mark.parametrize("texts, lower", [
-    ({"pattern": f"(.{{0,30}}({ALNUM})){{0,60}}"}, "lower pattern/samples/max_len"),  # estimated 43 s
-    ({"pattern": f"(.{{0,30}}({ALNUM[:71]})){{0,60}}", "samples": "32", "max_len": "400"},
-     "lower pattern/samples/max_len"),  # 18 s of compiling + 8 s of decoding
-])
+@pytest.mark.parametrize(
+    "texts, lower",
+    [
+        ({"pattern": f"(.{{0,30}}({ALNUM})){{0,60}}"}, "lower pattern/samples/max_len"),  # estimated 43 s
+        (
+            {"pattern": f"(.{{0,30}}({ALNUM[:71]})){{0,60}}", "samples": "32", "max_len": "400"},
+            "lower pattern/samples/max_len",
+        ),  # 18 s of compiling + 8 s of decoding
+    ],
+)
 def test_an_over_budget_pattern_is_refused_before_anything_is_built(texts: dict[str, str], lower: str) -> None:
     t = time.perf_counter()
     with pytest.raises(ParamError) as refused:
@@ -127,5 +141,7 @@ def test_the_estimate_reads_the_tree_not_the_nfa() -> None:
     assert not cost.ambiguous and compile_cost(parse("(a|b)*a(a|b){25}")).ambiguous
     assert compile_cost(parse("(a{1000}){1000}")).over_nfa_cap
     # a pattern that does not parse or is over the NFA cap costs nothing to compile: check() refuses it
-    assert Fsm(pattern="a(b", samples=1, max_len=10).estimate().seconds == Fsm(
-        pattern="(a{1000}){1000}", samples=1, max_len=10).estimate().seconds
+    assert (
+        Fsm(pattern="a(b", samples=1, max_len=10).estimate().seconds
+        == Fsm(pattern="(a{1000}){1000}", samples=1, max_len=10).estimate().seconds
+    )

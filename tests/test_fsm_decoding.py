@@ -1,4 +1,5 @@
 """Jump edges, constrained decoding invariants, and the `fsm` lab."""
+
 from __future__ import annotations
 
 import io
@@ -33,6 +34,7 @@ def fsm_of(pattern: str) -> CompressedFSM:
 
 # -- jump edges ---------------------------------------------------------------------------
 
+
 def test_a_literal_is_one_jump_edge() -> None:
     assert fsm_of("abc").jumps == {0: JumpEdge(0, "abc", (0, 1, 2), 3)}
 
@@ -54,6 +56,7 @@ def test_form_chains_are_the_fixed_text() -> None:
 
 
 # -- decoding -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("pattern, plain, compressed", [("abc", 3, 0), ("x[0-9]yz", 4, 1)])
 def test_forward_counts_by_hand(pattern: str, plain: int, compressed: int) -> None:
@@ -77,8 +80,7 @@ def _check_invariants(fsm: CompressedFSM, pattern: str, max_len: int, seed: int)
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from([*PRESETS.values(), r"[a-z]*", r".*", r"(ab|cd)+e", r"\d{3}-\d{4}"]),
-       st.integers(0, 10_000))
+@given(st.sampled_from([*PRESETS.values(), r"[a-z]*", r".*", r"(ab|cd)+e", r"\d{3}-\d{4}"]), st.integers(0, 10_000))
 def test_decoding_invariants_on_templates(pattern: str, seed: int) -> None:
     _check_invariants(fsm_of(pattern), pattern, 200, seed)
 
@@ -119,14 +121,16 @@ class CountingRng:
 def test_forced_steps_draw_no_random_number(monkeypatch: pytest.MonkeyPatch, compressed: bool) -> None:
     rngs: list[CountingRng] = []
     real = np.random.default_rng
-    monkeypatch.setattr(decoding.np.random, "default_rng",
-                        lambda seed: rngs.append(CountingRng(real(seed))) or rngs[-1])
+    monkeypatch.setattr(
+        decoding.np.random, "default_rng", lambda seed: rngs.append(CountingRng(real(seed))) or rngs[-1]
+    )
     out = decode(MODEL, fsm_of(FORM), 200, 1, compressed=compressed)
     choices = [s for s in out.steps if len(s.allowed) + s.end_allowed > 1]
     assert rngs[0].draws == len(choices) < len(out.text)
 
 
 # -- the lab ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("preset", ["custom", "record", "ambiguous"])
 def test_lab_invariants(preset: str) -> None:
@@ -151,7 +155,8 @@ def test_lab_trace_replays_sample_zero() -> None:
     for s in trace:
         assert s["chars"][:1] in s["allowed"] and (s["chars"] or s["end_allowed"])
         assert s["forwards_plain"] - s["forwards_compressed"] == sum(
-            len(t["chars"]) for t in trace[:trace.index(s) + 1] if t["jump"])
+            len(t["chars"]) for t in trace[: trace.index(s) + 1] if t["jump"]
+        )
 
 
 def test_lab_graph_is_the_dfa() -> None:
@@ -174,12 +179,15 @@ def test_preset_overrides_pattern() -> None:
     assert Fsm(preset="custom", pattern="ab").pattern_used() == "ab"
 
 
-@pytest.mark.parametrize("texts, words", [
-    ({"pattern": "a(b"}, "pattern: at position 1: missing ')'"),
-    ({"pattern": "(?<=x)y"}, "pattern: at position 0: look-arounds"),
-    ({"pattern": "(a|b)*a(a|b){25}"}, "pattern: the DFA would need more than"),
-    ({"preset": "record", "max_len": "50"}, "max_len: 50 is shorter"),
-])
+@pytest.mark.parametrize(
+    "texts, words",
+    [
+        ({"pattern": "a(b"}, "pattern: at position 1: missing ')'"),
+        ({"pattern": "(?<=x)y"}, "pattern: at position 0: look-arounds"),
+        ({"pattern": "(a|b)*a(a|b){25}"}, "pattern: the DFA would need more than"),
+        ({"preset": "record", "max_len": "50"}, "max_len: 50 is shorter"),
+    ],
+)
 def test_bad_input_is_a_param_error(texts: dict[str, str], words: str) -> None:
     with pytest.raises(ParamError, match=re.escape(words)):
         make("fsm", texts)

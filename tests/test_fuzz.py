@@ -6,6 +6,7 @@ NaN, -0, unicode digits, 100 kB values, undecodable text, deep JSON, CSV with th
 columns). Labs are not run at random values (bench/caps.py times them at their caps);
 `run` is stubbed except in the labs that are cheap at any value. Runs in Pyodide too.
 """
+
 import io
 import re
 import warnings
@@ -29,10 +30,44 @@ from kvweb.serving.workload import MAX_JSON_DEPTH, parse_trace
 DEEP_JSON = "[" * 3000 + "]" * 3000
 WIDE_CSV = ",".join(["1"] * 3000)
 HOSTILE = [
-    "9" * 400, "-" + "9" * 5000, "1e309", "-1e309", "1e-320", "nan", "NaN", "inf", "-inf", "-0", "-0.0", "+0",
-    "①", "²", "١٢", "１２", "\U0001d7d7", "1_000", "0x10", "1e5", " 7 ", "", " ", "\x00", "\ud800", "x" * 100_000,
-    "true", "FALSE", "<img src=x onerror=alert(1)>", "\u202e", "\ufffd\ufffd", "a?b", DEEP_JSON, WIDE_CSV,
-    "0,10,20; 0.5,3,4", "[[0, 5, 6]]", "(a|b)*a(a|b){25}", "a{" + "9" * 290 + "}",
+    "9" * 400,
+    "-" + "9" * 5000,
+    "1e309",
+    "-1e309",
+    "1e-320",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "-0",
+    "-0.0",
+    "+0",
+    "①",
+    "²",
+    "١٢",
+    "１２",
+    "\U0001d7d7",
+    "1_000",
+    "0x10",
+    "1e5",
+    " 7 ",
+    "",
+    " ",
+    "\x00",
+    "\ud800",
+    "x" * 100_000,
+    "true",
+    "FALSE",
+    "<img src=x onerror=alert(1)>",
+    "\u202e",
+    "\ufffd\ufffd",
+    "a?b",
+    DEEP_JSON,
+    WIDE_CSV,
+    "0,10,20; 0.5,3,4",
+    "[[0, 5, 6]]",
+    "(a|b)*a(a|b){25}",
+    "a{" + "9" * 290 + "}",
 ]
 CHEAP = {"roofline", "recovery"}  # run for real: a handful of formulas at any value
 LAB_NAMES = sorted(LABS)
@@ -133,7 +168,9 @@ def test_from_query_resets_only_the_bad_values_and_says_which(name, data):
     assert type(lab) is cls
     lab.admit()  # what the app runs always passes the lab's own rules and the work budget
     assert len(messages) <= MAX_MESSAGES and all("\n" not in m and len(m) < 2000 for m in messages)
-    reset = [m.rpartition("; using the defaults for ")[2].split(", ") for m in messages if "; using the defaults for " in m]
+    reset = [
+        m.rpartition("; using the defaults for ")[2].split(", ") for m in messages if "; using the defaults for " in m
+    ]
     reset_names = reset[0] if reset else []
     assert set(reset_names) <= set(query)
     for key in reset_names:  # each reset was needed: giving that value back fails the check again
@@ -156,20 +193,38 @@ def test_to_number_takes_only_bounded_ascii_decimals(text):
     whole = to_number(text, integer=True)
     if value is not None:
         assert np.isfinite(value) and text.strip().isascii() and len(text) <= MAX_VALUE
-    assert whole is None or (isinstance(whole, int) and abs(whole) < 10 ** 30)
+    assert whole is None or (isinstance(whole, int) and abs(whole) < 10**30)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("-0", 0.0), ("-0.0", 0.0), ("+.5", 0.5), (" 7 ", 7.0), ("1e-320", 1e-320), ("1e308", 1e308),
-    ("1e309", None), ("nan", None), ("inf", None), ("1_000", None), ("0x10", None), ("5.", 5.0), ("١٢", None),
-    ("１２", None), ("②", None), ("9" * MAX_VALUE, 10.0 ** MAX_VALUE), ("9" * (MAX_VALUE + 1), None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("-0", 0.0),
+        ("-0.0", 0.0),
+        ("+.5", 0.5),
+        (" 7 ", 7.0),
+        ("1e-320", 1e-320),
+        ("1e308", 1e308),
+        ("1e309", None),
+        ("nan", None),
+        ("inf", None),
+        ("1_000", None),
+        ("0x10", None),
+        ("5.", 5.0),
+        ("١٢", None),
+        ("１２", None),
+        ("②", None),
+        ("9" * MAX_VALUE, 10.0**MAX_VALUE),
+        ("9" * (MAX_VALUE + 1), None),
+    ],
+)
 def test_to_number_figures(text, expected):
     value = to_number(text)
     assert value == expected and (value is None or np.copysign(1, value) == 1)
 
 
 # -- the four findings of issue 15 ----------------------------------------------------------
+
 
 def test_huge_integer_is_refused_by_cli_and_url():
     code, out, err = cli("run", "roofline", "--tokens", "9" * 400)
@@ -187,7 +242,10 @@ def test_unicode_digits_are_refused_with_the_parameter_named(digits):
 
 def test_deep_json_trace_is_refused_before_json_loads():
     code, out, err = cli("run", "sweep", "--workload=trace", "--trace=" + "[" * 3999)
-    assert (code, out) == (2, "") and err == f"kvweb: trace: JSON nested 3999 deep; at most {MAX_JSON_DEPTH} levels are read\n"
+    assert (code, out) == (
+        2,
+        "",
+    ) and err == f"kvweb: trace: JSON nested 3999 deep; at most {MAX_JSON_DEPTH} levels are read\n"
     with pytest.raises(ParamError, match="nested 100000 deep"):
         parse_trace("[" * 100_000)
     at_the_bound = "[" * (MAX_JSON_DEPTH - 2) + "[[0, 5, 6]]" + "]" * (MAX_JSON_DEPTH - 2)
@@ -195,15 +253,18 @@ def test_deep_json_trace_is_refused_before_json_loads():
         parse_trace(at_the_bound)
 
 
-@pytest.mark.parametrize("text, words", [
-    (WIDE_CSV, "trace row 1: 3000 fields; expected 3"),
-    (";", "trace: empty"),
-    ("1,2,\r3", "trace row 2: 1 fields"),
-    ("[[" + "9" * 5000 + ", 1, 1]]", "trace row 1, field arrival: '99999999999999999999...' is not allowed"),
-    ("[[0, 1, 1e300]]", "field output_len: '1e+300' is not allowed"),
-    ("x" * 300_000, "trace: 300,000 characters; at most 200,000 are read"),
-    ('[{"arrival": "１", "prompt_len": 1, "output_len": 1}]', "field arrival: '１' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (WIDE_CSV, "trace row 1: 3000 fields; expected 3"),
+        (";", "trace: empty"),
+        ("1,2,\r3", "trace row 2: 1 fields"),
+        ("[[" + "9" * 5000 + ", 1, 1]]", "trace row 1, field arrival: '99999999999999999999...' is not allowed"),
+        ("[[0, 1, 1e300]]", "field output_len: '1e+300' is not allowed"),
+        ("x" * 300_000, "trace: 300,000 characters; at most 200,000 are read"),
+        ('[{"arrival": "１", "prompt_len": 1, "output_len": 1}]', "field arrival: '１' is not allowed"),
+    ],
+)
 def test_hostile_traces_get_one_message(text, words):
     with pytest.raises(ParamError, match=re.escape(words)):
         parse_trace(text)
@@ -212,8 +273,10 @@ def test_hostile_traces_get_one_message(text, words):
 def test_a_bad_trace_resets_trace_and_workload_only():
     lab, messages = from_query({"lab": "engine", "requests": "50", "workload": "trace", "trace": "x,1,2", "rate": "3"})
     assert (lab.requests, lab.rate, lab.workload, lab.trace) == (50, 3.0, "scenario", "")
-    assert messages == ["trace row 1, field arrival: 'x' is not allowed; expected a number of seconds >= 0; "
-                        "using the defaults for trace, workload"]
+    assert messages == [
+        "trace row 1, field arrival: 'x' is not allowed; expected a number of seconds >= 0; "
+        "using the defaults for trace, workload"
+    ]
 
 
 def test_a_failing_check_resets_the_value_it_names_and_keeps_the_rest():
@@ -228,7 +291,9 @@ def test_a_failing_check_resets_the_value_it_names_and_keeps_the_rest():
 def test_unknown_keys_become_one_line_and_messages_are_capped():
     lab, messages = from_query({"lab": "roofline", **{f"k{i}": "1" for i in range(1000)}, "batch": "7"})
     assert lab.batch == 7 and len(messages) == 1
-    assert messages[0].startswith("1000 unknown parameters for lab roofline ignored: 'k0', 'k1', 'k2', 'k3', 'k4', ...;")
+    assert messages[0].startswith(
+        "1000 unknown parameters for lab roofline ignored: 'k0', 'k1', 'k2', 'k3', 'k4', ...;"
+    )
     everything_bad = {name: "①" for name in param_names(LABS["engine"])}
     lab, messages = from_query({"lab": "engine", **everything_bad})
     assert len(messages) == MAX_MESSAGES

@@ -1,4 +1,5 @@
 """The paper GPU against hand calculations (SPEC section 1)."""
+
 import math
 
 import pytest
@@ -49,13 +50,16 @@ def test_the_lectures_assumptions_are_the_defaults():
     # compute-bound: 16.6 GB / (3350e9 x 0.8) = 6.2 ms of memory time is far below 89 ms of compute
     assert cm.prefill_cost(4096) == pytest.approx(flops / (989e12 * 0.7) + 0.5e-3, rel=1e-12)
     assert cm.prefill_cost(4096) == pytest.approx(0.08945, rel=1e-3)
+
+
 def test_decode_step_reads_weights_and_every_kv():
     cm = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"], step_overhead_s=0)
     flops, nbytes = cm.decode_work(batch=8, total_context=8 * 1000)
     assert nbytes == MODELS["opt-13b-like"].weight_bytes + 8000 * 819_200
     assert cm.decode_step_cost(8, 8000) == pytest.approx(nbytes / (1555e9 * 0.8))
-    assert decode_step_cost(MODELS["opt-13b-like"], GPUS["A100-40GB"], 8, [1000] * 8, step_overhead_s=0) == \
-        cm.decode_step_cost(8, 8000)
+    assert decode_step_cost(
+        MODELS["opt-13b-like"], GPUS["A100-40GB"], 8, [1000] * 8, step_overhead_s=0
+    ) == cm.decode_step_cost(8, 8000)
 
 
 def test_swap_cost_by_hand():
@@ -114,14 +118,19 @@ def test_mxfp4_quantizes_the_routed_experts_only_and_gpt_oss_120b_fits_one_h100(
     """gpt-oss-120b as it ships: 114.66e9 routed-expert parameters at 4.25 bits (4-bit values and an
     8-bit scale per 32), the other 2.13e9 (attention, routers, embedding and LM head) at 16 bits."""
     m = MODELS["gpt-oss-120b"]
-    assert (m.params, m.experts * m.expert_params, m.embedding_params) == (116_788_838_400, 114_661_785_600,
-                                                                        1_158_266_880)
+    assert (m.params, m.experts * m.expert_params, m.embedding_params) == (
+        116_788_838_400,
+        114_661_785_600,
+        1_158_266_880,
+    )
     mx = CostModel(GPUS["H100-SXM"], m, weight_precision="mxfp4")
     by_hand = (116_788_838_400 - 114_661_785_600) * 2 + 114_661_785_600 * 4.25 / 8
     assert mx.weight_bytes == mx.weight_bytes_per_gpu == by_hand == 65_168_179_200
     assert mx.kv_capacity_tokens > 0 and CostModel(GPUS["H100-SXM"], m).kv_capacity_tokens == 0
     # a step reads its experts at 4.25 bits, the rest at 16: between the int4 and the 16-bit price
-    prices = [CostModel(GPUS["H100-SXM"], m, weight_precision=w).step_weight_bytes(8) for w in ("int4", "mxfp4", "16-bit")]
+    prices = [
+        CostModel(GPUS["H100-SXM"], m, weight_precision=w).step_weight_bytes(8) for w in ("int4", "mxfp4", "16-bit")
+    ]
     assert prices == sorted(prices) and len(set(prices)) == 3
     with pytest.raises(ValueError, match="routed experts only.*llama-3.1-8b has none"):
         CostModel(GPUS["H100-SXM"], MODELS["llama-3.1-8b"], weight_precision="mxfp4")
@@ -132,5 +141,9 @@ def test_fp8_block_is_priced_as_fp8_by_the_roofline():
     kernels differ only in the measured tables)."""
     for name in ("llama-3.1-70b", "mixtral-8x7b"):
         a, b = (CostModel(GPUS["H100-SXM"], MODELS[name], tp=4, weight_precision=w) for w in ("fp8", "fp8-block"))
-        assert (a.weight_bytes, a.kv_capacity_tokens, a.prefill_cost(3000), a.decode_step_cost(32, 40_000)) == \
-            (b.weight_bytes, b.kv_capacity_tokens, b.prefill_cost(3000), b.decode_step_cost(32, 40_000))
+        assert (a.weight_bytes, a.kv_capacity_tokens, a.prefill_cost(3000), a.decode_step_cost(32, 40_000)) == (
+            b.weight_bytes,
+            b.kv_capacity_tokens,
+            b.prefill_cost(3000),
+            b.decode_step_cost(32, 40_000),
+        )

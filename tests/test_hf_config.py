@@ -2,6 +2,7 @@
 tests/data/model_configs/ (aiconfigurator-core 0.12.0's copies of the Hugging Face files) loads with the
 figures listed here, or is refused with one line naming the feature kvweb does not model; one model of
 each architecture checked by hand; the shipped configs are the published files."""
+
 import json
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def _load(name: str, as_name: str | None = None):
 
 
 def test_the_table_lists_every_file_of_the_corpus():
-    assert sorted(p.name[:-len("_config.json")] for p in CORPUS.glob("*_config.json")) == sorted(EXPECTED)
+    assert sorted(p.name[: -len("_config.json")] for p in CORPUS.glob("*_config.json")) == sorted(EXPECTED)
     assert sum(isinstance(v, tuple) for v in EXPECTED.values()) == 48 and len(EXPECTED) == 86
 
 
@@ -147,6 +148,7 @@ def test_the_paste_limit_stays_and_a_file_may_be_longer():
 
 
 # ---- by hand, one model of each architecture
+
 
 def test_dense_gqa_llama_3_1_8b():
     spec = _load("meta-llama--Meta-Llama-3.1-8B", "llama-3.1-8b").spec
@@ -213,10 +215,17 @@ def test_linear_hybrid_qwen3_5_35b_a3b():
 
 # ---- the shipped configs are the published files
 
-@pytest.mark.parametrize("shipped, published", [
-    ("deepseek-v3", "deepseek-ai--DeepSeek-V3"), ("gpt-oss-120b", "openai--gpt-oss-120b"),
-    ("gpt-oss-20b", "openai--gpt-oss-20b"), ("qwen3-32b", "Qwen--Qwen3-32B"), ("qwen3-235b-a22b", "Qwen--Qwen3-235B-A22B"),
-])
+
+@pytest.mark.parametrize(
+    "shipped, published",
+    [
+        ("deepseek-v3", "deepseek-ai--DeepSeek-V3"),
+        ("gpt-oss-120b", "openai--gpt-oss-120b"),
+        ("gpt-oss-20b", "openai--gpt-oss-20b"),
+        ("qwen3-32b", "Qwen--Qwen3-32B"),
+        ("qwen3-235b-a22b", "Qwen--Qwen3-235B-A22B"),
+    ],
+)
 def test_a_shipped_config_is_the_published_file_byte_for_byte(shipped, published):
     assert (CONFIGS / f"{shipped}.json").read_bytes() == (CORPUS / f"{published}_config.json").read_bytes()
 

@@ -2,6 +2,7 @@
 and the exercises page (`exercise=KEY`, `answer=shown`); browser history is e2e/test_history.py.
 And the labs the shell keeps (`KEEP_LABS`): coming back to one puts its widgets and view back,
 and with the same parameters shows its last result without a rerun."""
+
 import sys
 
 import pytest
@@ -33,8 +34,9 @@ def shell(monkeypatch):
     shell.labs.runner.pool = None
     shell.runs = []
     call = shell.labs.runner._call
-    monkeypatch.setattr(shell.labs.runner, "_call",
-                        lambda lab, generation: (shell.runs.append(lab.values()), call(lab, generation))[1])
+    monkeypatch.setattr(
+        shell.labs.runner, "_call", lambda lab, generation: (shell.runs.append(lab.values()), call(lab, generation))[1]
+    )
     yield shell
     i18n.use("en")
 
@@ -54,7 +56,10 @@ def test_a_lab_from_the_tour_shows_the_way_back_and_on(shell):
 def test_a_bad_tour_step_is_ignored_with_a_message(shell, bad):
     shell.router.open(f"?lab=roofline&tour={bad}&tokens=4096")
     assert shell.labs.lab.lab_name == "roofline" and shell.labs.lab.tokens == 4096 and shell.route.tour is None
-    assert shell.frame.message.text.startswith("tour: ") and f"an integer from 1 to {len(STEPS)}" in shell.frame.message.text
+    assert (
+        shell.frame.message.text.startswith("tour: ")
+        and f"an integer from 1 to {len(STEPS)}" in shell.frame.message.text
+    )
 
 
 def test_the_exercises_page_keeps_one_exercise_and_its_answer_in_the_url(shell, monkeypatch):
@@ -68,7 +73,10 @@ def test_the_exercises_page_keeps_one_exercise_and_its_answer_in_the_url(shell, 
     assert page.query() == {"exercise": "watermark"} and not page.cards["watermark"].solution.visible
     shell.router.open("?page=exercises&exercise=%3Cb%3E&answer=no")
     assert page.query() == {} and not any(c.card.collapsed for c in page.cards.values())
-    assert "exercise: '<b>' is not allowed" in shell.frame.message.text and "answer: 'no' is not allowed" in shell.frame.message.text
+    assert (
+        "exercise: '<b>' is not allowed" in shell.frame.message.text
+        and "answer: 'no' is not allowed" in shell.frame.message.text
+    )
 
 
 def test_coming_back_with_the_same_parameters_reuses_widgets_view_and_result(shell):
@@ -101,7 +109,7 @@ def test_a_widget_change_after_coming_back_runs_the_lab_with_it(shell):
 
 
 def test_only_the_last_labs_are_kept(shell):
-    names = ["roofline", "block-tables", "fsm", "fragmentation", "recovery", "radix-demo"][:KEEP_LABS + 1]
+    names = ["roofline", "block-tables", "fsm", "fragmentation", "recovery", "radix-demo"][: KEEP_LABS + 1]
     for name in names:
         shell.router.open(f"?lab={name}")
     assert list(shell.labs.kept.panes) == names[1:]
@@ -154,11 +162,15 @@ def test_a_sessions_first_document_already_shows_its_url(monkeypatch):
     search = "?lab=roofline&tokens=4096&lang=zh"
     doc = Document()
     with set_curdoc(doc):
-        install_location({"pathname": "/main", "search": search, "href": "http://127.0.0.1/main" + search, "origin": "x"})
+        install_location(
+            {"pathname": "/main", "search": search, "href": "http://127.0.0.1/main" + search, "origin": "x"}
+        )
         shell = Shell()  # as app/main.py: no page has loaded, no document_ready has come
         assert shell.route.lab.tokens == 4096 and shell.labs.widgets["tokens"].value == 4096
         assert shell.labs.result == jsonable(LABS["roofline"](tokens=4096).run(no_progress))  # run,
-        assert shell.labs.kept.drawn[shell.labs.view] is shell.labs.result and shell.labs.status.text == "就绪 (ready)"  # drawn
+        assert (
+            shell.labs.kept.drawn[shell.labs.view] is shell.labs.result and shell.labs.status.text == "就绪 (ready)"
+        )  # drawn
         pushes, written = shell.router.history.entry.value.split(" ")
         assert pushes == "0" and written.startswith("?lab=roofline&") and "&tokens=4096&" in written
         shell.layout.server_doc(doc)
@@ -188,7 +200,10 @@ def test_a_language_switch_draws_the_same_route_in_the_other_language(shell, mon
     shell.router.open("?lab=block-tables&num_blocks=16&step=3")
     shell.frame.lang_select.value = "zh"
     assert {k: shell.current().query()[k] for k in ("num_blocks", "step", "lang")} == {
-        "num_blocks": "16", "step": "3", "lang": "zh"}
+        "num_blocks": "16",
+        "step": "3",
+        "lang": "zh",
+    }
     shell.router.open("?page=exercises&exercise=watermark&answer=shown")
     shell.frame.lang_select.value = "en"
     assert shell.current().query() == {"page": "exercises", "exercise": "watermark", "answer": "shown"}

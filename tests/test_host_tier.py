@@ -2,6 +2,7 @@
 part 3): it serves only what it holds, every prompt token comes from one place (GPU cache, host tier or computed),
 a prompt evicted from the GPU comes back from the host with its load time priced by hand, and the
 lab's size 0 is the lab as it was."""
+
 from __future__ import annotations
 
 import sys
@@ -26,7 +27,9 @@ from test_schedulers import check_v1, cost_with
 
 
 def tiered(tokens: int, host_blocks: int, **config) -> V1Scheduler:
-    engine = V1Scheduler(cost_with(tokens), V1Config(max_len=config.pop("max_len", 512), host_blocks=host_blocks, **config))
+    engine = V1Scheduler(
+        cost_with(tokens), V1Config(max_len=config.pop("max_len", 512), host_blocks=host_blocks, **config)
+    )
     engine.tier.log = []  # record every store, drop and load
     return engine
 
@@ -74,8 +77,11 @@ def test_a_prompt_evicted_from_the_gpu_comes_back_from_the_host():
 
 # Requests repeating prefixes of a few prompts, so they evict each other from a small GPU: rows of
 # (gap, which prompt, prompt tokens, output tokens).
-repeats_st = st.lists(st.tuples(st.sampled_from([0.0, 0.01, 0.5, 0.5]), st.integers(0, 3),
-                                st.integers(30, 90), st.integers(1, 20)), min_size=6, max_size=16)
+repeats_st = st.lists(
+    st.tuples(st.sampled_from([0.0, 0.01, 0.5, 0.5]), st.integers(0, 3), st.integers(30, 90), st.integers(1, 20)),
+    min_size=6,
+    max_size=16,
+)
 
 
 def repeated(rows: list) -> list[Request]:
@@ -83,18 +89,35 @@ def repeated(rows: list) -> list[Request]:
     out, t = [], 0.0
     for i, (gap, which, p, o) in enumerate(rows):
         t += gap
-        out.append(Request(i, t, p, o, prompts[which][:p + o].copy()))
+        out.append(Request(i, t, p, o, prompts[which][: p + o].copy()))
     return out
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=repeats_st, tokens=st.integers(100, 200), block=st.sampled_from([1, 2, 4, 16]), host=st.integers(16, 400),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), full=st.booleans(), async_=st.booleans())
+@given(
+    rows=repeats_st,
+    tokens=st.integers(100, 200),
+    block=st.sampled_from([1, 2, 4, 16]),
+    host=st.integers(16, 400),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 120),
+    full=st.booleans(),
+    async_=st.booleans(),
+)
 def test_the_tier_serves_only_blocks_it_holds_and_every_prompt_token_comes_from_one_place(
-        rows, tokens, block, host, max_seqs, budget, full, async_):
+    rows, tokens, block, host, max_seqs, budget, full, async_
+):
     requests = repeated(rows)
-    engine = tiered(tokens, max(1, host // block), max_len=128, block_size=block, max_seqs=max_seqs, token_budget=max_seqs + budget,
-                    full_prompt_check=full, async_scheduling=async_)
+    engine = tiered(
+        tokens,
+        max(1, host // block),
+        max_len=128,
+        block_size=block,
+        max_seqs=max_seqs,
+        token_budget=max_seqs + budget,
+        full_prompt_check=full,
+        async_scheduling=async_,
+    )
     computed = [0]
 
     def counted(cost, weights, tokens, cached):  # noqa: ANN001, ANN202  (the prefill chunks' tokens, counted apart)
@@ -116,20 +139,26 @@ def test_the_tier_serves_only_blocks_it_holds_and_every_prompt_token_comes_from_
             assert h in held
     assert held == set(engine.tier.held) and len(held) <= max(1, host // block)
     loads = sum(kind == "load" for kind, _ in engine.tier.log)
-    assert engine.tier.loaded == loads * block and engine.tier.load_s == pytest.approx(loads * engine.cost.swap_cost(block, block))
+    assert engine.tier.loaded == loads * block and engine.tier.load_s == pytest.approx(
+        loads * engine.cost.swap_cost(block, block)
+    )
     if run.preemptions == 0:  # (a preemption drops computed KV and computes it again)
         # conservation: GPU hits + host hits + computed = prompt tokens, each request's hit its own
         assert run.hit_tokens == sum(s.hit for s in run.sequences)
         gpu = run.hit_tokens - engine.host_hit_tokens
         assert gpu >= 0 and engine.host_hit_tokens == loads * block
-        assert gpu + engine.host_hit_tokens + computed[0] == run.prompt_tokens == sum(s.req.prompt for s in run.sequences)
+        assert (
+            gpu + engine.host_hit_tokens + computed[0] == run.prompt_tokens == sum(s.req.prompt for s in run.sequences)
+        )
         assert all(s.hit <= s.req.prompt - 1 for s in run.sequences)
 
 
 def hicache(tokens: int, host_tokens: int, **config) -> RadixScheduler:
     cost = cost_with(tokens)
     host = HostTree(RadixCache(host_tokens), host_tokens, cost)
-    return RadixScheduler(cost, RadixCache(tokens), RadixConfig(max_len=config.pop("max_len", 512), **config), host=host)
+    return RadixScheduler(
+        cost, RadixCache(tokens), RadixConfig(max_len=config.pop("max_len", 512), **config), host=host
+    )
 
 
 def test_sglang_loads_back_a_prompt_evicted_from_the_gpu():
@@ -153,13 +182,28 @@ def test_sglang_loads_back_a_prompt_evicted_from_the_gpu():
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=repeats_st, tokens=st.integers(150, 300), host=st.integers(16, 400), max_seqs=st.integers(1, 6),
-       chunk=st.integers(8, 200), lpm=st.booleans(), mixed=st.booleans())
+@given(
+    rows=repeats_st,
+    tokens=st.integers(150, 300),
+    host=st.integers(16, 400),
+    max_seqs=st.integers(1, 6),
+    chunk=st.integers(8, 200),
+    lpm=st.booleans(),
+    mixed=st.booleans(),
+)
 def test_sglang_loads_back_only_what_the_host_holds_and_every_prompt_token_comes_from_one_place(
-        rows, tokens, host, max_seqs, chunk, lpm, mixed):
+    rows, tokens, host, max_seqs, chunk, lpm, mixed
+):
     requests = repeated(rows)
-    engine = hicache(tokens, host, max_len=128, max_seqs=max_seqs, chunk_size=chunk, policy="lpm" if lpm else "fcfs",
-                     mixed_chunk=mixed)
+    engine = hicache(
+        tokens,
+        host,
+        max_len=128,
+        max_seqs=max_seqs,
+        chunk_size=chunk,
+        policy="lpm" if lpm else "fcfs",
+        mixed_chunk=mixed,
+    )
     stored: list[bytes] = []
     computed, loads = [0], []
     store, lookup = engine.tier.store, engine.tier.lookup
@@ -189,7 +233,9 @@ def test_sglang_loads_back_only_what_the_host_holds_and_every_prompt_token_comes
         assert run.hit_tokens == sum(s.hit for s in run.sequences)
         gpu = run.hit_tokens - engine.host_hit_tokens
         assert gpu >= 0 and engine.host_hit_tokens == engine.tier.loaded
-        assert gpu + engine.host_hit_tokens + computed[0] == run.prompt_tokens == sum(s.req.prompt for s in run.sequences)
+        assert (
+            gpu + engine.host_hit_tokens + computed[0] == run.prompt_tokens == sum(s.req.prompt for s in run.sequences)
+        )
 
 
 def test_the_lab_shows_hits_by_tier_and_the_ttft_without_it():
@@ -216,8 +262,10 @@ def test_with_a_tier_the_engines_read_the_host_links_prices():
     assert not set(SWAP_PRICES) & (set(lab.unread("vllm-v1")) | set(lab.unread("sglang")))
     assert set(SWAP_PRICES) <= set(default.unread("vllm-v1")) & set(default.unread("sglang"))
     for mode in ("vllm-v1", "sglang"):
-        fast, slow = (lab.run_mode(mode, lab.workload_at(6.0), no_progress).host_tier["load_s"]
-                      for lab in (lab, make("schedulers", {**params, "host_link_gb_s": "5"})))
+        fast, slow = (
+            lab.run_mode(mode, lab.workload_at(6.0), no_progress).host_tier["load_s"]
+            for lab in (lab, make("schedulers", {**params, "host_link_gb_s": "5"}))
+        )
         assert fast > 0 and slow > 4 * fast
 
 
@@ -240,7 +288,10 @@ def test_cli_json_with_a_host_tier_equals_the_library_run():
 def test_a_model_whose_layers_mix_kinds_refuses_a_host_tier_in_both_languages():
     """vLLM's KV cache groups (hybrid_kv.py) have no host tier here: refused with one line, not run wrongly."""
     from app import i18n
-    with pytest.raises(ParamError, match="host_tier_gb: 10 is not allowed with model gpt-oss-20b; its layers mix kinds") as error:
+
+    with pytest.raises(
+        ParamError, match="host_tier_gb: 10 is not allowed with model gpt-oss-20b; its layers mix kinds"
+    ) as error:
         make("schedulers", {"host_tier_gb": "10", "model": "gpt-oss-20b"}).check()
     make("schedulers", {"host_tier_gb": "10", "model": "llama-3-8b"}).check()  # all layers alike: a tier is fine
     lab = make("schedulers", {"model": "gpt-oss-20b"})

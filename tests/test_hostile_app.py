@@ -2,6 +2,7 @@
 
 The same URLs in a real browser (served app and static site) are e2e/test_hostile.py.
 """
+
 import sys
 
 import pytest
@@ -42,17 +43,28 @@ def test_the_raw_location_keeps_the_query_as_text(search):
         assert pn.state.location is location
 
 
-@pytest.mark.parametrize("search, lab, kept, said", [
-    ("?lab=roofline&tokens=%E2%91%A0&batch=7&step=%C2%B2", "roofline", {"batch": 7}, ["tokens: '①'", "step: '²'"]),
-    ("?lab=roofline&tokens=" + "9" * 5000 + "&batch=7", "roofline", {"batch": 7}, ["tokens: '9999"]),
-    ("?lab=roofline&tokens=1?2&context=99", "roofline", {"context": 99}, ["tokens: '1?2'"]),
-    ("?lab=roofline&gpu=%FF%FE&tokens=5&tokens=6", "roofline", {"tokens": 6}, ["gpu: '\ufffd\ufffd'"]),
-    ("?lab=%F0%9F&batch=3", "roofline", {"batch": 3}, ["unknown lab '\ufffd'"]),
-    ("?lab=engine&requests=50&workload=trace&trace=" + "%5B" * 3000, "engine", {"requests": 50},
-     ["trace: JSON nested 3000 deep", "using the defaults for trace"]),
-    ("?lab=roofline&batch=9&" + "&".join(f"k{i}=1" for i in range(1000)), "roofline", {"batch": 9},
-     ["1000 unknown parameters for lab roofline ignored: 'k0'"]),
-])
+@pytest.mark.parametrize(
+    "search, lab, kept, said",
+    [
+        ("?lab=roofline&tokens=%E2%91%A0&batch=7&step=%C2%B2", "roofline", {"batch": 7}, ["tokens: '①'", "step: '²'"]),
+        ("?lab=roofline&tokens=" + "9" * 5000 + "&batch=7", "roofline", {"batch": 7}, ["tokens: '9999"]),
+        ("?lab=roofline&tokens=1?2&context=99", "roofline", {"context": 99}, ["tokens: '1?2'"]),
+        ("?lab=roofline&gpu=%FF%FE&tokens=5&tokens=6", "roofline", {"tokens": 6}, ["gpu: '\ufffd\ufffd'"]),
+        ("?lab=%F0%9F&batch=3", "roofline", {"batch": 3}, ["unknown lab '\ufffd'"]),
+        (
+            "?lab=engine&requests=50&workload=trace&trace=" + "%5B" * 3000,
+            "engine",
+            {"requests": 50},
+            ["trace: JSON nested 3000 deep", "using the defaults for trace"],
+        ),
+        (
+            "?lab=roofline&batch=9&" + "&".join(f"k{i}=1" for i in range(1000)),
+            "roofline",
+            {"batch": 9},
+            ["1000 unknown parameters for lab roofline ignored: 'k0'"],
+        ),
+    ],
+)
 def test_hostile_urls_open_the_lab_with_good_values_kept(shell, search, lab, kept, said):
     shell.router.open(search)
     assert shell.route.page is None and shell.labs.lab.lab_name == lab
@@ -67,7 +79,11 @@ def test_hostile_page_and_language_show_the_tour(shell):
     shell.router.open("?page=%E2%91%A0&lang=" + "x" * 20_000)
     assert shell.route.page == "tour" and "the URL query is" in shell.frame.message.text
     shell.router.open("?page=%E2%91%A0&lang=%E2%91%A0")
-    assert shell.route.page == "tour" and "page: '①'" in shell.frame.message.text and "lang: '①'" in shell.frame.message.text
+    assert (
+        shell.route.page == "tour"
+        and "page: '①'" in shell.frame.message.text
+        and "lang: '①'" in shell.frame.message.text
+    )
 
 
 def test_any_failure_while_opening_leaves_the_tour_and_a_message(shell, monkeypatch):
@@ -83,13 +99,21 @@ def test_any_failure_while_opening_leaves_the_tour_and_a_message(shell, monkeypa
     assert shell.labs.lab.tokens == 5 and shell.frame.message.text == ""
 
 
-@pytest.mark.parametrize("line, chinese", [
-    ("trace: bad; using the defaults for trace, workload", "trace: bad；改用以下参数的默认值：trace, workload"),
-    ("1000 unknown parameters for lab roofline ignored: 'k0', ...; allowed: gpu, model",
-     "实验 roofline 没有这 1000 个参数，已忽略：'k0', ...；可用参数：gpu, model"),
-    ("... and 12 more problems", "……另有 12 个问题"),
-    ("this URL could not be opened (RecursionError); showing the tour", "无法打开此 URL（RecursionError）；显示导览"),
-])
+@pytest.mark.parametrize(
+    "line, chinese",
+    [
+        ("trace: bad; using the defaults for trace, workload", "trace: bad；改用以下参数的默认值：trace, workload"),
+        (
+            "1000 unknown parameters for lab roofline ignored: 'k0', ...; allowed: gpu, model",
+            "实验 roofline 没有这 1000 个参数，已忽略：'k0', ...；可用参数：gpu, model",
+        ),
+        ("... and 12 more problems", "……另有 12 个问题"),
+        (
+            "this URL could not be opened (RecursionError); showing the tour",
+            "无法打开此 URL（RecursionError）；显示导览",
+        ),
+    ],
+)
 def test_new_messages_have_chinese(line, chinese):
     i18n.use("zh")
     try:

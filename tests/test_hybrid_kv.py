@@ -1,6 +1,7 @@
 """vLLM V1's hybrid KV cache manager (issue 27, part 3): the groups and the raised block size by
 hand, the sliding-window hit rule on a pool, prefix hits at raised-block boundaries, gpt-oss's
 capacity beside its all-full twin, MLA's tokens per GPU, and conservation over random workloads."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -43,16 +44,29 @@ def test_groups_and_page_size_by_hand():
 def window_and_full(window_layers: int, full_layers: int) -> LLMSpec:
     """gpt-oss-20b's shapes with `window_layers` window and `full_layers` full layers (as a model
     pasted with a drafter's extra layers would be)."""
-    return LLMSpec("oss-like", window_layers + full_layers, 2880, 64, 8, 64, 2880, 201088, experts=32,
-                   active_experts=4, layer_types=(Attention(8, 64, window=128),) * window_layers
-                   + (Attention(8, 64),) * full_layers)
+    return LLMSpec(
+        "oss-like",
+        window_layers + full_layers,
+        2880,
+        64,
+        8,
+        64,
+        2880,
+        201088,
+        experts=32,
+        active_experts=4,
+        layer_types=(Attention(8, 64, window=128),) * window_layers + (Attention(8, 64),) * full_layers,
+    )
 
 
-@pytest.mark.parametrize("full, size, layers", [
-    (17, 17, [12, 17]),  # 17 < 1.5 x 12: groups of the most (vLLM before PR #36684, under 1.25: 12, [12, 12, 5])
-    (18, 12, [12, 12, 6]),  # 18 is not under 1.5 x 12: groups of the fewest
-    (14, 14, [12, 14]),
-])
+@pytest.mark.parametrize(
+    "full, size, layers",
+    [
+        (17, 17, [12, 17]),  # 17 < 1.5 x 12: groups of the most (vLLM before PR #36684, under 1.25: 12, [12, 12, 5])
+        (18, 12, [12, 12, 6]),  # 18 is not under 1.5 x 12: groups of the fewest
+        (14, 14, [12, 14]),
+    ],
+)
 def test_the_group_size_is_the_most_layers_when_under_one_and_a_half_times_the_fewest(full, size, layers):
     # vLLM's `_get_kv_cache_groups_uniform_page_size` (`max_num_layers < min_num_layers * 1.5`): gpt-oss-20b
     # (12 window layers) with a 4-layer drafter adding full layers (12 + 17) is grouped in 17s, the window
@@ -135,8 +149,11 @@ def test_a_sliding_window_model_hits_the_shared_prefix():
 
 def all_full(model: LLMSpec) -> LLMSpec:
     """The same model with every window layer made full attention."""
-    return replace(model, name=model.name + "-all-full",
-                   layer_types=tuple(Attention(a.kv_heads, a.head_dim) for a in model.attention))
+    return replace(
+        model,
+        name=model.name + "-all-full",
+        layer_types=tuple(Attention(a.kv_heads, a.head_dim) for a in model.attention),
+    )
 
 
 def test_gpt_oss_at_long_context_holds_about_twice_the_requests_of_its_all_full_twin():
@@ -187,10 +204,12 @@ def test_sglang_refuses_linear_layers_and_window_layers_on_one_pool():
 
 # -- conservation over random workloads on tiny hybrid models ------------------------------------
 TINY = {
-    "window": LLMSpec("tiny-window", 4, 64, 4, 1, 16, 64, 100,
-                      layer_types=(Attention(1, 16, window=8), Attention(1, 16)) * 2),
-    "linear": LLMSpec("tiny-linear", 4, 64, 4, 1, 16, 64, 100,
-                      layer_types=(LinearAttention(1, 4, 1, 4, 2), Attention(1, 16)) * 2),
+    "window": LLMSpec(
+        "tiny-window", 4, 64, 4, 1, 16, 64, 100, layer_types=(Attention(1, 16, window=8), Attention(1, 16)) * 2
+    ),
+    "linear": LLMSpec(
+        "tiny-linear", 4, 64, 4, 1, 16, 64, 100, layer_types=(LinearAttention(1, 4, 1, 4, 2), Attention(1, 16)) * 2
+    ),
 }
 
 
@@ -215,8 +234,11 @@ def test_a_cached_prefix_whose_window_was_evicted_misses(pages, other, hit):
     a = rng.integers(0, 9, 40)
     b = np.concatenate([a[:20], rng.integers(10, 19, 8), [7]])
     c = rng.integers(20, 29, other + 1)
-    requests = [Request(0, 0.0, 40, 1, tokens=np.concatenate([a, [7]])), Request(1, 1.0, other, 1, tokens=c),
-                Request(2, 2.0, 28, 1, tokens=b)]
+    requests = [
+        Request(0, 0.0, 40, 1, tokens=np.concatenate([a, [7]])),
+        Request(1, 1.0, other, 1, tokens=c),
+        Request(2, 2.0, 28, 1, tokens=b),
+    ]
     engine = V1Scheduler(tiny_cost("window", pages + 1, 4), V1Config(128, 4, 4, 64))
     assert engine.pool.n_blocks == pages and engine.width == 2  # a window group and a full one, 2 layers each
     run = engine.run(requests)
@@ -256,11 +278,21 @@ class SlidingAll(V1Scheduler):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), kind=st.sampled_from(sorted(TINY)), blocks=st.integers(30, 120),
-       block=st.sampled_from([2, 4, 16]), max_seqs=st.integers(1, 6), budget=st.integers(0, 120),
-       caching=st.booleans(), check=st.booleans(), mixed=st.booleans())
-def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(rows, shared, kind, blocks, block, max_seqs, budget,
-                                                                    caching, check, mixed):
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    kind=st.sampled_from(sorted(TINY)),
+    blocks=st.integers(30, 120),
+    block=st.sampled_from([2, 4, 16]),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 120),
+    caching=st.booleans(),
+    check=st.booleans(),
+    mixed=st.booleans(),
+)
+def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(
+    rows, shared, kind, blocks, block, max_seqs, budget, caching, check, mixed
+):
     requests = workload(rows, shared)
     config = V1Config(128, block, max_seqs, max_seqs + budget, caching, check, mixed)
     engine = V1Scheduler(tiny_cost(kind, blocks, block), config)
@@ -276,16 +308,19 @@ def test_every_request_finishes_and_no_page_leaks_on_a_hybrid_model(rows, shared
     # change), and sliding every request's window every step (not only at its phase)
     for again in (V1Scheduler, RetryingV1, SlidingAll):
         other = again(tiny_cost(kind, blocks, block), config).run(requests)
-        assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == \
-            [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]
+        assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == [
+            (s.id, s.first_token_t, s.finish_t) for s in run.sequences
+        ]
         assert (other.steps, other.preemptions, other.hit_tokens) == (run.steps, run.preemptions, run.hit_tokens)
 
 
 # -- the schedulers lab on today's models ---------------------------------------------------------
 @pytest.mark.parametrize("model, blocks", [("gpt-oss-20b", [9, 512]), ("qwen3-next-80b-a3b", [1, 1, 1, 16])])
 def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks):
-    result = cli_result("schedulers", {"scenario": "B", "model": model, "weight_precision": "int4",
-                                       "workload": "few-shot", "requests": 30})
+    result = cli_result(
+        "schedulers",
+        {"scenario": "B", "model": model, "weight_precision": "int4", "workload": "few-shot", "requests": 30},
+    )
     # SGLang serves them on its own pools (tests/test_swa_radix.py, tests/test_mamba_radix.py)
     assert [m["mode"] for m in result["modes"]] == ["vllm-v1", "sglang"] and set(result["refused"]) == {"paper"}
     assert [g["blocks_per_max_request"] for g in result["kv_groups"]] == blocks  # of 8,192 tokens
@@ -294,10 +329,12 @@ def test_the_labs_cli_json_is_the_library_run_and_names_the_groups(model, blocks
     assert v1["hit_tokens"] % result["block_size"] == 0 and v1["prefix_hit_rate"] > (0.5 if blocks[0] == 9 else 0.4)
     # each frame draws the one pool once per group, the groups named once
     trace = v1["trace"]
-    assert [(g["kind"], g["layers"], g["shared"], g["unit"]) for g in trace["groups"]] == \
-        [(g["kind"], g["layers"], True, "block") for g in result["kv_groups"]]
-    assert all(len(f["groups"]) == len(blocks) and len({len(g["owner"]) for g in f["groups"]}) == 1
-               for f in trace["frames"])
+    assert [(g["kind"], g["layers"], g["shared"], g["unit"]) for g in trace["groups"]] == [
+        (g["kind"], g["layers"], True, "block") for g in result["kv_groups"]
+    ]
+    assert all(
+        len(f["groups"]) == len(blocks) and len({len(g["owner"]) for g in f["groups"]}) == 1 for f in trace["frames"]
+    )
 
 
 def test_a_model_of_one_kind_of_layer_has_no_group_maps():
@@ -328,17 +365,23 @@ def test_a_window_groups_map_keeps_the_last_window_while_the_full_groups_grows()
     for decodes in (50, 32, 64):
         engine.advance(iterations=decodes)
         maps = engine.group_maps(engine.step, 300)  # one cell a page
-        assert [(m.kind, m.window, m.layers, m.cell_tokens, len(m.owner)) for m in maps] == \
-            [("sliding", 128, 12, 16, 300), ("full", 0, 12, 16, 300)]
-        seen.append((group_pages(maps, 0), group_pages(maps, CACHED), group_pages(maps, OTHER), group_pages(maps, FREE)))
+        assert [(m.kind, m.window, m.layers, m.cell_tokens, len(m.owner)) for m in maps] == [
+            ("sliding", 128, 12, 16, 300),
+            ("full", 0, 12, 16, 300),
+        ]
+        seen.append(
+            (group_pages(maps, 0), group_pages(maps, CACHED), group_pages(maps, OTHER), group_pages(maps, FREE))
+        )
     # after 50, 82 and 146 decodes the request holds 250, 282 and 346 tokens: 16, 18 and 22 blocks. The window
     # slid at the start of the last step (249, 281, 345 tokens computed): (249 - 127) // 16 = 7 blocks, then 9,
     # then 13 were freed, so it holds 9 blocks each time (ceil(127 / 16) + 1), the full group every block.
     # Freed window pages of prompt blocks keep their hash (cached); decoded blocks are hashed only when the
     # request leaves, so their window pages are freed plain (13 freed: 12 prompt blocks cached, 1 free).
-    assert seen == [([9, 16], [7, 0], [16, 16], [268, 268]),
-                    ([9, 18], [9, 0], [18, 18], [264, 264]),
-                    ([9, 22], [12, 0], [22, 21], [257, 257])]
+    assert seen == [
+        ([9, 16], [7, 0], [16, 16], [268, 268]),
+        ([9, 18], [9, 0], [18, 18], [264, 264]),
+        ([9, 22], [12, 0], [22, 21], [257, 257]),
+    ]
 
 
 def check_group_maps(engine: V1Scheduler, step: int) -> None:
@@ -364,8 +407,15 @@ def check_group_maps(engine: V1Scheduler, step: int) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), kind=st.sampled_from(sorted(TINY)), blocks=st.integers(30, 120),
-       block=st.sampled_from([2, 4, 16]), max_seqs=st.integers(1, 6), caching=st.booleans())
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    kind=st.sampled_from(sorted(TINY)),
+    blocks=st.integers(30, 120),
+    block=st.sampled_from([2, 4, 16]),
+    max_seqs=st.integers(1, 6),
+    caching=st.booleans(),
+)
 def test_every_page_is_in_one_groups_map_or_free(rows, shared, kind, blocks, block, max_seqs, caching):
     engine = V1Scheduler(tiny_cost(kind, blocks, block), V1Config(128, block, max_seqs, max_seqs + 64, caching))
     engine.run(workload(rows, shared), observer=check_group_maps)

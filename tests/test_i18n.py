@@ -1,4 +1,5 @@
 """Every label, explanation and message the app shows has a Simplified Chinese form."""
+
 import ast
 import re
 import sys
@@ -28,6 +29,7 @@ TECHNICAL = re.compile(r"^([a-z0-9_\-]+|[A-Z0-9\-]+|KV/token \(KiB\)|KiB|GB)$")
 
 def read_catalog() -> list:
     from babel.messages.pofile import read_po
+
     with PO.open("rb") as f:
         return [m for m in read_po(f) if m.id]
 
@@ -64,8 +66,12 @@ def literal_tr_calls():
     """Every tr("...") / tr_figure("...") with a literal argument anywhere in app/."""
     for path in sorted(APP.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("tr", "tr_figure")
-                    and node.args and isinstance(node.args[0], ast.Constant)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("tr", "tr_figure")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 context = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
                 yield f"{path.name}:{node.lineno}", node.args[0].value, context
 
@@ -79,15 +85,32 @@ def test_every_app_label_has_chinese(where, text, context):
 
 
 def test_tour_and_exercises_have_chinese():
-    texts = [INTRO, *(s.title for s in STEPS), *(s.text for s in STEPS), *(label for s in STEPS for label, _ in s.links)]
+    texts = [
+        INTRO,
+        *(s.title for s in STEPS),
+        *(s.text for s in STEPS),
+        *(label for s in STEPS for label, _ in s.links),
+    ]
     texts += [t for e in EXERCISES for t in (e.title, e.question, e.explanation, e.check.prompt, *e.check.choices)]
     texts += [label for e in EXERCISES for label, _ in e.answer().lines]
     assert [t for t in texts if not translated(t, tr_figure)] == []
 
 
 def test_report_has_chinese():
-    report = reproduce(quick=True, only=["paper-gpu", "external-fragmentation", "recovery", "few-shot", "fsm",
-                                          "paged-vs-reserved", "swap-vs-recompute", "beam-search", "lecture"])
+    report = reproduce(
+        quick=True,
+        only=[
+            "paper-gpu",
+            "external-fragmentation",
+            "recovery",
+            "few-shot",
+            "fsm",
+            "paged-vs-reserved",
+            "swap-vs-recompute",
+            "beam-search",
+            "lecture",
+        ],
+    )
     texts = [report["title"], REPORT_INTRO, report["units"]]
     for s in report["sections"]:
         texts += [s["title"], s["paper"], *s["columns"], *(label for label, _ in s["figures"])]
@@ -112,8 +135,13 @@ def test_the_app_reads_every_entry_of_the_catalog():
 
 
 def test_technical_terms_keep_their_english_name():
-    for term, english in (("Block tables", "block table"), ("copy-on-write", "copy-on-write"),
-                          ("Preemption", "preemption"), ("radix tree", "radix tree"), ("watermark", "watermark")):
+    for term, english in (
+        ("Block tables", "block table"),
+        ("copy-on-write", "copy-on-write"),
+        ("Preemption", "preemption"),
+        ("radix tree", "radix tree"),
+        ("watermark", "watermark"),
+    ):
         assert english in tr(term)
 
 
@@ -122,15 +150,24 @@ def test_messages_are_translated_and_keep_user_text():
     assert "<b>x" in line and "1 到 64 之间的整数" in line and "改用默认值" in line
     page = tr_message("page: 'zz' is not allowed; expected one of tour, exercises, report; using the default")
     assert "'zz'" in page and "以下之一" in page
-    assert tr_message("step: 'x' is not allowed; expected a whole number; using 0") == "step：'x' 不允许；应为 整数；改用 0"
-    assert tr_message("the URL query is 9000 characters long; at most 8000 are read") == "URL 查询有 9000 个字符；至多读取 8000 个"
-    mxfp4 = tr_message("weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); llama-3.1-8b has "
-                       "none: use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision")
+    assert (
+        tr_message("step: 'x' is not allowed; expected a whole number; using 0")
+        == "step：'x' 不允许；应为 整数；改用 0"
+    )
+    assert (
+        tr_message("the URL query is 9000 characters long; at most 8000 are read")
+        == "URL 查询有 9000 个字符；至多读取 8000 个"
+    )
+    mxfp4 = tr_message(
+        "weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); llama-3.1-8b has "
+        "none: use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision"
+    )
     assert mxfp4.startswith("weight_precision mxfp4 只量化路由专家（gpt-oss 的发布方式）；llama-3.1-8b 没有路由专家")
 
 
 def test_fit_notes_are_translated():
     from kvweb.gpu import GPUS, MODELS, CostModel
+
     unfit = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"]).fit()["fit_note"])
     assert unfit.startswith("llama-3-70b 放不进一个 H100-SXM：权重占 141.1 GB，可用的只有 72.0 GB（80 GB 的 90%）")
     what_if = tr_message(CostModel(GPUS["H100-SXM"], MODELS["llama-3-70b"], ignore_weights=True).fit()["fit_note"])
@@ -147,6 +184,7 @@ def test_figure_labels_translate_qualifier_and_phrase():
 
 def test_every_parameter_has_a_chinese_label_beside_its_name():
     from app.widgets import param_label
+
     for cls in LABS.values():
         for name in param_names(cls):
             label = param_label(name)
@@ -163,6 +201,7 @@ def test_every_message_template_and_qualifier_has_chinese():
 
 def test_the_tensor_parallel_fit_notes_are_translated():
     from kvweb.gpu import GPUS, MODELS, CostModel
+
     h100 = GPUS["H100-SXM"]
     unfit = tr_message(CostModel(h100, MODELS["llama-3.1-405b"], tp=8).fit()["fit_note"])
     assert unfit.startswith("llama-3.1-405b 放不进 8 个 H100-SXM：权重每个 GPU 占 101.5 GB，可用的只有 72.0 GB")
@@ -171,27 +210,47 @@ def test_the_tensor_parallel_fit_notes_are_translated():
 
 
 def test_the_budget_refusal_is_translated():
-    line = ("requests, block_size: this run is estimated at 95 s of work (10 requests through the papers' engine), "
-            "over the budget of 20 s; lower requests or raise block_size")
-    assert tr_message(line) == ("requests, block_size：这次运行估计需要 95 秒的计算（10 个经过论文引擎的请求），"
-                                "超出了 20 秒的预算；调低 requests 或调高 block_size")
+    line = (
+        "requests, block_size: this run is estimated at 95 s of work (10 requests through the papers' engine), "
+        "over the budget of 20 s; lower requests or raise block_size"
+    )
+    assert tr_message(line) == (
+        "requests, block_size：这次运行估计需要 95 秒的计算（10 个经过论文引擎的请求），"
+        "超出了 20 秒的预算；调低 requests 或调高 block_size"
+    )
     # a URL's refusal, its values then reset: the refusal inside is translated too
-    reset = "requests: this run is estimated at 30 s of work (5 KV blocks filled, 7 blocks hashed), over the budget " \
-            "of 20 s; lower requests; using the defaults for requests"
-    assert tr_message(reset) == ("requests：这次运行估计需要 30 秒的计算（5 个填满的 KV 块，7 个计算哈希的块），超出了 20 秒的预算；"
-                                 "调低 requests；改用以下参数的默认值：requests")
+    reset = (
+        "requests: this run is estimated at 30 s of work (5 KV blocks filled, 7 blocks hashed), over the budget "
+        "of 20 s; lower requests; using the defaults for requests"
+    )
+    assert tr_message(reset) == (
+        "requests：这次运行估计需要 30 秒的计算（5 个填满的 KV 块，7 个计算哈希的块），超出了 20 秒的预算；"
+        "调低 requests；改用以下参数的默认值：requests"
+    )
 
 
 def test_every_unit_of_work_has_chinese():
     import kvweb.budget as budget
+
     units = [u for u in vars(budget).values() if isinstance(u, budget.Unit)]
     assert len(units) >= 12 and all(CJK.search(tr(u.name, "unit")) for u in units)
 
 
-@pytest.mark.parametrize("config", ["{", "[1]", '{"num_hidden_layers": 2, "flux": 1}', '{"num_hidden_layers": 2}',
-                                    '{"num_hidden_layers": "2"}', '{"text_config": 3}', ""])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "{",
+        "[1]",
+        '{"num_hidden_layers": 2, "flux": 1}',
+        '{"num_hidden_layers": 2}',
+        '{"num_hidden_layers": "2"}',
+        '{"text_config": 3}',
+        "",
+    ],
+)
 def test_a_refused_config_json_says_why_in_chinese_and_keeps_the_field(config):
     from kvweb.query import from_query
+
     _, messages = from_query({"lab": "layer-memory", "model": "config", "config": config})
     (line,) = messages
     zh = tr_message(line)
@@ -205,8 +264,11 @@ def test_the_planners_messages_are_translated():
     from kvweb.labs.plan import PlanLab
 
     lines = []
-    too_many = {"replicas": ",".join(map(str, range(1, 33))), "weight_precisions": "16-bit,fp8,int8,int4",
-                "kv_precisions": "16-bit,fp8"}  # 3 GPUs x 4 tp x 4 x 2 x 2 schedulers x 32 = 6,144 candidates
+    too_many = {
+        "replicas": ",".join(map(str, range(1, 33))),
+        "weight_precisions": "16-bit,fp8,int8,int4",
+        "kv_precisions": "16-bit,fp8",
+    }  # 3 GPUs x 4 tp x 4 x 2 x 2 schedulers x 32 = 6,144 candidates
     for bad in ({"tps": "1,3"}, {"replicas": "0"}, {"prices": "H100-SXM=free"}, too_many):
         with pytest.raises(ParamError) as error:
             PlanLab(**bad).check()
@@ -222,8 +284,11 @@ def test_the_fleet_labs_messages_are_translated():
     from kvweb.labs.fleet import FleetLab
 
     lines = []
-    for bad in ({"max_len": 1}, {"mode": "paper", "prefill_replicas": 1},
-                {"mode": "vllm-v1", "model": "gpt-oss-20b", "scenario": "B", "prefill_replicas": 1}):
+    for bad in (
+        {"max_len": 1},
+        {"mode": "paper", "prefill_replicas": 1},
+        {"mode": "vllm-v1", "model": "gpt-oss-20b", "scenario": "B", "prefill_replicas": 1},
+    ):
         with pytest.raises(ParamError) as error:
             FleetLab(**bad).check()
         lines.append(tr_message(str(error.value)))
@@ -244,8 +309,10 @@ def test_a_refused_config_and_a_measured_model_without_tables_are_translated():
         LABS["schedulers"](cost_model="measured").check()
     lines.append(tr_message(str(error.value)))
     assert lines[0].startswith("config.json：index_topk（sparse attention") and lines[0].endswith("）不在模型范围内")
-    assert lines[1] == ("cost_model：measured：no measured kernels for A100-40GB; they exist for A100-80GB, H100-SXM, "
-                        "H200, B200；请改用 cost_model=roofline")
+    assert lines[1] == (
+        "cost_model：measured：no measured kernels for A100-40GB; they exist for A100-80GB, H100-SXM, "
+        "H200, B200；请改用 cost_model=roofline"
+    )
 
 
 def test_block_means_a_kv_block_only():
@@ -257,5 +324,9 @@ def test_block_means_a_kv_block_only():
 
 
 def test_layer_types_are_named_in_chinese_with_their_english_name():
-    for english, chinese in (("full attention", "全注意力"), ("sliding window", "滑动窗口"), ("linear state", "线性注意力状态")):
+    for english, chinese in (
+        ("full attention", "全注意力"),
+        ("sliding window", "滑动窗口"),
+        ("linear state", "线性注意力状态"),
+    ):
         assert tr(english) == f"{chinese} ({english})"

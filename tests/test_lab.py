@@ -1,4 +1,5 @@
 """The lab contract: one schema for CLI flags, widgets and URL queries."""
+
 import json
 
 import param
@@ -38,7 +39,10 @@ def test_parse_names_parameter_and_allowed_values():
         parse(R, "tokens", "0")
     with pytest.raises(ParamError, match="gpu: 'TPU' is not allowed; expected one of A100-40GB"):
         parse(R, "gpu", "TPU")
-    with pytest.raises(ParamError, match="unknown parameter 'nope' for lab roofline; allowed: tp, weight_precision, kv_precision, gpu, model"):
+    with pytest.raises(
+        ParamError,
+        match="unknown parameter 'nope' for lab roofline; allowed: tp, weight_precision, kv_precision, gpu, model",
+    ):
         parse(R, "nope", "1")
     for bad in ("nan", "inf", "1e400", "", "0x10"):
         with pytest.raises(ParamError):
@@ -59,8 +63,11 @@ def test_hostile_query_falls_back_to_defaults_with_messages():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from(["gpu", "tokens", "batch", "mem_util", "block_size", "junk"]),
-                       st.text(max_size=12), max_size=5))
+@given(
+    st.dictionaries(
+        st.sampled_from(["gpu", "tokens", "batch", "mem_util", "block_size", "junk"]), st.text(max_size=12), max_size=5
+    )
+)
 def test_any_query_gives_a_valid_lab(query):
     lab, messages = from_query({"lab": "roofline", **query})
     R = LABS["roofline"]
@@ -71,6 +78,7 @@ def test_any_query_gives_a_valid_lab(query):
 
 def test_jsonable_and_flatten():
     import numpy as np
+
     data = jsonable({"a": np.int64(3), "b": np.array([1.5, np.inf]), "c": (np.float32(2.0),)})
     assert json.dumps(data, allow_nan=False) == '{"a": 3, "b": [1.5, null], "c": [2.0]}'
     assert flatten({"x": {"y": 1, "z": [2, 3]}}) == [("x.y", 1), ("x.z.0", 2), ("x.z.1", 3)]

@@ -1,6 +1,7 @@
 """Today's models layer by layer (issue 27 parts 1, 2, 4; issue 26's experts and FP8 head): hand
 calculations per layer type, config.json round trips and refusals, tensor and data parallelism,
 conservation, the lab's CLI and share URL."""
+
 import json
 from pathlib import Path
 from urllib.parse import urlencode, parse_qsl
@@ -20,7 +21,15 @@ from lab_json import cli_result
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
 CONFIGS = Path(kvweb.gpu.__file__).parent / "configs"  # in the package: the wheel ships them
-TODAY = ["deepseek-v3", "gpt-oss-120b", "gpt-oss-20b", "gemma-3-27b", "qwen3-32b", "qwen3-235b-a22b", "qwen3-next-80b-a3b"]
+TODAY = [
+    "deepseek-v3",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
+    "gemma-3-27b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "qwen3-next-80b-a3b",
+]
 
 
 def test_deepseek_v3_keeps_one_latent_per_token_whole_on_every_gpu():
@@ -66,8 +75,7 @@ def test_qwen3_next_keeps_a_fixed_state_in_three_layers_of_four():
     assert cm.kv_bytes_per_token_per_gpu == 12 * 2 * 2 * 256 * 2 == 24_576
     assert cm.kv_bytes_per_sequence_per_gpu(1, 16) == (12 * 16 * 2 * 2 * 256 + 36 * state) * 2
     # the state does not grow: two contexts differ by the full layers alone
-    assert (cm.kv_bytes_per_sequence_per_gpu(65536, 16) - cm.kv_bytes_per_sequence_per_gpu(32768, 16)
-            == 32768 * 24_576)
+    assert cm.kv_bytes_per_sequence_per_gpu(65536, 16) - cm.kv_bytes_per_sequence_per_gpu(32768, 16) == 32768 * 24_576
 
 
 def test_decode_reads_at_most_the_window_and_the_absorbed_latent():
@@ -85,10 +93,10 @@ def test_decode_reads_at_most_the_window_and_the_absorbed_latent():
 def test_mixtral_decode_reads_the_experts_a_batch_touches():
     """Issue 26: E (1 - (1 - k/E)^B) distinct experts; at batch 32 nearly all 8."""
     cm = CostModel(H200, MODELS["mixtral-8x7b"])
-    assert cm.experts_touched(1) == 2 and cm.experts_touched(32) == pytest.approx(8 * (1 - 0.75 ** 32))
+    assert cm.experts_touched(1) == 2 and cm.experts_touched(32) == pytest.approx(8 * (1 - 0.75**32))
     expert = 32 * 3 * 4096 * 14336
     one = cm.step_weight_bytes(1)
-    assert cm.step_weight_bytes(32) - one == pytest.approx((8 * (1 - 0.75 ** 32) - 2) * expert * 2)
+    assert cm.step_weight_bytes(32) - one == pytest.approx((8 * (1 - 0.75**32) - 2) * expert * 2)
     assert cm.decode_counts(0, 0)[1] == cm.decode_counts(1, 0)[1] == one  # the engines' affine price: k experts
 
 
@@ -106,8 +114,16 @@ def test_each_shipped_config_json_parses_to_the_built_in_model(name):
 
 
 def test_a_plain_config_gives_an_all_full_attention_model_equal_to_the_built_in_one():
-    llama = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-             "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False, "rope_theta": 500000.0}
+    llama = {
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "rope_theta": 500000.0,
+    }
     assert from_config(json.dumps(llama), "llama-3.1-8b") == MODELS["llama-3.1-8b"]
 
 
@@ -117,23 +133,32 @@ def _oss(**change):
     return json.dumps({k: v for k, v in config.items() if v is not ...})
 
 
-@pytest.mark.parametrize("text, message", [
-    ("{", "config.json is not JSON"),
-    ("[1]", "expected a JSON object"),
-    (_oss(index_topk=2048), "index_topk (sparse attention: an indexer picks the keys each query reads) is not modelled"),
-    (_oss(num_hidden_layers=23), "layer_types must list 23 layer types"),
-    (_oss(layer_types=["sliding_attention", "chunked_attention"] * 12), "layer_types has 'chunked_attention'"),
-    (_oss(sliding_window=..., model_type=...), "sliding_window is missing"),  # gpt_oss's default is 128
-    (_oss(num_key_value_heads=7), "num_key_value_heads (7) must divide num_attention_heads (64)"),
-    (_oss(num_experts_per_tok=40, experts_per_token=40), "num_experts_per_tok (40) is more than the 32 experts"),
-    (_oss(num_experts=64), "num_local_experts and num_experts disagree"),
-    (_oss(experts_per_token=2), "num_experts_per_tok and experts_per_token disagree"),
-    (_oss(hidden_size="2880"), "hidden_size is '\"2880\"'; expected an integer"),
-    (_oss(num_hidden_layers=10**6, layer_types=...), "num_hidden_layers is '1000000'; expected an integer from 1 to 1024"),
-    ("{" + " " * MAX_CONFIG + "}", f"at most {MAX_CONFIG} are read"),
-    ("[" * 2000 + "]" * 2000, "nested 2000 deep; at most 8 levels are read"),  # never a RecursionError
-    ('{"num_hidden_layers": ' + "9" * 4400 + "}", "an integer of 4400 digits; at most 18 are read"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{", "config.json is not JSON"),
+        ("[1]", "expected a JSON object"),
+        (
+            _oss(index_topk=2048),
+            "index_topk (sparse attention: an indexer picks the keys each query reads) is not modelled",
+        ),
+        (_oss(num_hidden_layers=23), "layer_types must list 23 layer types"),
+        (_oss(layer_types=["sliding_attention", "chunked_attention"] * 12), "layer_types has 'chunked_attention'"),
+        (_oss(sliding_window=..., model_type=...), "sliding_window is missing"),  # gpt_oss's default is 128
+        (_oss(num_key_value_heads=7), "num_key_value_heads (7) must divide num_attention_heads (64)"),
+        (_oss(num_experts_per_tok=40, experts_per_token=40), "num_experts_per_tok (40) is more than the 32 experts"),
+        (_oss(num_experts=64), "num_local_experts and num_experts disagree"),
+        (_oss(experts_per_token=2), "num_experts_per_tok and experts_per_token disagree"),
+        (_oss(hidden_size="2880"), "hidden_size is '\"2880\"'; expected an integer"),
+        (
+            _oss(num_hidden_layers=10**6, layer_types=...),
+            "num_hidden_layers is '1000000'; expected an integer from 1 to 1024",
+        ),
+        ("{" + " " * MAX_CONFIG + "}", f"at most {MAX_CONFIG} are read"),
+        ("[" * 2000 + "]" * 2000, "nested 2000 deep; at most 8 levels are read"),  # never a RecursionError
+        ('{"num_hidden_layers": ' + "9" * 4400 + "}", "an integer of 4400 digits; at most 18 are read"),
+    ],
+)
 def test_a_bad_config_gets_one_message_naming_the_field(text, message):
     with pytest.raises(ParamError) as err:
         from_config(text)
@@ -141,8 +166,13 @@ def test_a_bad_config_gets_one_message_naming_the_field(text, message):
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from(TODAY + ["llama-3.1-70b", "mixtral-8x7b"]), tp=st.sampled_from([1, 2, 4, 8]),
-       dp=st.booleans(), context=st.integers(1, 300_000), block=st.sampled_from([1, 16, 64]))
+@given(
+    model=st.sampled_from(TODAY + ["llama-3.1-70b", "mixtral-8x7b"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    dp=st.booleans(),
+    context=st.integers(1, 300_000),
+    block=st.sampled_from([1, 16, 64]),
+)
 def test_conservation_layers_sum_to_the_sequence_and_capacity_fits_the_memory(model, tp, dp, context, block):
     cm = CostModel(H200, MODELS[model], tp=tp, attention_dp=dp, weight_precision="fp8", ignore_weights=True)
     layers = cm.kv_bytes_per_layer(context, block)
@@ -179,8 +209,9 @@ def test_the_lab_reports_per_sequence_bytes_capacity_and_layers():
 def test_a_pasted_config_round_trips_through_the_share_url():
     text = (CONFIGS / "deepseek-v3.json").read_text()
     compact = json.dumps(json.loads(text), separators=(",", ":"))
-    lab = make("layer-memory", {"model": "config", "config": compact, "gpu": "H200", "tp": "8",
-                                "weight_precision": "fp8"})
+    lab = make(
+        "layer-memory", {"model": "config", "config": compact, "gpu": "H200", "tp": "8", "weight_precision": "fp8"}
+    )
     search = urlencode(to_query(lab))
     assert len(search) < 4000  # a whole DeepSeek-V3 config.json: about 2 thousand characters of URL
     back, messages = from_query(dict(parse_qsl(search)))
@@ -204,13 +235,16 @@ def test_data_parallel_attention_holds_the_attention_weights_on_every_gpu():
 def test_a_window_layer_prefills_at_most_window_keys_per_query(window, n, cached):
     """Closed form against the sum it stands for: token i sees min(cached + i, window) keys."""
     from kvweb.gpu import LLMSpec
+
     swa = LLMSpec("swa", 2, 512, 8, 2, 64, 1024, 1000, layer_types=(Attention(2, 64, window=window),) * 2)
     full = LLMSpec("full", 2, 512, 8, 2, 64, 1024, 1000)
     pairs = sum(min(cached + i, window) for i in range(1, n + 1))
     swa_flops, swa_bytes = CostModel(H100, swa).prefill_counts(n, cached)
     full_flops, full_bytes = CostModel(H100, full).prefill_counts(n, cached)
     attention = full_flops - CostModel(H100, full)._linear_flops(n, 1)
-    assert swa_flops - CostModel(H100, swa)._linear_flops(n, 1) == pytest.approx(attention * pairs / (n * cached + n * (n + 1) / 2))
+    assert swa_flops - CostModel(H100, swa)._linear_flops(n, 1) == pytest.approx(
+        attention * pairs / (n * cached + n * (n + 1) / 2)
+    )
     assert swa_bytes - full_bytes == (min(cached, window) - cached) * 2 * 2 * 2 * 64 * 2
 
 
@@ -232,11 +266,20 @@ def test_a_linear_layers_state_stays_16_bit_under_an_fp8_kv_cache():
     assert b8[3] * 2 == b16[3] == 1008 * 2 * 2 * 256 * 2  # 1,008 tokens in whole blocks x K and V x 2 heads x 256 x 2 B
 
 
-@pytest.mark.parametrize("query, model", [({"lab": "layer-memory", "model": "llama-3.1-8b"}, "llama-3.1-8b"),
-                                          ({"lab": "roofline"}, "opt-13b-like"), ({"lab": "schedulers"}, "opt-13b-like"),
-                                          ({"lab": "recovery"}, "llama-3-8b"), ({"lab": "prefill-savings"}, "llama-3-8b")])
+@pytest.mark.parametrize(
+    "query, model",
+    [
+        ({"lab": "layer-memory", "model": "llama-3.1-8b"}, "llama-3.1-8b"),
+        ({"lab": "roofline"}, "opt-13b-like"),
+        ({"lab": "schedulers"}, "opt-13b-like"),
+        ({"lab": "recovery"}, "llama-3-8b"),
+        ({"lab": "prefill-savings"}, "llama-3-8b"),
+    ],
+)
 def test_a_url_with_mxfp4_for_a_dense_model_opens_at_the_default_precision_with_one_message(query, model):
     restored, messages = from_query({**query, "weight_precision": "mxfp4"})
     assert restored.weight_precision == "16-bit"
-    assert messages == [f"weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {model} has none: "
-                        "use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision"]
+    assert messages == [
+        f"weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {model} has none: "
+        "use 16-bit, fp8, fp8-block, int8 or int4; using the defaults for weight_precision"
+    ]

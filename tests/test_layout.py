@@ -5,6 +5,7 @@ reproduce, exercises, challenges). Below them all is the base every part may use
 (kvweb.lab) and its work budget (kvweb.budget), outside text (kvweb.parsing), remembered
 results (kvweb.memo) and results as JSON (kvweb.jsonable); the URL query (kvweb.query) is top level.
 """
+
 import ast
 from pathlib import Path
 
@@ -50,5 +51,21 @@ def test_the_base_imports_no_part() -> None:
 
 def test_the_top_level_holds_only_the_base_the_faces_and_the_parts() -> None:
     top = sorted(p.name for p in KVWEB.iterdir() if not p.name.startswith("__pycache__"))
-    assert top == sorted(["__init__.py", "budget.py", "challenges.py", "cli.py", "exercises.py", "jsonable.py", "lab.py", "labs",
-                          "memo.py", "parsing.py", "query.py", "reproduce.py", "svg.py", *PARTS])
+    assert top == sorted(
+        [
+            "__init__.py",
+            "budget.py",
+            "challenges.py",
+            "cli.py",
+            "exercises.py",
+            "jsonable.py",
+            "lab.py",
+            "labs",
+            "memo.py",
+            "parsing.py",
+            "query.py",
+            "reproduce.py",
+            "svg.py",
+            *PARTS,
+        ]
+    )

@@ -1,6 +1,7 @@
 """`LiveText` (app/text.py): text that changes every step reaches the page as data a script sets
 as textContent, never as markup and never as a string parameter (Panel would clean it with nh3,
 which the static site lacks)."""
+
 import sys
 
 import pytest

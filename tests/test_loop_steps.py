@@ -1,6 +1,7 @@
 """The loop advanced from outside (`start`, `advance` to a time or by iterations, `result`), as a
 fleet of engines on one clock will drive it, gives every figure of a whole `run`, to the last bit,
 for each of the three schedulers."""
+
 from __future__ import annotations
 
 import pytest

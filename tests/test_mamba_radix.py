@@ -2,6 +2,7 @@
 (a hit ends at a node holding a recurrent state), what it gives beside vLLM's raised blocks, the
 state pool's map by hand, conservation of token slots and states (and of both pools' maps) over
 random workloads, and the lab's CLI JSON against the library run."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -91,15 +92,25 @@ def test_the_state_pools_map_holds_a_state_per_running_request_and_the_cached_on
     for iterations in (1, 35):
         engine.advance(iterations=iterations)
         tokens, states = engine.group_maps(engine.step, 1000)
-        assert (tokens.kind, tokens.layers, tokens.unit, tokens.cell_tokens, len(tokens.owner)) == \
-            ("full", 12, "token slot", 2, 1000)  # 2,000 slots in at most 1,000 cells
-        assert (states.kind, states.layers, states.window, states.shared, states.unit, states.cell_tokens) == \
-            ("linear", 36, 0, False, "state slot", 1)
+        assert (tokens.kind, tokens.layers, tokens.unit, tokens.cell_tokens, len(tokens.owner)) == (
+            "full",
+            12,
+            "token slot",
+            2,
+            1000,
+        )  # 2,000 slots in at most 1,000 cells
+        assert (states.kind, states.layers, states.window, states.shared, states.unit, states.cell_tokens) == (
+            "linear",
+            36,
+            0,
+            False,
+            "state slot",
+            1,
+        )
         assert (tokens.owner, tokens.written) == engine.memory_map(engine.step, 1000)[1:]
         assert states.written == [0 if o == FREE else 100 for o in states.owner]
         seen.append((sorted(engine.running), dict(Counter(states.owner))))
-    assert seen == [([0, 1], {0: 1, 1: 1, SHARED: 2, FREE: 4}),
-                    ([1], {1: 1, SHARED: 1, CACHED: 2, FREE: 4})]
+    assert seen == [([0, 1], {0: 1, 1: 1, SHARED: 2, FREE: 4}), ([1], {1: 1, SHARED: 1, CACHED: 2, FREE: 4})]
 
 
 def check_mamba(engine: MambaRadixScheduler, step: int) -> None:
@@ -158,35 +169,56 @@ def check_mamba_maps(engine: MambaRadixScheduler, step: int) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 300), states=st.integers(3, 12),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
-       caching=st.booleans())
-def test_every_request_finishes_and_no_slot_or_state_leaks(rows, shared, tokens, states, max_seqs, budget, lpm, mixed,
-                                                          caching):
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 300),
+    states=st.integers(3, 12),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 120),
+    lpm=st.booleans(),
+    mixed=st.booleans(),
+    caching=st.booleans(),
+)
+def test_every_request_finishes_and_no_slot_or_state_leaks(
+    rows, shared, tokens, states, max_seqs, budget, lpm, mixed, caching
+):
     requests = workload(rows, shared)
-    config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
-                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
+    config = dict(
+        max_seqs=max_seqs,
+        chunk_size=budget + 1,
+        max_prefill_tokens=budget + 8,
+        policy="lpm" if lpm else "fcfs",
+        mixed_chunk=mixed,
+        radix_cache=caching,
+    )
     engine = tiny_engine(tokens, states, **config)
     run = engine.run(requests, observer=check_mamba_maps)
     assert engine.tree.protected_size == engine.tree.state_protected == engine.pending == 0 and not engine.held
-    assert engine.tree.pool.used == engine.tree.evictable_size and engine.tree.states.used == engine.tree.state_evictable
+    assert (
+        engine.tree.pool.used == engine.tree.evictable_size and engine.tree.states.used == engine.tree.state_evictable
+    )
     assert sorted([s.id for s in run.sequences] + [r.id for r, _ in run.rejected]) == [r.id for r in requests]
     for seq in run.sequences:
         assert seq.gen0 == seq.req.output and seq.computed == seq.req.prompt + seq.req.output - 1
     assert run.end_occupied == 0 and run.end_cached == engine.cached <= engine.capacity
     other = tiny_engine(tokens, states, **config).run(requests)  # quiet iterations change nothing
-    assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == \
-        [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]
+    assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == [
+        (s.id, s.first_token_t, s.finish_t) for s in run.sequences
+    ]
     assert (other.steps, other.preemptions, other.hit_tokens) == (run.steps, run.preemptions, run.hit_tokens)
 
 
 def test_the_labs_cli_json_is_the_library_run_on_a_linear_model():
-    result = cli_result("schedulers", {"scenario": "B", "model": "qwen3-next-80b-a3b", "weight_precision": "int4",
-                                       "requests": 30})
+    result = cli_result(
+        "schedulers", {"scenario": "B", "model": "qwen3-next-80b-a3b", "weight_precision": "int4", "requests": 30}
+    )
     sglang = result["modes"][1]["trace"]
     pools = result["sglang_pools"]
-    assert [(g["kind"], g["layers"], g["unit"], g["cell_tokens"]) for g in sglang["groups"]] == \
-        [("full", 12, "token slot", -(-pools["full_tokens"] // 1024)), ("linear", 36, "state slot", 1)]
+    assert [(g["kind"], g["layers"], g["unit"], g["cell_tokens"]) for g in sglang["groups"]] == [
+        ("full", 12, "token slot", -(-pools["full_tokens"] // 1024)),
+        ("linear", 36, "state slot", 1),
+    ]
     for frame in sglang["frames"]:
         tokens, states = frame["groups"]
         assert (tokens["owner"], tokens["written"]) == (frame["owner"], frame["written"])  # the token pool's map

@@ -1,6 +1,7 @@
 """Measured-kernel step times (kvweb/gpu/measured.py): interpolation by hand from the tables' own
 entries, monotonicity, the closed-loop fit recovering known terms, and a CI guard on a fixed subset
 of measured deployments. Needs neither .venv-measured nor the network: only the derived JSON."""
+
 import json
 import math
 import statistics
@@ -12,8 +13,18 @@ from hypothesis import given, settings, strategies as st
 import kvweb.gpu
 from kvweb.gpu import GPUS, MODELS
 from kvweb.gpu.hf_config import from_config
-from kvweb.gpu.measured import (STEP_OVERHEAD_S, TABLES, TTFT_OUTSIDE_S, MeasuredCost, Sample, closed_loop, fit_closed_loop, fit_relative,
-                                kernel_tables, silicon_rows)
+from kvweb.gpu.measured import (
+    STEP_OVERHEAD_S,
+    TABLES,
+    TTFT_OUTSIDE_S,
+    MeasuredCost,
+    Sample,
+    closed_loop,
+    fit_closed_loop,
+    fit_relative,
+    kernel_tables,
+    silicon_rows,
+)
 
 H100, H200 = GPUS["H100-SXM"], GPUS["H200"]
 RAW = json.loads((TABLES / "h100_sxm_vllm.json").read_text())
@@ -66,8 +77,13 @@ def test_more_tokens_are_never_cheaper(cost, n, more, cached):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([LLAMA8, LLAMA70]), st.integers(1, 1024), st.integers(1, 100_000), st.integers(1, 64),
-       st.integers(1, 20_000))
+@given(
+    st.sampled_from([LLAMA8, LLAMA70]),
+    st.integers(1, 1024),
+    st.integers(1, 100_000),
+    st.integers(1, 64),
+    st.integers(1, 20_000),
+)
 def test_a_bigger_batch_or_a_longer_context_is_never_cheaper(cost, batch, context, more, longer):
     step = cost.decode_step_cost(batch, batch * context)
     assert step <= cost.decode_step_cost(batch + more, (batch + more) * context) * ULP
@@ -112,8 +128,14 @@ class _Kernels:
 def test_the_fit_recovers_a_known_overhead_queued_share_and_outside_time():
     overhead, share, outside = 3.7e-3, 0.3, 0.04
     samples = []
-    for p, d, c, osl in [(0.05, 0.01, 4, 1024), (0.2, 0.02, 64, 1024), (0.03, 0.008, 16, 128), (0.5, 0.03, 32, 8192),
-                         (0.1, 0.012, 8, 512), (0.07, 0.02, 128, 2048)]:
+    for p, d, c, osl in [
+        (0.05, 0.01, 4, 1024),
+        (0.2, 0.02, 64, 1024),
+        (0.03, 0.008, 16, 128),
+        (0.5, 0.03, 32, 8192),
+        (0.1, 0.012, 8, 512),
+        (0.07, 0.02, 128, 2048),
+    ]:
         ttft, tpot = closed_loop(_Kernels(p, d, overhead), c, 1, osl, share, outside)
         samples.append(Sample(p, d, c, osl, ttft, tpot))
     fitted_overhead, fitted_share, fitted_outside = fit_closed_loop(samples)
@@ -131,19 +153,37 @@ GUARDED = [
     # fit half: Llama-3.1-70B FP8, vLLM, 8 x H200, isl 1024, every concurrency and output length
     ("meta-llama/Llama-3.1-70B", "h200_sxm", 8, "fp8", None, MODELS["llama-3.1-70b"], 0.058, 0.036),
     # held out: Qwen3-32B 16-bit, vLLM, 4 x H100
-    ("Qwen/Qwen3-32B", "h100_sxm", 4, "16-bit", None,
-     from_config((CONFIGS / "qwen3-32b.json").read_text(), "qwen3-32b"), 0.397, 0.155),
+    (
+        "Qwen/Qwen3-32B",
+        "h100_sxm",
+        4,
+        "16-bit",
+        None,
+        from_config((CONFIGS / "qwen3-32b.json").read_text(), "qwen3-32b"),
+        0.397,
+        0.155,
+    ),
     # held out: gpt-oss-120b (MXFP4 experts), vLLM, 8 x H200
     ("openai/gpt-oss-120b", "h200_sxm", 8, "16-bit", "w4a16_mxfp4", MODELS["gpt-oss-120b"], 0.289, 0.070),
 ]
 
 
 @pytest.mark.parametrize("path, system, tp, precision, moe, model, ttft_mape, tpot_mape", GUARDED)
-def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(path, system, tp, precision, moe, model,
-                                                                         ttft_mape, tpot_mape):
+def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(
+    path, system, tp, precision, moe, model, ttft_mape, tpot_mape
+):
     gpu = {"h100_sxm": H100, "h200_sxm": H200}[system]
-    rows = [r for r in silicon_rows() if r["model_path"] == path and r["system"] == system and r["tp_size"] == tp
-            and r["backend"] == "vllm" and r["isl"] == 1024 and r["duplicate_of"] is None and not r["saturated"]]
+    rows = [
+        r
+        for r in silicon_rows()
+        if r["model_path"] == path
+        and r["system"] == system
+        and r["tp_size"] == tp
+        and r["backend"] == "vllm"
+        and r["isl"] == 1024
+        and r["duplicate_of"] is None
+        and not r["saturated"]
+    ]
     assert len(rows) >= 6
     cost = MeasuredCost(gpu, model, "vllm", tp, precision, moe_precision=moe)
     ttft, tpot = [], []
@@ -161,15 +201,34 @@ def test_a_campaign_fitted_on_its_own_rows_needs_other_terms_than_the_fit_half()
     time the fit half gives (78.5 ms, not 39.5 ms): the transferred terms' 39.7 % above is the campaign's
     set-up, not the form."""
     path, system, tp, precision, moe, model, ttft_mape, _ = GUARDED[1]
-    rows = [r for r in silicon_rows() if r["model_path"] == path and r["system"] == system and r["tp_size"] == tp
-            and r["backend"] == "vllm" and r["isl"] == 1024 and r["duplicate_of"] is None and not r["saturated"]]
+    rows = [
+        r
+        for r in silicon_rows()
+        if r["model_path"] == path
+        and r["system"] == system
+        and r["tp_size"] == tp
+        and r["backend"] == "vllm"
+        and r["isl"] == 1024
+        and r["duplicate_of"] is None
+        and not r["saturated"]
+    ]
     kernels = MeasuredCost(H100, model, "vllm", tp, precision, step_overhead_s=0.0)
-    samples = [Sample(kernels.prefill_cost(r["isl"]), kernels.decode_step_cost(r["batch_size"], int(
-        r["batch_size"] * (r["isl"] + r["osl"] / 2))), r["batch_size"], r["osl"], r["silicon_ttft_ms"] / 1e3,
-        r["silicon_tpot_ms"] / 1e3) for r in rows]
+    samples = [
+        Sample(
+            kernels.prefill_cost(r["isl"]),
+            kernels.decode_step_cost(r["batch_size"], int(r["batch_size"] * (r["isl"] + r["osl"] / 2))),
+            r["batch_size"],
+            r["osl"],
+            r["silicon_ttft_ms"] / 1e3,
+            r["silicon_tpot_ms"] / 1e3,
+        )
+        for r in rows
+    ]
     overhead, share, outside = fit_closed_loop(samples)
     assert outside > 1.9 * TTFT_OUTSIDE_S["vllm"]
     own = MeasuredCost(H100, model, "vllm", tp, precision, step_overhead_s=overhead)
-    ttft = statistics.fmean(abs(closed_loop(own, r["batch_size"], r["isl"], r["osl"], share, outside)[0] * 1e3 /
-                                r["silicon_ttft_ms"] - 1) for r in rows)
+    ttft = statistics.fmean(
+        abs(closed_loop(own, r["batch_size"], r["isl"], r["osl"], share, outside)[0] * 1e3 / r["silicon_ttft_ms"] - 1)
+        for r in rows
+    )
     assert ttft <= 0.05 < ttft_mape

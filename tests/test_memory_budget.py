@@ -2,6 +2,7 @@
 
 The bytes a unit holds are measured by bench/estimates.py (docs/input.md), not here.
 """
+
 import io
 import sys
 
@@ -9,8 +10,19 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kvweb.labs  # noqa: F401
-from kvweb.budget import (BUDGET_S, MB, MEMORY_MB, PAGED_SETUP, V1_POOL_SETUP, Estimate, Unit, in_turn,
-                          memory_refusal, refused, work)
+from kvweb.budget import (
+    BUDGET_S,
+    MB,
+    MEMORY_MB,
+    PAGED_SETUP,
+    V1_POOL_SETUP,
+    Estimate,
+    Unit,
+    in_turn,
+    memory_refusal,
+    refused,
+    work,
+)
 from kvweb.cli import main
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import LABS, ParamError
@@ -18,8 +30,16 @@ from kvweb.parsing import make
 from kvweb.query import from_query
 
 # Issue 39's fleet run: 32 vLLM V1 replicas with pools of one-token blocks, a fleet run per router (2.1 GB measured)
-ISSUE_FLEET = {"scenario": "B", "workload": "multi-turn", "requests": "500", "rate": "1000", "replicas": "32",
-               "block_size": "1", "mode": "vllm-v1", "routers": "round-robin,least-outstanding,cache-aware,exact-prefix,cost"}
+ISSUE_FLEET = {
+    "scenario": "B",
+    "workload": "multi-turn",
+    "requests": "500",
+    "rate": "1000",
+    "replicas": "32",
+    "block_size": "1",
+    "mode": "vllm-v1",
+    "routers": "round-robin,least-outstanding,cache-aware,exact-prefix,cost",
+}
 WIDGETS = Unit("widgets", 1e-6, bytes=1000)
 GADGETS = Unit("gadgets", 1e-6, bytes=3 * MB)
 
@@ -28,13 +48,17 @@ def test_the_memory_refusal_reads_as_one_line():
     # 2,000,000 widgets of 1,000 bytes and 100 gadgets of 3 MB: 1,907.3 + 300 MB
     estimate = work((2_000_000, WIDGETS), (100, GADGETS), (5, Unit("seconds", 1.0)), lower=("n",), higher=("size",))
     assert estimate.bytes == 2_000_000_000 + 300 * MB
-    assert memory_refusal(estimate, 768) == ("n, size: this run is estimated at 2,207 MB of memory (2,000,000 widgets, "
-                                             "100 gadgets), over the budget of 768 MB; lower n or raise size")
+    assert memory_refusal(estimate, 768) == (
+        "n, size: this run is estimated at 2,207 MB of memory (2,000,000 widgets, "
+        "100 gadgets), over the budget of 768 MB; lower n or raise size"
+    )
 
 
 def test_time_is_refused_first_then_memory():
     estimate = work((2_000_000, WIDGETS), lower=("n",))  # 2 s, 1,907 MB
-    assert "over the budget of 1 s" in refused(estimate, 1.0, 10_000) and refused(estimate, 1.0) == refused(estimate, 1.0, 0)
+    assert "over the budget of 1 s" in refused(estimate, 1.0, 10_000) and refused(estimate, 1.0) == refused(
+        estimate, 1.0, 0
+    )
     assert refused(estimate, BUDGET_S).startswith("n: this run is estimated at 1,907 MB of memory")
     assert refused(estimate, BUDGET_S, 2000) is None
 
@@ -66,7 +90,9 @@ def test_a_fleet_holds_its_largest_fleet_runs_pools():
     assert lab.estimate().held == ((4 * pool, V1_POOL_SETUP),) and lab.estimate().bytes == 4 * pool * 160
     paper = LABS["fleet"](**{**base, "mode": "paper"}, routers="round-robin").estimate()
     assert paper.held == ((4 * pool, PAGED_SETUP),)
-    assert LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate().held == lab.estimate().held  # 2 + 2
+    assert (
+        LABS["fleet"](**base, routers="round-robin", prefill_replicas=2).estimate().held == lab.estimate().held
+    )  # 2 + 2
 
 
 def test_the_issues_fleet_run_is_refused_for_its_memory():
@@ -78,7 +104,8 @@ def test_the_issues_fleet_run_is_refused_for_its_memory():
     assert str(refusal.value) == (
         f"requests, replicas, routers, turns, question_len, output_len, block_size, think_s: this run is estimated at "
         f"{blocks * 160 / MB:,.0f} MB of memory ({blocks:,} blocks set up in vLLM V1's replicas' pools), over the budget "
-        "of 768 MB; lower requests/replicas/routers/turns/question_len/output_len or raise block_size/think_s")
+        "of 768 MB; lower requests/replicas/routers/turns/question_len/output_len or raise block_size/think_s"
+    )
     assert blocks * 160 > 2**30
 
 
@@ -95,14 +122,26 @@ def test_a_url_over_the_memory_budget_puts_back_what_it_names_first():
 
 
 @settings(max_examples=25, deadline=None)
-@given(replicas=st.integers(1, 32), block_size=st.sampled_from([1, 4, 16]), mode=st.sampled_from(["paper", "vllm-v1"]),
-       routers=st.lists(st.sampled_from(sorted(ROUTERS)), min_size=1, max_size=4, unique=True))
+@given(
+    replicas=st.integers(1, 32),
+    block_size=st.sampled_from([1, 4, 16]),
+    mode=st.sampled_from(["paper", "vllm-v1"]),
+    routers=st.lists(st.sampled_from(sorted(ROUTERS)), min_size=1, max_size=4, unique=True),
+)
 def test_a_fleets_memory_grows_with_its_replicas_not_its_routers(replicas, block_size, mode, routers):
     # routers run one after another, each fleet's pools let go before the next: more routers, more work,
     # the same memory; one more replica, one more pool held
     def estimate(**change) -> Estimate:
-        values = dict(workload="fixed", prompt_len=100, output_len=28, requests=8, replicas=replicas,
-                      block_size=block_size, mode=mode, routers=",".join(routers))
+        values = dict(
+            workload="fixed",
+            prompt_len=100,
+            output_len=28,
+            requests=8,
+            replicas=replicas,
+            block_size=block_size,
+            mode=mode,
+            routers=",".join(routers),
+        )
         return LABS["fleet"](**{**values, **change}).estimate()
 
     one, every = estimate(routers=routers[0]), estimate()
@@ -118,11 +157,16 @@ def test_a_fleets_memory_grows_with_its_replicas_not_its_routers(replicas, block
 def test_the_memory_refusal_is_translated():
     from app import i18n
     from app.i18n import tr_message
-    line = ("replicas, block_size: this run is estimated at 2,096 MB of memory (13,657,216 blocks set up in vLLM V1's "
-            "replicas' pools), over the budget of 768 MB; lower replicas or raise block_size")
+
+    line = (
+        "replicas, block_size: this run is estimated at 2,096 MB of memory (13,657,216 blocks set up in vLLM V1's "
+        "replicas' pools), over the budget of 768 MB; lower replicas or raise block_size"
+    )
     i18n.use("zh")
     try:
-        assert tr_message(line) == ("replicas, block_size：这次运行估计需要 2,096 MB 内存（13,657,216 vLLM V1 各副本 pool 中建"
-                                    "立的块），超出了 768 MB 的内存预算；调低 replicas 或调高 block_size")
+        assert tr_message(line) == (
+            "replicas, block_size：这次运行估计需要 2,096 MB 内存（13,657,216 vLLM V1 各副本 pool 中建"
+            "立的块），超出了 768 MB 的内存预算；调低 replicas 或调高 block_size"
+        )
     finally:
         i18n.use("en")

@@ -1,5 +1,6 @@
 """The mini model's trainer (kv/train.py) and its shipped weights: a backward that is the forward's
 gradient, a training that is the same bytes every time, and weights whose text reads as words."""
+
 from __future__ import annotations
 
 import io
@@ -43,8 +44,9 @@ def test_the_trainer_runs_the_model_the_labs_run() -> None:
     model = MiniModel()
     text = encode("The block table maps logical blocks to physical ones.")
     params = {k: v for k, v in trained_weights().items() if k != "shape"}
-    loss, _ = loss_and_grads(params, model.config, np.asarray([text[:-1]]), np.asarray([text[1:]]),
-                             np.arange(len(text) - 1)[None])
+    loss, _ = loss_and_grads(
+        params, model.config, np.asarray([text[:-1]]), np.asarray([text[1:]]), np.arange(len(text) - 1)[None]
+    )
     store = ContiguousStore(model.config.layers)
     store.add(0)
     nll = []
@@ -113,7 +115,7 @@ def test_rotary_scores_depend_on_the_distance_alone() -> None:
 
     def score(p: int) -> np.ndarray:
         at = slice(p, p + 1)
-        return np.einsum("nhd,nhd->h", rotate(q, cos[at], sin[at]), rotate(k, cos[p - 7:p - 6], sin[p - 7:p - 6]))
+        return np.einsum("nhd,nhd->h", rotate(q, cos[at], sin[at]), rotate(k, cos[p - 7 : p - 6], sin[p - 7 : p - 6]))
 
     assert np.allclose(score(7), score(3000), rtol=1e-9, atol=1e-12)
     assert not np.allclose(score(7), np.einsum("nhd,nhd->h", q, k))

@@ -1,5 +1,6 @@
 """app/site/resources.py: the served page loads no Panel extension the app does not use, and
 runs the DataTable guard after Bokeh's scripts."""
+
 import base64
 import sys
 

@@ -1,4 +1,5 @@
 """The block-tables and paged-equivalence labs, checked against hand-counted block tables."""
+
 from __future__ import annotations
 
 from kvweb.labs.block_tables import BlockTables
@@ -35,7 +36,16 @@ def test_paged_equivalence_lab_covers_every_configuration() -> None:
     r = PagedEquivalence(requests=3, prompt_len=6, output_len=5, arrival_gap=1, block_size=2).run()
     assert r["identical"]
     assert [(x["block_size"], x["shuffle"]) for x in r["runs"]] == [
-        (None, False), (1, False), (1, True), (2, False), (2, True), (4, False), (4, True), (16, False), (16, True)]
+        (None, False),
+        (1, False),
+        (1, True),
+        (2, False),
+        (2, True),
+        (4, False),
+        (4, True),
+        (16, False),
+        (16, True),
+    ]
     assert all(x["identical"] for x in r["runs"])
 
 
@@ -63,7 +73,7 @@ def test_block_contents_spell_each_request_in_table_order() -> None:
         text_of = {b["block"]: b["text"] for b in step["blocks"]}
         for s in step["sequences"]:
             spelled = "".join(text_of[b] for b in s["block_table"])
-            assert spelled == texts[s["seq"]][:s["tokens"]] == "".join(s["texts"])
+            assert spelled == texts[s["seq"]][: s["tokens"]] == "".join(s["texts"])
     assert r["steps"][0]["sequences"][0]["texts"] == ["The ", "quic", "k b"]  # 11 = 4 + 4 + 3
 
 

@@ -1,4 +1,5 @@
 """PagedStore: paged attention, equivalence with the contiguous cache, and the pool + CoW invariants."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,7 @@ def staggered_requests() -> list[Request]:
     """Prompts of 5, 13, 21 and 2 tokens arriving at iterations 0, 1, 3, 3: prefills land in
     the middle of other requests' decodes, and lengths cross block edges at different steps."""
     lengths, arrivals = (5, 13, 21, 2), (0, 1, 3, 3)
-    return [Request(make_prompt(n, i), 9, seed=10 + i, arrival=a)
-            for i, (n, a) in enumerate(zip(lengths, arrivals))]
+    return [Request(make_prompt(n, i), 9, seed=10 + i, arrival=a) for i, (n, a) in enumerate(zip(lengths, arrivals))]
 
 
 def alone(requests: list[Request]) -> list[list[int]]:
@@ -80,8 +80,9 @@ def test_paged_logits_equal_contiguous_logits_bit_for_bit() -> None:
         store.add(1)
     batches = [([0], [make_prompt(7)]), ([0, 1], [[5], make_prompt(4, 1)]), ([1, 0], [[9], [8]])]
     for seqs, tokens in batches:
-        np.testing.assert_array_equal(MODEL.forward_batch(paged, seqs, tokens),
-                                      MODEL.forward_batch(contiguous, seqs, tokens))
+        np.testing.assert_array_equal(
+            MODEL.forward_batch(paged, seqs, tokens), MODEL.forward_batch(contiguous, seqs, tokens)
+        )
 
 
 def test_blocks_are_allocated_only_when_the_last_is_full() -> None:
@@ -139,6 +140,7 @@ def test_thin_keeps_first_last_and_every_event() -> None:
 
 # --- property tests: random interleavings of add / append / fork / free -------------------
 
+
 def append(store: PagedStore, seq: int, n: int, value: float = 0.0) -> np.ndarray:
     """Write n tokens to every layer the way the model does, then commit them. Row i of the
     written K holds value + i so that tests can tell the rows apart."""
@@ -169,16 +171,19 @@ def check_invariants(store: PagedStore, shadow: dict[int, list[float]]) -> None:
         np.testing.assert_array_equal(rows_of(store, seq).ravel(), values)  # CoW kept everyone's rows
 
 
-ops = st.lists(st.tuples(st.sampled_from(["add", "append", "fork", "free"]),
-                         st.integers(0, 3), st.integers(1, 5)), max_size=40)
+ops = st.lists(
+    st.tuples(st.sampled_from(["add", "append", "fork", "free"]), st.integers(0, 3), st.integers(1, 5)), max_size=40
+)
 
 
 @settings(max_examples=150, deadline=None)
 @given(block_size=st.integers(1, 4), num_blocks=st.integers(1, 12), shuffle=st.booleans(), script=ops)
-def test_pool_and_copy_on_write_invariants(block_size: int, num_blocks: int, shuffle: bool,
-                                           script: list[tuple[str, int, int]]) -> None:
-    store = PagedStore(layers=2, heads=1, head_dim=1, block_size=block_size, num_blocks=num_blocks,
-                       shuffle=shuffle, seed=1)
+def test_pool_and_copy_on_write_invariants(
+    block_size: int, num_blocks: int, shuffle: bool, script: list[tuple[str, int, int]]
+) -> None:
+    store = PagedStore(
+        layers=2, heads=1, head_dim=1, block_size=block_size, num_blocks=num_blocks, shuffle=shuffle, seed=1
+    )
     shadow: dict[int, list[float]] = {}
     next_id = 0
     for op, pick, n in script:

@@ -1,5 +1,6 @@
 """The paper GPU's assumptions, one definition in every lab that prices work, and the rule that a
 configuration which cannot run says so instead of being priced (issue 10, parts 2 and 3)."""
+
 import pytest
 
 import kvweb.labs  # noqa: F401
@@ -9,8 +10,18 @@ from kvweb.parsing import make
 from kvweb.labs.paper_gpu import PaperGPULab
 
 PRICED = ("roofline", "engine", "max-rate", "sweep", "recovery", "prefill-savings")
-ASSUMPTIONS = ["mem_util", "compute_eff", "memory_eff", "step_overhead_ms", "block_overhead_us",
-               "host_link_gb_s", "swap_copies", "interconnect_gb_s", "allreduce_latency_us", "ignore_weights"]
+ASSUMPTIONS = [
+    "mem_util",
+    "compute_eff",
+    "memory_eff",
+    "step_overhead_ms",
+    "block_overhead_us",
+    "host_link_gb_s",
+    "swap_copies",
+    "interconnect_gb_s",
+    "allreduce_latency_us",
+    "ignore_weights",
+]
 CHOICES = ["tp", "weight_precision", "kv_precision"]  # shown beside each priced lab's own parameters
 
 
@@ -29,9 +40,19 @@ def test_every_priced_lab_has_the_same_assumptions_and_no_other_lab_has_them():
 def test_the_defaults_are_the_lectures_and_the_cost_models():
     lab = PaperGPULab()
     assert (lab.compute_eff, lab.step_overhead_ms, lab.memory_eff, lab.mem_util) == (0.7, 0.5, 0.8, 0.9)
-    assert (lab.block_overhead_us, lab.host_link_gb_s, lab.swap_copies, lab.ignore_weights) == (10.0, 0.0, "per-block", False)
-    assert (lab.tp, lab.weight_precision, lab.kv_precision, lab.interconnect_gb_s, lab.allreduce_latency_us) == \
-        (1, "16-bit", "16-bit", 0.0, 10.0)
+    assert (lab.block_overhead_us, lab.host_link_gb_s, lab.swap_copies, lab.ignore_weights) == (
+        10.0,
+        0.0,
+        "per-block",
+        False,
+    )
+    assert (lab.tp, lab.weight_precision, lab.kv_precision, lab.interconnect_gb_s, lab.allreduce_latency_us) == (
+        1,
+        "16-bit",
+        "16-bit",
+        0.0,
+        10.0,
+    )
     assert lab.cost_model("H100-SXM", MODELS["llama-3-8b"]) == CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"])
 
 
@@ -81,8 +102,12 @@ def test_a_serving_lab_whose_model_does_not_fit_serves_nothing(lab):
     assert r["fits"] is False and r["kv_capacity_tokens"] == 0 and "does not fit on one A100-40GB" in r["fit_note"]
     assert r["scenario"]["name"] == "A"
     assert not {"throughput_tok_s", "max_rate", "rows"} & set(r)
-    ok = make(lab, {"scenario": "A", "requests": "20", "rel_tol": "0.5"} if lab == "max-rate" else
-              {"scenario": "A", "requests": "20"}).run()
+    ok = make(
+        lab,
+        {"scenario": "A", "requests": "20", "rel_tol": "0.5"}
+        if lab == "max-rate"
+        else {"scenario": "A", "requests": "20"},
+    ).run()
     assert ok["fits"] is True and ok["fit_note"] is None and ok["kv_capacity_tokens"] == 11_969
 
 

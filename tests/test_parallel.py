@@ -1,6 +1,7 @@
 """Tensor parallelism, precision and mixture-of-experts on the paper GPU, against hand calculations
 (issue 14, part 1): bytes per token, capacity, an all-reduce's cost, and the rule that the
 defaults (one GPU, 16-bit weights and KV) give exactly the lecture's figures."""
+
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
@@ -25,7 +26,9 @@ def test_public_configs_give_the_public_parameter_counts():
     mixtral = MODELS["mixtral-8x7b"]
     attention, router, expert = 41_943_040, 32_768, 176_160_768
     assert mixtral.params == 32 * (attention + router + 8 * expert) + 2 * 32000 * 4096 == 46_702_526_464  # "46.7B"
-    assert mixtral.active_params == 32 * (attention + router + 2 * expert) + 2 * 32000 * 4096 == 12_879_659_008  # "12.9B"
+    assert (
+        mixtral.active_params == 32 * (attention + router + 2 * expert) + 2 * 32000 * 4096 == 12_879_659_008
+    )  # "12.9B"
     # Llama 3.1 keeps Llama 3's shapes
     assert MODELS["llama-3.1-8b"].params == MODELS["llama-3-8b"].params
 
@@ -73,8 +76,9 @@ def test_a_model_whose_heads_do_not_divide_is_not_split():
     assert CostModel(H100, MODELS["qwen2.5-7b"], tp=4).fits
     cm = CostModel(H100, MODELS["qwen2.5-7b"], tp=8)
     assert not cm.splits and not cm.fits and cm.kv_capacity_tokens == 0
-    assert cm.fit()["fit_note"] == ("qwen2.5-7b cannot be split over 8 GPUs: its 28 query heads are not a multiple "
-                                    "of 8, so nothing is priced")
+    assert cm.fit()["fit_note"] == (
+        "qwen2.5-7b cannot be split over 8 GPUs: its 28 query heads are not a multiple of 8, so nothing is priced"
+    )
 
 
 def test_an_all_reduce_by_hand():
@@ -132,8 +136,10 @@ def test_precision_sets_bytes_and_the_compute_peak():
     assert CostModel(H100, m, weight_precision="int8").peak_flops == 989e12
     assert CostModel(H100, m, weight_precision="int4").peak_flops == 989e12
     # INT4 on one H100: (72 GB - 6.98e9 x 0.5 B - 1.05e9 x 2 B) / 128 KiB of 16-bit KV
-    assert CostModel(H100, m, weight_precision="int4").kv_capacity_tokens == \
-        (72e9 - (m.params - head) / 2 - head * 2) // 131_072
+    assert (
+        CostModel(H100, m, weight_precision="int4").kv_capacity_tokens
+        == (72e9 - (m.params - head) / 2 - head * 2) // 131_072
+    )
     fp8 = CostModel(H100, m, weight_precision="fp8")
     assert fp8.ridge_intensity == pytest.approx(1979e12 * 0.7 / (3350e9 * 0.8))
     with pytest.raises(ValueError, match="weight_precision must be one of 16-bit, fp8, fp8-block, int8, int4, mxfp4"):
@@ -163,8 +169,9 @@ def test_llama_405b_needs_eight_gpus_and_fp8_on_h100():
     head = 2 * 128256 * 16384  # 16-bit in the FP8 checkpoint
     assert fp8.kv_capacity_tokens == (72e9 - (405_849_243_648 + head) / 8) // (2 * 126 * 1 * 128 * 2) == 321_544
     note = CostModel(H100, m, tp=8).fit()["fit_note"]
-    assert note.startswith("llama-3.1-405b does not fit on 8 x H100-SXM: its weights take 101.5 GB per GPU and "
-                           "72.0 GB is usable")
+    assert note.startswith(
+        "llama-3.1-405b does not fit on 8 x H100-SXM: its weights take 101.5 GB per GPU and 72.0 GB is usable"
+    )
 
 
 def test_the_defaults_are_todays_figures():
@@ -182,9 +189,15 @@ works = st.tuples(st.integers(1, 4096), st.integers(0, 4096))
 
 
 @settings(max_examples=60, deadline=None)
-@given(tp=st.sampled_from(TP_SIZES), wp=st.sampled_from(list(WEIGHT_PRECISIONS)), kp=st.sampled_from(list(KV_PRECISIONS)),
-       model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "opt-13b-like"]),
-       chunks=st.lists(works, min_size=1, max_size=4), batch=st.integers(0, 256), context=st.integers(0, 10**6))
+@given(
+    tp=st.sampled_from(TP_SIZES),
+    wp=st.sampled_from(list(WEIGHT_PRECISIONS)),
+    kp=st.sampled_from(list(KV_PRECISIONS)),
+    model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "opt-13b-like"]),
+    chunks=st.lists(works, min_size=1, max_size=4),
+    batch=st.integers(0, 256),
+    context=st.integers(0, 10**6),
+)
 def test_a_step_is_its_roofline_plus_its_all_reduces_for_any_sum_of_work(tp, wp, kp, model, chunks, batch, context):
     """Simulators add up the work of a whole step and price it once: the all-reduce time of the
     step's tokens adds exactly to max(compute, memory), whatever the mix of prefills and decodes."""
@@ -203,8 +216,19 @@ def test_a_step_is_its_roofline_plus_its_all_reduces_for_any_sum_of_work(tp, wp,
 
 
 def test_the_roofline_lab_shows_tp_and_precision():
-    r = make("roofline", {"model": "llama-3.1-70b", "gpu": "H100-SXM", "tp": "4", "weight_precision": "fp8",
-                          "kv_precision": "fp8", "batch": "64", "context": "1024", "tokens": "2048"}).run()
+    r = make(
+        "roofline",
+        {
+            "model": "llama-3.1-70b",
+            "gpu": "H100-SXM",
+            "tp": "4",
+            "weight_precision": "fp8",
+            "kv_precision": "fp8",
+            "batch": "64",
+            "context": "1024",
+            "tokens": "2048",
+        },
+    ).run()
     assert r["fits"] and r["tp"] == 4 and r["kv_capacity_tokens"] == 1_314_369
     assert r["kv_bytes_per_token_per_gpu"] == 40_960 and r["kv_heads_per_gpu"] == 2
     assert r["gpu"]["peak_flops"] == 1979e12 and r["gpu"]["interconnect_bandwidth"] == 450e9

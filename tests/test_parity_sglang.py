@@ -4,6 +4,7 @@ match lengths, tokens inserted and evicted, sizes, free slots, the tree's shape,
 the evictable leaves and which runs lost their KV. Its scheduler replays SGLang's prefill rounds
 (SchedulePolicy order, PrefillAdder admissions). SGLang itself is not needed here; see
 scripts/parity/README-sglang.md."""
+
 from __future__ import annotations
 
 import gzip
@@ -26,8 +27,18 @@ from parity import sglang_workloads  # scripts/parity/ (pytest's pythonpath hold
 ROOT = Path(__file__).resolve().parent.parent
 
 DATA = ROOT / "tests" / "data" / "parity" / "sglang-0.5.23-radix.json.gz"
-FIELDS = ("result", "evicted", "evictable", "protected", "free", "nodes", "edge lengths", "shape",
-          "LRU leaves", "cached per run")
+FIELDS = (
+    "result",
+    "evicted",
+    "evictable",
+    "protected",
+    "free",
+    "nodes",
+    "edge lengths",
+    "shape",
+    "LRU leaves",
+    "cached per run",
+)
 
 
 class KvwebCache:
@@ -77,8 +88,8 @@ class KvwebCache:
         """Insert a cached run with the tree's own slots (so nothing is freed)."""
         node, i, parts = self.root, 0, []
         while i < len(tokens):
-            node = next(c for c in node.children.values() if c.key[:self.page].tolist() == tokens[i:i + self.page])
-            parts.append(node.value[:len(tokens) - i])
+            node = next(c for c in node.children.values() if c.key[: self.page].tolist() == tokens[i : i + self.page])
+            parts.append(node.value[: len(tokens) - i])
             i += len(node.key)
         self.cache.insert(tokens, np.concatenate(parts))
 
@@ -121,9 +132,11 @@ def test_kvweb_radix_cache_does_what_sglang_did(work: dict[str, Any], recorded: 
     for i, (op, a, b) in enumerate(zip(work["ops"], theirs, ours)):
         if a != b:
             diff = {f: (x, y) for f, x, y in zip(FIELDS, a, b) if x != y}
-            context = [o[0] for o in work["ops"][max(0, i - 5):i]]
-            pytest.fail(f"{work['name']} operation {i} {op[0]} {op[1:]}: first divergence (sglang, kvweb): {diff}; "
-                        f"the operations before it: {context}")
+            context = [o[0] for o in work["ops"][max(0, i - 5) : i]]
+            pytest.fail(
+                f"{work['name']} operation {i} {op[0]} {op[1:]}: first divergence (sglang, kvweb): {diff}; "
+                f"the operations before it: {context}"
+            )
     assert len(theirs) == len(ours) == len(work["ops"])
 
 
@@ -134,9 +147,17 @@ def kvweb_round(r: dict[str, Any]) -> dict[str, Any]:
     for run in r["cached"]:
         tree.insert(run, tree.alloc(len(run)))
     tree.alloc(r["held"])
-    sched = RadixScheduler(CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"]), tree, RadixConfig(
-        max_len=1 << 20, max_seqs=r["max_running"], chunk_size=r["chunk"], max_prefill_tokens=r["max_prefill"],
-        policy=r["policy"]))
+    sched = RadixScheduler(
+        CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"]),
+        tree,
+        RadixConfig(
+            max_len=1 << 20,
+            max_seqs=r["max_running"],
+            chunk_size=r["chunk"],
+            max_prefill_tokens=r["max_prefill"],
+            policy=r["policy"],
+        ),
+    )
     sched.ratio = r["ratio"]
     for i, (prompt, output, generated) in enumerate(r["running"]):
         seq = Seq(Request(1000 + i, 0.0, prompt, output))
@@ -176,5 +197,7 @@ def test_kvweb_radix_scheduler_admits_what_sglang_admitted(r: dict[str, Any], re
 
 def test_the_lab_says_what_was_checked(recorded: dict[str, Any]) -> None:
     operations = sum(map(len, recorded["runs"].values()))
-    assert (f"SGLang {recorded['sglang']}'s own RadixCache: {len(recorded['runs'])} workloads, {operations:,} operations "
-            f"and {len(recorded['rounds'])} admission rounds") in CHECKED
+    assert (
+        f"SGLang {recorded['sglang']}'s own RadixCache: {len(recorded['runs'])} workloads, {operations:,} operations "
+        f"and {len(recorded['rounds'])} admission rounds"
+    ) in CHECKED

@@ -8,6 +8,7 @@ decide the same: the tokens each request computes, the requests admitted with th
 hits, the requests preempted and the requests finished. A failure names the first step that
 differs, with both decisions.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -89,16 +90,25 @@ def decisions(sched: V1Scheduler, before: dict[int, int], waiting: set[int]) -> 
 def first_divergence(workload: dict[str, Any], run: str) -> str | None:
     """Replay a recorded run on kvweb; None if every step agrees, else where and how they differ."""
     c = workload["config"]
-    config = V1Config(c["max_model_len"], c["block_size"], c["max_num_seqs"], c["max_num_batched_tokens"],
-                      c["enable_prefix_caching"], **RUNS[run])
+    config = V1Config(
+        c["max_model_len"],
+        c["block_size"],
+        c["max_num_seqs"],
+        c["max_num_batched_tokens"],
+        c["enable_prefix_caching"],
+        **RUNS[run],
+    )
     sched = V1Scheduler(cost_with_blocks(c["num_gpu_blocks"], c["block_size"]), config)
     arrivals = requests_of(workload, run)
     steps = workload["runs"][run]
     late = RUNS[run].get("async_scheduling", False)  # the engine reads a step's output one step later
     finished: list[str] = []  # kvweb's, as the engine reports them at the current step
     for index, expected in enumerate(steps):
-        want = {k: sorted(v, key=int) if isinstance(v, list) else v for k, v in expected.items()
-                if k in ("tokens", "admitted", "preempted", "finished")}
+        want = {
+            k: sorted(v, key=int) if isinstance(v, list) else v
+            for k, v in expected.items()
+            if k in ("tokens", "admitted", "preempted", "finished")
+        }
         got: dict[str, Any] = {}
         if expected.get("tokens"):  # else vLLM computed nothing (idle, or waiting for blocks to be freed)
             while arrivals and arrivals[0][0] <= index:
@@ -116,9 +126,11 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
         if finished:
             got["finished"] = finished
         if got != want:
-            context = json.dumps(steps[max(0, index - 2):index], separators=(",", ":"))[:600]
-            return (f"{workload['name']} ({run}): step {index} differs\n  vLLM:  {want}\n  kvweb: {got}\n"
-                    f"  vLLM's two steps before: {context}")
+            context = json.dumps(steps[max(0, index - 2) : index], separators=(",", ":"))[:600]
+            return (
+                f"{workload['name']} ({run}): step {index} differs\n  vLLM:  {want}\n  kvweb: {got}\n"
+                f"  vLLM's two steps before: {context}"
+            )
         finished = [str(i) for i in sorted(seq.id for seq in leaving)] if late and expected.get("tokens") else []
     left = [r.id for _, r in arrivals] + [s.id for s in [*sched.running.values(), *sched.prefilling, *sched.waiting]]
     if left:
@@ -139,8 +151,18 @@ def test_kvweb_decides_as_vllm_step_by_step(name, run):
 def test_the_recording_covers_what_the_issue_asks():
     categories = {w["category"] for w in RECORDED["workloads"]}
     assert len(RECORDED["workloads"]) >= 40
-    assert {"random", "tight", "staggered", "few_shot", "multi_turn", "long_prompt", "max_num_seqs", "token_budget",
-            "prefix_caching", "copies"} <= categories
+    assert {
+        "random",
+        "tight",
+        "staggered",
+        "few_shot",
+        "multi_turn",
+        "long_prompt",
+        "max_num_seqs",
+        "token_budget",
+        "prefix_caching",
+        "copies",
+    } <= categories
     assert sum(len(s) for w in RECORDED["workloads"] for s in w["runs"].values()) > 1000
 
 

@@ -1,5 +1,6 @@
 """The served app's run pool (app/pool.py) and the runner on it: a bounded number of runs at
 once, one per session, a newer run in place of a waiting one, cancel."""
+
 import sys
 import threading
 from contextlib import contextmanager
@@ -105,7 +106,6 @@ def test_drop_forgets_the_waiting_run():
     assert log == ["busy", "after"]
 
 
-
 def test_a_run_that_raises_leaves_its_thread_serving():
     # A run's end reaches its session through the session's document; a session that ended while its
     # run computed has none left, and raising there once ended the thread: runs after it never started.
@@ -118,6 +118,7 @@ def test_a_run_that_raises_leaves_its_thread_serving():
     after = threading.Event()
     pool.submit("next", after.set)
     assert after.wait(WAIT)
+
 
 class Steps(Lab):
     """A run of many progress reports; `release` lets it go on after its first one."""
@@ -280,13 +281,14 @@ def test_a_ticker_that_starts_after_its_run_ended_stops_at_its_first_tick(served
         def stop(self) -> None:
             self.running = False
 
-    monkeypatch.setattr(pn.state, "add_periodic_callback", lambda callback, period: added.append(
-        (callback, Ticker())) or added[-1][1])
+    monkeypatch.setattr(
+        pn.state, "add_periodic_callback", lambda callback, period: added.append((callback, Ticker())) or added[-1][1]
+    )
     lab, finished = steps(), Finished()
     runner.start(lab, finished)
     lab.release.set()
     run_ticks(ticks, finished.done)
-    (tick, ticker), = added
+    ((tick, ticker),) = added
     assert finished.outcomes == [({"steps": 1000}, None)] and not ticker.running  # stopped with the run
     ticker.running = True  # ... and Panel starts it now, as the page connects
     tick()

@@ -1,4 +1,5 @@
 """vLLM-style chained block hashes against the radix tree."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,9 +43,15 @@ def test_unreferenced_blocks_are_evicted_least_recently_used_tail_first() -> Non
 
 
 @settings(max_examples=80, deadline=None)
-@given(block=st.integers(1, 4),
-       runs=st.lists(st.tuples(st.lists(st.integers(0, 1), min_size=1, max_size=10),
-                               st.lists(st.integers(0, 1), min_size=1, max_size=4)), max_size=10))
+@given(
+    block=st.integers(1, 4),
+    runs=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 1), min_size=1, max_size=10), st.lists(st.integers(0, 1), min_size=1, max_size=4)
+        ),
+        max_size=10,
+    ),
+)
 def test_without_eviction_hashes_reuse_the_radix_match_cut_to_whole_blocks(block, runs) -> None:
     room = 1000
     cache, radix, paged = PrefixHashCache(room, block), RadixServer(room), RadixServer(room, block)

@@ -1,5 +1,6 @@
 """scripts/publish_site.py packs a site for any static host, and refuses one that would break
 under a sub-path (a root-absolute URL such as src="/x.js")."""
+
 import sys
 import zipfile
 from pathlib import Path

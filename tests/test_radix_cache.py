@@ -1,4 +1,5 @@
 """RadixCache against a brute-force model: a prefix-closed set of cached token tuples."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,8 @@ def tree_prefixes(cache: RadixCache) -> dict[tuple[int, ...], tuple[int, ...]]:
         for child in node.children.values():
             keys, values, run = child.key.tolist(), child.value.tolist(), prefix
             for i in range(0, len(keys), p):
-                run = (*run, *keys[i:i + p])
-                out[run] = tuple(values[i:i + p])
+                run = (*run, *keys[i : i + p])
+                out[run] = tuple(values[i : i + p])
             stack.append((child, run))
     return out
 
@@ -108,7 +109,7 @@ def test_random_programs_keep_a_valid_radix_tree(page: int, size: int, program: 
                 already = cache.insert(arg, slots)
                 assert already == m.length
                 for i in range(page, len(arg) + 1, page):
-                    live.setdefault(tuple(arg[:i]), tuple(slots[i - page:i].tolist()))
+                    live.setdefault(tuple(arg[:i]), tuple(slots[i - page : i].tolist()))
             cache.unlock(m.node)
         elif op == "lock":
             m = cache.match_prefix(arg)
@@ -242,7 +243,7 @@ class Reference:
             return
         self.ends.add(prefix)
         while True:
-            longer = [k for k in self.stamp if len(k) == len(prefix) + self.page and k[:len(prefix)] == prefix]
+            longer = [k for k in self.stamp if len(k) == len(prefix) + self.page and k[: len(prefix)] == prefix]
             if not longer:
                 return
             prefix = longer[0]
@@ -282,7 +283,7 @@ class Reference:
         unlocked = self.unlocked()
         assert gone <= unlocked, "a locked token was evicted"
         assert len(gone) * self.page >= min(wanted, len(unlocked) * self.page), "evicted too little"
-        leaves = {k for k in kept & unlocked if not any(len(o) > len(k) and o[:len(k)] == k for o in kept)}
+        leaves = {k for k in kept & unlocked if not any(len(o) > len(k) and o[: len(k)] == k for o in kept)}
         if gone and leaves:
             assert max(self.stamp[k] for k in gone) <= min(self.stamp[k] for k in leaves), "not least recent"
         for k in gone:
@@ -300,7 +301,7 @@ def tree_state(cache: RadixCache) -> dict[tuple[int, ...], tuple[int, int]]:
         for child in node.children.values():
             run, keys = prefix, child.key.tolist()
             for i in range(0, len(keys), p):
-                run = (*run, *keys[i:i + p])
+                run = (*run, *keys[i : i + p])
                 out[run] = (child.last_access, child.lock_ref)
             stack.append((child, run))
     return out
@@ -319,7 +320,7 @@ def test_radix_cache_equals_the_brute_force_reference(page: int, size: int, prog
             m = cache.match_prefix(arg)
             assert m.length == ref.match(arg)
         if op == "insert":
-            path = tuple(arg[:m.length])
+            path = tuple(arg[: m.length])
             cache.lock(m.node)
             ref.lock(path, +1)
             short = cache.pool.pages_for(len(arg) - m.length) * page - cache.pool.available
@@ -332,8 +333,8 @@ def test_radix_cache_equals_the_brute_force_reference(page: int, size: int, prog
             ref.lock(path, -1)
         elif op == "lock" and m.length:
             cache.lock(m.node)
-            ref.lock(tuple(arg[:m.length]), +1)
-            held.append((m.node, tuple(arg[:m.length])))
+            ref.lock(tuple(arg[: m.length]), +1)
+            held.append((m.node, tuple(arg[: m.length])))
         elif op == "unlock" and held:
             node, path = held.pop(arg % len(held))
             cache.unlock(node)

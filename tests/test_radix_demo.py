@@ -1,4 +1,5 @@
 """RadixAttention on the mini model, and the radix labs through the command line."""
+
 from __future__ import annotations
 
 import io
@@ -31,6 +32,7 @@ def test_demo_prefills_only_the_uncached_suffix_and_matches_a_fresh_run() -> Non
         assert x["cached_tokens"] + x["prefilled_tokens"] == len(x["prompt"])
     # 180 slots: the last request evicts the least recently used leaf (the second answer)
     assert [x["evicted"] > 0 for x in reqs] == [False, False, False, False, True]
+
     def texts(tree: dict) -> list[str]:
         return [n["text"] for n in tree["nodes"]]
 
@@ -49,8 +51,9 @@ def test_demo_prefills_only_the_uncached_suffix_and_matches_a_fresh_run() -> Non
 def test_demo_identical_with_pages_greedy_and_sampled(page_size: int, temperature: float) -> None:
     model = MiniModel()
     prompts = [encode(SYSTEM + q) for q in ("Hi.", "Hello there.", "", "Hi!")]
-    done = run_demo(model, prompts, 6, 120, page_size, seed=3, temperature=temperature,
-                    follow={2: (0, encode(" And then?"))})
+    done = run_demo(
+        model, prompts, 6, 120, page_size, seed=3, temperature=temperature, follow={2: (0, encode(" And then?"))}
+    )
     assert all(d.output == d.reference for d in done)
     assert all(d.cached_tokens % page_size == 0 for d in done)
     assert done[2].cached_tokens >= len(SYSTEM) + 3 + 5 - page_size
@@ -72,18 +75,33 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["radix-demo", "--pool", "50"], "pool"),
-    (["radix-demo", "--questions", "Qu\u00e9?"], "questions"),
-    (["radix-demo", "--questions", "|"], "questions"),
-    (["radix-demo", "--page_size", "0"], "page_size"),
-    (["cache-schedule", "--policy", "random"], "policy"),
-    (["cache-schedule", "--workload", "multi-turn", "--sessions", "128", "--turns", "16",
-      "--system_len", "2048"], "workload"),
-    (["cache-sweep", "--points", "40"], "points"),
-    (["prefill-savings", "--gpu", "TPU"], "gpu"),
-    (["prefix-hash", "--capacity", "8", "--block_size", "16"], "capacity"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["radix-demo", "--pool", "50"], "pool"),
+        (["radix-demo", "--questions", "Qu\u00e9?"], "questions"),
+        (["radix-demo", "--questions", "|"], "questions"),
+        (["radix-demo", "--page_size", "0"], "page_size"),
+        (["cache-schedule", "--policy", "random"], "policy"),
+        (
+            [
+                "cache-schedule",
+                "--workload",
+                "multi-turn",
+                "--sessions",
+                "128",
+                "--turns",
+                "16",
+                "--system_len",
+                "2048",
+            ],
+            "workload",
+        ),
+        (["cache-sweep", "--points", "40"], "points"),
+        (["prefill-savings", "--gpu", "TPU"], "gpu"),
+        (["prefix-hash", "--capacity", "8", "--block_size", "16"], "capacity"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv: list[str], needle: str) -> None:
     code, out, err = cli("run", *argv)
     assert code == 2 and out == ""
@@ -110,10 +128,13 @@ def _steps(r: dict) -> list[dict]:
     return [t for x in r["requests"] for t in (x["running_tree"], x["tree"])]
 
 
-@pytest.mark.parametrize("pool, questions, max_new", [
-    (180, "What is a radix tree?|Why cache the KV?|How does LRU work?|What is a page?", 16),
-    (90, "Hi.|Hello there.|Hey you.|What now?|Why so?|Hi again.", 8),  # evictions in four steps
-])
+@pytest.mark.parametrize(
+    "pool, questions, max_new",
+    [
+        (180, "What is a radix tree?|Why cache the KV?|How does LRU work?|What is a page?", 16),
+        (90, "Hi.|Hello there.|Hey you.|What now?|Why so?|Hi again.", 8),  # evictions in four steps
+    ],
+)
 def test_trace_ghosts_are_the_evicted_nodes_and_leave_the_next_tree(pool: int, questions: str, max_new: int) -> None:
     r = RadixDemo(pool=pool, questions=questions, max_new=max_new).run()
     steps = _steps(r)

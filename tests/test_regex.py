@@ -1,4 +1,5 @@
 """The regex compiler against Python's `re`, hand-counted DFA sizes, and clear refusals."""
+
 from __future__ import annotations
 
 import re
@@ -30,7 +31,8 @@ _atoms = st.one_of(
     st.sampled_from(ALPHABET).map(_literal),
     st.sampled_from([".", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S"]),
     st.tuples(st.booleans(), st.lists(_class_item, min_size=1, max_size=3)).map(
-        lambda t: "[" + ("^" if t[0] else "") + "".join(t[1]) + "]"),
+        lambda t: "[" + ("^" if t[0] else "") + "".join(t[1]) + "]"
+    ),
 )
 _quantifiers = st.sampled_from(["*", "+", "?", "{2}", "{1,}", "{0,2}", "{1,3}", "{,2}"])
 
@@ -80,8 +82,11 @@ def test_random_walks_to_acceptance_are_matches(pattern: str, rnd, wander: int) 
         text += VOCAB[c]
         state = int(dfa.table[state, c])
     while dfa.distance[state] > 0:  # every state is live: a shortest way out exists
-        c = next(c for c in range(len(VOCAB))
-                 if dfa.table[state, c] >= 0 and dfa.distance[dfa.table[state, c]] == dfa.distance[state] - 1)
+        c = next(
+            c
+            for c in range(len(VOCAB))
+            if dfa.table[state, c] >= 0 and dfa.distance[dfa.table[state, c]] == dfa.distance[state] - 1
+        )
         text += VOCAB[c]
         state = int(dfa.table[state, c])
     assert dfa.accepting[state]
@@ -125,12 +130,20 @@ def test_nth_from_last_is_a_needs_two_to_the_n_plus_one_states(n: int) -> None:
     assert compile_dfa(f"(a|b)*a(a|b){{{n}}}").states == 2 ** (n + 1)
 
 
-@pytest.mark.parametrize("pattern, states", [
-    ("", 1), ("abc", 4), ("a{1000}", 1001), ("[a-z]{3,8}", 9), ("a*", 1), ("(yes|no)", 5),
-    # start + 26 (1..8 letters read, ending in a / an / and where the word before can be
-    # non-empty: 1+2+3+4*5) + 3 (only "nd"+digit, "d"+digit, a digit left) + accept
-    (r"[a-z]{1,8}and[0-9]", 31),
-])
+@pytest.mark.parametrize(
+    "pattern, states",
+    [
+        ("", 1),
+        ("abc", 4),
+        ("a{1000}", 1001),
+        ("[a-z]{3,8}", 9),
+        ("a*", 1),
+        ("(yes|no)", 5),
+        # start + 26 (1..8 letters read, ending in a / an / and where the word before can be
+        # non-empty: 1+2+3+4*5) + 3 (only "nd"+digit, "d"+digit, a digit left) + accept
+        (r"[a-z]{1,8}and[0-9]", 31),
+    ],
+)
 def test_hand_counted_dfa_sizes(pattern: str, states: int) -> None:
     assert compile_dfa(pattern).states == states
 
@@ -165,42 +178,48 @@ def test_class_labels_are_regexes_for_their_set(chars: set[str]) -> None:
     assert {c for c in VOCAB if re.fullmatch(label, c)} == chars
 
 
-@pytest.mark.parametrize("pattern, position, words", [
-    ("(ab", 0, "missing ')'"),
-    ("ab)", 2, "unbalanced ')'"),
-    ("a{3,1}", 1, "minimum is greater"),
-    ("a(?=b)", 1, "look-arounds"),
-    ("a(?<!b)", 1, "look-arounds"),
-    (r"(a)\1", 3, "backreference"),
-    ("(?P<x>a)(?P=x)", 0, "group syntax"),
-    ("^ab", 0, "anchor"),
-    ("ab$", 2, "anchor"),
-    (r"a\b", 1, "anchor"),
-    ("a*?", 2, "lazy"),
-    ("a++", 2, "possessive"),
-    ("a{1000}{1000}", 7, "multiple repeat"),
-    ("*a", 0, "nothing to repeat"),
-    ("a|+", 2, "nothing to repeat"),
-    ("a{x}", 1, "literal brace"),
-    ("[abc", 0, "unterminated"),
-    ("[z-a]", 1, "bad range"),
-    (r"[a-\d]", 1, "single characters"),
-    ("ab\\", 2, "lone backslash"),
-    (r"\t", 0, "escape"),
-    ("caf\u00e9", 3, "vocabulary"),
-])
+@pytest.mark.parametrize(
+    "pattern, position, words",
+    [
+        ("(ab", 0, "missing ')'"),
+        ("ab)", 2, "unbalanced ')'"),
+        ("a{3,1}", 1, "minimum is greater"),
+        ("a(?=b)", 1, "look-arounds"),
+        ("a(?<!b)", 1, "look-arounds"),
+        (r"(a)\1", 3, "backreference"),
+        ("(?P<x>a)(?P=x)", 0, "group syntax"),
+        ("^ab", 0, "anchor"),
+        ("ab$", 2, "anchor"),
+        (r"a\b", 1, "anchor"),
+        ("a*?", 2, "lazy"),
+        ("a++", 2, "possessive"),
+        ("a{1000}{1000}", 7, "multiple repeat"),
+        ("*a", 0, "nothing to repeat"),
+        ("a|+", 2, "nothing to repeat"),
+        ("a{x}", 1, "literal brace"),
+        ("[abc", 0, "unterminated"),
+        ("[z-a]", 1, "bad range"),
+        (r"[a-\d]", 1, "single characters"),
+        ("ab\\", 2, "lone backslash"),
+        (r"\t", 0, "escape"),
+        ("caf\u00e9", 3, "vocabulary"),
+    ],
+)
 def test_bad_patterns_name_the_position(pattern: str, position: int, words: str) -> None:
     with pytest.raises(PatternError, match=re.escape(f"at position {position}: ")) as err:
         compile_dfa(pattern)
     assert words in str(err.value)
 
 
-@pytest.mark.parametrize("pattern, words", [
-    ("(a|b)*a(a|b){25}", "more than 4,000 states"),
-    ("(a{1000}){1000}", "more than the cap"),
-    ("a{99999999999}", "more than the cap"),
-    ("[^ -~]", "matches no text"),
-])
+@pytest.mark.parametrize(
+    "pattern, words",
+    [
+        ("(a|b)*a(a|b){25}", "more than 4,000 states"),
+        ("(a{1000}){1000}", "more than the cap"),
+        ("a{99999999999}", "more than the cap"),
+        ("[^ -~]", "matches no text"),
+    ],
+)
 def test_size_caps_and_empty_languages_are_refused(pattern: str, words: str) -> None:
     with pytest.raises(PatternError, match=words):
         compile_dfa(pattern)

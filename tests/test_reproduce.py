@@ -1,4 +1,5 @@
 """`kvweb reproduce`: every lecture experiment through the labs, Markdown + self-contained HTML."""
+
 import io
 import json
 import re
@@ -14,9 +15,23 @@ from kvweb.reproduce import EXPERIMENTS, _cell, num, reproduce, to_html, to_mark
 from kvweb.svg import Chart, Series, nice_top, render
 
 LECTURE = {  # issue 7's list, SPEC sections 2-6
-    "block-tables", "equivalence", "internal-fragmentation", "external-fragmentation", "paged-vs-reserved",
-    "max-rate", "block-size", "parallel-sampling", "beam-search", "recovery", "swap-vs-recompute",
-    "watermark", "radix-demo", "few-shot", "multi-turn", "prefill-savings", "fsm",
+    "block-tables",
+    "equivalence",
+    "internal-fragmentation",
+    "external-fragmentation",
+    "paged-vs-reserved",
+    "max-rate",
+    "block-size",
+    "parallel-sampling",
+    "beam-search",
+    "recovery",
+    "swap-vs-recompute",
+    "watermark",
+    "radix-demo",
+    "few-shot",
+    "multi-turn",
+    "prefill-savings",
+    "fsm",
 }
 
 
@@ -163,7 +178,10 @@ def test_the_lecture_figures_beside_ours_at_full_size():
     # FCFS and LSPF recorded (to 0.1 %)
     assert f"{100 * (7 * 100 + 120 * 500) / (128 * 530):.1f} %" == "89.5 %"
     assert rows["Exercise 5, capacity 800: hit rate FCFS / LSPF / offline DFS (the optimum)"] == [
-        "24.0 % / 81.9 % / 89.5 %", "25.9 % / 83.2 % / 89.7 %", "25.8 % / 83.0 % / 89.5 %"]
+        "24.0 % / 81.9 % / 89.5 %",
+        "25.9 % / 83.2 % / 89.7 %",
+        "25.8 % / 83.0 % / 89.5 %",
+    ]
     # prefill seconds (recorded, to 0.01 s) on our default Llama-3-8B / H100-SXM: time saved below the hit rate
     # (the lecture's model and GPU for them are not in SPEC.md: no run on its settings)
     assert rows["prefill seconds without cache / FCFS / LSPF"] == ["5.58 / 3.95 / 2.71", "-", "1.45 / 1.05 / 0.87"]
@@ -177,8 +195,26 @@ def test_the_lecture_experiments_reserve_without_holes():
 
 
 def test_a_bar_in_a_figure_stays_inside_its_markdown_cell():
-    report = {"title": "t", "quick": True, "seconds": 0.0, "units": "u", "sections": [{
-        "key": "k", "title": "s", "spec": "1", "figures": [["a", "1 | 2 | 3"]], "paper": "p", "source": "",
-        "differs": "", "columns": ["x"], "rows": [["4 | 5"]], "charts": [], "runs": []}]}
+    report = {
+        "title": "t",
+        "quick": True,
+        "seconds": 0.0,
+        "units": "u",
+        "sections": [
+            {
+                "key": "k",
+                "title": "s",
+                "spec": "1",
+                "figures": [["a", "1 | 2 | 3"]],
+                "paper": "p",
+                "source": "",
+                "differs": "",
+                "columns": ["x"],
+                "rows": [["4 | 5"]],
+                "charts": [],
+                "runs": [],
+            }
+        ],
+    }
     md = to_markdown(report)
     assert "| a | 1 \\| 2 \\| 3 |" in md and "| 4 \\| 5 |" in md

@@ -2,6 +2,7 @@
 2025, "cache-aware router should pick min load instead of min tenant size") a request whose longest
 match is at most `cache_threshold` of its text goes to the least loaded worker, not to the tenant with
 the smallest tree. Hand-built cases where the two differ."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Today's schedulers (vLLM V1 style, SGLang style) beside the papers' engine: hand-computed small
 runs, the papers' engine as a special case of V1, prefix hits, and conservation over random workloads."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -55,6 +56,7 @@ def req(i: int, prompt: list[int] | int, output: int | list[int], arrival: float
 
 # -- hand-computed runs ---------------------------------------------------------------------
 
+
 def test_a_long_prompt_is_prefilled_in_chunks_of_the_budget():
     # budget 4 tokens per step: a 10-token prompt takes chunks of 4, 4, 2 (each attending to the
     # chunks before it), then decodes; its first token comes at the end of the third step.
@@ -106,8 +108,10 @@ def test_a_prompt_is_admitted_when_all_of_it_fits_or_only_its_first_chunk(check)
     # (4 tokens, the budget) admits it at once, and its later chunks run out of blocks.
     engine = v1(36, block_size=4, max_seqs=4, token_budget=4, full_prompt_check=check)
     log: list = []
-    run = engine.run([req(0, 4, 20), req(1, 28, 2, arrival=0.001)],
-                     observer=lambda e, s: log.append(([q.id for q in e.prefilling], len(e.pool.free))))
+    run = engine.run(
+        [req(0, 4, 20), req(1, 28, 2, arrival=0.001)],
+        observer=lambda e, s: log.append(([q.id for q in e.prefilling], len(e.pool.free))),
+    )
     first, second = run.sequences
     if check:
         assert run.preemptions == 0 and second.first_token_t > first.finish_t
@@ -127,7 +131,7 @@ def test_the_latest_request_is_preempted_and_finds_its_own_blocks_again():
     log: list = []
     run = engine.run([req(0, 4, 8), req(1, 4, 8)], observer=lambda e, s: log.append(sorted(e.running)))
     assert run.preemptions >= 1 and {s.id for s in run.sequences} == {0, 1}
-    assert log[0] == [0, 1] and [1] not in log[:log.index([0]) + 1]  # request 1 went first
+    assert log[0] == [0, 1] and [1] not in log[: log.index([0]) + 1]  # request 1 went first
     assert run.resumed_hit_tokens > 0 and run.recomputed_tokens > 0
 
 
@@ -202,15 +206,22 @@ def test_defaults_follow_the_engines():
 
 # -- the papers' engine as a special case -------------------------------------------------------
 
+
 def test_v1_without_cache_and_budget_matches_the_papers_engine_when_nothing_is_preempted():
     # Admission FCFS with head-of-line blocking, whole prefills (an unlimited budget never cuts a
     # prompt), decodes first: with no watermark and room for everyone, the same steps, costs and times
     # (the papers' engine with one block fewer: V1 keeps one out of use, the null block).
     rng = np.random.default_rng(3)
-    requests = [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in
-                enumerate(zip(np.cumsum(rng.exponential(0.02, 60)), rng.integers(1, 300, 60), rng.integers(1, 200, 60)))]
+    requests = [
+        Request(i, float(t), int(p), int(o))
+        for i, (t, p, o) in enumerate(
+            zip(np.cumsum(rng.exponential(0.02, 60)), rng.integers(1, 300, 60), rng.integers(1, 200, 60))
+        )
+    ]
     cost = cost_with(4000)
-    paper = PaperScheduler(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(512, max_seqs=12, max_batch_tokens=10**6)).run(requests)
+    paper = PaperScheduler(
+        cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(512, max_seqs=12, max_batch_tokens=10**6)
+    ).run(requests)
     today = V1Scheduler(cost, V1Config(512, 16, max_seqs=12, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions == 0
     assert [s.first_token_t for s in today.sequences] == pytest.approx([s.first_token_t for s in paper.sequences])
@@ -220,6 +231,7 @@ def test_v1_without_cache_and_budget_matches_the_papers_engine_when_nothing_is_p
 
 
 # -- prefix hits ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("workload", ["few-shot", "multi-turn"])
 def test_a_prefix_sharing_workload_hits_in_both_modes(workload):
@@ -264,6 +276,7 @@ def test_the_search_finds_a_rate_per_mode():
 
 # -- conservation over random workloads -------------------------------------------------------
 
+
 def check_v1(engine: V1Scheduler, step: int) -> None:
     """Reference counts equal holders, a block is free exactly when nobody holds it, a shared or
     cached block is full (hashed) and so never written, each request holds the blocks its KV needs."""
@@ -306,8 +319,17 @@ def check_sglang(engine: RadixScheduler, step: int) -> None:
     assert engine.pending == sum(s.kv(engine.dstep) - s.mat for s in engine.running.values()) and engine.free_slots >= 0
 
 
-requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05]), st.integers(0, 30), st.integers(1, 40),
-                                 st.integers(1, 30), st.booleans()), min_size=1, max_size=14)
+requests_st = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.0, 0.01, 0.05]),
+        st.integers(0, 30),
+        st.integers(1, 40),
+        st.integers(1, 30),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=14,
+)
 
 
 def workload(rows: list, shared: bool) -> list[Request]:
@@ -325,20 +347,46 @@ def workload(rows: list, shared: bool) -> list[Request]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 300), block=st.sampled_from([1, 2, 4, 16]),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), caching=st.booleans(), mode=st.sampled_from(["v1", "sglang"]),
-       lpm=st.booleans(), mixed=st.booleans())
-def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(rows, shared, tokens, block, max_seqs, budget,
-                                                                       caching, mode, lpm, mixed):
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 300),
+    block=st.sampled_from([1, 2, 4, 16]),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 120),
+    caching=st.booleans(),
+    mode=st.sampled_from(["v1", "sglang"]),
+    lpm=st.booleans(),
+    mixed=st.booleans(),
+)
+def test_every_request_finishes_exactly_or_is_rejected_and_nothing_leaks(
+    rows, shared, tokens, block, max_seqs, budget, caching, mode, lpm, mixed
+):
     requests = workload(rows, shared)
     if mode == "v1":  # (`lpm` and `mixed` draw the full-prompt check and async scheduling)
-        engine = v1(tokens, max_len=128, block_size=block, max_seqs=max_seqs, token_budget=max_seqs + budget,
-                    prefix_caching=caching, full_prompt_check=lpm, async_scheduling=mixed)
+        engine = v1(
+            tokens,
+            max_len=128,
+            block_size=block,
+            max_seqs=max_seqs,
+            token_budget=max_seqs + budget,
+            prefix_caching=caching,
+            full_prompt_check=lpm,
+            async_scheduling=mixed,
+        )
         run = engine.run(requests, observer=check_v1)
         assert all(r == 0 for r in engine.pool.ref) and len(engine.pool.free) == engine.pool.n_blocks
     else:
-        engine = sglang(tokens, max_len=128, max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
-                        policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
+        engine = sglang(
+            tokens,
+            max_len=128,
+            max_seqs=max_seqs,
+            chunk_size=budget + 1,
+            max_prefill_tokens=budget + 8,
+            policy="lpm" if lpm else "fcfs",
+            mixed_chunk=mixed,
+            radix_cache=caching,
+        )
         run = engine.run(requests, observer=check_sglang)
         assert engine.tree.protected_size == 0 and engine.pending == 0
         assert engine.pool.used == engine.tree.evictable_size
@@ -380,15 +428,22 @@ class RetryingV1(V1Scheduler):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 200), block=st.sampled_from([1, 2, 4]),
-       max_seqs=st.integers(1, 5), budget=st.integers(0, 40))
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 200),
+    block=st.sampled_from([1, 2, 4]),
+    max_seqs=st.integers(1, 5),
+    budget=st.integers(0, 40),
+)
 def test_not_retrying_a_blocked_head_changes_nothing(rows, shared, tokens, block, max_seqs, budget):
     """The shortcut skips retries that cannot succeed; every time must equal vLLM's retry-every-step."""
     requests = workload(rows, shared)
     config = V1Config(128, block, max_seqs, max_seqs + budget)
     fast, slow = (cls(cost_with(tokens), config).run(requests) for cls in (V1Scheduler, RetryingV1))
-    assert [(s.id, s.first_token_t, s.finish_t) for s in fast.sequences] == \
-        [(s.id, s.first_token_t, s.finish_t) for s in slow.sequences]
+    assert [(s.id, s.first_token_t, s.finish_t) for s in fast.sequences] == [
+        (s.id, s.first_token_t, s.finish_t) for s in slow.sequences
+    ]
     assert (fast.steps, fast.preemptions, fast.hit_tokens) == (slow.steps, slow.preemptions, slow.hit_tokens)
 
 
@@ -399,7 +454,9 @@ def test_v1_without_cache_and_budget_matches_the_papers_engine_even_when_it_pree
     # The papers' engine gets one block fewer: V1 keeps one out of use (the null block).
     cost = cost_with(3000)
     requests = poisson_workload("sharegpt", 80, 20.0, 1024, seed)
-    paper = PaperScheduler(cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(1024, max_batch_tokens=10**6)).run(requests)
+    paper = PaperScheduler(
+        cost, PagedMemory(cost.kv_capacity_blocks(16) - 1, 16), PaperConfig(1024, max_batch_tokens=10**6)
+    ).run(requests)
     today = V1Scheduler(cost, V1Config(1024, 16, token_budget=10**6, prefix_caching=False)).run(requests)
     assert paper.preemptions == today.preemptions > 50
     assert paper.recomputed_tokens == today.recomputed_tokens
@@ -413,8 +470,11 @@ def test_the_lab_opens_on_the_frame_that_shows_the_most_prefix_reuse():
     clock = result["timeline"]
 
     def reused(i: int) -> int:
-        return sum(o in (-2, -3) for m, at in zip(result["modes"], clock["frames"])
-                   for o in m["trace"]["frames"][at[i]]["owner"])
+        return sum(
+            o in (-2, -3)
+            for m, at in zip(result["modes"], clock["frames"])
+            for o in m["trace"]["frames"][at[i]]["owner"]
+        )
 
     counts = [reused(i) for i in range(len(clock["t"]))]
     assert counts[result["opening_step"]] == max(counts) > 0
@@ -422,8 +482,18 @@ def test_the_lab_opens_on_the_frame_that_shows_the_most_prefix_reuse():
 
 
 def test_max_concurrency_and_the_batch_reached_by_hand():
-    lab = make("schedulers", {"workload": "fixed", "scenario": "B", "requests": "3", "rate": "1000", "prompt_len": "100",
-                              "output_len": "50", "cost_model": "roofline"})
+    lab = make(
+        "schedulers",
+        {
+            "workload": "fixed",
+            "scenario": "B",
+            "requests": "3",
+            "rate": "1000",
+            "prompt_len": "100",
+            "output_len": "50",
+            "cost_model": "roofline",
+        },
+    )
     r = lab.run()
     # the roofline's memory (measured pricing counts it as the engine does: test_measured_cost.py)
     # Llama-3-8B on H100-SXM: (72e9 - 2 x 8 029 995 008) B // 131 072 B = 426 788 tokens = 26 674 blocks of 16;

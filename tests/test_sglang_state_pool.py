@@ -1,6 +1,7 @@
 """SGLang's state pool for linear-attention hybrids at SGLang's state dtypes (kvweb/prefix/sglang_pools.py):
 the recurrent state in float32 and the convolution state in bfloat16 (python/sglang/srt/configs/
 mamba_utils.py `mamba2_state_dtype`, `BaseLinearStateParams.mamba_cache_per_req`), whatever the KV precision."""
+
 from __future__ import annotations
 
 from dataclasses import replace

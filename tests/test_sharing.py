@@ -1,4 +1,5 @@
 """Sharing through fork + copy-on-write: parallel sampling, beam search, and their labs."""
+
 from __future__ import annotations
 
 import io
@@ -87,15 +88,18 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return main(["run", *argv], out, err), out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("argv,names", [
-    (["block-tables", "--block_size", "0"], "block_size"),
-    (["parallel-sampling", "--n", "0"], "n:"),
-    (["parallel-sampling", "--prompt_len", "257"], "prompt_len"),
-    (["beam-search", "--seed", "-1"], "seed"),
-    (["paged-equivalence", "--prompt_len", "129"], "prompt_len"),
-    (["block-tables", "--num_blocks", "8"], "num_blocks"),  # 4 + 5 blocks needed
-    (["beam-search", "--block_size", "1", "--prompt_len", "128"], "block_size"),  # over the trace cap
-])
+@pytest.mark.parametrize(
+    "argv,names",
+    [
+        (["block-tables", "--block_size", "0"], "block_size"),
+        (["parallel-sampling", "--n", "0"], "n:"),
+        (["parallel-sampling", "--prompt_len", "257"], "prompt_len"),
+        (["beam-search", "--seed", "-1"], "seed"),
+        (["paged-equivalence", "--prompt_len", "129"], "prompt_len"),
+        (["block-tables", "--num_blocks", "8"], "num_blocks"),  # 4 + 5 blocks needed
+        (["beam-search", "--block_size", "1", "--prompt_len", "128"], "block_size"),  # over the trace cap
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv: list[str], names: str) -> None:
     code, out, err = cli(*argv)
     assert code == 2 and out == ""
@@ -123,7 +127,7 @@ def test_parallel_sampling_blocks_hold_the_shared_prompt_and_the_copies() -> Non
     for step in r["steps"]:
         text_of = {b["block"]: b["text"] for b in step["blocks"]}
         for s, answer in zip(step["sequences"], r["answers"]):
-            assert "".join(text_of[b] for b in s["block_table"]) == (r["prompt"] + answer)[:s["tokens"]]
+            assert "".join(text_of[b] for b in s["block_table"]) == (r["prompt"] + answer)[: s["tokens"]]
 
 
 @settings(max_examples=10, deadline=None)
@@ -152,8 +156,9 @@ def test_beam_lineage_reaches_the_final_beams(width: int, steps: int, prompt_len
     children = {(n["step"] - 1, n["parent_rank"]) for n in nodes if n["parent_rank"] is not None}
     for n in nodes:
         assert ((n["step"], n["rank"]) in children) == (n["fate"] == "extended")
-        assert n["kind"] != "fork" or any(m["step"] == n["step"] and m["kind"] == "survive"
-                                          and m["parent_rank"] == n["parent_rank"] for m in nodes)
+        assert n["kind"] != "fork" or any(
+            m["step"] == n["step"] and m["kind"] == "survive" and m["parent_rank"] == n["parent_rank"] for m in nodes
+        )
 
 
 def test_each_sharing_lab_opens_on_its_mechanism() -> None:
@@ -165,4 +170,4 @@ def test_each_sharing_lab_opens_on_its_mechanism() -> None:
     r = BeamSearch().run()
     opening = r["steps"][r["opening_step"]]
     assert opening["dropped"] and max(b["ref_count"] for b in opening["blocks"]) > 1
-    assert all(e["kind"] != "free" for s in r["steps"][:r["opening_step"]] for e in s["events"])
+    assert all(e["kind"] != "free" for s in r["steps"][: r["opening_step"]] for e in s["events"])

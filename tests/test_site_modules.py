@@ -4,6 +4,7 @@ Panel cleans every string a ReactiveHTML component sends to the browser with nh3
 extension with no Pyodide build); a component that sends one stops the site at start-up.
 And what the site's start imports: the start page (the tour) needs no view.
 """
+
 import subprocess
 import sys
 from pathlib import Path

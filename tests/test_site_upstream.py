@@ -4,6 +4,7 @@ A Panel release that changes one fails here. The Pyodide-only ones (`panel.io.py
 `js`) are checked by name and signature here; what they do is checked by every static-site test
 (e2e/test_site.py: a page that renders and redraws went through them).
 """
+
 import ast
 import asyncio
 import inspect
@@ -45,6 +46,7 @@ def test_read_only_location_fields_can_be_set():
 
 class Served(Document):
     """A document as a server holds it (Panel holds its onload callbacks until the page is ready)."""
+
     session_context = "served"
 
 
@@ -79,7 +81,6 @@ def test_the_conversion_uses_the_scripts_given(tmp_path, monkeypatch):
     assert "// kvweb handler" in html
 
 
-
 def test_a_patch_queued_while_the_socket_was_busy_is_written(monkeypatch):
     # Panel's write task finds the socket busy and waits to retry; meanwhile another task ends and
     # marks the queue done: without the guard the retry returns at once and "ready" is never sent.
@@ -112,18 +113,21 @@ def test_a_patch_queued_while_the_socket_was_busy_is_written(monkeypatch):
     asyncio.run(race())
     assert sent == ["ready"] and doc not in served._WRITE_MSGS
 
+
 def pyodide_module() -> ast.Module:
     return ast.parse((Path(inspect.getfile(pc)).parent / "pyodide.py").read_text())
 
 
-@pytest.mark.parametrize("name, args", [("_process_document_events", ["doc", "events"]),
-                                        ("_convert_json_patch", ["json_patch"])])
+@pytest.mark.parametrize(
+    "name, args", [("_process_document_events", ["doc", "events"]), ("_convert_json_patch", ["json_patch"])]
+)
 def test_the_pyodide_functions_are_there_with_their_arguments(name, args):
     (found,) = [f for f in pyodide_module().body if isinstance(f, ast.FunctionDef) and f.name == name]
     assert [a.arg for a in found.args.args] == args
 
 
 def test_the_pyodide_dict_converter_is_there():
-    names = {t.id for n in pyodide_module().body if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Name)}
+    names = {
+        t.id for n in pyodide_module().body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     assert "_dict_converter" in names

@@ -2,6 +2,7 @@
 hand-computed steps of one request, the token budget shared by 1 + k tokens per decode, the
 lookahead slots held and the rejected ones rolled back, invariants over random workloads, the
 path at k = 0 against today's scheduler, TPOT against acceptance, and the lab's refusals."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -31,8 +32,10 @@ def spec(k: int, rate: float, tokens: int = 4096, seed: int = 0, **config) -> Sp
 def steps_of(scheduler: SpecV1Scheduler, requests: list[Request]) -> list[dict[int, tuple[int, int]]]:
     """After each step: request id -> (KV tokens kept, blocks held), for the running requests."""
     seen: list[dict[int, tuple[int, int]]] = []
-    scheduler.run(requests, observer=lambda s, step: seen.append(
-        {i: (q.kv(s.dstep), len(q.blocks)) for i, q in s.running.items()}))
+    scheduler.run(
+        requests,
+        observer=lambda s, step: seen.append({i: (q.kv(s.dstep), len(q.blocks)) for i, q in s.running.items()}),
+    )
     return seen
 
 
@@ -151,8 +154,15 @@ rows = st.lists(st.tuples(st.floats(0.0, 2.0), st.integers(1, 200), st.integers(
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=rows, k=st.integers(1, 4), rate=st.floats(0.0, 1.0), tokens=st.integers(300, 900),
-       budget=st.integers(0, 40), caching=st.booleans(), seed=st.integers(0, 3))
+@given(
+    rows=rows,
+    k=st.integers(1, 4),
+    rate=st.floats(0.0, 1.0),
+    tokens=st.integers(300, 900),
+    budget=st.integers(0, 40),
+    caching=st.booleans(),
+    seed=st.integers(0, 3),
+)
 def test_invariants(rows, k, rate, tokens, budget, caching, seed):
     """Blocks held never exceed the pool; a scheduled request keeps 1 to k + 1 tokens a step (none
     when the budget ran out before it); every request gets all its tokens."""
@@ -192,8 +202,9 @@ def test_tpot_falls_as_acceptance_rises():
 def test_the_lab_runs_vllm_v1_with_drafts_and_refuses_the_others_with_one_line():
     lab = SchedulersLab(requests=40, spec_tokens=3, acceptance="0.7")
     result = lab.run()
-    assert result["refused"] == {m: f"{m}: speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
-                                 for m in ("paper", "sglang")}
+    assert result["refused"] == {
+        m: f"{m}: speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only" for m in ("paper", "sglang")
+    }
     (v1,) = result["modes"]
     assert v1["mode"] == "vllm-v1" and v1["spec"]["spec_tokens"] == 3 and 1.0 < v1["spec"]["tokens_per_step"] < 4.0
     off = SchedulersLab(requests=40).run()
@@ -201,11 +212,20 @@ def test_the_lab_runs_vllm_v1_with_drafts_and_refuses_the_others_with_one_line()
     assert "spec" not in plain and v1["tpot_s"]["p50"] < plain["tpot_s"]["p50"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"spec_tokens": 2, "acceptance": "0.9,2"}, "acceptance: '0.9,2' is not allowed; give one rate in [0, 1] or 2 rates"),
-    ({"spec_tokens": 2, "async_scheduling": True}, "spec_tokens: 2 is not allowed with async_scheduling true"),
-    ({"spec_tokens": 2, "model": "gpt-oss-20b"}, "spec_tokens: 2 is not allowed with model gpt-oss-20b; its layers mix"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"spec_tokens": 2, "acceptance": "0.9,2"},
+            "acceptance: '0.9,2' is not allowed; give one rate in [0, 1] or 2 rates",
+        ),
+        ({"spec_tokens": 2, "async_scheduling": True}, "spec_tokens: 2 is not allowed with async_scheduling true"),
+        (
+            {"spec_tokens": 2, "model": "gpt-oss-20b"},
+            "spec_tokens: 2 is not allowed with model gpt-oss-20b; its layers mix",
+        ),
+    ],
+)
 def test_the_lab_refuses_what_it_does_not_simulate(params, message):
     with pytest.raises(ParamError, match=message.replace("[", r"\[").replace("]", r"\]")):
         SchedulersLab(**params).check()

@@ -1,5 +1,6 @@
 """Speed-ups that must change nothing (issue 12): every shortcut gives, to the last bit, what the
 plain computation gives, and every result a lab remembers equals a fresh one, in bounded memory."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -71,8 +72,9 @@ def same_run(a: Run, b: Run) -> None:
         if f.name == "itl":
             assert np.array_equal(x, y)
         elif f.name == "sequences":
-            assert [(s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in x] == \
-                   [(s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in y]
+            assert [(s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in x] == [
+                (s.id, s.first_token_t, s.finish_t, s.spans, s.missed) for s in y
+            ]
         elif f.name == "rejected":
             assert [(r.id, why) for r, why in x] == [(r.id, why) for r, why in y]
         else:
@@ -111,7 +113,9 @@ def test_step_times_is_step_time_elementwise():
     cost = CostModel(GPUS["H100-SXM"], MODELS["llama-3-8b"], tp=2)
     flops = np.linspace(1e9, 1e15, 57)
     nbytes = np.linspace(1e12, 1e8, 57)
-    assert cost.step_times(flops, nbytes).tolist() == [cost.step_time(f, b) for f, b in zip(flops.tolist(), nbytes.tolist())]
+    assert cost.step_times(flops, nbytes).tolist() == [
+        cost.step_time(f, b) for f, b in zip(flops.tolist(), nbytes.tolist())
+    ]
 
 
 def test_a_remembered_prefill_price_is_the_price():
@@ -126,10 +130,12 @@ def test_reserved_memory_ignores_what_ignored_by_says():
     requests = Setup("A", "oracle").workload(80, 4.0, seed=2)
     for memory in MEMORIES:
         base = Setup("A", memory)
-        other = base.with_(**{"allocator": "buddy"} if memory == "paged" else
-                           {"block_size": 4, "watermark": 0.2, "preemption": "swap"})
-        assert set(ignored_by(memory)) == {f for f in ("allocator", "block_size", "watermark", "preemption")
-                                           if getattr(base, f) != getattr(other, f)}
+        other = base.with_(
+            **{"allocator": "buddy"} if memory == "paged" else {"block_size": 4, "watermark": 0.2, "preemption": "swap"}
+        )
+        assert set(ignored_by(memory)) == {
+            f for f in ("allocator", "block_size", "watermark", "preemption") if getattr(base, f) != getattr(other, f)
+        }
         a, b = base.run(requests, trace=True), other.run(requests, trace=True)
         assert jsonable(summarize(a, base.slo)) == jsonable(summarize(b, other.slo)) and a.trace == b.trace
 
@@ -146,7 +152,7 @@ def test_continued_sampling_is_generate_alone():
 def test_ordered_bytes_sort_like_token_lists():
     rng = np.random.default_rng(0)
     runs = [rng.integers(-4, 4, rng.integers(0, 6)) for _ in range(500)]
-    runs += [np.array([-2**63, 2**63 - 1]), np.array([2**63 - 1]), np.array([-2**63]), np.array([], dtype=np.int64)]
+    runs += [np.array([-(2**63), 2**63 - 1]), np.array([2**63 - 1]), np.array([-(2**63)]), np.array([], dtype=np.int64)]
     order = sorted(range(len(runs)), key=lambda i: runs[i].tolist())
     assert sorted(range(len(runs)), key=lambda i: ordered_bytes(runs[i])) == order
     requests = few_shot(3, 5, 10, 20, 5, 4, seed=1)
@@ -177,8 +183,15 @@ def warm(lab: str, base: dict[str, str], change: dict[str, str]) -> dict:
 
 
 def test_fsm_remembers_samples_and_they_are_the_samples():
-    changes = [{}, {"samples": "6"}, {"seed": "2"}, {"max_len": "60"}, {"max_len": "150"}, {"preset": "ambiguous"},
-               {"max_len": "120"}]
+    changes = [
+        {},
+        {"samples": "6"},
+        {"seed": "2"},
+        {"max_len": "60"},
+        {"max_len": "150"},
+        {"preset": "ambiguous"},
+        {"max_len": "120"},
+    ]
     small = {"max_len": "120", "samples": "3"}
     expected = [fresh("fsm", small, c) for c in changes]
     clear_memos()
@@ -236,15 +249,27 @@ class Level(enum.IntEnum):
 
 def _values() -> st.SearchStrategy:
     leaves = st.one_of(
-        st.none(), st.booleans(), st.integers(), st.text(max_size=3), st.floats(allow_nan=True, allow_infinity=True),
-        st.floats(allow_nan=True).map(np.float64), st.integers(-9, 9).map(np.int64), st.booleans().map(np.bool_),
-        st.just(Level.LOW), st.lists(st.floats(allow_nan=True), max_size=4).map(np.array),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.text(max_size=3),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.floats(allow_nan=True).map(np.float64),
+        st.integers(-9, 9).map(np.int64),
+        st.booleans().map(np.bool_),
+        st.just(Level.LOW),
+        st.lists(st.floats(allow_nan=True), max_size=4).map(np.array),
     )
-    return st.recursive(leaves, lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
-        st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=4),
-        st.dictionaries(st.text(max_size=2), inner, max_size=3).map(types.MappingProxyType),
-    ), max_leaves=20)
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.lists(inner, max_size=4).map(tuple),
+            st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=4),
+            st.dictionaries(st.text(max_size=2), inner, max_size=3).map(types.MappingProxyType),
+        ),
+        max_leaves=20,
+    )
 
 
 @settings(max_examples=400, deadline=None)

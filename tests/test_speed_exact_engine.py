@@ -2,6 +2,7 @@
 quiet steps while the queue is blocked and requests are refused, the max-rate trials a search
 reuses, the sweep points a change leaves alone: each gives, to the last bit, what the plain
 computation gives."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,7 @@ from test_speed_exact import fresh, full_path, same_run, warm
 # -- the engine: quiet steps while the queue's head is blocked -----------------------------------
 @pytest.mark.parametrize("memory", ["oracle", "max", "paged"])
 @pytest.mark.parametrize("trace", [False, True])
-def test_quiet_steps_with_a_blocked_queue_change_nothing(memory: str, trace: bool,
-                                                              monkeypatch: pytest.MonkeyPatch):
+def test_quiet_steps_with_a_blocked_queue_change_nothing(memory: str, trace: bool, monkeypatch: pytest.MonkeyPatch):
     setup = Setup("A", memory)
     requests = setup.workload(200, 5.0, seed=4)  # overloaded: the queue's head waits most of the run
     blocked = []
@@ -73,8 +73,17 @@ def test_a_trial_answers_exactly_for_the_give_up_levels_it_claims(kind: str, rat
 
 def test_max_rate_reuses_trials_across_targets_and_tolerances():
     small = {"requests": "60", "rel_tol": "0.1"}
-    changes = [{}, {"target": "0.95"}, {"rel_tol": "0.05"}, {"target": "0.8"}, {"seed": "2"}, {"tp": "2"},
-               {"preemption": "swap"}, {"target": "0.95", "rel_tol": "0.05"}, {}]
+    changes = [
+        {},
+        {"target": "0.95"},
+        {"rel_tol": "0.05"},
+        {"target": "0.8"},
+        {"seed": "2"},
+        {"tp": "2"},
+        {"preemption": "swap"},
+        {"target": "0.95", "rel_tol": "0.05"},
+        {},
+    ]
     expected = [fresh("max-rate", small, c) for c in changes]
     assert len({repr(e) for e in expected}) >= 6  # the changes do change the result
     clear_memos()
@@ -104,17 +113,38 @@ def test_a_tolerance_change_runs_nothing_new(monkeypatch: pytest.MonkeyPatch):
 # -- sweep: remembered points ------------------------------------------------------------------
 def test_sweep_remembers_points_and_they_are_the_points():
     small = {"requests": "40"}
-    changes = [{}, {"block_size": "32"}, {"sweep": "watermark"}, {"watermark": "0.05"}, {"sweep": "preemption"},
-               {"rate": "3"}, {"seed": "1"}, {"allocator": "buddy"}, {"sweep": "watermark", "block_size": "8"},
-               {"preemption": "swap"}, {"ttft_slo_s": "0.5"}, {}]
+    changes = [
+        {},
+        {"block_size": "32"},
+        {"sweep": "watermark"},
+        {"watermark": "0.05"},
+        {"sweep": "preemption"},
+        {"rate": "3"},
+        {"seed": "1"},
+        {"allocator": "buddy"},
+        {"sweep": "watermark", "block_size": "8"},
+        {"preemption": "swap"},
+        {"ttft_slo_s": "0.5"},
+        {},
+    ]
     expected = [fresh("sweep", small, c) for c in changes]
     clear_memos()
     assert [warm("sweep", small, c) for c in changes] == expected
     assert len(sweep._POINTS) <= sweep.POINTS_KEPT
 
 
-@pytest.mark.parametrize("change", [{"rate": "3"}, {"seed": "1"}, {"watermark": "0.05"}, {"preemption": "swap"},
-                                    {"ttft_slo_s": "0.5"}, {"scenario": "B"}, {"requests": "121"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"rate": "3"},
+        {"seed": "1"},
+        {"watermark": "0.05"},
+        {"preemption": "swap"},
+        {"ttft_slo_s": "0.5"},
+        {"scenario": "B"},
+        {"requests": "121"},
+    ],
+)
 def test_every_input_of_a_sweep_point_is_in_its_key(change: dict[str, str]):
     small = {"requests": "120", "rate": "8", "sweep": "block_size"}
     clear_memos()

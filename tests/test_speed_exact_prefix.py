@@ -1,6 +1,7 @@
 """Speed-ups of the prefix-cache labs that must change nothing (issue 12): the quick paths of the
 scheduler, the radix tree and the block-hash cache give, to the last bit, what the plain
 computations give, and every result a lab remembers equals a fresh one."""
+
 from __future__ import annotations
 
 import heapq
@@ -23,8 +24,9 @@ from kvweb.serving.prefix_caching import chain_hashes
 
 
 # -- the plain computations the quick paths replace ----------------------------------------------
-def _priority(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float,
-              now: int) -> Callable[[_Waiting], float]:
+def _priority(
+    policy: str, server: PrefixCache, rank: dict[int, int], alpha: float, now: int
+) -> Callable[[_Waiting], float]:
     if policy == "fcfs":
         return lambda w: -w.order
     if policy == "lspf":
@@ -36,8 +38,9 @@ def _priority(policy: str, server: PrefixCache, rank: dict[int, int], alpha: flo
     raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
 
 
-def plain_simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queue: int,
-                   alpha: float) -> list[Served]:
+def plain_simulate(
+    requests: Sequence[Request], server: PrefixCache, policy: str, queue: int, alpha: float
+) -> list[Served]:
     """`simulate` as it was: the pick is a max over (score, -entry order)."""
     rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs-rank" else {}
     by_rid = {r.rid: r for r in requests}
@@ -66,8 +69,9 @@ def plain_simulate(requests: Sequence[Request], server: PrefixCache, policy: str
         pick = max(range(len(waiting)), key=lambda i: (score(waiting[i]), -waiting[i].order))
         w = waiting.pop(pick)
         matched = server.serve(w.request)
-        served.append(Served(w.request.rid, w.request.group, now, len(w.request.prompt), matched,
-                             now - w.entered, server.cached))
+        served.append(
+            Served(w.request.rid, w.request.group, now, len(w.request.prompt), matched, now - w.entered, server.cached)
+        )
         now += 1
         for turn in next_turns.get(w.request.rid, ()):
             heapq.heappush(arrivals, (now + turn.delay, turn.rid))
@@ -81,18 +85,18 @@ class PlainPool(TokenPool):
         k = self.pages_for(n_tokens)
         if k > self._n_free:
             return None
-        pages = self._free[self._n_free - k:self._n_free][::-1].astype(np.int64)
+        pages = self._free[self._n_free - k : self._n_free][::-1].astype(np.int64)
         self._n_free -= k
         self._in_use[pages] = True
         p = self.page_size
         return (pages[:, None] * p + np.arange(p)).ravel()[:n_tokens]
 
     def free(self, slots: np.ndarray) -> None:
-        pages = slots[::self.page_size] // self.page_size
+        pages = slots[:: self.page_size] // self.page_size
         if not self._in_use[pages].all():
             raise ValueError("freeing a slot that is not in use")
         self._in_use[pages] = False
-        self._free[self._n_free:self._n_free + len(pages)] = pages
+        self._free[self._n_free : self._n_free + len(pages)] = pages
         self._n_free += len(pages)
 
 
@@ -138,7 +142,7 @@ class PlainHash(PrefixHashCache):
     def serve(self, request: Request) -> int:
         tokens = request.tokens
         hashes = plain_chain(tokens, self.block_size)
-        hit = self.lookup(hashes[:len(request.prompt) // self.block_size])
+        hit = self.lookup(hashes[: len(request.prompt) // self.block_size])
         self.touch(hit)
         need = -(-len(tokens) // self.block_size) - len(hit)
         if need > len(self.free):
@@ -197,7 +201,7 @@ def test_a_remembered_chain_is_the_chain() -> None:
     tokens = WORKLOADS["multi-turn"][5].tokens
     for block in (1, 3, 16):
         assert PrefixHashCache(100, block).hashes(tokens) == plain_chain(tokens, block)
-    assert PrefixHashCache(100, 3).hashes(tokens) != PrefixHashCache(100, 4).hashes(tokens)[:len(tokens) // 3]
+    assert PrefixHashCache(100, 3).hashes(tokens) != PrefixHashCache(100, 4).hashes(tokens)[: len(tokens) // 3]
 
 
 @settings(max_examples=150, deadline=None)
@@ -209,7 +213,7 @@ def test_a_node_s_bytes_are_its_edge(page: int, inserts: list[list[int]], size: 
     for tokens in inserts:
         done = []
         for c in (cache, plain):
-            m = c.match_prefix(tokens[:len(tokens) * 2 // 3])  # a prompt, then its output
+            m = c.match_prefix(tokens[: len(tokens) * 2 // 3])  # a prompt, then its output
             c.lock(m.node)
             fresh = c.alloc(len(tokens) - m.length)
             done.append(None if fresh is None else c.extend(m, tokens, fresh))
@@ -223,14 +227,23 @@ def test_a_node_s_bytes_are_its_edge(page: int, inserts: list[list[int]], size: 
             stack.extend(node.children.values())
 
 
-programs = st.lists(st.one_of(st.tuples(st.just("serve"), st.integers(0, 7)),
-                              st.tuples(st.just("peek"), st.integers(0, 7)),
-                              st.tuples(st.just("evict"), st.integers(1, 12))), max_size=60)
+programs = st.lists(
+    st.one_of(
+        st.tuples(st.just("serve"), st.integers(0, 7)),
+        st.tuples(st.just("peek"), st.integers(0, 7)),
+        st.tuples(st.just("evict"), st.integers(1, 12)),
+    ),
+    max_size=60,
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 2), st.integers(4, 40), st.lists(st.lists(st.integers(0, 2), max_size=10), min_size=8, max_size=8),
-       programs)
+@given(
+    st.integers(1, 2),
+    st.integers(4, 40),
+    st.lists(st.lists(st.integers(0, 2), max_size=10), min_size=8, max_size=8),
+    programs,
+)
 def test_a_remembered_walk_is_the_walk(page: int, size: int, prompts: list[list[int]], program: list) -> None:
     """Peeks at the same arrays between serves and evictions: the remembered walks give the plain
     walks' matches and leave the same tree (splits, stamps)."""
@@ -241,8 +254,11 @@ def test_a_remembered_walk_is_the_walk(page: int, size: int, prompts: list[list[
             assert cache.match_length(arrays[arg], remember=True) == plain.match_length(arrays[arg])
         matches = [c.match_prefix(arrays[arg], remember=True) for c in (cache, plain)] if op == "serve" else []
         if matches:
-            assert (matches[0].length, matches[0].slots.tolist(), matches[0].node.id) == \
-                   (matches[1].length, matches[1].slots.tolist(), matches[1].node.id)
+            assert (matches[0].length, matches[0].slots.tolist(), matches[0].node.id) == (
+                matches[1].length,
+                matches[1].slots.tolist(),
+                matches[1].node.id,
+            )
         for c, m in zip((cache, plain), matches or [None, None]):
             if op == "serve":
                 c.lock(m.node)
@@ -269,8 +285,9 @@ def test_a_remembered_walk_is_taken_again_after_each_change_on_it() -> None:
             assert cache.match_length(tokens, remember=True) == plain.match_length(tokens)
         if op == "serve":
             ms = [x.match_prefix(tokens, remember=True) for x in (cache, plain)]
-            assert [(m.length, m.slots.tolist(), m.node.id) for m in ms] == \
-                   [(m.length, m.slots.tolist(), m.node.id) for m in ms[::-1]]
+            assert [(m.length, m.slots.tolist(), m.node.id) for m in ms] == [
+                (m.length, m.slots.tolist(), m.node.id) for m in ms[::-1]
+            ]
             for x, m in zip((cache, plain), ms):
                 x.lock(m.node)
                 x.extend(m, tokens, x.alloc(len(tokens) - m.length))
@@ -280,12 +297,28 @@ def test_a_remembered_walk_is_taken_again_after_each_change_on_it() -> None:
                 x.evict(len(tokens))
         assert cache.describe() == plain.describe()
 
-    for op, tokens in [("peek", d), ("serve", a), ("peek", a), ("peek", c), ("peek", a),  # remembered
-                       ("serve", b), ("peek", a), ("peek", a), ("serve", a),  # [1, 2, 3, 4] split after 2
-                       ("serve", e), ("peek", c), ("peek", c),  # a child at the end of c's walk: not its way
-                       ("serve", c), ("peek", c), ("peek", c),  # a child at the end of c's walk
-                       ("evict", c), ("peek", c), ("peek", d),  # c's end evicted
-                       ("serve", d), ("peek", d)]:  # the root's new child
+    for op, tokens in [
+        ("peek", d),
+        ("serve", a),
+        ("peek", a),
+        ("peek", c),
+        ("peek", a),  # remembered
+        ("serve", b),
+        ("peek", a),
+        ("peek", a),
+        ("serve", a),  # [1, 2, 3, 4] split after 2
+        ("serve", e),
+        ("peek", c),
+        ("peek", c),  # a child at the end of c's walk: not its way
+        ("serve", c),
+        ("peek", c),
+        ("peek", c),  # a child at the end of c's walk
+        ("evict", c),
+        ("peek", c),
+        ("peek", d),  # c's end evicted
+        ("serve", d),
+        ("peek", d),
+    ]:  # the root's new child
         step(op, tokens)
     assert cache.clock == plain.clock
 
@@ -300,8 +333,18 @@ def fresh(lab: str, change: dict[str, str]) -> dict:
 
 
 def test_prefix_hash_remembers_runs_and_they_are_the_runs() -> None:
-    changes = [{}, {"alpha": "3"}, {"block_size": "8"}, {"capacity": "289"}, {"capacity": "310"}, {"queue": "2"},
-               {"policy": "fcfs"}, {"question_len": "9"}, {"workload": "multi-turn", "sessions": "4"}, {}]
+    changes = [
+        {},
+        {"alpha": "3"},
+        {"block_size": "8"},
+        {"capacity": "289"},
+        {"capacity": "310"},
+        {"queue": "2"},
+        {"policy": "fcfs"},
+        {"question_len": "9"},
+        {"workload": "multi-turn", "sessions": "4"},
+        {},
+    ]
     expected = [fresh("prefix-hash", c) for c in changes]
     # Each change but alpha (neither order reads it) alters the result: a key that left its input
     # out would give the old result below.
@@ -319,8 +362,9 @@ def test_a_workload_is_drawn_once_and_is_the_drawing() -> None:
     lab = make("cache-schedule", SMALL)
     first = lab.requests()
     assert lab.requests() is first
-    assert [(r.rid, r.prompt.tolist(), r.output.tolist()) for r in first] == \
-           [(r.rid, r.prompt.tolist(), r.output.tolist()) for r in lab.draw()]
+    assert [(r.rid, r.prompt.tolist(), r.output.tolist()) for r in first] == [
+        (r.rid, r.prompt.tolist(), r.output.tolist()) for r in lab.draw()
+    ]
     other = make("cache-schedule", {**SMALL, "question_len": "7"}).requests()
     assert other is not first and len(other[0].prompt) != len(first[0].prompt)
     assert len(workload_lab._WORKLOADS) <= workload_lab._WORKLOADS.keep

@@ -2,6 +2,7 @@
 general path (one by one or as arrays) and give, to the last bit, what every iteration through
 `_iterate` gives; the memory maps, hashes and event bins equal the plain computations they
 replace (kept here as references); and every run or search the lab remembers equals a fresh one."""
+
 from __future__ import annotations
 
 import copy
@@ -78,7 +79,7 @@ def plain_v1_map(self, step, max_cells):  # noqa: ANN001, ANN201
         held = counts > 0
         last = np.array([s.blocks[-1] for s in seqs if s.blocks], dtype=np.int64)
         written[last] = (kv - (counts - 1) * bs)[held]
-        hits = [b for s in seqs for b in s.blocks[:s.hit // bs]]
+        hits = [b for s in seqs for b in s.blocks[: s.hit // bs]]
         owner[hits] = SHARED
         owner[np.asarray(pool.ref) > 1] = SHARED
     return plain_state_cells(bs, owner, written, max_cells)
@@ -110,7 +111,7 @@ class PlainRadix(RadixScheduler):
 def plain_chain_hashes(tokens, block_size, hashes, blocks):  # noqa: ANN001, ANN201
     prev = hashes[-1] if hashes else 0
     for i in range(len(hashes) * block_size, blocks * block_size, block_size):
-        prev = hash((prev, tokens[i:i + block_size].tobytes()))
+        prev = hash((prev, tokens[i : i + block_size].tobytes()))
         hashes.append(prev)
 
 
@@ -161,7 +162,11 @@ def both_ways(make_scheduler, requests: list[Request], trace: bool) -> None:  # 
     if tier is not None:
         times = fast.trace["curves"]["t"] if trace else [0.0, fast.sim_time]
         assert tier.figures(times) == slow.tier.figures(times) and tier.held == slow.tier.held
-        assert (tier.changes, tier.hits, quick.host_hit_tokens) == (slow.tier.changes, slow.tier.hits, slow.host_hit_tokens)
+        assert (tier.changes, tier.hits, quick.host_hit_tokens) == (
+            slow.tier.changes,
+            slow.tier.hits,
+            slow.host_hit_tokens,
+        )
 
 
 @pytest.fixture(params=["arrays", "as shipped"])
@@ -173,9 +178,15 @@ def quiet_array(request, monkeypatch):  # noqa: ANN001, ANN201
 
 
 LAB_WORKLOADS = [
-    {}, {"workload": "few-shot"}, {"workload": "sharegpt"}, {"scenario": "B", "requests": "150"},
-    {"rate": "6", "requests": "200"}, {"prefix_caching": "false", "rate": "5"}, {"block_size": "1", "requests": "120"},
-    {"block_size": "17", "rate": "4"}, {"mem_util": "0.75", "rate": "4", "requests": "150"},
+    {},
+    {"workload": "few-shot"},
+    {"workload": "sharegpt"},
+    {"scenario": "B", "requests": "150"},
+    {"rate": "6", "requests": "200"},
+    {"prefix_caching": "false", "rate": "5"},
+    {"block_size": "1", "requests": "120"},
+    {"block_size": "17", "rate": "4"},
+    {"mem_util": "0.75", "rate": "4", "requests": "150"},
     {"workload": "few-shot", "mem_util": "0.75", "rate": "8", "requests": "150"},
     {"mem_util": "0.75", "rate": "6", "requests": "150", "host_tier_gb": "20"},
 ]
@@ -190,11 +201,23 @@ def test_quiet_iterations_change_nothing_in_the_labs_runs(params, quiet_array):
         both_ways(lambda mode=mode: lab.scheduler(mode, give_up_after=10), requests, trace=False)
 
 
-@pytest.mark.parametrize("params", [
-    {"model": "gpt-oss-20b"}, {"model": "gemma-3-27b", "workload": "few-shot", "rate": "6"},
-    {"model": "qwen3-next-80b-a3b", "workload": "sharegpt"},
-    {"model": "gpt-oss-20b", "mem_util": "0.165", "rate": "20", "requests": "60",  # 107 preemptions
-     "workload": "fixed", "prompt_len": "500", "output_len": "3000"}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"model": "gpt-oss-20b"},
+        {"model": "gemma-3-27b", "workload": "few-shot", "rate": "6"},
+        {"model": "qwen3-next-80b-a3b", "workload": "sharegpt"},
+        {
+            "model": "gpt-oss-20b",
+            "mem_util": "0.165",
+            "rate": "20",
+            "requests": "60",  # 107 preemptions
+            "workload": "fixed",
+            "prompt_len": "500",
+            "output_len": "3000",
+        },
+    ],
+)
 def test_quiet_iterations_change_nothing_on_hybrid_models(params, quiet_array):
     """vLLM V1's KV cache groups (issue 27): windows slide in quiet iterations as in `_iterate`; SGLang's
     pools on these models (window or state pools): quiet stretches stop where running requests free
@@ -211,32 +234,69 @@ def test_quiet_iterations_change_nothing_with_every_knob(quiet_array):
     lab = make("schedulers", {"requests": "150", "rate": "5", "mem_util": "0.78"})
     requests = lab.workload_at(lab.rate)
     cost = lab.setup().cost_model()
-    for config in (V1Config(2048, 16, 64, 512, True), V1Config(2048, 4, 256, 256, True), V1Config(2048, 32, 8, 8192, False),
-                   V1Config(2048, 16, 64, 512, True, full_prompt_check=False),
-                   V1Config(2048, 16, 64, 512, True, async_scheduling=True),
-                   V1Config(2048, 16, 64, 512, True, host_blocks=400), V1Config(2048, 4, 32, 512, True, host_blocks=90),
-                   V1Config(2048, 16, 64, 512, True, False, True, host_blocks=400)):
+    for config in (
+        V1Config(2048, 16, 64, 512, True),
+        V1Config(2048, 4, 256, 256, True),
+        V1Config(2048, 32, 8, 8192, False),
+        V1Config(2048, 16, 64, 512, True, full_prompt_check=False),
+        V1Config(2048, 16, 64, 512, True, async_scheduling=True),
+        V1Config(2048, 16, 64, 512, True, host_blocks=400),
+        V1Config(2048, 4, 32, 512, True, host_blocks=90),
+        V1Config(2048, 16, 64, 512, True, False, True, host_blocks=400),
+    ):
         both_ways(lambda config=config: V1Scheduler(cost, config), requests, trace=True)
-    for chunk, policy, mixed, cache in ((1024, "lpm", True, True), (512, "fcfs", False, True), (8192, "lpm", False, False),
-                                        (300, "fcfs", True, False)):
+    for chunk, policy, mixed, cache in (
+        (1024, "lpm", True, True),
+        (512, "fcfs", False, True),
+        (8192, "lpm", False, False),
+        (300, "fcfs", True, False),
+    ):
         config = RadixConfig(2048, 64, chunk, 4096, policy, mixed, cache)
-        both_ways(lambda config=config: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, True)
+        both_ways(
+            lambda config=config: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config), requests, True
+        )
     for host in (3000, 400):  # a host tier (HiCache) large and small
         config = RadixConfig(2048, 64, 1024, 4096, "lpm", False, True)
-        both_ways(lambda host=host: RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config,
-                                                   host=HostTree(RadixCache(host), host, cost)), requests, True)
+        both_ways(
+            lambda host=host: RadixScheduler(
+                cost, RadixCache(cost.kv_capacity_tokens), config, host=HostTree(RadixCache(host), host, cost)
+            ),
+            requests,
+            True,
+        )
 
 
-requests_st = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]), st.integers(0, 30), st.integers(1, 40),
-                                 st.integers(1, 120), st.booleans()), min_size=1, max_size=16)
+requests_st = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.5]),
+        st.integers(0, 30),
+        st.integers(1, 40),
+        st.integers(1, 120),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=16,
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 600), block=st.sampled_from([1, 2, 4, 16]),
-       max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), mode=st.sampled_from(["v1", "sglang"]),
-       lpm=st.booleans(), mixed=st.booleans(), trace=st.booleans(), array=st.sampled_from([1, 2, 5, 48]))
-def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, mode, lpm, mixed,
-                                                  trace, array):
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 600),
+    block=st.sampled_from([1, 2, 4, 16]),
+    max_seqs=st.integers(1, 8),
+    budget=st.integers(0, 120),
+    caching=st.booleans(),
+    mode=st.sampled_from(["v1", "sglang"]),
+    lpm=st.booleans(),
+    mixed=st.booleans(),
+    trace=st.booleans(),
+    array=st.sampled_from([1, 2, 5, 48]),
+)
+def test_quiet_iterations_change_nothing_anywhere(
+    rows, shared, tokens, block, max_seqs, budget, caching, mode, lpm, mixed, trace, array
+):
     # (for V1, `lpm` and `mixed` draw the full-prompt check and async scheduling)
     requests = small_workload(rows, shared)
     cost = cost_with(tokens)
@@ -254,9 +314,18 @@ def test_quiet_iterations_change_nothing_anywhere(rows, shared, tokens, block, m
 
 
 # -- memory maps, hashes, event bins ------------------------------------------------------------
-@pytest.mark.parametrize("params", [{}, {"workload": "few-shot"}, {"workload": "sharegpt"}, {"scenario": "B"},
-                                    {"mem_util": "0.75", "rate": "5", "requests": "150"}, {"block_size": "3"},
-                                    {"prefix_caching": "false"}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"workload": "few-shot"},
+        {"workload": "sharegpt"},
+        {"scenario": "B"},
+        {"mem_util": "0.75", "rate": "5", "requests": "150"},
+        {"block_size": "3"},
+        {"prefix_caching": "false"},
+    ],
+)
 def test_memory_maps_are_the_plain_ones(params):
     lab = make("schedulers", {"requests": "200", **params})
     requests = lab.workload_at(lab.rate)
@@ -265,8 +334,15 @@ def test_memory_maps_are_the_plain_ones(params):
     fast = V1Scheduler(cost, v1).run(requests, trace=recorder(requests))
     plain = PlainV1(cost, v1).run(requests, trace=recorder(requests))
     same_run(fast, plain)
-    radix = RadixConfig(lab.setup().spec.max_len, lab.max_seqs, lab.chunk(), Settings.max_prefill_tokens, lab.policy,
-                        lab.mixed_chunk, lab.prefix_caching)
+    radix = RadixConfig(
+        lab.setup().spec.max_len,
+        lab.max_seqs,
+        lab.chunk(),
+        Settings.max_prefill_tokens,
+        lab.policy,
+        lab.mixed_chunk,
+        lab.prefix_caching,
+    )
     fast = RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=recorder(requests))
     plain = PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=recorder(requests))
     same_run(fast, plain)
@@ -274,9 +350,17 @@ def test_memory_maps_are_the_plain_ones(params):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 2000), block=st.sampled_from([1, 2, 4, 16]),
-       max_seqs=st.integers(1, 8), budget=st.integers(0, 120), caching=st.booleans(), cells=st.sampled_from([1, 7, 64, 1024]),
-       dense=st.sampled_from([0, 1 << 16]))
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 2000),
+    block=st.sampled_from([1, 2, 4, 16]),
+    max_seqs=st.integers(1, 8),
+    budget=st.integers(0, 120),
+    caching=st.booleans(),
+    cells=st.sampled_from([1, 7, 64, 1024]),
+    dense=st.sampled_from([0, 1 << 16]),
+)
 def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, max_seqs, budget, caching, cells, dense):
     # (`dense` draws async scheduling for V1 too)
     requests = small_workload(rows, shared)
@@ -290,8 +374,10 @@ def test_memory_maps_are_the_plain_ones_anywhere(rows, shared, tokens, block, ma
     same_run(V1Scheduler(cost, v1).run(requests, trace=trace()), PlainV1(cost, v1).run(requests, trace=trace()))
     radix = RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm", False, caching)
     try:
-        same_run(RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()),
-                 PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()))
+        same_run(
+            RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()),
+            PlainRadix(cost, RadixCache(cost.kv_capacity_tokens), radix).run(requests, trace=trace()),
+        )
     finally:
         radix_scheduler.DENSE_SLOTS = saved
 
@@ -304,13 +390,15 @@ def test_cells_of_blocks_are_the_plain_ones():
             written = rng.integers(0, 17, n)
             per_cell = cell_group(n, max_cells)
             pad = -n % per_cell
-            key = np.concatenate([[o if o >= 0 else -1 - MARKS.tolist().index(o) for o in owner.tolist()],
-                                  np.full(pad, K_FREE)])
+            key = np.concatenate(
+                [[o if o >= 0 else -1 - MARKS.tolist().index(o) for o in owner.tolist()], np.full(pad, K_FREE)]
+            )
             fast = key_cells(16, per_cell, key, np.concatenate([written, np.zeros(pad, dtype=written.dtype)]))
             assert fast == plain_state_cells(16, owner, written, max_cells)
             free_or_id = np.maximum(owner, -1)
-            assert blocks_to_cells(16, free_or_id, written, max_cells) == \
-                plain_blocks_to_cells(16, free_or_id, written, max_cells)
+            assert blocks_to_cells(16, free_or_id, written, max_cells) == plain_blocks_to_cells(
+                16, free_or_id, written, max_cells
+            )
 
 
 def test_a_pool_hands_out_one_allocation_as_the_allocations_it_joins():
@@ -363,9 +451,14 @@ def test_the_opening_step_is_the_plain_one():
     lab = make("schedulers", {})
     result = lab.run()
     frames = [m["trace"]["frames"] for m in result["modes"]]
-    assert result["opening_step"] == opening_step(frames, result["timeline"]) == \
-        plain_opening_step(frames, result["timeline"])
-    no_reuse = [[{**f, "owner": [o if o not in (CACHED, SHARED) else FREE for o in f["owner"]]} for f in fs] for fs in frames]
+    assert (
+        result["opening_step"]
+        == opening_step(frames, result["timeline"])
+        == plain_opening_step(frames, result["timeline"])
+    )
+    no_reuse = [
+        [{**f, "owner": [o if o not in (CACHED, SHARED) else FREE for o in f["owner"]]} for f in fs] for fs in frames
+    ]
     assert opening_step(no_reuse, result["timeline"]) == plain_opening_step(no_reuse, result["timeline"])
 
 
@@ -379,10 +472,24 @@ def fresh(change: dict[str, str]) -> dict:
 
 
 def test_the_lab_remembers_runs_and_they_are_the_runs():
-    changes = [{}, {"tp": "2"}, {"rate": "2.2"}, {"block_size": "17"}, {"preemption": "swap"}, {"prefix_caching": "false"},
-               {"token_budget": "512"}, {"policy": "fcfs"}, {"swap_copies": "per-layer-kv"}, {"workload": "few-shot"},
-               {"workload": "few-shot", "turns": "2"}, {"workload": "few-shot", "rate": "3"}, {"search": "true"}, {"search": "true", "rate": "3"},
-               {"search": "true", "target": "0.8"}, {}]
+    changes = [
+        {},
+        {"tp": "2"},
+        {"rate": "2.2"},
+        {"block_size": "17"},
+        {"preemption": "swap"},
+        {"prefix_caching": "false"},
+        {"token_budget": "512"},
+        {"policy": "fcfs"},
+        {"swap_copies": "per-layer-kv"},
+        {"workload": "few-shot"},
+        {"workload": "few-shot", "turns": "2"},
+        {"workload": "few-shot", "rate": "3"},
+        {"search": "true"},
+        {"search": "true", "rate": "3"},
+        {"search": "true", "target": "0.8"},
+        {},
+    ]
     expected = [fresh(c) for c in changes]
     clear_memos()
     assert [jsonable(make("schedulers", {**SMALL, **c}).run()) for c in changes] == expected
@@ -394,11 +501,25 @@ def run_of(lab: SchedulersLab, mode: str) -> dict:
     return jsonable({**lab.figures(run), "trace": run.trace})
 
 
-UNREAD_CHANGES = {"token_budget": 512, "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True,
-                  "prefix_caching": False, "allocator": "buddy", "watermark": 0.1, "preemption": "swap",
-                  "block_size": 8, "block_overhead_us": 50.0, "host_link_gb_s": 5.0, "swap_copies": "per-layer-kv",
-                  "full_prompt_check": False, "async_scheduling": True, "host_tier_gb": 20.0, "spec_tokens": 2,
-                  "acceptance": "0.5"}
+UNREAD_CHANGES = {
+    "token_budget": 512,
+    "chunk_size": 1024,
+    "policy": "fcfs",
+    "mixed_chunk": True,
+    "prefix_caching": False,
+    "allocator": "buddy",
+    "watermark": 0.1,
+    "preemption": "swap",
+    "block_size": 8,
+    "block_overhead_us": 50.0,
+    "host_link_gb_s": 5.0,
+    "swap_copies": "per-layer-kv",
+    "full_prompt_check": False,
+    "async_scheduling": True,
+    "host_tier_gb": 20.0,
+    "spec_tokens": 2,
+    "acceptance": "0.5",
+}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -415,21 +536,48 @@ def test_a_mode_does_not_read_what_the_lab_leaves_out_of_its_key(mode):
 def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
     def requests(**change) -> list:  # noqa: ANN003
         lab = SchedulersLab(workload=workload, requests=40, **change)
-        return [(r.id, r.arrival, r.prompt, r.output, None if r.tokens is None else r.tokens.tolist(), r.after, r.delay)
-                for r in lab.workload_at(lab.rate)]
+        return [
+            (r.id, r.arrival, r.prompt, r.output, None if r.tokens is None else r.tokens.tolist(), r.after, r.delay)
+            for r in lab.workload_at(lab.rate)
+        ]
 
     expected = requests()
-    changes = {"prompt_len": 100, "tasks": 3, "examples_len": 100, "turns": 2, "think_s": 1.0, "system_len": 20,
-               "question_len": 10, "concurrency": 3, "rate": 7.0}
+    changes = {
+        "prompt_len": 100,
+        "tasks": 3,
+        "examples_len": 100,
+        "turns": 2,
+        "think_s": 1.0,
+        "system_len": 20,
+        "question_len": 10,
+        "concurrency": 3,
+        "rate": 7.0,
+    }
     for name in unread_by_workload(workload):
         assert requests(**{name: changes[name]}) == expected, name
     for name in schedulers.SERVING_ONLY:
         if name not in ("search",):
-            value = {"block_size": 8, "watermark": 0.1, "preemption": "swap", "allocator": "buddy", "token_budget": 512,
-                     "chunk_size": 1024, "policy": "fcfs", "mixed_chunk": True, "prefix_caching": False, "max_seqs": 64,
-                     "target": 0.8, "ttft_slo_s": 1.0, "tpot_slo_ms": 50.0, "full_prompt_check": False,
-                     "async_scheduling": True, "host_tier_gb": 20.0, "model": "gpt-oss-20b", "spec_tokens": 2,
-                     "acceptance": "0.5"}[name]
+            value = {
+                "block_size": 8,
+                "watermark": 0.1,
+                "preemption": "swap",
+                "allocator": "buddy",
+                "token_budget": 512,
+                "chunk_size": 1024,
+                "policy": "fcfs",
+                "mixed_chunk": True,
+                "prefix_caching": False,
+                "max_seqs": 64,
+                "target": 0.8,
+                "ttft_slo_s": 1.0,
+                "tpot_slo_ms": 50.0,
+                "full_prompt_check": False,
+                "async_scheduling": True,
+                "host_tier_gb": 20.0,
+                "model": "gpt-oss-20b",
+                "spec_tokens": 2,
+                "acceptance": "0.5",
+            }[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
 
@@ -442,13 +590,24 @@ def test_a_search_reads_the_figures_summarize_gives():
             requests = [replace(r, arrival=r.arrival / 6.0) for r in lab.workload_at(1.0)]
             run = lab.run_mode(mode, requests, no_progress, give_up_after=give_up)
             full = summarize(run, slo)
-            assert (run.stopped_early, attainment(run, slo), throughput(run)) == \
-                (full["stopped_early"], full["slo_attainment"], full["throughput_tok_s"])
+            assert (run.stopped_early, attainment(run, slo), throughput(run)) == (
+                full["stopped_early"],
+                full["slo_attainment"],
+                full["throughput_tok_s"],
+            )
 
 
 def test_requests_are_rebuilt_field_by_field():
     """The search builds `replace(r, arrival=...)` by hand; that needs Request's fields as they are."""
-    assert [f.name for f in dataclasses.fields(Request)] == ["id", "arrival", "prompt", "output", "tokens", "after", "delay"]
+    assert [f.name for f in dataclasses.fields(Request)] == [
+        "id",
+        "arrival",
+        "prompt",
+        "output",
+        "tokens",
+        "after",
+        "delay",
+    ]
 
 
 def test_the_itl_pairs_are_an_array_of_the_same_pairs():
@@ -474,14 +633,31 @@ def state(s) -> tuple:  # noqa: ANN001
     common = (s.dstep, s.kv_tokens, s.decoded, seqs, [q.id for q in s.waiting])
     if isinstance(s, V1Scheduler):
         p = s.pool
-        return (*common, list(p.free), list(p.ref), list(p.block_hash), dict(p.table), p.version, p.reusable,
-                p.shared_extra, [q.id for q in s.prefilling], [q.id for q in s.leaving])
+        return (
+            *common,
+            list(p.free),
+            list(p.ref),
+            list(p.block_hash),
+            dict(p.table),
+            p.version,
+            p.reusable,
+            p.shared_extra,
+            [q.id for q in s.prefilling],
+            [q.id for q in s.leaving],
+        )
     return (*common, s.pending, s.ratio, s.pool.available, s.tree.evictable_size, s.batch_is_full)
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), tokens=st.integers(40, 400), block=st.sampled_from([1, 2, 4]),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 60), mode=st.sampled_from(["v1", "sglang"]))
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    tokens=st.integers(40, 400),
+    block=st.sampled_from([1, 2, 4]),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 60),
+    mode=st.sampled_from(["v1", "sglang"]),
+)
 def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared, tokens, block, max_seqs, budget, mode):
     """Wherever a run stands: a quiet iteration (`_quiet_run`) changes what `_iterate` changes and adds
     what the loop adds for it, and a plan of k iterations is the next k quiet iterations (the one after
@@ -491,8 +667,11 @@ def test_a_quiet_iteration_is_iterate_and_a_plan_is_its_iterations(rows, shared,
     if mode == "v1":
         scheduler = V1Scheduler(cost, V1Config(256, block, max_seqs, max_seqs + budget, True))
     else:
-        scheduler = RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens),
-                                   RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm", False, True))
+        scheduler = RadixScheduler(
+            cost,
+            RadixCache(cost.kv_capacity_tokens),
+            RadixConfig(256, max_seqs, budget + 1, budget + 8, "lpm", False, True),
+        )
 
     def observe(s, step) -> None:  # noqa: ANN001
         if not s.running or step % 3:

@@ -1,5 +1,6 @@
 """Stopping a run: the browser's guard around a run (app/site/interrupt.py: the page may
 interrupt only inside it), and the app back at the URL's state after a cancelled run."""
+
 import sys
 
 import pytest

@@ -2,6 +2,7 @@
 on tombstones, window eviction, the window KV a running request frees, each pool's map by hand,
 gpt-oss's capacity beside its all-full twin, conservation of every slot of both pools (and of their
 maps) over random workloads, and the lab's CLI JSON against the library run."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -115,7 +116,9 @@ def test_a_tombstone_takes_back_window_kv_a_later_request_brings():
 
 def swa_engine(full: int, swa: int, **config) -> SWARadixScheduler:
     cost = CostModel(GPUS["A100-40GB"], TINY["window"])
-    return SWARadixScheduler(cost, SWARadixCache(full, swa, 8), RadixConfig(max_len=config.pop("max_len", 128), **config))
+    return SWARadixScheduler(
+        cost, SWARadixCache(full, swa, 8), RadixConfig(max_len=config.pop("max_len", 128), **config)
+    )
 
 
 def test_a_running_request_frees_the_window_kv_behind_its_window():
@@ -131,8 +134,14 @@ def test_a_running_request_frees_the_window_kv_behind_its_window():
     # the prompt entered the tree when its prefill ended: the tree frees its window KV (only under
     # pressure, none here). The iterations starting at decode counts 8, 16 and 24 (KV 28, 36, 44) first
     # free the window KV of the request's own tokens before the last 8: none, then 8, then 8
-    assert [(d, used) for d, used in frees if d in (8, 9, 16, 17, 24, 25)] == \
-        [(8, 28), (9, 29), (16, 36), (17, 29), (24, 36), (25, 29)]
+    assert [(d, used) for d, used in frees if d in (8, 9, 16, 17, 24, 25)] == [
+        (8, 28),
+        (9, 29),
+        (16, 36),
+        (17, 29),
+        (24, 36),
+        (25, 29),
+    ]
     assert run.sequences[0].finish_t > 0
     # it finished with 49 tokens of KV, the window KV of its tokens 20-35 freed: a tombstone between
     # the prompt and a live leaf of 13
@@ -159,16 +168,20 @@ def test_each_pools_map_holds_all_a_requests_tokens_and_its_last_windows():
     for decodes in (100, 156, 1, 127, 1):
         engine.advance(iterations=decodes)
         maps = engine.group_maps(engine.step, 1000)
-        assert [(m.kind, m.layers, m.window, m.shared, m.unit, m.cell_tokens, len(m.owner)) for m in maps] == \
-            [("full", 12, 0, False, "token slot", 1, 1000), ("sliding", 12, 128, False, "token slot", 1, 800)]
+        assert [(m.kind, m.layers, m.window, m.shared, m.unit, m.cell_tokens, len(m.owner)) for m in maps] == [
+            ("full", 12, 0, False, "token slot", 1, 1000),
+            ("sliding", 12, 128, False, "token slot", 1, 800),
+        ]
         seen.append([(Counter(m.owner)[0], Counter(m.owner)[SHARED], Counter(m.owner)[FREE]) for m in maps])
         assert all(m.written == [0 if o == FREE else 100 for o in m.owner] for m in maps)
     assert engine.dstep == 385
-    assert seen == [[(100, 200, 700), (100, 200, 500)],   # 100 decodes: no slide has freed anything
-                    [(256, 200, 544), (256, 200, 344)],   # 256: the slide at 256 comes with the next iteration
-                    [(257, 200, 543), (129, 200, 471)],   # 257: tokens 200-327 freed, 457 - 328 = 129 kept
-                    [(384, 200, 416), (256, 200, 344)],   # 384: 129 + 127
-                    [(385, 200, 415), (129, 200, 471)]]   # 385: tokens 328-455 freed too
+    assert seen == [
+        [(100, 200, 700), (100, 200, 500)],  # 100 decodes: no slide has freed anything
+        [(256, 200, 544), (256, 200, 344)],  # 256: the slide at 256 comes with the next iteration
+        [(257, 200, 543), (129, 200, 471)],  # 257: tokens 200-327 freed, 457 - 328 = 129 kept
+        [(384, 200, 416), (256, 200, 344)],  # 384: 129 + 127
+        [(385, 200, 415), (129, 200, 471)],
+    ]  # 385: tokens 328-455 freed too
     # the one map over both pools is the two maps side by side
     _, both, _ = engine.memory_map(engine.step, 1800)
     assert both == maps[0].owner + maps[1].owner
@@ -232,26 +245,44 @@ def check_swa_maps(engine: SWARadixScheduler, step: int) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=requests_st, shared=st.booleans(), full=st.integers(40, 300), ratio=st.sampled_from([0.3, 0.8, 1.0]),
-       max_seqs=st.integers(1, 6), budget=st.integers(0, 120), lpm=st.booleans(), mixed=st.booleans(),
-       caching=st.booleans())
-def test_every_request_finishes_and_no_slot_of_either_pool_leaks(rows, shared, full, ratio, max_seqs, budget, lpm, mixed,
-                                                                 caching):
+@given(
+    rows=requests_st,
+    shared=st.booleans(),
+    full=st.integers(40, 300),
+    ratio=st.sampled_from([0.3, 0.8, 1.0]),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(0, 120),
+    lpm=st.booleans(),
+    mixed=st.booleans(),
+    caching=st.booleans(),
+)
+def test_every_request_finishes_and_no_slot_of_either_pool_leaks(
+    rows, shared, full, ratio, max_seqs, budget, lpm, mixed, caching
+):
     requests = workload(rows, shared)
-    config = dict(max_seqs=max_seqs, chunk_size=budget + 1, max_prefill_tokens=budget + 8,
-                  policy="lpm" if lpm else "fcfs", mixed_chunk=mixed, radix_cache=caching)
+    config = dict(
+        max_seqs=max_seqs,
+        chunk_size=budget + 1,
+        max_prefill_tokens=budget + 8,
+        policy="lpm" if lpm else "fcfs",
+        mixed_chunk=mixed,
+        radix_cache=caching,
+    )
     engine = swa_engine(full, max(int(full * ratio), 1), **config)
     run = engine.run(requests, observer=check_swa_maps)
     assert engine.tree.protected_size == engine.tree.swa_protected_size == engine.pending == 0
-    assert engine.pool.full.used == engine.tree.evictable_size and engine.pool.swa.used == engine.tree.swa_evictable_size
+    assert (
+        engine.pool.full.used == engine.tree.evictable_size and engine.pool.swa.used == engine.tree.swa_evictable_size
+    )
     assert sorted([s.id for s in run.sequences] + [r.id for r, _ in run.rejected]) == [r.id for r in requests]
     for seq in run.sequences:
         assert seq.gen0 == seq.req.output and seq.computed == seq.req.prompt + seq.req.output - 1
     assert run.end_occupied == 0 and run.end_cached == engine.cached <= engine.capacity
     # the same run without an observer: its quiet iterations (stopped where windows slide) change nothing
     other = swa_engine(full, max(int(full * ratio), 1), **config).run(requests)
-    assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == \
-        [(s.id, s.first_token_t, s.finish_t) for s in run.sequences]
+    assert [(s.id, s.first_token_t, s.finish_t) for s in other.sequences] == [
+        (s.id, s.first_token_t, s.finish_t) for s in run.sequences
+    ]
     assert (other.steps, other.preemptions, other.hit_tokens) == (run.steps, run.preemptions, run.hit_tokens)
 
 
@@ -296,8 +327,12 @@ def test_the_labs_cli_json_is_the_library_run_on_a_window_model():
     assert pools["window"] == 1024 and pools["swa_tokens"] == int(pools["full_tokens"] * 0.8)
     trace = sglang["trace"]
     assert trace["frames"]  # one map over both pools' slots, and each pool's map
-    assert [(g["kind"], g["layers"], g["window"], g["shared"], g["unit"]) for g in trace["groups"]] == \
-        [("full", 10, 0, False, "token slot"), ("sliding", 52, 1024, False, "token slot")]
+    assert [(g["kind"], g["layers"], g["window"], g["shared"], g["unit"]) for g in trace["groups"]] == [
+        ("full", 10, 0, False, "token slot"),
+        ("sliding", 52, 1024, False, "token slot"),
+    ]
     sizes = (pools["full_tokens"], pools["swa_tokens"])
     for frame in trace["frames"]:
-        assert [len(g["owner"]) for g in frame["groups"]] == [-(-n // g["cell_tokens"]) for n, g in zip(sizes, trace["groups"])]
+        assert [len(g["owner"]) for g in frame["groups"]] == [
+            -(-n // g["cell_tokens"]) for n, g in zip(sizes, trace["groups"])
+        ]

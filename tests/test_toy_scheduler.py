@@ -3,6 +3,7 @@ the schedulers lab, its view, the fleet's candidates and the planner's choices, 
 touched. The toy is first come, first served without preemption, from existing parts: the papers'
 engine on memory that reserves each request's maximum length at admission (Orca's reservation),
 so nothing ever runs short."""
+
 import sys
 
 import pytest
@@ -23,8 +24,21 @@ def reserving(s: Settings) -> ContinuousBatching:
     return PaperScheduler(s.cost, memory, PaperConfig(s.max_len, max_seqs=s.max_seqs), s.slo, s.give_up_after)
 
 
-TOY = Mode("fcfs", reserving, "vllm", paper_refusal, (), cell="block", prefix_cache=False, tiered=False,
-           layers_apart="", holds_transfers=False, hashes_blocks=False, stepwise=False, color="#2ca02c")
+TOY = Mode(
+    "fcfs",
+    reserving,
+    "vllm",
+    paper_refusal,
+    (),
+    cell="block",
+    prefix_cache=False,
+    tiered=False,
+    layers_apart="",
+    holds_transfers=False,
+    hashes_blocks=False,
+    stepwise=False,
+    color="#2ca02c",
+)
 
 
 @pytest.fixture

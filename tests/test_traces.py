@@ -1,5 +1,6 @@
 """Production traces as files (kvweb/serving/traces.py): each format against a hand-checked file,
 the bounds, the messages naming line and field, and replay's invariants."""
+
 from __future__ import annotations
 
 import json
@@ -57,37 +58,63 @@ def test_kvweb_csv_and_json() -> None:
     trace = load("kvweb.csv")
     assert trace.format == "kvweb" and trace.arrival.tolist() == [0.0, 0.5] and trace.prompt.tolist() == [50, 100]
     assert read_trace('[[1, 5, 6], {"arrival": 3, "prompt_len": 7, "output_len": 8}]').prompt.tolist() == [5, 7]
-    lines = read_trace('{"arrival": 2, "prompt_len": 9, "output_len": 1}\n{"arrival": 1, "prompt_len": 4, "output_len": 2}')
+    lines = read_trace(
+        '{"arrival": 2, "prompt_len": 9, "output_len": 1}\n{"arrival": 1, "prompt_len": 4, "output_len": 2}'
+    )
     assert lines.format == "kvweb" and lines.prompt.tolist() == [4, 9]
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n'
-     '{"timestamp": 5, "input_length": 600, "output_length": 1, "hash_ids": [1]}',
-     "trace line 2, field hash_ids: 1 hashes for input_length 600; expected 2 (one per 512-token block)"),
-    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [-1]}',
-     "trace line 1, field hash_ids: '[-1]' is not allowed; expected a list of integers from 0 to 2**63 - 1"),
-    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1], "x": 1}',
-     "trace line 1: unknown field 'x'; allowed for Mooncake JSONL"),
-    ('{"timestamp": 0, "output_length": 1, "hash_ids": [1]}', "trace line 1: field input_length is missing"),
-    ('\n\n{"timestamp": "soon", "input_length": 10, "output_length": 1, "hash_ids": [1]}',
-     "trace line 3, field timestamp: 'soon' is not allowed; expected a number >= 0"),
-    ('{"timestamp": 0, "input_length": 1e999, "output_length": 1, "hash_ids": [1]}',
-     "trace line 1, field input_length: 'inf' is not allowed; expected an integer from 1 to 1,000,000"),
-    ('{"timestamp": 0, "input_length": ' + "9" * 5000 + "}", "trace line 1: not valid JSON"),
-    ('{"a": [[[[1]]]]}', "trace line 1: JSON nested too deep"),
-    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\nyesterday,1,1",
-     "trace line 3, field TIMESTAMP: 'yesterday' is not allowed; expected a date and time like"),
-    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,-4",
-     "trace line 2, field GeneratedTokens: '-4' is not allowed; expected an integer from 0 to 1,000,000"),
-    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490",
-     "trace line 2: 5 fields; expected 6"),
-    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,0,0,0,API log",
-     "trace file: no row with prompt and output tokens (1 rows read)"),
-    ("time,in,out\n1,2,3", "trace file: the first line, 'time,in,out', is no header kvweb reads; allowed: Mooncake"),
-    ("  \n ", "trace file: empty; expected Mooncake JSONL"),
-    (b"\xff\xfe", "trace file: not UTF-8 text (byte 0)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n'
+            '{"timestamp": 5, "input_length": 600, "output_length": 1, "hash_ids": [1]}',
+            "trace line 2, field hash_ids: 1 hashes for input_length 600; expected 2 (one per 512-token block)",
+        ),
+        (
+            '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [-1]}',
+            "trace line 1, field hash_ids: '[-1]' is not allowed; expected a list of integers from 0 to 2**63 - 1",
+        ),
+        (
+            '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1], "x": 1}',
+            "trace line 1: unknown field 'x'; allowed for Mooncake JSONL",
+        ),
+        ('{"timestamp": 0, "output_length": 1, "hash_ids": [1]}', "trace line 1: field input_length is missing"),
+        (
+            '\n\n{"timestamp": "soon", "input_length": 10, "output_length": 1, "hash_ids": [1]}',
+            "trace line 3, field timestamp: 'soon' is not allowed; expected a number >= 0",
+        ),
+        (
+            '{"timestamp": 0, "input_length": 1e999, "output_length": 1, "hash_ids": [1]}',
+            "trace line 1, field input_length: 'inf' is not allowed; expected an integer from 1 to 1,000,000",
+        ),
+        ('{"timestamp": 0, "input_length": ' + "9" * 5000 + "}", "trace line 1: not valid JSON"),
+        ('{"a": [[[[1]]]]}', "trace line 1: JSON nested too deep"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\nyesterday,1,1",
+            "trace line 3, field TIMESTAMP: 'yesterday' is not allowed; expected a date and time like",
+        ),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,-4",
+            "trace line 2, field GeneratedTokens: '-4' is not allowed; expected an integer from 0 to 1,000,000",
+        ),
+        (
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490",
+            "trace line 2: 5 fields; expected 6",
+        ),
+        (
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,0,0,0,API log",
+            "trace file: no row with prompt and output tokens (1 rows read)",
+        ),
+        (
+            "time,in,out\n1,2,3",
+            "trace file: the first line, 'time,in,out', is no header kvweb reads; allowed: Mooncake",
+        ),
+        ("  \n ", "trace file: empty; expected Mooncake JSONL"),
+        (b"\xff\xfe", "trace file: not UTF-8 text (byte 0)"),
+    ],
+)
 def test_a_bad_file_is_one_message_naming_line_and_field(text: str | bytes, message: str) -> None:
     with pytest.raises(ParamError) as err:
         read_trace(text)
@@ -98,7 +125,9 @@ def test_bounds_on_bytes_and_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ParamError, match=r"^trace file: 20,000,001 bytes; at most 20,000,000 are read"):
         read_trace(b" " * 20_000_001)
     monkeypatch.setattr(traces, "MAX_ROWS", 3)
-    rows = "".join(f'{{"timestamp": {i}, "input_length": 5, "output_length": 1, "hash_ids": [{i}]}}\n' for i in range(4))
+    rows = "".join(
+        f'{{"timestamp": {i}, "input_length": 5, "output_length": 1, "hash_ids": [{i}]}}\n' for i in range(4)
+    )
     with pytest.raises(ParamError, match=r"^trace file: more than 3 rows; at most 3 are read"):
         read_trace(rows)
     assert read_trace(rows.rsplit("{", 1)[0]).rows == 3
@@ -111,8 +140,9 @@ def test_parse_time_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         read_trace("Timestamp,Request tokens,Response tokens\n1,2,3\n4,5,6\n")
 
 
-def test_a_file_kept_is_recalled_by_its_key_and_refused_when_unknown(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_kept_is_recalled_by_its_key_and_refused_when_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(traces, "STORE", tmp_path)
     trace = remember((DATA / "burstgpt.csv").read_bytes(), "C:\\logs\\burst gpt <b>.csv")
     assert trace.key == "burst_gpt__b_.csv:2:05892e935f19f228"
@@ -120,7 +150,9 @@ def test_a_file_kept_is_recalled_by_its_key_and_refused_when_unknown(tmp_path: P
     assert recall(trace.key).output.tolist() == [18, 276]
     with pytest.raises(ParamError, match=r"^trace_file: x.csv \(12 rows, digest 0123456789abcdef\) is not loaded here"):
         recall("x.csv:12:0123456789abcdef")
-    with pytest.raises(ParamError, match=r"^trace_file: '<script>' is no trace file kvweb can read here; expected the path"):
+    with pytest.raises(
+        ParamError, match=r"^trace_file: '<script>' is no trace file kvweb can read here; expected the path"
+    ):
         recall("<script>")
 
 
@@ -134,19 +166,30 @@ def test_every_preset_loads_with_its_format() -> None:
     assert all(t.summary()["shared_blocks"] > 0 for t in mooncake)
 
 
-rows_strategy = st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 3000), st.integers(0, 50)),
-                         min_size=1, max_size=40)
+rows_strategy = st.lists(
+    st.tuples(st.integers(0, 10**7), st.integers(1, 3000), st.integers(0, 50)), min_size=1, max_size=40
+)
 
 
 def mooncake_text(rows: list[tuple[int, int, int]]) -> str:
-    return "\n".join(json.dumps({"timestamp": t, "input_length": p, "output_length": o,
-                                 "hash_ids": [(t + k) % 7 for k in range(-(-p // HASH_BLOCK))]}) for t, p, o in rows)
+    return "\n".join(
+        json.dumps(
+            {
+                "timestamp": t,
+                "input_length": p,
+                "output_length": o,
+                "hash_ids": [(t + k) % 7 for k in range(-(-p // HASH_BLOCK))],
+            }
+        )
+        for t, p, o in rows
+    )
 
 
 @settings(max_examples=60, deadline=None)
 @given(rows_strategy, st.floats(0.1, 10.0), st.floats(0, 5000), st.floats(0, 5000))
-def test_replay_keeps_order_bounds_and_scales_the_rate(rows: list[tuple[int, int, int]], scale: float,
-                                                       start: float, duration: float) -> None:
+def test_replay_keeps_order_bounds_and_scales_the_rate(
+    rows: list[tuple[int, int, int]], scale: float, start: float, duration: float
+) -> None:
     served = [r for r in rows if r[2] > 0]
     try:
         trace = read_trace(mooncake_text(rows))
@@ -174,13 +217,21 @@ def cli_json(*argv: str) -> dict:
     import io
 
     from kvweb.cli import main
+
     out, err = io.StringIO(), io.StringIO()
     assert main(["run", *argv, "--json"], out, err) == 0, err.getvalue()
     return json.loads(out.getvalue())
 
 
-@pytest.mark.parametrize("name, rows, fmt", [("mooncake.jsonl", 4, "mooncake"), ("azure_code_2023.csv", 3, "azure"),
-                                             ("burstgpt.csv", 2, "burstgpt"), ("kvweb.csv", 2, "kvweb")])
+@pytest.mark.parametrize(
+    "name, rows, fmt",
+    [
+        ("mooncake.jsonl", 4, "mooncake"),
+        ("azure_code_2023.csv", 3, "azure"),
+        ("burstgpt.csv", 2, "burstgpt"),
+        ("kvweb.csv", 2, "kvweb"),
+    ],
+)
 def test_the_cli_serves_a_trace_file_of_each_format(name: str, rows: int, fmt: str) -> None:
     out = cli_json("engine", "--workload", "trace", "--trace_file", str(DATA / name), "--compare", "none")
     assert out["params"]["trace_file"].startswith(f"{name}:{rows}:")
@@ -188,8 +239,15 @@ def test_the_cli_serves_a_trace_file_of_each_format(name: str, rows: int, fmt: s
 
 
 def test_the_fleet_finds_mooncakes_shared_prefixes() -> None:
-    out = cli_json("fleet", "--workload", "trace", "--trace_file", str(DATA / "mooncake.jsonl"),
-                   "--routers", "round-robin,cache-aware")
+    out = cli_json(
+        "fleet",
+        "--workload",
+        "trace",
+        "--trace_file",
+        str(DATA / "mooncake.jsonl"),
+        "--routers",
+        "round-robin,cache-aware",
+    )
     hits = {r["router"]: r["prefix_hit_rate"] for r in out["result"]["routers"]}
     # by hand: of 3,100 prompt tokens, 1,000 (row 2 repeats row 1's prompt) and 512 (hash 46) are cached, on
     # one replica; round robin sends each request to another replica of the four
@@ -199,9 +257,16 @@ def test_the_fleet_finds_mooncakes_shared_prefixes() -> None:
 
 def test_scale_and_window_in_a_lab_and_its_estimate_counts_the_rows() -> None:
     from kvweb.labs.engine import EngineLab
+
     whole = EngineLab(workload="trace", trace_preset="burstgpt-synthetic", compare="none")
-    cut = EngineLab(workload="trace", trace_preset="burstgpt-synthetic", compare="none", trace_scale=2.0,
-                    trace_start=100.0, trace_duration=200.0)
+    cut = EngineLab(
+        workload="trace",
+        trace_preset="burstgpt-synthetic",
+        compare="none",
+        trace_scale=2.0,
+        trace_start=100.0,
+        trace_duration=200.0,
+    )
     trace = traces.preset("burstgpt-synthetic")
     inside = trace.arrival[(trace.arrival >= 100) & (trace.arrival < 300)]
     assert [r.arrival for r in cut.workload_at(1.0)] == pytest.approx(((inside - 100) / 2).tolist())
@@ -213,6 +278,7 @@ def test_scale_and_window_in_a_lab_and_its_estimate_counts_the_rows() -> None:
 
 def test_a_file_then_the_pasted_rows_then_the_preset_is_replayed() -> None:
     from kvweb.labs.engine import EngineLab
+
     key = remember((DATA / "kvweb.csv").read_bytes(), "kvweb.csv").key
     both = dict(workload="trace", trace_preset="burstgpt-synthetic", trace="0,7,7", compare="none")
     assert [r.prompt for r in EngineLab(**both, trace_file=key).workload_at(1.0)] == [50, 100]
@@ -226,10 +292,23 @@ def test_a_file_then_the_pasted_rows_then_the_preset_is_replayed() -> None:
 def test_the_planner_replays_a_trace_at_its_own_rate() -> None:
     from kvweb.labs.fleet import FleetLab
     from kvweb.parsing import make
-    plan = make("plan", {"workload": "trace", "trace_preset": "mooncake-conversation-synthetic", "trace_duration": "60",
-                         "trace_scale": "2", "model": "llama-3-8b", "gpus": "H100-SXM", "tps": "1",
-                         "weight_precisions": "16-bit", "schedulers": "sglang", "replicas": "2",
-                         "routers": "cache-aware"})
+
+    plan = make(
+        "plan",
+        {
+            "workload": "trace",
+            "trace_preset": "mooncake-conversation-synthetic",
+            "trace_duration": "60",
+            "trace_scale": "2",
+            "model": "llama-3-8b",
+            "gpus": "H100-SXM",
+            "tps": "1",
+            "weight_precisions": "16-bit",
+            "schedulers": "sglang",
+            "replicas": "2",
+            "routers": "cache-aware",
+        },
+    )
     requests = plan.workload_spec().arrivals()
     trace = traces.preset("mooncake-conversation-synthetic")
     assert len(requests) == int((trace.arrival < 60).sum()) and all(r.tokens is not None for r in requests)

@@ -1,5 +1,6 @@
 """The views name the arena of reserved memory (issue 26): the fragmentation arena's title and the
 engine's reserved memory map say which placement drew them, in the session's language."""
+
 import sys
 
 import pytest

@@ -1,6 +1,7 @@
 """What the page shows around the figures: one percentage format in every view, help on every
 parameter control (en and zh), the run's cancel button only inside its (hidden) progress box, and
 the layer-memory figure showing every layer's type, window layers included."""
+
 import re
 import sys
 from pathlib import Path

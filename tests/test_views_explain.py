@@ -1,6 +1,7 @@
 """The views say what a figure is where a careful reader could take it for another: the online
 DFS rank beside the offline optimum, a mean wait that every order shares, a peak saving below
 the time-averaged one, a what-if decode, two request rates."""
+
 import sys
 
 import pytest
@@ -29,7 +30,11 @@ def test_dfs_rank_is_the_online_policy_and_the_optimum_the_offline_order():
     result, view = updated(CacheScheduleView, "cache-schedule", policy="dfs-rank")
     data = view.table.source.data
     rows = dict(zip(data["c0"], data["c1"]))  # order -> hit rate
-    assert rows["DFS rank, within the queue (online)"] == f"{100 * result['runs']['dfs-rank']['hit_rate']:.1f} %" == "75.3 %"
+    assert (
+        rows["DFS rank, within the queue (online)"]
+        == f"{100 * result['runs']['dfs-rank']['hit_rate']:.1f} %"
+        == "75.3 %"
+    )
     assert rows["optimum: offline DFS order"] == f"{100 * result['optimal_hit_rate']:.1f} %" == "89.5 %"
 
 
@@ -62,7 +67,8 @@ def test_block_hashes_ahead_of_the_radix_tree_are_explained_by_eviction():
     assert sweep["hit_rate"]["hash"][:2] > sweep["hit_rate"]["radix"][:2]  # blocks of 1 and 2 tokens
     assert sweep["hit_rate"]["hash"][2] < sweep["hit_rate"]["radix"][2]
     assert "\nblock size 1, 2: the block hashes beat the radix tree here. It is the unit of eviction" in (
-        view.summary.text)
+        view.summary.text
+    )
     result, view = updated(PrefixHashView, "prefix-hash", capacity=100_000)  # nothing evicted: never ahead
     assert "unit of eviction" not in view.summary.text
 
@@ -87,11 +93,15 @@ def test_the_roofline_table_names_a_what_if_decode():
 
 def test_the_schedulers_header_says_where_its_step_times_come_from():
     result, view = updated(SchedulersView, "schedulers", requests=30)
-    assert view.header.text.endswith("\nstep times: the paper GPU's roofline (assumed efficiencies: cost_model=measured "
-                                     "for kernels measured on real GPUs)")
+    assert view.header.text.endswith(
+        "\nstep times: the paper GPU's roofline (assumed efficiencies: cost_model=measured "
+        "for kernels measured on real GPUs)"
+    )
     result, view = updated(SchedulersView, "schedulers", requests=30, scenario="B", cost_model="measured")
     line = view.header.text.splitlines()[-1]
     vllm, sglang = result["step_cost"]["vllm-v1"], result["step_cost"]["sglang"]
     assert line == f"step times: {vllm}; {sglang}"  # the papers' engine's are vLLM's: named once
-    assert vllm.startswith("measured kernels, vLLM 0.24.0 (all-reduce 0.19.0) on H100-SXM, aiconfigurator-core 0.12.0 "
-                           "data; error TPOT ±18 %, TTFT ±78 % (MAPE on 133 held-out vLLM H100 deployments replayed")
+    assert vllm.startswith(
+        "measured kernels, vLLM 0.24.0 (all-reduce 0.19.0) on H100-SXM, aiconfigurator-core 0.12.0 "
+        "data; error TPOT ±18 %, TTFT ±78 % (MAPE on 133 held-out vLLM H100 deployments replayed"
+    )

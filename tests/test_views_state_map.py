@@ -1,6 +1,7 @@
 """The schedulers lab's memory maps (app/views/schedulers.py): each cell's state is a number the
 page colours, a frame sends only what changes (never the cells' boxes again), and the step text
 counts exactly the cells each map shows."""
+
 import sys
 from collections import Counter
 
@@ -23,8 +24,14 @@ from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED  # noq
 def test_each_owner_has_its_state():
     owners = np.array([7, SHARED, CACHED, FREE, 0, OTHER])
     names = [STATES[c][0] for c in state_codes(owners)]
-    assert names == ["running", "running, from the prefix cache", "cached, reusable", "free", "running",
-                     "another group's"]
+    assert names == [
+        "running",
+        "running, from the prefix cache",
+        "cached, reusable",
+        "free",
+        "running",
+        "another group's",
+    ]
 
 
 def test_a_frame_sends_only_what_changes():
@@ -62,16 +69,21 @@ def test_the_step_text_counts_the_cells_each_map_shows():
     lines = view.step_text.text.split("\n")[1:]
     for mode, frames, at, line in zip(MODES, view.frames, view.timeline["frames"], lines):
         owners = frames[at[step]]["owner"]
-        by_hand = Counter("running" if o >= 0 else {SHARED: "running, from the prefix cache",
-                                                    CACHED: "cached, reusable"}.get(o, "free") for o in owners)
+        by_hand = Counter(
+            "running"
+            if o >= 0
+            else {SHARED: "running, from the prefix cache", CACHED: "cached, reusable"}.get(o, "free")
+            for o in owners
+        )
         assert line == f"{mode}: " + ", ".join(f"{name} {by_hand[name]}" for name, _ in STATES[:WHOLE_POOL])
         assert list(view.maps[mode].cells.source.data["owner"]) == owners
     assert not view.group_maps["vllm-v1"].figure.visible and not view.key_items[WHOLE_POOL].visible  # one kind: none
 
 
 def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_none():
-    lab = LABS["schedulers"](scenario="B", model="gpt-oss-20b", weight_precision="int4", workload="few-shot",
-                             requests=30)
+    lab = LABS["schedulers"](
+        scenario="B", model="gpt-oss-20b", weight_precision="int4", workload="few-shot", requests=30
+    )
     view = SchedulersView()
     result = lab.run()
     view.update(lab, result)
@@ -98,9 +110,13 @@ def test_a_hybrid_model_gets_a_map_per_kv_cache_group_and_a_model_of_one_kind_no
     sglang = result["modes"][1]["trace"]
     assert pools.figure.title.text == "sglang: each pool's map"
     assert pools.titles.data["text"] == ["0: full attention, 12 layers", "1: sliding window (128 tokens), 12 layers"]
-    assert pools.group_names.args["names"][1] == \
-        f"1: sliding window (128 tokens), 12 layers; one cell = {sglang['groups'][1]['cell_tokens']:,} tokens"
-    assert "sglang: a pool of its own for each kind of layer, drawn one each; the full pool holds" in view.group_note.text
+    assert (
+        pools.group_names.args["names"][1]
+        == f"1: sliding window (128 tokens), 12 layers; one cell = {sglang['groups'][1]['cell_tokens']:,} tokens"
+    )
+    assert (
+        "sglang: a pool of its own for each kind of layer, drawn one each; the full pool holds" in view.group_note.text
+    )
     plain = LABS["schedulers"](requests=30, workload="few-shot")
     view.update(plain, plain.run())
     view.show_step(0)
@@ -151,7 +167,9 @@ def test_the_engines_time_figures_span_both_runs():
     last_event = max((t for r in runs for t in r["trace"]["event_bins"]["t1"]), default=0.0)
     assert view.batch.x_range is view.memory.x_range is view.marks.x_range
     assert view.memory.x_range.end == max(max(c["t"][-1] for c in curves), last_event)
-    assert view.memory.y_range.end == pytest.approx(1.05 * 100 * max(max(c["occupied"] + c["used"]) for c in curves) / capacity)
+    assert view.memory.y_range.end == pytest.approx(
+        1.05 * 100 * max(max(c["occupied"] + c["used"]) for c in curves) / capacity
+    )
     queue = [w + p for c in curves for w, p in zip(c["waiting"], c["preempted"])]
     assert view.batch.y_range.end == pytest.approx(1.05 * max(queue + [b for c in curves for b in c["batch"]]))
 
@@ -163,8 +181,13 @@ def test_an_engine_cell_and_the_host_strip_colour_a_request_alike():
 
     owners = np.array([0, 19, 20, 43, -1])
     assert owner_index(owners).tolist() == [0, 19, 0, 3, 20]  # id mod 20; free is the last colour
-    assert [owner_color(o) for o in owners] == [Category20_20[0], Category20_20[19], Category20_20[0],
-                                                Category20_20[3], OWNER_COLORS[-1]]
+    assert [owner_color(o) for o in owners] == [
+        Category20_20[0],
+        Category20_20[19],
+        Category20_20[0],
+        Category20_20[3],
+        OWNER_COLORS[-1],
+    ]
 
 
 def test_the_table_and_header_show_concurrency_and_the_end_of_the_run():

@@ -1,6 +1,7 @@
 """The views' results as tables (app/view.py TextTable): each cell holds the library's own
 figure, each column is as wide as its text (a Chinese character counted twice), figures
 align right, and the header is in the session's language."""
+
 import sys
 
 import pytest
@@ -109,23 +110,44 @@ def test_the_cache_and_hash_tables_hold_the_hit_rates():
 def test_the_fragmentation_table_holds_failures_per_mean_size():
     result, header, rows = shown(FragmentationView, "fragmentation", requests=200)
     assert header == ["mean size", "failures", "with enough free", "share"]
-    assert rows == [[str(r["mean_size"]), str(r["failures"]), str(r["failures_with_enough_free"]),
-                     f"{100 * r['share_with_enough_free']:.1f} %"] for r in result["by_mean_size"]]
+    assert rows == [
+        [
+            str(r["mean_size"]),
+            str(r["failures"]),
+            str(r["failures_with_enough_free"]),
+            f"{100 * r['share_with_enough_free']:.1f} %",
+        ]
+        for r in result["by_mean_size"]
+    ]
 
 
 def test_the_plan_tables_hold_the_front_and_every_candidate_with_why_it_was_pruned(chinese):
     from app.views.plan import PlanView
 
-    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
-                       schedulers="sglang", replicas="1", requests=40, rate=4.0)
+    lab = LABS["plan"](
+        model="llama-3.1-70b",
+        gpus="H100-SXM",
+        tps="1,2,4",
+        weight_precisions="16-bit",
+        schedulers="sglang",
+        replicas="1",
+        requests=40,
+        rate=4.0,
+    )
     result = lab.run()
     view = PlanView()
     view.update(lab, result)
     columns = [c.title for c in view.pareto.table.columns]
     assert columns == ["配置", "GPU", "每小时美元", "TTFT p90 (s)", "TPOT p90 (ms)", "SLO 达成率", "结论"]
     pareto = view.pareto.source.data
-    assert pareto["c0"] == [r["key"] for r in result["pareto"]] == [
-        "H100-SXM/tp2/w-16-bit/kv-16-bit/sglang/x1/round-robin", "H100-SXM/tp4/w-16-bit/kv-16-bit/sglang/x1/round-robin"]
+    assert (
+        pareto["c0"]
+        == [r["key"] for r in result["pareto"]]
+        == [
+            "H100-SXM/tp2/w-16-bit/kv-16-bit/sglang/x1/round-robin",
+            "H100-SXM/tp4/w-16-bit/kv-16-bit/sglang/x1/round-robin",
+        ]
+    )
     assert pareto["c2"] == ["6", "12"]  # 2 and 4 H100s at $3.00 an hour
     assert pareto["c3"] == [number(r["ttft_p90_s"], 3) for r in result["pareto"]]
     every = view.everything.source.data  # cheapest first: one H100 cannot hold 141 GB of weights
@@ -141,8 +163,16 @@ def test_the_plan_links_the_cheapest_and_each_front_row_to_the_fleet_lab():
     from kvweb.fleet.candidate import Candidate
     from kvweb.labs.fleet import FleetLab
 
-    lab = LABS["plan"](model="llama-3.1-70b", gpus="H100-SXM", tps="1,2,4", weight_precisions="16-bit",
-                       schedulers="sglang", replicas="1", requests=40, rate=4.0)
+    lab = LABS["plan"](
+        model="llama-3.1-70b",
+        gpus="H100-SXM",
+        tps="1,2,4",
+        weight_precisions="16-bit",
+        schedulers="sglang",
+        replicas="1",
+        requests=40,
+        rate=4.0,
+    )
     result = lab.run()
     view, opened = PlanView(), []
     view.navigate = opened.append
@@ -154,8 +184,16 @@ def test_the_plan_links_the_cheapest_and_each_front_row_to_the_fleet_lab():
     query = opened.pop()
     assert query == Route(lab=FleetLab.of_candidate(lab, Candidate.of(result["pareto"][1]))).query()
     assert {k: query[k] for k in ("lab", "gpu", "tp", "mode", "replicas", "routers", "model", "requests", "rate")} == {
-        "lab": "fleet", "gpu": "H100-SXM", "tp": "4", "mode": "sglang", "replicas": "1", "routers": "round-robin",
-        "model": "llama-3.1-70b", "requests": "40", "rate": "4.0"}
+        "lab": "fleet",
+        "gpu": "H100-SXM",
+        "tp": "4",
+        "mode": "sglang",
+        "replicas": "1",
+        "routers": "round-robin",
+        "model": "llama-3.1-70b",
+        "requests": "40",
+        "rate": "4.0",
+    }
     assert front[1].value is False  # springs back
 
 
@@ -168,9 +206,20 @@ def test_a_plan_row_beyond_the_fleet_lab_says_so_instead_of_a_link(chinese):
     from kvweb.fleet.candidate import Candidate
     from kvweb.labs.fleet import FleetLab
 
-    grid = dict(model="llama-3.1-70b", gpus="A100-80GB", tps="2", weight_precisions="16-bit", schedulers="sglang",
-                cost_model="roofline",
-                replicas="1", workload="fixed", prompt_len=100, output_len=8000, max_len=8192, rate=0.05)
+    grid = dict(
+        model="llama-3.1-70b",
+        gpus="A100-80GB",
+        tps="2",
+        weight_precisions="16-bit",
+        schedulers="sglang",
+        cost_model="roofline",
+        replicas="1",
+        workload="fixed",
+        prompt_len=100,
+        output_len=8000,
+        max_len=8192,
+        rate=0.05,
+    )
     small = LABS["plan"](**grid, requests=4)
     result = small.run()
     large = LABS["plan"](**grid, requests=3000)
@@ -198,7 +247,10 @@ def test_the_fleet_view_sets_every_split_beside_co_located_and_names_up_to_8_lin
     splits = result["disaggregation"]["splits"]
     assert data["c0"] == ["co-located", "disaggregated 1 + 2 ←", "disaggregated 2 + 1"]
     assert data["c7"] == ["", *("yes" if s["pays"] else "no" for s in splits)]
-    assert data["c6"][1] == f"{number(1e3 * splits[0]['transfer_s']['p50'], 3)} / {number(1e3 * splits[0]['transfer_s']['p99'], 3)}"
+    assert (
+        data["c6"][1]
+        == f"{number(1e3 * splits[0]['transfer_s']['p50'], 3)} / {number(1e3 * splits[0]['transfer_s']['p99'], 3)}"
+    )
     assert [i.label.value for i in view.legend.items] == ["0", "1", "2"] and view.legend.visible
     many = LABS["fleet"](workload="sharegpt", requests=30, replicas=9, routers="round-robin")
     view.update(many, many.run())

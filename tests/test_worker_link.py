@@ -4,6 +4,7 @@ e2e: every static-site test goes through this link). And a redraw as the page re
 the step a new result opens on is drawn once, and changes that lay out a figure (titles,
 legends, what is shown) come before new data, so the page applies the batch without waiting a
 task in between (static/handler.js) and paints each figure once."""
+
 import sys
 
 import pytest
@@ -110,8 +111,10 @@ def test_a_new_result_draws_its_opening_step_once_and_titles_come_before_data(se
 LAYS_OUT = (Title, LegendItem, TableColumn, GlyphRenderer)  # what the page lays out again when it changes
 
 
-@pytest.mark.parametrize(("lab", "change"), [("schedulers", ("block_size", 32)), ("engine", ("scenario", "B")),
-                                             ("engine", ("compare", "contiguous"))])
+@pytest.mark.parametrize(
+    ("lab", "change"),
+    [("schedulers", ("block_size", 32)), ("engine", ("scenario", "B")), ("engine", ("compare", "contiguous"))],
+)
 def test_a_redraw_lays_out_before_new_data(served, lab, change):
     shell, sent = served
     shell.router.open(f"?lab={lab}&requests=40")

@@ -1,4 +1,5 @@
 """Workloads: seeded arrivals and lengths, and user traces with row-and-field errors."""
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,11 @@ def test_named_shapes_have_their_means_and_sharegpt_is_longer_than_alpaca():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from(["sharegpt", "alpaca", "long-context", "fixed", "uniform"]), st.integers(2, 9000), st.integers(0, 99))
+@given(
+    st.sampled_from(["sharegpt", "alpaca", "long-context", "fixed", "uniform"]),
+    st.integers(2, 9000),
+    st.integers(0, 99),
+)
 def test_lengths_always_fit_the_model(shape, max_len, seed):
     p, o = lengths(shape, 300, max_len, seed, prompt_len=100, output_len=50)
     assert (p >= 1).all() and (o >= 1).all() and (p + o <= max_len).all()
@@ -62,27 +67,32 @@ def test_csv_trace_with_and_without_header_sorted_by_arrival():
 
 
 def test_json_trace_as_objects_or_triples():
-    objects = json.dumps([{"arrival": 1, "prompt_len": 5, "output_len": 6}, {"arrival": 0.5, "prompt_len": 2, "output_len": 3}])
+    objects = json.dumps(
+        [{"arrival": 1, "prompt_len": 5, "output_len": 6}, {"arrival": 0.5, "prompt_len": 2, "output_len": 3}]
+    )
     assert [(r.arrival, r.prompt) for r in parse_trace(objects)] == [(0.5, 2), (1.0, 5)]
     assert parse_trace("[[0, 5, 6], [2, 1, 1.0]]")[1].output == 1
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0,10,20\n1,abc,5", "trace row 2, field prompt_len: 'abc' is not allowed"),
-    ("0,10,20\n-1,3,5", "trace row 2, field arrival: '-1' is not allowed; expected a number of seconds >= 0"),
-    ("0,10,0", "trace row 1, field output_len: '0' is not allowed; expected an integer from 1 to"),
-    ("0,10,2.5", "trace row 1, field output_len"),
-    ("0,10,nan", "trace row 1, field output_len"),
-    ("inf,10,3", "trace row 1, field arrival"),
-    ("0,10", "trace row 1: 2 fields; expected 3"),
-    ('[{"arrival": 0, "prompt_len": 3}]', "trace row 1: field output_len is missing"),
-    ('[{"arrival": 0, "prompt_len": 3, "output_len": 1, "x": 2}]', "trace row 1: unknown field 'x'"),
-    ('[{"arrival": 0, "prompt_len": true, "output_len": 1}]', "trace row 1, field prompt_len"),
-    ('[[0, 1, 2], "no"]', "trace row 2: expected an object"),
-    ('{"arrival": 0}', "trace: JSON must be a list of rows"),
-    ("[1, 2", "trace: not valid JSON"),
-    ("   ", "trace: empty"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0,10,20\n1,abc,5", "trace row 2, field prompt_len: 'abc' is not allowed"),
+        ("0,10,20\n-1,3,5", "trace row 2, field arrival: '-1' is not allowed; expected a number of seconds >= 0"),
+        ("0,10,0", "trace row 1, field output_len: '0' is not allowed; expected an integer from 1 to"),
+        ("0,10,2.5", "trace row 1, field output_len"),
+        ("0,10,nan", "trace row 1, field output_len"),
+        ("inf,10,3", "trace row 1, field arrival"),
+        ("0,10", "trace row 1: 2 fields; expected 3"),
+        ('[{"arrival": 0, "prompt_len": 3}]', "trace row 1: field output_len is missing"),
+        ('[{"arrival": 0, "prompt_len": 3, "output_len": 1, "x": 2}]', "trace row 1: unknown field 'x'"),
+        ('[{"arrival": 0, "prompt_len": true, "output_len": 1}]', "trace row 1, field prompt_len"),
+        ('[[0, 1, 2], "no"]', "trace row 2: expected an object"),
+        ('{"arrival": 0}', "trace: JSON must be a list of rows"),
+        ("[1, 2", "trace: not valid JSON"),
+        ("   ", "trace: empty"),
+    ],
+)
 def test_bad_traces_name_the_row_and_field(text, message):
     with pytest.raises(ParamError) as err:
         parse_trace(text)

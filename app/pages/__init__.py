@@ -5,6 +5,7 @@ parameters, or another page) the way a share link would, and keeps any state of 
 the URL (`restore`/`query`, written through `remember`). Pages, like views, are built in the
 session's language and rebuilt when it changes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

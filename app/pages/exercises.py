@@ -10,6 +10,7 @@ session (`ANSWERS`); the static site starts with the preset answers its build co
 (`app/exercises.json`). The URL keeps the
 exercise last worked on (`exercise=KEY`) and whether its answer is shown (`answer=shown`).
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,11 @@ class ExerciseCard:
         self.expected: float | str | None = None  # the library's answer to the check, once computed
         self.revealed = False
         check = exercise.check
-        self.given = (pn.widgets.RadioButtonGroup(options={tr(c): c for c in check.choices}, value=None)
-                      if check.choices else pn.widgets.TextInput(placeholder=tr("a number"), width=160))
+        self.given = (
+            pn.widgets.RadioButtonGroup(options={tr(c): c for c in check.choices}, value=None)
+            if check.choices
+            else pn.widgets.TextInput(placeholder=tr("a number"), width=160)
+        )
         self.given.css_classes = [f"kv-ex-given-{exercise.key}"]
         self.verdict = plain(css_class=f"kv-ex-verdict-{exercise.key}")
         self.answer = plain(tr("computing..."), css_class=f"kv-ex-answer-{exercise.key}")
@@ -85,31 +89,47 @@ class ExerciseCard:
         self.link = plain(css_class=f"kv-ex-link-{exercise.key}", mono=True)
         self.link.styles = {**self.link.styles, "word-break": "break-all", "font-size": "85%"}
         self.share.styles = {**self.share.styles, "word-break": "break-all", "font-size": "85%"}
-        open_lab = link_button(tr("Open in the lab"), f"kv-ex-open-{exercise.key}",
-                               lambda: page.navigate(to_query(self.lab)))
+        open_lab = link_button(
+            tr("Open in the lab"), f"kv-ex-open-{exercise.key}", lambda: page.navigate(to_query(self.lab))
+        )
         self.solution = pn.Column(
             pn.pane.Markdown(f"**{tr('Answer')}** ({tr('computed by the library')}):"),
             pn.pane.Bokeh(self.answer, margin=(5, 10), sizing_mode="stretch_width"),
             pn.pane.Markdown(f"**{tr('Why')}:** {tr(exercise.explanation)}", sizing_mode="stretch_width"),
-            visible=False, sizing_mode="stretch_width", css_classes=[f"kv-ex-solution-{exercise.key}"],
+            visible=False,
+            sizing_mode="stretch_width",
+            css_classes=[f"kv-ex-solution-{exercise.key}"],
         )
         # One Column in the card: a collapsed Card hides each of its children in the page, and
         # each hidden child costs a layout of the whole page (as in app/shell.py's folds).
-        self.card = pn.Card(pn.Column(
-            pn.pane.Markdown(f"**{tr('Question')}:** {tr(exercise.question)}", sizing_mode="stretch_width"),
-            pn.Row(*self.widgets.values(), sizing_mode="stretch_width", css_classes=[f"kv-ex-inputs-{exercise.key}"]),
-            pn.pane.Bokeh(self.message),
-            pn.pane.Markdown(f"**{tr('Your answer')}:** {tr(check.prompt)} ({self.tolerance_text(check.tolerance)})",
-                             sizing_mode="stretch_width"),
-            pn.Row(self.given, link_button(tr("Check"), f"kv-ex-check-{exercise.key}", self.check),
-                   link_button(tr("Show answer"), f"kv-ex-reveal-{exercise.key}", lambda: self.reveal(True))),
-            pn.pane.Bokeh(self.verdict),
-            self.solution,
-            pn.pane.Markdown(f"**{tr('Share this exercise')}:**"),
-            pn.pane.Bokeh(self.link, sizing_mode="stretch_width"),
-            pn.Row(pn.pane.Markdown(f"**{tr('Share URL')}:**"), open_lab),
-            pn.pane.Bokeh(self.share, sizing_mode="stretch_width"), sizing_mode="stretch_width", margin=0),
-            title=tr(exercise.title), sizing_mode="stretch_width", css_classes=[f"kv-ex-{exercise.key}"],
+        self.card = pn.Card(
+            pn.Column(
+                pn.pane.Markdown(f"**{tr('Question')}:** {tr(exercise.question)}", sizing_mode="stretch_width"),
+                pn.Row(
+                    *self.widgets.values(), sizing_mode="stretch_width", css_classes=[f"kv-ex-inputs-{exercise.key}"]
+                ),
+                pn.pane.Bokeh(self.message),
+                pn.pane.Markdown(
+                    f"**{tr('Your answer')}:** {tr(check.prompt)} ({self.tolerance_text(check.tolerance)})",
+                    sizing_mode="stretch_width",
+                ),
+                pn.Row(
+                    self.given,
+                    link_button(tr("Check"), f"kv-ex-check-{exercise.key}", self.check),
+                    link_button(tr("Show answer"), f"kv-ex-reveal-{exercise.key}", lambda: self.reveal(True)),
+                ),
+                pn.pane.Bokeh(self.verdict),
+                self.solution,
+                pn.pane.Markdown(f"**{tr('Share this exercise')}:**"),
+                pn.pane.Bokeh(self.link, sizing_mode="stretch_width"),
+                pn.Row(pn.pane.Markdown(f"**{tr('Share URL')}:**"), open_lab),
+                pn.pane.Bokeh(self.share, sizing_mode="stretch_width"),
+                sizing_mode="stretch_width",
+                margin=0,
+            ),
+            title=tr(exercise.title),
+            sizing_mode="stretch_width",
+            css_classes=[f"kv-ex-{exercise.key}"],
         )
         self.show_share()
 
@@ -131,7 +151,11 @@ class ExerciseCard:
 
     def show_share(self) -> None:
         loc = pn.state.location
-        base = f"{loc.protocol}//{loc.hostname}{':' + loc.port if loc.port else ''}{loc.pathname}" if loc and loc.hostname else ""
+        base = (
+            f"{loc.protocol}//{loc.hostname}{':' + loc.port if loc.port else ''}{loc.pathname}"
+            if loc and loc.hostname
+            else ""
+        )
         self.share.text = f"{base}?{urlencode(to_query(self.lab))}"
         exercise = f"{base}?{urlencode({'page': 'exercises', 'exercise': self.exercise.key})}"
         self.link.text = f"{exercise}\n{exercise}&answer=shown  ({tr('with the answer')})"
@@ -153,8 +177,9 @@ class ExerciseCard:
 
     def say(self, verdict: Verdict) -> None:
         head = tr("Right") if verdict.correct else tr("Not quite")
-        self.verdict.text = (f"{head}: {tr('the library computes')} {tr(verdict.expected)} "
-                             f"({self.tolerance_text(verdict.tolerance)})")
+        self.verdict.text = (
+            f"{head}: {tr('the library computes')} {tr(verdict.expected)} ({self.tolerance_text(verdict.tolerance)})"
+        )
         self.verdict.styles = {**self.verdict.styles, "color": "#1a7f37" if verdict.correct else "#a40000"}
 
     def reveal(self, shown_: bool) -> None:
@@ -166,8 +191,9 @@ class ExerciseCard:
         """The library's answer, a line per figure: "• label: value" (no padded columns: they
         would not line up in Chinese, and long labels wrap on a phone)."""
         self.expected = expected
-        self.answer.text = "\n".join("\u2022 " + tr("{0}: {1}", "qualifier").format(tr_figure(label), tr(value))
-                                      for label, value in lines)
+        self.answer.text = "\n".join(
+            "\u2022 " + tr("{0}: {1}", "qualifier").format(tr_figure(label), tr(value)) for label, value in lines
+        )
 
 
 class ExercisesPage(Page):
@@ -180,13 +206,16 @@ class ExercisesPage(Page):
         self.cards = {e.key: ExerciseCard(e, self) for e in EXERCISES}
         self.stale = set(self.cards)
         if pn.state.location is not None:  # the browser tells its host after the page is built
-            pn.state.location.param.watch(lambda event: [c.show_share() for c in self.cards.values()],
-                                          ["hostname", "port", "pathname"])
+            pn.state.location.param.watch(
+                lambda event: [c.show_share() for c in self.cards.values()], ["hostname", "port", "pathname"]
+            )
         self.runner = Runner()
         self._layout = pn.Column(
             pn.pane.Markdown(f"## {tr('Exercises')}\n\n{tr(INTRO)}", sizing_mode="stretch_width"),
             self.runner.bar,
-            *(c.card for c in self.cards.values()), sizing_mode="stretch_width", max_width=1100,
+            *(c.card for c in self.cards.values()),
+            sizing_mode="stretch_width",
+            max_width=1100,
         )
 
     def layout(self) -> pn.viewable.Viewable:
@@ -253,5 +282,7 @@ class ExercisesPage(Page):
                 self.cards[stale].answer.text = tr_message(error)
 
 
-INTRO = ("The lecture's exercises, answered by running the labs. Change an input and the answer is "
-         "recomputed; the share URL opens the lab with the same parameters.")
+INTRO = (
+    "The lecture's exercises, answered by running the labs. Change an input and the answer is "
+    "recomputed; the share URL opens the lab with the same parameters."
+)

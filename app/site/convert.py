@@ -1,5 +1,6 @@
 """Panel's conversion of the app into a static page (`panel.io.convert.script_to_html`, the
 pyodide-worker runtime), with kvweb's worker and page scripts (static/) in place of Panel's."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """The browser's history, which Panel's Location leaves alone (it pushes an entry for every
 change, and never hears Back or Forward)."""
+
 from __future__ import annotations
 
 import sys
@@ -31,8 +32,12 @@ class History:
         # The app writes its first URL while the session's document is built (app/router.py), before
         # the page can hear it: under `panel serve` the box's script runs once more when the page
         # has rendered; the static site's page does that itself (static/handler.js).
-        self.entry = LinkedTextInput(_SHOW.replace("// on pop\n", on_pop), {"popped": self.popped}, on_render=sys.platform != "emscripten",
-                                     css_classes=["kv-history"])
+        self.entry = LinkedTextInput(
+            _SHOW.replace("// on pop\n", on_pop),
+            {"popped": self.popped},
+            on_render=sys.platform != "emscripten",
+            css_classes=["kv-history"],
+        )
         self.layout = pn.Row(self.popped, self.entry, visible=False)  # `popped`'s model is made first
 
     def show(self, search: str, push: bool) -> None:

@@ -5,6 +5,7 @@ KeyboardInterrupt wherever the run is. That is only safe while a lab computes: `
 every browser run (app/runner.py) tell the page when it starts and ends, and the page writes
 nothing outside one (the end also clears a stop that came too late).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -11,6 +11,7 @@ its end.
 Only a redraw (a view drawing a result or a step) is wrapped: no progress is reported inside
 it, and it runs within one call from the page, so the page hears of it before "idle".
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -7,6 +7,7 @@ a hostile URL broke the page before kvweb saw its text. `RawLocation` keeps the 
 text, and `install` puts one in place before Panel makes its own. Under `panel serve`, Tornado
 refused a query of more than 1000 fields with HTTP 400 before either saw it: `read_long_queries`.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ def read_long_queries() -> None:
     from tornado import httputil
 
     if hasattr(httputil, "ParseUrlEncodedConfig"):  # an older Tornado reads every field
-        httputil.set_parse_body_config(httputil.ParseBodyConfig(
-            urlencoded=httputil.ParseUrlEncodedConfig(max_arguments=SERVED_QUERY_FIELDS)))
+        httputil.set_parse_body_config(
+            httputil.ParseBodyConfig(urlencoded=httputil.ParseUrlEncodedConfig(max_arguments=SERVED_QUERY_FIELDS))
+        )
 
 
 def install(fields: Mapping[str, Any] | None = None) -> None:
@@ -61,9 +63,13 @@ def install(fields: Mapping[str, Any] | None = None) -> None:
         request = doc.session_context.request if doc.session_context else None
         query = getattr(request, "query", "") if request is not None else ""
         host = urlsplit(f"//{getattr(request, 'host', '') or ''}")  # for share URLs before the browser reports
-        fields = {"pathname": getattr(request, "path", ""), "search": f"?{query}" if query else "",
-                  "protocol": f"{getattr(request, 'protocol', 'http')}:", "hostname": host.hostname or "",
-                  "port": str(host.port or "")}
+        fields = {
+            "pathname": getattr(request, "path", ""),
+            "search": f"?{query}" if query else "",
+            "protocol": f"{getattr(request, 'protocol', 'http')}:",
+            "hostname": host.hostname or "",
+            "port": str(host.port or ""),
+        }
     location = RawLocation()
     follow(location, fields)
     upstream.give_location(doc, location)

@@ -11,6 +11,7 @@ Under `panel serve` a session's page lists its scripts when the session's docume
   file of its own). The static site's page runs the same guard before it renders
   (scripts/build_site.py puts it in front of static/handler.js).
 """
+
 from __future__ import annotations
 
 import base64
@@ -43,8 +44,9 @@ function guardDataTables() {
   view.prototype.kvwebGuarded = true;
 }
 """
-GUARD_SCRIPT = "data:text/javascript;base64," + base64.b64encode(
-    (DATATABLE_GUARD + "guardDataTables();\n").encode()).decode()
+GUARD_SCRIPT = (
+    "data:text/javascript;base64," + base64.b64encode((DATATABLE_GUARD + "guardDataTables();\n").encode()).decode()
+)
 
 
 def install() -> None:

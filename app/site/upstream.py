@@ -5,6 +5,7 @@ ones by name and signature there, and by what they do in e2e/test_site.py), so a
 that changes one fails there, not in a learner's browser. They are why Panel is pinned to one
 version (docs/site.md).
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,10 @@ def patch_message(doc: Document, events: list[Any]) -> tuple[Any, Any]:
     from panel.io.pyodide import _dict_converter, _process_document_events
 
     patch, buffers = _process_document_events(doc, events)
-    return (pyodide.ffi.to_js(patch, dict_converter=_dict_converter),
-            js.Map.new(js.Object.entries(pyodide.ffi.to_js(buffers))))
+    return (
+        pyodide.ffi.to_js(patch, dict_converter=_dict_converter),
+        js.Map.new(js.Object.entries(pyodide.ffi.to_js(buffers))),
+    )
 
 
 def apply_page_patch(doc: Document, patch: Any, setter: str) -> None:
@@ -67,7 +70,6 @@ def use_conversion_scripts(worker: str, handler: str, pre: str) -> None:
     pc.WEB_WORKER_TEMPLATE = pc._pn_env.from_string(worker)
     pc.WORKER_HANDLER_TEMPLATE = pc._pn_env.from_string(handler)
     pc.PRE = pc.PRE + pre
-
 
 
 def write_every_queued_patch() -> None:
@@ -115,8 +117,10 @@ class _Linked:
     def _get_model(self, doc: Document, root: Any = None, parent: Any = None, comm: Any = None) -> Any:
         model = super()._get_model(doc, root, parent, comm)
         ref = (root or model).ref["id"]
-        args = {name: arg._models[ref][0] if isinstance(arg, pn.viewable.Viewable) else arg
-                for name, arg in self._js_args.items()}
+        args = {
+            name: arg._models[ref][0] if isinstance(arg, pn.viewable.Viewable) else arg
+            for name, arg in self._js_args.items()
+        }
         callback = CustomJS(args=args, code=self._js_code)
         self._js_callbacks.append(callback)
         model.js_on_change("value", callback)

@@ -1,5 +1,6 @@
 """Every module here is a view, but drawing.py (what views share); importing the package registers
 them in app.view.VIEWS."""
+
 import importlib
 import pkgutil
 

@@ -1,5 +1,6 @@
 """Drawing shared by the views: memory-map cells sent as number arrays, colours looked up in the
 page, a request's hover, and legends kept off the data."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,8 +12,12 @@ from bokeh.plotting import figure
 from app.view import columns
 
 # The kinds of layer (kvweb/gpu/layers.py) by the names views show, each through tr().
-LAYER_NAMES = {"full": "full attention", "sliding": "sliding window", "latent": "latent (MLA)",
-               "linear": "linear state"}
+LAYER_NAMES = {
+    "full": "full attention",
+    "sliding": "sliding window",
+    "latent": "latent (MLA)",
+    "linear": "linear state",
+}
 
 GAP = 0.12  # between memory-map cells
 CELL = ("left", "right", "top", "bottom")
@@ -68,5 +73,15 @@ def legend_below(fig: figure, items: list[LegendItem] | None = None) -> None:
         inside = fig.legend[0]
         fig.center.remove(inside)
         items = inside.items
-    fig.add_layout(Legend(items=items, orientation="vertical", click_policy="hide", label_text_font_size="11px",
-                          margin=0, padding=2, border_line_alpha=0), "below")
+    fig.add_layout(
+        Legend(
+            items=items,
+            orientation="vertical",
+            click_policy="hide",
+            label_text_font_size="11px",
+            margin=0,
+            padding=2,
+            border_line_alpha=0,
+        ),
+        "below",
+    )

@@ -4,6 +4,7 @@ step by step (current state lit, the mask over the vocabulary, forwards plain vs
 The pattern and the outputs are user-controlled text: they appear only through
 `app.text.plain` (textContent) and Bokeh canvas glyphs, never as HTML.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,12 +29,12 @@ STATE = "#c6dbef"
 FORCED = "#fdd0a2"
 ALLOWED = "#74c476"
 MASKED = "#eeeeee"
-GRID_COLUMNS = 16       # the vocabulary (+ end) drawn as a 16 x 6 grid
-TEXT_COLUMNS = 48       # output characters per line
-PER_BAND = 16           # layers per band: longer DFAs wrap like lines of text
-UNIT_PX = 46            # pixels per unit of height (one state of a layer)
-LABEL_H = 0.34          # an edge label's height, in those units
-CHAR_W = 0.085          # one label character's width, in layers (at about 80 px per layer)
+GRID_COLUMNS = 16  # the vocabulary (+ end) drawn as a 16 x 6 grid
+TEXT_COLUMNS = 48  # output characters per line
+PER_BAND = 16  # layers per band: longer DFAs wrap like lines of text
+UNIT_PX = 46  # pixels per unit of height (one state of a layer)
+LABEL_H = 0.34  # an edge label's height, in those units
+CHAR_W = 0.085  # one label character's width, in layers (at about 80 px per layer)
 
 
 def edge_curve(p: tuple[float, float], q: tuple[float, float]) -> tuple[float, float, float, float]:
@@ -65,7 +66,7 @@ def spread_labels(xs: list[float], ys: list[float], labels: list[str]) -> list[f
 
 
 def _bezier(t: float, a: float, b: float, c: float, d: float) -> float:
-    return (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t * t * c + t ** 3 * d
+    return (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t * t * c + t**3 * d
 
 
 class FsmView(LabView):
@@ -89,68 +90,150 @@ class FsmView(LabView):
         self.current = ColumnDataSource(columns("x", "y"))
 
         self.graph = figure(
-            title=tr("DFA, layered left to right and wrapped into bands (orange: jump chains, thick ring: "
-                     "accepting, red: this step)"), height=380,
-            sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save", toolbar_location="above",
-            x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
+            title=tr(
+                "DFA, layered left to right and wrapped into bands (orange: jump chains, thick ring: "
+                "accepting, red: this step)"
+            ),
+            height=380,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,reset,save",
+            toolbar_location="above",
+            x_range=Range1d(-1, 1),
+            y_range=Range1d(-1, 1),
         )
         self.graph.axis.visible = False
         self.graph.grid.visible = False
-        self.graph.bezier("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", source=self.edges,
-                          line_color="color", line_width="width")
-        self.graph.bezier("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1", source=self.active,
-                          line_color=ACTIVE, line_width=5, line_alpha=0.8)
-        self.graph.scatter("x", "y", source=self.arrows, marker="triangle", size=9, angle="angle",
-                           color="color")
-        self.graph.add_layout(LabelSet(x="x", y="y", text="label", source=self.edge_labels, text_font_size="11px",
-                                       text_color="color", text_align="center", text_baseline="middle",
-                                       background_fill_color="#ffffff", background_fill_alpha=0.8))
+        self.graph.bezier(
+            "x0",
+            "y0",
+            "x1",
+            "y1",
+            "cx0",
+            "cy0",
+            "cx1",
+            "cy1",
+            source=self.edges,
+            line_color="color",
+            line_width="width",
+        )
+        self.graph.bezier(
+            "x0",
+            "y0",
+            "x1",
+            "y1",
+            "cx0",
+            "cy0",
+            "cx1",
+            "cy1",
+            source=self.active,
+            line_color=ACTIVE,
+            line_width=5,
+            line_alpha=0.8,
+        )
+        self.graph.scatter("x", "y", source=self.arrows, marker="triangle", size=9, angle="angle", color="color")
+        self.graph.add_layout(
+            LabelSet(
+                x="x",
+                y="y",
+                text="label",
+                source=self.edge_labels,
+                text_font_size="11px",
+                text_color="color",
+                text_align="center",
+                text_baseline="middle",
+                background_fill_color="#ffffff",
+                background_fill_alpha=0.8,
+            )
+        )
         spots = self.graph.scatter("x", "y", source=self.edge_labels, size=14, alpha=0)
         self.graph.add_tools(HoverTool(renderers=[spots], tooltips=[(tr("edge"), "@what")]))
         self.graph.scatter("x", "y", source=self.current, size=28, fill_color=None, line_color=ACTIVE, line_width=4)
-        dots = self.graph.scatter("x", "y", source=self.states, size=18, fill_color="fill", line_color="line",
-                                  line_width="ring")
+        dots = self.graph.scatter(
+            "x", "y", source=self.states, size=18, fill_color="fill", line_color="line", line_width="ring"
+        )
         self.graph.add_tools(HoverTool(renderers=[dots], tooltips=[(tr("state"), "@what")]))
-        self.graph.text("x", "y", text="id", source=self.states, text_align="center", text_baseline="middle",
-                        text_font_size="9px")
+        self.graph.text(
+            "x", "y", text="id", source=self.states, text_align="center", text_baseline="middle", text_font_size="9px"
+        )
 
         self.mask = ColumnDataSource(columns("x", "y", "char", "fill", "line", "width", "what"), name="fsm-mask")
         self.mask_plot = figure(
-            title=tr("the mask at this step (green: allowed, grey: masked, red ring: chosen)"), height=190,
-            sizing_mode="stretch_width", min_width=300, max_width=640, tools="", toolbar_location=None, x_range=(-0.6, GRID_COLUMNS - 0.4), y_range=(-5.6, 0.6),
+            title=tr("the mask at this step (green: allowed, grey: masked, red ring: chosen)"),
+            height=190,
+            sizing_mode="stretch_width",
+            min_width=300,
+            max_width=640,
+            tools="",
+            toolbar_location=None,
+            x_range=(-0.6, GRID_COLUMNS - 0.4),
+            y_range=(-5.6, 0.6),
         )
         self.mask_plot.axis.visible = False
         self.mask_plot.grid.visible = False
-        cells = self.mask_plot.rect("x", "y", 0.92, 0.92, source=self.mask, fill_color="fill", line_color="line",
-                                    line_width="width")
+        cells = self.mask_plot.rect(
+            "x", "y", 0.92, 0.92, source=self.mask, fill_color="fill", line_color="line", line_width="width"
+        )
         self.mask_plot.add_tools(HoverTool(renderers=[cells], tooltips=[(tr("character"), "@char"), ("", "@what")]))
-        self.mask_plot.text("x", "y", text="char", source=self.mask, text_align="center", text_baseline="middle",
-                            text_font_size="12px", text_font=value("monospace"))
+        self.mask_plot.text(
+            "x",
+            "y",
+            text="char",
+            source=self.mask,
+            text_align="center",
+            text_baseline="middle",
+            text_font_size="12px",
+            text_font=value("monospace"),
+        )
 
         self.text = ColumnDataSource(columns("x", "y", "char", "color", "back", "how"), name="fsm-text")
         self.text_plot = figure(
-            title=tr("output so far (orange: through a jump edge; highlighted: this step)"), height=170,
-            sizing_mode="stretch_width", tools="", toolbar_location=None,
-            x_range=(-0.6, TEXT_COLUMNS - 0.4), y_range=Range1d(-2.6, 0.6),
+            title=tr("output so far (orange: through a jump edge; highlighted: this step)"),
+            height=170,
+            sizing_mode="stretch_width",
+            tools="",
+            toolbar_location=None,
+            x_range=(-0.6, TEXT_COLUMNS - 0.4),
+            y_range=Range1d(-2.6, 0.6),
         )
         self.text_plot.axis.visible = False
         self.text_plot.grid.visible = False
         chars = self.text_plot.rect("x", "y", 0.95, 0.9, source=self.text, fill_color="back", line_color=None)
         self.text_plot.add_tools(HoverTool(renderers=[chars], tooltips=[(tr("character"), "@char"), ("", "@how")]))
-        self.text_plot.text("x", "y", text="char", source=self.text, text_color="color", text_align="center",
-                            text_baseline="middle", text_font_size="14px", text_font=value("monospace"))
+        self.text_plot.text(
+            "x",
+            "y",
+            text="char",
+            source=self.text,
+            text_color="color",
+            text_align="center",
+            text_baseline="middle",
+            text_font_size="14px",
+            text_font=value("monospace"),
+        )
 
-        self.counts = ColumnDataSource({"mode": [tr("plain"), tr("compressed")], "forwards": [0, 0],
-                                        "color": [EDGE, JUMP], "label": ["0", "0"]}, name="fsm-counts")
+        self.counts = ColumnDataSource(
+            {"mode": [tr("plain"), tr("compressed")], "forwards": [0, 0], "color": [EDGE, JUMP], "label": ["0", "0"]},
+            name="fsm-counts",
+        )
         self.count_plot = figure(
-            title=tr("forwards so far (sample 0)"), y_range=self.counts.data["mode"], height=190,
-            sizing_mode="stretch_width", min_width=300, max_width=480, tools="", toolbar_location=None,
+            title=tr("forwards so far (sample 0)"),
+            y_range=self.counts.data["mode"],
+            height=190,
+            sizing_mode="stretch_width",
+            min_width=300,
+            max_width=480,
+            tools="",
+            toolbar_location=None,
         )
         bars = self.count_plot.hbar(y="mode", right="forwards", height=0.6, color="color", source=self.counts)
-        self.count_plot.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@mode"),
-                                                                        (tr("forwards so far"), "@forwards")]))
-        self.count_plot.add_layout(LabelSet(x="forwards", y="mode", text="label", source=self.counts,
-                                            x_offset=4, y_offset=-6, text_font_size="12px"))
+        self.count_plot.add_tools(
+            HoverTool(renderers=[bars], tooltips=[("", "@mode"), (tr("forwards so far"), "@forwards")])
+        )
+        self.count_plot.add_layout(
+            LabelSet(
+                x="forwards", y="mode", text="label", source=self.counts, x_offset=4, y_offset=-6, text_font_size="12px"
+            )
+        )
         self.count_plot.x_range.start = 0
 
         self.step_text = LiveText(css_class="kv-fsm-step")
@@ -160,9 +243,14 @@ class FsmView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
-            self.pattern_text, self.summary, self.player, self.graph,
+            self.pattern_text,
+            self.summary,
+            self.player,
+            self.graph,
             pn.Row(self.mask_plot, self.count_plot, sizing_mode="stretch_width"),
-            self.step_text, self.text_plot, self.table.pane,
+            self.step_text,
+            self.text_plot,
+            self.table.pane,
             sizing_mode="stretch_width",
         )
 
@@ -190,10 +278,19 @@ class FsmView(LabView):
             f"{tr('identical')}: {yes_no(result['identical'])}, {tr('all match')}: {yes_no(result['all_match'])}"
         )
         per = result["per_sample"]
-        self.table.show([tr("seed"), tr("constrained output"), tr("forwards plain"), tr("compressed"),
-                         tr("unconstrained output (same seed, no mask)")],
-                        [[p["seed"], out, p["forwards_plain"], p["forwards_compressed"], free]
-                         for p, out, free in zip(per, result["outputs"], result["unconstrained_outputs"])])
+        self.table.show(
+            [
+                tr("seed"),
+                tr("constrained output"),
+                tr("forwards plain"),
+                tr("compressed"),
+                tr("unconstrained output (same seed, no mask)"),
+            ],
+            [
+                [p["seed"], out, p["forwards_plain"], p["forwards_compressed"], free]
+                for p, out, free in zip(per, result["outputs"], result["unconstrained_outputs"])
+            ],
+        )
         rows = -(-max(len(self.output), 1) // TEXT_COLUMNS)
         self.text_plot.y_range.start = -rows + 0.4
         self.text_plot.height = 70 + 28 * rows
@@ -227,20 +324,27 @@ class FsmView(LabView):
             labels["y"].append(_bezier(0.5, *ctrl[1]) + LABEL_H * 0.7)  # above its edge
             labels["label"].append(e["label"].replace(" ", "␣"))
             labels["color"].append(JUMP if e["jump"] else "#444444")
-            labels["what"].append(f"{e['source']} -> {e['target']}: {e['label']} ({e['chars']} {tr('characters')})"
-                                  + (f", {tr('jump edge')}" if e["jump"] else ""))
+            labels["what"].append(
+                f"{e['source']} -> {e['target']}: {e['label']} ({e['chars']} {tr('characters')})"
+                + (f", {tr('jump edge')}" if e["jump"] else "")
+            )
         labels["y"] = spread_labels(labels["x"], labels["y"], labels["label"])
         self.arrows.data = arrows
         self.edge_labels.data = labels
         ids = [s["id"] for s in graph["states"]]
         self.states.data = {
-            "x": [self.positions[i][0] for i in ids], "y": [self.positions[i][1] for i in ids],
+            "x": [self.positions[i][0] for i in ids],
+            "y": [self.positions[i][1] for i in ids],
             "id": [str(i) for i in ids],
             "fill": [FORCED if s["forced"] else STATE for s in graph["states"]],
             "line": ["#222222" if s["accepting"] else "#6b6b6b" for s in graph["states"]],
             "ring": [4.0 if s["accepting"] else 1.0 for s in graph["states"]],
-            "what": [f"{s['id']} ({tr('layer')} {s['layer']})" + (f", {tr('accepting')}" if s["accepting"] else "")
-                     + (f", {tr('forced: one legal character')}" if s["forced"] else "") for s in graph["states"]],
+            "what": [
+                f"{s['id']} ({tr('layer')} {s['layer']})"
+                + (f", {tr('accepting')}" if s["accepting"] else "")
+                + (f", {tr('forced: one legal character')}" if s["forced"] else "")
+                for s in graph["states"]
+            ],
         }
         xs = [p[0] for p in self.positions.values()]
         ys = [p[1] for p in self.positions.values()] + labels["y"]
@@ -263,12 +367,15 @@ class FsmView(LabView):
         fp, fc = step["forwards_plain"], step["forwards_compressed"]
         self.counts.data = {**self.counts.data, "forwards": [fp, fc], "label": [str(fp), str(fc)]}
         if step["jump"]:
-            what = (f"{tr('jump edge')}: {quoted(step['chars'])} ({len(step['chars'])} {tr('characters')}, "
-                    f"{tr('no forward and no random number of its own: fed with the next forward')})")
+            what = (
+                f"{tr('jump edge')}: {quoted(step['chars'])} ({len(step['chars'])} {tr('characters')}, "
+                f"{tr('no forward and no random number of its own: fed with the next forward')})"
+            )
         elif step["chars"]:
             choices = len(step["allowed"]) + step["end_allowed"]
-            what = (f"{tr('sampled')} {quoted(step['chars'])} {tr('from')} {choices} {tr('choices')}"
-                    + (f" ({tr('forced: no random number drawn')})" if choices == 1 else ""))
+            what = f"{tr('sampled')} {quoted(step['chars'])} {tr('from')} {choices} {tr('choices')}" + (
+                f" ({tr('forced: no random number drawn')})" if choices == 1 else ""
+            )
         else:
             what = tr("sampled end-of-text")
         self.step_text.text = (
@@ -292,7 +399,7 @@ class FsmView(LabView):
         }
 
     def _show_text(self, step: dict[str, Any]) -> None:
-        shown = self.output[:step["emitted"]]
+        shown = self.output[: step["emitted"]]
         first_new = step["emitted"] - len(step["chars"])
         self.text.data = {
             "x": [i % TEXT_COLUMNS for i in range(len(shown))],

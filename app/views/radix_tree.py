@@ -13,14 +13,14 @@ and the nodes evicted in this step stay, for that step only, as faded dashed gho
 Prompts and outputs are user-controlled text: shown only through `app.text.plain`, canvas
 glyphs, escaped tooltips and DataTable cells, never as HTML.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import (ColumnDataSource, CustomJS, CustomJSTransform, HoverTool, LabelSet, Legend,
-                          LegendItem, Range1d, TableColumn)
+from bokeh.models import ColumnDataSource, CustomJS, CustomJSTransform, HoverTool, LabelSet, Legend, LegendItem, Range1d
 from bokeh.transform import transform
 from bokeh.palettes import Blues9
 from bokeh.plotting import figure
@@ -38,8 +38,12 @@ GHOST = "#9e9e9e"
 EDGE = "#b0b0b0"
 RECENCY = list(reversed(Blues9))[2:8]  # light (least recently used) to dark
 LOG_COLUMNS = ("request", "kind", "from the cache", "prefilled", "evicted", "identical", "prompt", "output")
-POOL_PARTS = (("evictable", "cached, evictable", "#6baed6"), ("protected", "cached, locked", LOCKED),
-              ("running", "running request", COMPUTED), ("free", "free", "#eeeeee"))
+POOL_PARTS = (
+    ("evictable", "cached, evictable", "#6baed6"),
+    ("protected", "cached, locked", LOCKED),
+    ("running", "running request", COMPUTED),
+    ("free", "free", "#eeeeee"),
+)
 GHOST_ALPHA = 0.35  # evicted nodes and edges fade
 NODE_COLS = ("x", "y", "id", "size", "lock", "last_access", "fill", "line", "ring", "text", "what")
 EDGE_COLS = ("xs", "ys", "color", "width", "lx", "ly", "label", "what")
@@ -77,55 +81,146 @@ class RadixTreeView(LabView):
         self.suffix = ColumnDataSource(columns(*EDGE_COLS, "text"), name="radix-suffix")
         self.tree = figure(
             title=tr("radix tree: each edge holds a run of tokens (root on the left)"),
-            height=360, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save", toolbar_location="above",
-            x_range=Range1d(-0.3, 1), y_range=Range1d(-1, 0),
+            height=360,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,reset,save",
+            toolbar_location="above",
+            x_range=Range1d(-0.3, 1),
+            y_range=Range1d(-1, 0),
         )
         self.tree.axis.visible = False
         self.tree.grid.visible = False
-        lines = [self.tree.multi_line("xs", "ys", source=self.edges, line_color="color", line_width="width"),
-                 self.tree.multi_line("xs", "ys", source=self.ghost_edges, line_color=GHOST, line_width=2,
-                                      line_dash="dashed", line_alpha=GHOST_ALPHA),
-                 self.tree.multi_line("xs", "ys", source=self.suffix, line_color=COMPUTED, line_width=4,
-                                      line_dash="dashed")]
+        lines = [
+            self.tree.multi_line("xs", "ys", source=self.edges, line_color="color", line_width="width"),
+            self.tree.multi_line(
+                "xs",
+                "ys",
+                source=self.ghost_edges,
+                line_color=GHOST,
+                line_width=2,
+                line_dash="dashed",
+                line_alpha=GHOST_ALPHA,
+            ),
+            self.tree.multi_line("xs", "ys", source=self.suffix, line_color=COMPUTED, line_width=4, line_dash="dashed"),
+        ]
         self.tree.add_tools(HoverTool(renderers=lines, tooltips=[("", "@what"), (tr("tokens"), "@label")]))
         fit = CustomJSTransform(args={"fig": self.tree}, v_func=FIT_LABEL)
-        for src, color, alpha in ((self.edges, "#222222", 1.0), (self.ghost_edges, GHOST, GHOST_ALPHA + 0.15),
-                                  (self.suffix, "#8a6d00", 1.0)):
-            self.tree.add_layout(LabelSet(x="lx", y="ly", text=transform("label", fit), source=src,
-                                          text_font_size="12px", text_font=value("monospace"), text_color=color,
-                                          text_alpha=alpha, y_offset=3, text_baseline="bottom"))
-        refit = CustomJS(args={"sources": [self.edges, self.ghost_edges, self.suffix]},
-                         code="for (const s of sources) s.change.emit()")  # the labels' width changed
+        for src, color, alpha in (
+            (self.edges, "#222222", 1.0),
+            (self.ghost_edges, GHOST, GHOST_ALPHA + 0.15),
+            (self.suffix, "#8a6d00", 1.0),
+        ):
+            self.tree.add_layout(
+                LabelSet(
+                    x="lx",
+                    y="ly",
+                    text=transform("label", fit),
+                    source=src,
+                    text_font_size="12px",
+                    text_font=value("monospace"),
+                    text_color=color,
+                    text_alpha=alpha,
+                    y_offset=3,
+                    text_baseline="bottom",
+                )
+            )
+        refit = CustomJS(
+            args={"sources": [self.edges, self.ghost_edges, self.suffix]},
+            code="for (const s of sources) s.change.emit()",
+        )  # the labels' width changed
         self.tree.js_on_change("inner_width", refit)
         self.tree.x_range.js_on_change("start", refit)
         self.tree.x_range.js_on_change("end", refit)
-        self.tree.scatter("x", "y", source=self.splits, size=24, fill_color=None, line_color=SPLIT,
-                          line_width=3)
-        ghosts = self.tree.scatter("x", "y", source=self.ghosts, size=15, fill_color="#ffffff", line_color=GHOST,
-                                   line_dash="dashed", line_width=2, marker="circle_x", alpha=GHOST_ALPHA + 0.15)
-        dots = self.tree.scatter("x", "y", source=self.nodes, size=15, fill_color="fill", line_color="line",
-                                 line_width="ring")
+        self.tree.scatter("x", "y", source=self.splits, size=24, fill_color=None, line_color=SPLIT, line_width=3)
+        ghosts = self.tree.scatter(
+            "x",
+            "y",
+            source=self.ghosts,
+            size=15,
+            fill_color="#ffffff",
+            line_color=GHOST,
+            line_dash="dashed",
+            line_width=2,
+            marker="circle_x",
+            alpha=GHOST_ALPHA + 0.15,
+        )
+        dots = self.tree.scatter(
+            "x", "y", source=self.nodes, size=15, fill_color="fill", line_color="line", line_width="ring"
+        )
         self.tree.add_tools(HoverTool(renderers=[dots, ghosts], tooltips=[("", "@what"), (tr("tokens"), "@text")]))
         key = ColumnDataSource({"x": [float("nan")], "y": [float("nan")]})  # glyphs that only draw legend keys
-        self.tree.add_layout(Legend(items=[
-            LegendItem(label=tr(label), renderers=[glyph]) for label, glyph in (
-                ("read from the cache", self.tree.line("x", "y", source=key, line_color=HIT, line_width=5)),
-                ("computed by this request", self.tree.line("x", "y", source=key, line_color=COMPUTED, line_width=5)),
-                ("locked", self.tree.scatter("x", "y", source=key, size=13, fill_color=LOCKED, line_color=None)),
-                ("split node", self.tree.scatter("x", "y", source=key, size=13, fill_color=None, line_color=SPLIT,
-                                                  line_width=3)),
-                ("evicted in this step", self.tree.scatter("x", "y", source=key, size=13, fill_color="#ffffff",
-                                                           line_color=GHOST, line_width=2, marker="circle_x",
-                                                           alpha=GHOST_ALPHA + 0.15)))
-        ], orientation="horizontal", ncols=3, click_policy="none", label_text_font_size="12px"), "below")
+        self.tree.add_layout(
+            Legend(
+                items=[
+                    LegendItem(label=tr(label), renderers=[glyph])
+                    for label, glyph in (
+                        ("read from the cache", self.tree.line("x", "y", source=key, line_color=HIT, line_width=5)),
+                        (
+                            "computed by this request",
+                            self.tree.line("x", "y", source=key, line_color=COMPUTED, line_width=5),
+                        ),
+                        (
+                            "locked",
+                            self.tree.scatter("x", "y", source=key, size=13, fill_color=LOCKED, line_color=None),
+                        ),
+                        (
+                            "split node",
+                            self.tree.scatter(
+                                "x", "y", source=key, size=13, fill_color=None, line_color=SPLIT, line_width=3
+                            ),
+                        ),
+                        (
+                            "evicted in this step",
+                            self.tree.scatter(
+                                "x",
+                                "y",
+                                source=key,
+                                size=13,
+                                fill_color="#ffffff",
+                                line_color=GHOST,
+                                line_width=2,
+                                marker="circle_x",
+                                alpha=GHOST_ALPHA + 0.15,
+                            ),
+                        ),
+                    )
+                ],
+                orientation="horizontal",
+                ncols=3,
+                click_policy="none",
+                label_text_font_size="12px",
+            ),
+            "below",
+        )
 
-        self.pool = ColumnDataSource({"what": [tr(label) for _, label, _ in POOL_PARTS], "left": [0] * 4,
-                                      "right": [0] * 4, "color": [c for _, _, c in POOL_PARTS]}, name="radix-pool")
-        self.pool_plot = figure(title=tr("one pool of slots for the cache and the running request"), height=150,
-                                sizing_mode="stretch_width", tools="", toolbar_location=None, y_range=["pool"],
-                                x_range=Range1d(0, 1), x_axis_label=tr("slots"))
-        bars = self.pool_plot.hbar(y=value("pool"), left="left", right="right", height=0.8, color="color",
-                                   legend_field="what", source=self.pool)
+        self.pool = ColumnDataSource(
+            {
+                "what": [tr(label) for _, label, _ in POOL_PARTS],
+                "left": [0] * 4,
+                "right": [0] * 4,
+                "color": [c for _, _, c in POOL_PARTS],
+            },
+            name="radix-pool",
+        )
+        self.pool_plot = figure(
+            title=tr("one pool of slots for the cache and the running request"),
+            height=150,
+            sizing_mode="stretch_width",
+            tools="",
+            toolbar_location=None,
+            y_range=["pool"],
+            x_range=Range1d(0, 1),
+            x_axis_label=tr("slots"),
+        )
+        bars = self.pool_plot.hbar(
+            y=value("pool"),
+            left="left",
+            right="right",
+            height=0.8,
+            color="color",
+            legend_field="what",
+            source=self.pool,
+        )
         self.pool_plot.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@what"), (tr("slots"), "@left - @right")]))
         self.pool_plot.legend[0].orientation = "horizontal"
         self.pool_plot.legend[0].ncols = 2
@@ -140,16 +235,35 @@ class RadixTreeView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         return pn.Column(
-            self.summary, self.player, self.step_text, self.tree, self.pool_plot, self.texts,
-            self.table.pane, sizing_mode="stretch_width",
+            self.summary,
+            self.player,
+            self.step_text,
+            self.tree,
+            self.pool_plot,
+            self.texts,
+            self.table.pane,
+            sizing_mode="stretch_width",
         )
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         self.requests = result["requests"]
         kinds = {True: tr("a later turn of request 0"), False: tr("a new question")}
-        self.table.show([tr(title) for title in LOG_COLUMNS], [
-            [r["index"], kinds[r["follow_up"]], r["cached_tokens"], r["prefilled_tokens"], r["evicted"],
-             yes_no(r["identical"]), quoted(r["prompt"]), quoted(r["output"])] for r in self.requests])
+        self.table.show(
+            [tr(title) for title in LOG_COLUMNS],
+            [
+                [
+                    r["index"],
+                    kinds[r["follow_up"]],
+                    r["cached_tokens"],
+                    r["prefilled_tokens"],
+                    r["evicted"],
+                    yes_no(r["identical"]),
+                    quoted(r["prompt"]),
+                    quoted(r["output"]),
+                ]
+                for r in self.requests
+            ],
+        )
         trees = [t for r in self.requests for t in (r["running_tree"], r["tree"])]
         self.tree.x_range.end = max(n["depth"] for t in trees for n in t["nodes"]) + 1.1
         self.pool_plot.x_range.start, self.pool_plot.x_range.end = 0, trees[0]["pool_size"]
@@ -177,17 +291,25 @@ class RadixTreeView(LabView):
         split = sum(n["split"] for n in tree["nodes"])
         ghosts = sum(n["ghost"] for n in tree["nodes"])
         if running:
-            what = (f"{tr('running')}: {req['cached_tokens']} {tr('prompt tokens matched and locked')}, "
-                    f"{req['prefilled_tokens']} {tr('prefilled')}; {tr('evicted to make room')}: {req['evicted']}")
+            what = (
+                f"{tr('running')}: {req['cached_tokens']} {tr('prompt tokens matched and locked')}, "
+                f"{req['prefilled_tokens']} {tr('prefilled')}; {tr('evicted to make room')}: {req['evicted']}"
+            )
         else:
-            what = (f"{tr('done')}: {tr('prompt + output inserted, lock released')}; "
-                    f"{tr('output identical to a from-scratch run')}: {yes_no(req['identical'])}")
+            what = (
+                f"{tr('done')}: {tr('prompt + output inserted, lock released')}; "
+                f"{tr('output identical to a from-scratch run')}: {yes_no(req['identical'])}"
+            )
         notes = ([f"{tr('split nodes')}: {split}"] if split else []) + (
-            [f"{tr('evicted nodes')}: {ghosts}"] if ghosts else [])
+            [f"{tr('evicted nodes')}: {ghosts}"] if ghosts else []
+        )
         self.step_text.text = f"{tr('request')} {req['index']} ({kind}) - {what}" + (
-            f" [{'; '.join(notes)}]" if notes else "")
-        self.texts.text = (f"{tr('prompt')}: {req['prompt']}\n{tr('output')}: {req['output']}\n"
-                           f"{tr('from scratch')}: {req['reference']}")
+            f" [{'; '.join(notes)}]" if notes else ""
+        )
+        self.texts.text = (
+            f"{tr('prompt')}: {req['prompt']}\n{tr('output')}: {req['output']}\n"
+            f"{tr('from scratch')}: {req['reference']}"
+        )
 
     def _draw_tree(self, tree: dict[str, Any], running: dict[str, Any] | None) -> None:
         """Place nodes (x: edges from the root, y: the middle of their leaf rows) and fill
@@ -202,24 +324,50 @@ class RadixTreeView(LabView):
         for n in nodes:
             x, y = at[n["id"]]
             if n["parent"] is None:  # the root: a node, no edge
-                for key, v in zip(NODE_COLS, (x, y, n["id"], 0, 0, n["last_access"], "#ffffff", "#444444", 2.0,
-                                              "", tr("root"))):
+                for key, v in zip(
+                    NODE_COLS, (x, y, n["id"], 0, 0, n["last_access"], "#ffffff", "#444444", 2.0, "", tr("root"))
+                ):
                     real[key].append(v)
                 continue
             px, py = at[n["parent"]]
             xs, ys = elbow(px, py, x, y)
             where = tr("evicted") if n["ghost"] else tr("locked") if n["lock"] else tr("unlocked")
             what = f"{tr('node')} {n['id']}: {n['size']} {tr('tokens')}, {where}" + (
-                f", {tr('split node')}" if n["split"] else "")
-            node_row = (x, y, n["id"], n["size"], n["lock"], n["last_access"],
-                        LOCKED if n["lock"] else shade.get(n["last_access"], GHOST),
-                        "#7f2704" if n["lock"] else "#ffffff", 2.0 if n["lock"] else 1.0,
-                        shown_text(n["text"]), what)
+                f", {tr('split node')}" if n["split"] else ""
+            )
+            node_row = (
+                x,
+                y,
+                n["id"],
+                n["size"],
+                n["lock"],
+                n["last_access"],
+                LOCKED if n["lock"] else shade.get(n["last_access"], GHOST),
+                "#7f2704" if n["lock"] else "#ffffff",
+                2.0 if n["lock"] else 1.0,
+                shown_text(n["text"]),
+                what,
+            )
             color = HIT if n["hit"] else COMPUTED if n["path"] else EDGE
-            role = (tr("read from the cache") if n["hit"] else tr("computed by this request") if n["path"]
-                    else tr("evicted in this step") if n["ghost"] else tr("cached"))
-            edge_row = (xs, ys, color, 5.0 if n["path"] else 2.0, px + 0.1, y, shown_text(n["text"]),
-                        f"{n['size']} {tr('tokens')}: {role}")
+            role = (
+                tr("read from the cache")
+                if n["hit"]
+                else tr("computed by this request")
+                if n["path"]
+                else tr("evicted in this step")
+                if n["ghost"]
+                else tr("cached")
+            )
+            edge_row = (
+                xs,
+                ys,
+                color,
+                5.0 if n["path"] else 2.0,
+                px + 0.1,
+                y,
+                shown_text(n["text"]),
+                f"{n['size']} {tr('tokens')}: {role}",
+            )
             if n["ghost"]:
                 for key, v in zip(NODE_COLS, node_row):
                     gone[key].append(v)
@@ -238,8 +386,10 @@ class RadixTreeView(LabView):
             x, y = at[running["match_node"]]
             xs, ys = elbow(x, y, x + 0.9, y - 0.4)  # below the node's own edges
             what = f"{running['prefilled_tokens']} {tr('tokens')}: {tr('computed by this request')}"
-            for key, v in zip((*EDGE_COLS, "text"), (xs, ys, COMPUTED, 4.0, x + 0.1, y - 0.4,
-                                                    shown_text(running["suffix"]), what, running["suffix"])):
+            for key, v in zip(
+                (*EDGE_COLS, "text"),
+                (xs, ys, COMPUTED, 4.0, x + 0.1, y - 0.4, shown_text(running["suffix"]), what, running["suffix"]),
+            ):
                 suffix[key].append(v)
         self.nodes.data, self.ghosts.data = real, gone
         self.edges.data, self.ghost_edges.data = edges, ghost_edges

@@ -14,6 +14,7 @@ are not all alike a mode's KV cache groups get a map each
 (`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
 so a window group's blocks are seen freed as it slides while a full group's grow.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,17 @@ from bokeh.plotting import figure
 
 from app.i18n import tr
 from app.text import LiveText, plain
-from app.view import Explainer, LabView, TextTable, columns, figures_rows, padded_end, serving_rows, set_range, steady_ticks
+from app.view import (
+    Explainer,
+    LabView,
+    TextTable,
+    columns,
+    figures_rows,
+    padded_end,
+    serving_rows,
+    set_range,
+    steady_ticks,
+)
 from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_below, request_hover
 from kvweb.jsonable import number
 from kvweb.lab import Lab
@@ -34,9 +45,14 @@ from kvweb.serving.continuous_batching import AHEAD, CACHED, OTHER, SHARED
 
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 KEY_HEIGHT = 64  # pixels of the maps' key, two rows
-STATES = (("running", "#4c78a8"), ("running, from the prefix cache", "#9467bd"),
-          ("cached, reusable", "#54a24b"), ("free", "#ffffff"), ("another group's", "#cfcfcf"),
-          ("held ahead for draft tokens (lookahead)", "#f58518"))
+STATES = (
+    ("running", "#4c78a8"),
+    ("running, from the prefix cache", "#9467bd"),
+    ("cached, reusable", "#54a24b"),
+    ("free", "#ffffff"),
+    ("another group's", "#cfcfcf"),
+    ("held ahead for draft tokens (lookahead)", "#f58518"),
+)
 WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
 LOOKAHEAD = 5  # blocks held ahead of a request's KV: speculative decoding only
 
@@ -60,7 +76,9 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     """The modes' figures: a row per figure, a column per mode ("-" for a mode not run)."""
     common = serving_rows()
     rows = [
-        common["throughput"], common["requests"], common["slo"],
+        common["throughput"],
+        common["requests"],
+        common["slo"],
         (tr("TTFT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["ttft_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("TPOT p50 / p90 / p99 (ms)"), lambda m: " / ".join(ms(m["tpot_s"], k) for k in ("p50", "p90", "p99"))),
         (tr("inter-token latency p99 / max (ms)"), lambda m: f"{ms(m['itl_s'], 'p99')} / {ms(m['itl_s'], 'max')}"),
@@ -68,15 +86,20 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         (tr("memory held by running requests (time avg)"), lambda m: f"{100 * m['occupied_frac']:.1f} %"),
         (tr("KV / held (utilisation)"), lambda m: f"{100 * m['utilisation']:.1f} %"),
         (tr("cached, reusable (time avg)"), lambda m: f"{100 * m['cached_frac']:.1f} %"),
-        (tr("at the end: held by requests / cached, reusable"),
-         lambda m: f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %"),
-        common["batch"], (tr("most requests at once"), lambda m: f"{m['max_batch']:,}"),
-        common["preemptions"], common["recomputed"],
+        (
+            tr("at the end: held by requests / cached, reusable"),
+            lambda m: f"{100 * m['end_usage_frac']:.1f} % / {100 * m['end_cached_frac']:.1f} %",
+        ),
+        common["batch"],
+        (tr("most requests at once"), lambda m: f"{m['max_batch']:,}"),
+        common["preemptions"],
+        common["recomputed"],
         (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
         *(host_tier_rows() if any("host_tier" in m for m in modes) else ()),
         *(spec_rows() if any("spec" in m for m in modes) else ()),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
-        common["time"], common["finished"],
+        common["time"],
+        common["finished"],
     ]
     by_mode = {m["mode"]: m for m in modes}
     return figures_rows(rows, [by_mode.get(m) for m in MODES], list(MODES))
@@ -84,45 +107,61 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
 
 def explained_labels() -> dict[str, str]:
     """The names of the figures a learner can open the arithmetic of (SchedulersLab.explain)."""
-    return {"throughput_tok_s": tr("throughput (tokens/s)"), "step_s": tr("mean step (s)"), "ttft_p50": "TTFT p50 (s)",
-            "tpot_p50": "TPOT p50 (s)", "prefix_hit_rate": tr("prefix hit rate (prompt tokens)"),
-            "kv_capacity_tokens": f"{tr('KV capacity')} ({tr('tokens')})"}
+    return {
+        "throughput_tok_s": tr("throughput (tokens/s)"),
+        "step_s": tr("mean step (s)"),
+        "ttft_p50": "TTFT p50 (s)",
+        "tpot_p50": "TPOT p50 (s)",
+        "prefix_hit_rate": tr("prefix hit rate (prompt tokens)"),
+        "kv_capacity_tokens": f"{tr('KV capacity')} ({tr('tokens')})",
+    }
 
 
 def step_costs(modes: list[dict[str, Any]]) -> str:
     """Where the modes' step times come from: each engine's measured kernels, or the roofline."""
     sources = dict.fromkeys(m["step_cost"] for m in modes if "step_cost" in m)
-    return "; ".join(sources) or tr("the paper GPU's roofline (assumed efficiencies: cost_model=measured for kernels "
-                                    "measured on real GPUs)")
+    return "; ".join(sources) or tr(
+        "the paper GPU's roofline (assumed efficiencies: cost_model=measured for kernels measured on real GPUs)"
+    )
 
 
 def host_tier_rows() -> list[tuple[str, Any]]:
     """The host tier's rows, shown when it is on ("-" for a mode without one): prompt tokens by where they came from,
     bytes over the host link, and the TTFT beside the same run without the tier."""
+
     def tier(show: Any) -> Any:
         return lambda m: show(m["host_tier"]) if "host_tier" in m else "-"
 
     return [
-        (tr("host tier: prompt tokens from GPU / host / computed"),
-         tier(lambda h: f"{h['gpu_hit_tokens']:,} / {h['host_hit_tokens']:,} / {h['computed_tokens']:,}")),
-        (tr("host tier: GB written / loaded over the host link"),
-         tier(lambda h: f"{h['stored_bytes'] / 1e9:,.1f} / {h['loaded_bytes'] / 1e9:,.1f}")),
+        (
+            tr("host tier: prompt tokens from GPU / host / computed"),
+            tier(lambda h: f"{h['gpu_hit_tokens']:,} / {h['host_hit_tokens']:,} / {h['computed_tokens']:,}"),
+        ),
+        (
+            tr("host tier: GB written / loaded over the host link"),
+            tier(lambda h: f"{h['stored_bytes'] / 1e9:,.1f} / {h['loaded_bytes'] / 1e9:,.1f}"),
+        ),
         (tr("host tier: seconds of loads (steps wait for them)"), tier(lambda h: f"{h['load_s']:.3f}")),
-        (tr("TTFT p50 / p99 without the host tier (ms)"),
-         tier(lambda h: " / ".join(ms(h["ttft_s_without"], k) for k in ("p50", "p99")))),
+        (
+            tr("TTFT p50 / p99 without the host tier (ms)"),
+            tier(lambda h: " / ".join(ms(h["ttft_s_without"], k) for k in ("p50", "p99"))),
+        ),
     ]
 
 
 def spec_rows() -> list[tuple[str, Any]]:
     """Speculative decoding's rows ("-" for a mode that does not model it): tokens a decoding request
     keeps a step, the drafts accepted, and the KV capacity held ahead for lookahead."""
+
     def spec(show: Any) -> Any:
         return lambda m: show(m["spec"]) if "spec" in m else "-"
 
     return [
         (tr("speculative decoding: tokens kept per request a step"), spec(lambda d: f"{d['tokens_per_step']:.2f}")),
-        (tr("speculative decoding: draft tokens accepted"),
-         spec(lambda d: f"{d['accepted']:,} / {d['drafted']:,} ({100 * d['accepted_frac']:.1f} %)")),
+        (
+            tr("speculative decoding: draft tokens accepted"),
+            spec(lambda d: f"{d['accepted']:,} / {d['drafted']:,} ({100 * d['accepted_frac']:.1f} %)"),
+        ),
         (tr("KV held ahead for lookahead, whole blocks (time avg)"), spec(lambda d: f"{100 * d['ahead_frac']:.2f} %")),
     ]
 
@@ -131,13 +170,23 @@ def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
     """One line per mode that ran speculative decoding: its drafts, what they kept, the capacity lost
     ahead, and the blocks left beside the drafter's layer (`kv_blocks`: the GPU's without it)."""
     return "\n".join(
-        f"{m['mode']}: " + tr("speculative decoding, {0} draft tokens a step (acceptance {1}): {2} tokens a step, "
-                              "{3} % of the KV capacity held ahead for lookahead (time avg)").format(
-            m["spec"]["spec_tokens"], ", ".join(f"{r:g}" for r in m["spec"]["acceptance"]),
-            f"{m['spec']['tokens_per_step']:.2f}", f"{100 * m['spec']['ahead_frac']:.2f}")
-        + "; " + tr("the drafter's layer keeps its KV in the same blocks: {0} blocks instead of {1}").format(
-            f"{m['spec']['kv_blocks']:,}", f"{kv_blocks:,}")
-        for m in modes if "spec" in m)
+        f"{m['mode']}: "
+        + tr(
+            "speculative decoding, {0} draft tokens a step (acceptance {1}): {2} tokens a step, "
+            "{3} % of the KV capacity held ahead for lookahead (time avg)"
+        ).format(
+            m["spec"]["spec_tokens"],
+            ", ".join(f"{r:g}" for r in m["spec"]["acceptance"]),
+            f"{m['spec']['tokens_per_step']:.2f}",
+            f"{100 * m['spec']['ahead_frac']:.2f}",
+        )
+        + "; "
+        + tr("the drafter's layer keeps its KV in the same blocks: {0} blocks instead of {1}").format(
+            f"{m['spec']['kv_blocks']:,}", f"{kv_blocks:,}"
+        )
+        for m in modes
+        if "spec" in m
+    )
 
 
 def kv_groups_text(groups: list[dict[str, Any]]) -> str:
@@ -148,8 +197,10 @@ def kv_groups_text(groups: list[dict[str, Any]]) -> str:
     lines = [tr("vLLM V1's KV cache groups, one pool of blocks of {0} tokens").format(groups[0]["block_size"])]
     for i, g in enumerate(groups):
         kind = tr(LAYER_NAMES[g["kind"]]) + (f" ({g['window']:,} {tr('tokens')})" if g["window"] else "")
-        lines.append(f"{i}: {kind}, {g['layers']} {tr('layers')}: "
-                     + tr("{0} blocks per request of the maximum length").format(f"{g['blocks_per_max_request']:,}"))
+        lines.append(
+            f"{i}: {kind}, {g['layers']} {tr('layers')}: "
+            + tr("{0} blocks per request of the maximum length").format(f"{g['blocks_per_max_request']:,}")
+        )
     return "\n".join(lines)
 
 
@@ -165,18 +216,32 @@ def groups_note(mode: str, groups: list[dict[str, Any]]) -> str:
     if not groups[0]["shared"]:  # SGLang's pools
         parts = [f"{mode}: " + tr("a pool of its own for each kind of layer, drawn one each")]
         if "sliding" in kinds:
-            parts.append(tr("the full pool holds every token of a request; the window pool only its last window or "
-                            "a little more (the older slots are freed every window's worth of decode steps), and no "
-                            "tombstone's (its full slots stay cached)"))
+            parts.append(
+                tr(
+                    "the full pool holds every token of a request; the window pool only its last window or "
+                    "a little more (the older slots are freed every window's worth of decode steps), and no "
+                    "tombstone's (its full slots stay cached)"
+                )
+            )
         if "linear" in kinds:
-            parts.append(tr("the state pool holds one state per running request, and the cached states where a "
-                            "prefill or a request ended"))
+            parts.append(
+                tr(
+                    "the state pool holds one state per running request, and the cached states where a "
+                    "prefill or a request ended"
+                )
+            )
         return "; ".join(parts)
-    parts = [f"{mode}: " + tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, "
-                              "another group's grey")]
+    parts = [
+        f"{mode}: "
+        + tr("one pool of blocks, drawn once per KV cache group: each group's blocks by state, another group's grey")
+    ]
     if "sliding" in kinds:
-        parts.append(tr("a sliding-window group frees the blocks before its last window as the request grows "
-                        "(green while still cached)"))
+        parts.append(
+            tr(
+                "a sliding-window group frees the blocks before its last window as the request grows "
+                "(green while still cached)"
+            )
+        )
     if kinds & {"full", "latent"}:
         parts.append(tr("a full-attention group's blocks grow with the request"))
     if "linear" in kinds:
@@ -188,15 +253,38 @@ def cell_figure(cells: Cells, **kwargs: Any) -> tuple[Any, Any]:
     """A figure of memory cells without axes: each cell outlined and pale, filled in its state's
     colour as far as it is written; returns the figure and the outlines' renderer (for hover). A
     cell's state is its index in STATES, coloured in the page (`Cells` sends only numbers)."""
-    fig = figure(height=320, sizing_mode="stretch_width", tools="save", toolbar_location="above",
-                 x_range=Range1d(0, 1), y_range=Range1d(-1, 0), **kwargs)
+    fig = figure(
+        height=320,
+        sizing_mode="stretch_width",
+        tools="save",
+        toolbar_location="above",
+        x_range=Range1d(0, 1),
+        y_range=Range1d(-1, 0),
+        **kwargs,
+    )
     fig.axis.visible = False
     fig.grid.visible = False
     color = indexed_color("state", [c for _, c in STATES])
-    held = fig.quad(left="left", right="right", top="top", bottom="bottom", source=cells.source,
-                    fill_color=color, fill_alpha=0.25, line_color="#bbbbbb", line_width=0.5)
-    fig.quad(left="left", right="right", top="fill_top", bottom="bottom", source=cells.source, fill_color=color,
-             line_color=None)
+    held = fig.quad(
+        left="left",
+        right="right",
+        top="top",
+        bottom="bottom",
+        source=cells.source,
+        fill_color=color,
+        fill_alpha=0.25,
+        line_color="#bbbbbb",
+        line_width=0.5,
+    )
+    fig.quad(
+        left="left",
+        right="right",
+        top="fill_top",
+        bottom="bottom",
+        source=cells.source,
+        fill_color=color,
+        line_color=None,
+    )
     return fig, held
 
 
@@ -207,15 +295,20 @@ class StateMap:
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
         self.figure, held = cell_figure(self.cells)
-        self.figure.add_tools(HoverTool(
-            renderers=[held], tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"),
-                                        (tr("KV"), "@written %")],
-            formatters={"@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
-                        "@owner": request_hover("-")}))
+        self.figure.add_tools(
+            HoverTool(
+                renderers=[held],
+                tooltips=[("", "@state{state}"), (tr("request"), "@owner{request}"), (tr("KV"), "@written %")],
+                formatters={
+                    "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
+                    "@owner": request_hover("-"),
+                },
+            )
+        )
         self.columns = 1
 
     def reset(self, title: str, cells: int) -> None:
-        self.columns = min(32, max(8, int(cells ** 0.5 + 0.999)))
+        self.columns = min(32, max(8, int(cells**0.5 + 0.999)))
         rows = -(-cells // self.columns)
         self.figure.title.text = title
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
@@ -243,11 +336,22 @@ class GroupMaps:
         self.titles = ColumnDataSource(columns("x", "y", "text"), name=f"schedulers-{mode}-groups-titles")
         self.figure.text("x", "y", "text", source=self.titles, text_font_size="11px", text_baseline="middle")
         self.group_names = CustomJSHover(args={"names": []}, code="return names[value]")
-        self.figure.add_tools(HoverTool(
-            renderers=[held], tooltips=[(tr("group"), "@group{group}"), ("", "@state{state}"),
-                                        (tr("request"), "@owner{request}"), (tr("KV"), "@written %")],
-            formatters={"@group": self.group_names, "@owner": request_hover("-"),
-                        "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]")}))
+        self.figure.add_tools(
+            HoverTool(
+                renderers=[held],
+                tooltips=[
+                    (tr("group"), "@group{group}"),
+                    ("", "@state{state}"),
+                    (tr("request"), "@owner{request}"),
+                    (tr("KV"), "@written %"),
+                ],
+                formatters={
+                    "@group": self.group_names,
+                    "@owner": request_hover("-"),
+                    "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
+                },
+            )
+        )
         self.slots = np.zeros(0, dtype=np.int64)
         self.group = np.zeros(0, dtype=np.int8)
         self.width = 1  # cells a row
@@ -269,11 +373,17 @@ class GroupMaps:
         self.slots = np.concatenate(slots)
         self.group = np.repeat(np.arange(len(cells), dtype=np.int8), cells)
         self.titles.data = titles
-        self.group_names.args = {"names": [f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
-                                           f"{tr('states') if group['unit'] == 'state slot' else tr('tokens')}"
-                                           for g, group in enumerate(groups)]}
+        self.group_names.args = {
+            "names": [
+                f"{group_label(g, group)}; {tr('one cell')} = {group['cell_tokens']:,} "
+                f"{tr('states') if group['unit'] == 'state slot' else tr('tokens')}"
+                for g, group in enumerate(groups)
+            ]
+        }
         total_rows = len(groups) * rows
-        self.figure.title.text = f"{mode}: " + (tr("each KV cache group's map") if groups[0]["shared"] else tr("each pool's map"))
+        self.figure.title.text = f"{mode}: " + (
+            tr("each KV cache group's map") if groups[0]["shared"] else tr("each pool's map")
+        )
         self.figure.height = 60 + min(12, 640 // total_rows) * total_rows
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.width + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -total_rows - 0.2, 0.2
@@ -307,55 +417,137 @@ class SchedulersView(LabView):
         self.group_note = plain(css_class="kv-schedulers-group-note")
         self.grouped: list[bool] = []  # whether each run mode has group maps
         # The maps' key: a strip of its own above them, so no map loses room to it.
-        self.key = figure(height=KEY_HEIGHT, sizing_mode="stretch_width", toolbar_location=None, tools="",
-                          x_range=Range1d(0, 1), y_range=Range1d(0, 1), outline_line_color=None)
+        self.key = figure(
+            height=KEY_HEIGHT,
+            sizing_mode="stretch_width",
+            toolbar_location=None,
+            tools="",
+            x_range=Range1d(0, 1),
+            y_range=Range1d(0, 1),
+            outline_line_color=None,
+        )
         self.key.axis.visible = False
         self.key.grid.visible = False
         swatches = ColumnDataSource(dict(zip(CELL, ([2], [3], [2], [3]))))  # off the strip: only the legend shows it
-        self.key_items = [LegendItem(label=tr(name), renderers=[
-            self.key.quad(*CELL, source=swatches, fill_color=color, line_color="#888888")]) for name, color in STATES]
+        self.key_items = [
+            LegendItem(
+                label=tr(name),
+                renderers=[self.key.quad(*CELL, source=swatches, fill_color=color, line_color="#888888")],
+            )
+            for name, color in STATES
+        ]
         self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
         self.key_items[LOOKAHEAD].visible = False  # held ahead: shown with speculative decoding only
         self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's line (vLLM V1)
         self.ahead = False  # whether a run mode's maps may hold blocks ahead
-        self.key.add_layout(Legend(items=self.key_items, orientation="horizontal", ncols=2, location="center",
-                                   border_line_alpha=0, label_text_font_size="12px", background_fill_alpha=0))
-        self.curves = {m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"),
-                                           name=f"schedulers-curves-{m}") for m in MODES}
-        self.tier_curves = {m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
-                            for m in self.tiered}
+        self.key.add_layout(
+            Legend(
+                items=self.key_items,
+                orientation="horizontal",
+                ncols=2,
+                location="center",
+                border_line_alpha=0,
+                label_text_font_size="12px",
+                background_fill_alpha=0,
+            )
+        )
+        self.curves = {
+            m: ColumnDataSource(columns("t", "hit_rate", "batch", "held", "cached"), name=f"schedulers-curves-{m}")
+            for m in MODES
+        }
+        self.tier_curves = {
+            m: ColumnDataSource(columns("t", "host_hit_rate", "held"), name=f"schedulers-host-tier-{m}")
+            for m in self.tiered
+        }
         tools = "xpan,xwheel_zoom,reset,save"
         time = Range1d(0, 1)  # the three share it; every range is set in `update` (`set_range`)
-        self.hits = figure(title=tr("prefix hit rate so far (% of prompt tokens)"), height=HITS_HEIGHT,
-                           sizing_mode="stretch_width", tools=tools, x_range=time, y_range=Range1d(0, 1),
-                           x_axis_label=tr("simulated time (s)"))
-        self.batch = figure(title=tr("batch (requests per step)"), height=230, sizing_mode="stretch_width",
-                            tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
-        self.memory = figure(title=tr("KV memory, % of capacity: held by running requests (solid), cached and "
-                                      "reusable (dashed)"), height=230, sizing_mode="stretch_width", tools=tools,
-                             x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"))
+        self.hits = figure(
+            title=tr("prefix hit rate so far (% of prompt tokens)"),
+            height=HITS_HEIGHT,
+            sizing_mode="stretch_width",
+            tools=tools,
+            x_range=time,
+            y_range=Range1d(0, 1),
+            x_axis_label=tr("simulated time (s)"),
+        )
+        self.batch = figure(
+            title=tr("batch (requests per step)"),
+            height=230,
+            sizing_mode="stretch_width",
+            tools=tools,
+            x_range=time,
+            y_range=Range1d(0, 1),
+            x_axis_label=tr("simulated time (s)"),
+        )
+        self.memory = figure(
+            title=tr("KV memory, % of capacity: held by running requests (solid), cached and reusable (dashed)"),
+            height=230,
+            sizing_mode="stretch_width",
+            tools=tools,
+            x_range=time,
+            y_range=Range1d(0, 1),
+            x_axis_label=tr("simulated time (s)"),
+        )
         items: dict[str, list[LegendItem]] = {"hits": [], "batch": [], "memory": []}
         for m in MODES:
             src, color = self.curves[m], MODES[m].color
-            items["hits"].append(LegendItem(label=m, renderers=[
-                self.hits.line("t", "hit_rate", source=src, color=color, line_width=2)]))
-            items["batch"].append(LegendItem(label=m, renderers=[
-                self.batch.line("t", "batch", source=src, color=color, line_width=2)]))
-            items["memory"].append(LegendItem(label=m, renderers=[
-                self.memory.line("t", "held", source=src, color=color, line_width=2),
-                self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed")]))
-        self.host = figure(title=tr("host tier: KV held, % of its size"), height=200, sizing_mode="stretch_width",
-                           tools=tools, x_range=time, y_range=Range1d(0, 1), x_axis_label=tr("simulated time (s)"),
-                           visible=False, name="schedulers-host-tier-figure")
-        self.host_hits = [LegendItem(label=f"{m}: {tr('from the host tier')}", visible=False, renderers=[
-            self.hits.line("t", "host_hit_rate", source=self.tier_curves[m], color=MODES[m].color, line_width=2,
-                           line_dash="dotted")]) for m in self.tiered]
+            items["hits"].append(
+                LegendItem(label=m, renderers=[self.hits.line("t", "hit_rate", source=src, color=color, line_width=2)])
+            )
+            items["batch"].append(
+                LegendItem(label=m, renderers=[self.batch.line("t", "batch", source=src, color=color, line_width=2)])
+            )
+            items["memory"].append(
+                LegendItem(
+                    label=m,
+                    renderers=[
+                        self.memory.line("t", "held", source=src, color=color, line_width=2),
+                        self.memory.line("t", "cached", source=src, color=color, line_width=2, line_dash="dashed"),
+                    ],
+                )
+            )
+        self.host = figure(
+            title=tr("host tier: KV held, % of its size"),
+            height=200,
+            sizing_mode="stretch_width",
+            tools=tools,
+            x_range=time,
+            y_range=Range1d(0, 1),
+            x_axis_label=tr("simulated time (s)"),
+            visible=False,
+            name="schedulers-host-tier-figure",
+        )
+        self.host_hits = [
+            LegendItem(
+                label=f"{m}: {tr('from the host tier')}",
+                visible=False,
+                renderers=[
+                    self.hits.line(
+                        "t",
+                        "host_hit_rate",
+                        source=self.tier_curves[m],
+                        color=MODES[m].color,
+                        line_width=2,
+                        line_dash="dotted",
+                    )
+                ],
+            )
+            for m in self.tiered
+        ]
         items["hits"] += self.host_hits
-        items["host"] = [LegendItem(label=m, renderers=[
-            self.host.line("t", "held", source=self.tier_curves[m], color=MODES[m].color, line_width=2)])
-            for m in self.tiered]
-        for fig, key, digits in ((self.hits, "hits", 3), (self.host, "host", 3), (self.batch, "batch", 4),
-                                 (self.memory, "memory", 3)):
+        items["host"] = [
+            LegendItem(
+                label=m,
+                renderers=[self.host.line("t", "held", source=self.tier_curves[m], color=MODES[m].color, line_width=2)],
+            )
+            for m in self.tiered
+        ]
+        for fig, key, digits in (
+            (self.hits, "hits", 3),
+            (self.host, "host", 3),
+            (self.batch, "batch", 4),
+            (self.memory, "memory", 3),
+        ):
             legend_below(fig, items[key])
             steady_ticks(fig, digits)  # (percentages up to 100; batches up to max_seqs, 1024)
         self.now = [Span(location=0, dimension="height", line_color="#444444", line_dash="dotted") for _ in range(4)]
@@ -367,13 +559,27 @@ class SchedulersView(LabView):
 
     def layout(self) -> pn.viewable.Viewable:
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
-        return pn.Column(self.header, self.table.pane, self.explainer.layout, self.groups, self.spec, self.paper,
-                         self.checked, self.player, self.step_text,
-                         self.key, maps, self.group_note,
-                         # one under another: two side by side leave a phone's band names cut off
-                         pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
-                         self.hits, self.host, self.batch, self.memory,
-                         sizing_mode="stretch_width")
+        return pn.Column(
+            self.header,
+            self.table.pane,
+            self.explainer.layout,
+            self.groups,
+            self.spec,
+            self.paper,
+            self.checked,
+            self.player,
+            self.step_text,
+            self.key,
+            maps,
+            self.group_note,
+            # one under another: two side by side leave a phone's band names cut off
+            pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
+            self.hits,
+            self.host,
+            self.batch,
+            self.memory,
+            sizing_mode="stretch_width",
+        )
 
     def update(self, lab: Lab, result: dict[str, Any]) -> None:
         scenario, modes = result["scenario"], result["modes"]
@@ -382,12 +588,16 @@ class SchedulersView(LabView):
         self.names = [m["mode"] for m in modes]
         self.timeline = result["timeline"]
         self.ahead = any("spec" in m for m in modes)
-        refused = tr("not run: it does not model speculative decoding") if self.ahead else \
-            tr("not run: its KV pool holds every layer alike")
+        refused = (
+            tr("not run: it does not model speculative decoding")
+            if self.ahead
+            else tr("not run: its KV pool holds every layer alike")
+        )
         for mode in result.get("refused", {}):
             self.maps[mode].reset(f"{mode}: {refused}", 0)
-            self.maps[mode].cells.show(1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8),
-                                       owner=np.zeros(0, dtype=np.int32))
+            self.maps[mode].cells.show(
+                1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8), owner=np.zeros(0, dtype=np.int32)
+            )
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         self.spec.text = spec_text(modes, result["kv_blocks"])
@@ -395,15 +605,17 @@ class SchedulersView(LabView):
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
             unit = tr("token slots") if MODES[m["mode"]].cell == "token" else tr("block")
-            self.maps[m["mode"]].reset(f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
-                                       cells)
+            self.maps[m["mode"]].reset(
+                f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells
+            )
         self._show_groups(modes)
         curves = []
         for m in modes:
             c = m["trace"]["curves"]
             zero = [0.0] * len(c["t"])
             data = {  # number arrays, sent as bytes
-                "t": np.asarray(c["t"], dtype=float), "batch": np.asarray(c["batch"], dtype=float),
+                "t": np.asarray(c["t"], dtype=float),
+                "batch": np.asarray(c["batch"], dtype=float),
                 "held": 100 / capacity * np.asarray(c["occupied"], dtype=float),
                 "hit_rate": 100 * np.asarray(c.get("hit_rate", zero), dtype=float),
                 "cached": 100 / capacity * np.asarray(c.get("cached", zero), dtype=float),
@@ -417,17 +629,28 @@ class SchedulersView(LabView):
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table.show(*figures_table(modes))
         self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
-        settings = (f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
-                    f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
-                    + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")
-                    + f": {result['max_concurrency']:.2f}x")
-        sessions = (f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
-                    f"{lab.rate / lab.turns:.3g}" if lab.workload == "multi-turn" else "")
-        about = (tr(scenario["about"]) if lab.model == "scenario"
-                 else f"{tr('model')} {scenario['model']}, {scenario['gpu']}")
-        self.header.text = (f"{tr('scenario')} {scenario['name']}: {about}; {capacity} "
-                            f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
-                            f"{tr('requests')}{sessions}; {settings}\n{tr('step times')}: {step_costs(modes)}")
+        settings = (
+            f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
+            f"{result['chunk_size']}, {tr('block size')} {result['block_size']}; "
+            + tr("maximum concurrency for {0} tokens per request").format(f"{result['max_len']:,}")
+            + f": {result['max_concurrency']:.2f}x"
+        )
+        sessions = (
+            f"; {tr('chat sessions start at rate / turns per second')}: {lab.rate:g} / {lab.turns} = "
+            f"{lab.rate / lab.turns:.3g}"
+            if lab.workload == "multi-turn"
+            else ""
+        )
+        about = (
+            tr(scenario["about"])
+            if lab.model == "scenario"
+            else f"{tr('model')} {scenario['model']}, {scenario['gpu']}"
+        )
+        self.header.text = (
+            f"{tr('scenario')} {scenario['name']}: {about}; {capacity} "
+            f"{tr('tokens of KV')} ({tr(scenario['units'])})\n{result['submitted']} "
+            f"{tr('requests')}{sessions}; {settings}\n{tr('step times')}: {step_costs(modes)}"
+        )
         self.paper.text = tr(result["paper"])
         self.checked.text = tr(result["checked"])
         self.set_steps(len(self.timeline["t"]))
@@ -440,8 +663,9 @@ class SchedulersView(LabView):
             trace = run.get(mode, {})
             frames = trace.get("frames") or [{}]
             maps.reset(mode, trace.get("groups", []), [len(g["owner"]) for g in frames[0].get("groups", [])])
-        self.group_note.text = "\n".join(groups_note(m["mode"], m["trace"]["groups"])
-                                         for m, grouped in zip(modes, self.grouped) if grouped)
+        self.group_note.text = "\n".join(
+            groups_note(m["mode"], m["trace"]["groups"]) for m, grouped in zip(modes, self.grouped) if grouped
+        )
         self.key_items[WHOLE_POOL].visible = any(self.grouped)
         self.key_items[LOOKAHEAD].visible = self.ahead
         self.key.height = KEY_HEIGHT + 20 * (any(self.grouped) or self.ahead)  # a third row of the key
@@ -459,7 +683,8 @@ class SchedulersView(LabView):
             self.tier_curves[m].data = {
                 "t": np.asarray(tiered[m]["trace"]["curves"]["t"], dtype=float),
                 "host_hit_rate": 100 * np.asarray(tier["curves"]["host_hit_rate"], dtype=float),
-                "held": 100 / tier["capacity_tokens"] * np.asarray(tier["curves"]["held_tokens"], dtype=float)}
+                "held": 100 / tier["capacity_tokens"] * np.asarray(tier["curves"]["held_tokens"], dtype=float),
+            }
         if tiered:
             set_range(self.host.y_range, padded_end(*(self.tier_curves[m].data["held"] for m in tiered)))
 

@@ -18,6 +18,7 @@ and fed with the next forward as one prefill chunk. A forced step draws no rando
 logits and the same random numbers, and write identical text; the forwards saved are
 exactly the characters emitted through jump edges.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,21 +35,21 @@ END = len(VOCAB)  # index of the end-of-text choice, after the 95 characters
 
 @dataclass(frozen=True)
 class Step:
-    state: int         # DFA state before the step
-    allowed: str       # characters the mask let through (vocabulary order)
+    state: int  # DFA state before the step
+    allowed: str  # characters the mask let through (vocabulary order)
     end_allowed: bool  # whether stopping was one of the choices
-    chars: str         # what the step emitted ("" when it chose to stop)
-    jump: bool         # a jump edge: its characters came with no forward and no draw
-    to: int            # DFA state after the step
-    emitted: int       # characters in the output after the step
-    forwards: int      # forwards run so far
+    chars: str  # what the step emitted ("" when it chose to stop)
+    jump: bool  # a jump edge: its characters came with no forward and no draw
+    to: int  # DFA state after the step
+    emitted: int  # characters in the output after the step
+    forwards: int  # forwards run so far
 
 
 @dataclass(frozen=True)
 class Decoding:
     text: str
     forwards: int
-    jump_chars: int      # characters emitted through jump edges
+    jump_chars: int  # characters emitted through jump edges
     steps: tuple[Step, ...]
 
 
@@ -71,8 +72,16 @@ def with_end_logit(logits: np.ndarray, forbidden: np.ndarray) -> np.ndarray:
     return np.append(logits, top + np.log(np.exp(logits[forbidden] - top).sum()))
 
 
-def decode(model: MiniModel, fsm: CompressedFSM, max_len: int, seed: int, *, compressed: bool,
-           prompt: str = PROMPT, temperature: float = 1.0) -> Decoding:
+def decode(
+    model: MiniModel,
+    fsm: CompressedFSM,
+    max_len: int,
+    seed: int,
+    *,
+    compressed: bool,
+    prompt: str = PROMPT,
+    temperature: float = 1.0,
+) -> Decoding:
     """Generate one output that matches the pattern, at most `max_len` characters long.
 
     Tokens wait in `pending` until logits are needed; plain decoding needs them after

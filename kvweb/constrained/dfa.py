@@ -16,6 +16,7 @@ The result keeps only live states (those from which acceptance is still reachabl
 a transition missing from the table is a character that would kill the match, which
 is exactly the mask constrained decoding needs.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -37,9 +38,10 @@ class DFA:
 
     State 0 is the start; states are numbered in breadth-first order from it.
     """
-    table: np.ndarray      # [states, len(VOCAB)] int32
+
+    table: np.ndarray  # [states, len(VOCAB)] int32
     accepting: np.ndarray  # [states] bool
-    distance: np.ndarray   # [states] int: fewest characters still needed to accept
+    distance: np.ndarray  # [states] int: fewest characters still needed to accept
     nfa_states: int
 
     @property
@@ -141,7 +143,8 @@ class Work:
             raise PatternError(
                 f"compiling the pattern would take more than {self.cap / STEPS_PER_SECOND:g} s "
                 "(the work cap of the subset construction); lower the repeat counts or the "
-                "alternatives inside them")
+                "alternatives inside them"
+            )
 
 
 # What one step of `Work` stands for (bench/fsm.py measures them): a 64-bit word of a state set
@@ -152,8 +155,9 @@ STEPS_PER_MOVE = 6_000
 STEPS_PER_NFA_STATE = 2_000
 
 
-def subset_construction(nfa: NFA, classes: list[int], max_states: int,
-                        max_work: float = MAX_WORK) -> tuple[list[list[int]], list[bool]]:
+def subset_construction(
+    nfa: NFA, classes: list[int], max_states: int, max_work: float = MAX_WORK
+) -> tuple[list[list[int]], list[bool]]:
     """`delta[s][k]`: DFA state after class k (-1: none), and which states accept.
 
     A DFA state is the set of NFA states that have a move (one character set each, in a Thompson
@@ -172,8 +176,9 @@ def subset_construction(nfa: NFA, classes: list[int], max_states: int,
     closure = _closures(nfa, bit_of)
     # the closure of each move's target, by the bit of the state that moves
     after = [closure[nfa.moves[s][0][1]] for s in movers]
-    packed = np.frombuffer(b"".join(c.to_bytes(words * 8, "little") for c in after),
-                           dtype="<u8").reshape(len(movers), words)
+    packed = np.frombuffer(b"".join(c.to_bytes(words * 8, "little") for c in after), dtype="<u8").reshape(
+        len(movers), words
+    )
     meets = []  # per class: the states whose character set meets it
     by_label: dict[int, list[int]] = {}
     for i, s in enumerate(movers):
@@ -202,15 +207,16 @@ def subset_construction(nfa: NFA, classes: list[int], max_states: int,
                     target |= after[low.bit_length() - 1]
                     moving ^= low
             else:
-                bits = np.unpackbits(np.frombuffer(moving.to_bytes(words * 8, "little"), dtype=np.uint8),
-                                     bitorder="little")
-                target = int.from_bytes(np.bitwise_or.reduce(packed[np.flatnonzero(bits)], axis=0).tobytes(),
-                                        "little")
+                bits = np.unpackbits(
+                    np.frombuffer(moving.to_bytes(words * 8, "little"), dtype=np.uint8), bitorder="little"
+                )
+                target = int.from_bytes(np.bitwise_or.reduce(packed[np.flatnonzero(bits)], axis=0).tobytes(), "little")
             if target not in ids:
                 if len(order) >= max_states:
                     raise PatternError(
                         f"the DFA would need more than {max_states:,} states (a subset explosion); "
-                        "shorten the repeats that follow a '*' or '+'")
+                        "shorten the repeats that follow a '*' or '+'"
+                    )
                 ids[target] = len(order)
                 order.append(target)
             row.append(ids[target])
@@ -253,8 +259,11 @@ def minimise(delta: list[list[int]], accepting: list[bool]) -> list[int]:
             into[k][dead if t < 0 else t].append(s)
     for k in range(k_classes):
         into[k][dead].append(dead)
-    blocks = [b for b in ({s for s in range(dead) if accepting[s]},
-                          {s for s in range(dead) if not accepting[s]} | {dead}) if b]
+    blocks = [
+        b
+        for b in ({s for s in range(dead) if accepting[s]}, {s for s in range(dead) if not accepting[s]} | {dead})
+        if b
+    ]
     block_of = [0] * n
     for i, block in enumerate(blocks):
         for s in block:
@@ -279,8 +288,9 @@ def minimise(delta: list[list[int]], accepting: list[bool]) -> list[int]:
     return block_of
 
 
-def compile_dfa(pattern: str, max_states: int = MAX_DFA_STATES, max_nfa_states: int = MAX_NFA_STATES,
-                max_work: float = MAX_WORK) -> DFA:
+def compile_dfa(
+    pattern: str, max_states: int = MAX_DFA_STATES, max_nfa_states: int = MAX_NFA_STATES, max_work: float = MAX_WORK
+) -> DFA:
     """Regex -> minimal DFA of live states, or a PatternError (syntax, size, work, or empty language)."""
     nfa = build_nfa(parse(pattern), max_nfa_states)
     classes = alphabet_classes(nfa)
@@ -313,14 +323,15 @@ def compile_dfa(pattern: str, max_states: int = MAX_DFA_STATES, max_nfa_states: 
 @dataclass(frozen=True)
 class CompileCost:
     """What compiling a pattern will take, counted from its syntax tree before anything is built."""
-    nfa_states: int    # the NFA's size (`estimated_size`, an upper bound)
-    positions: int     # character sets in the NFA (its states with a move): the repeats multiplied out
-    classes: int       # alphabet classes (exact: the same partition `alphabet_classes` makes)
-    meetings: int      # (position, class) pairs whose set meets the class: what the moves look at
-    follows: int       # positions with different follow sets, about: states of a DFA without ambiguity
-    ambiguous: bool    # a repeat of varying length followed by what it can also read: states may multiply
-    dfa_states: int    # the DFA states the construction is expected to build (capped at MAX_DFA_STATES)
-    steps: float       # the construction's work, in steps of `Work`
+
+    nfa_states: int  # the NFA's size (`estimated_size`, an upper bound)
+    positions: int  # character sets in the NFA (its states with a move): the repeats multiplied out
+    classes: int  # alphabet classes (exact: the same partition `alphabet_classes` makes)
+    meetings: int  # (position, class) pairs whose set meets the class: what the moves look at
+    follows: int  # positions with different follow sets, about: states of a DFA without ambiguity
+    ambiguous: bool  # a repeat of varying length followed by what it can also read: states may multiply
+    dfa_states: int  # the DFA states the construction is expected to build (capped at MAX_DFA_STATES)
+    steps: float  # the construction's work, in steps of `Work`
 
     @property
     def over_nfa_cap(self) -> bool:
@@ -333,9 +344,9 @@ class _Shape:
     meetings: int
     follows: int
     nullable: bool
-    first: int        # characters that can start a match
-    tail: int         # characters of repeats of varying length that can end a match
-    chars: int        # every character the node mentions
+    first: int  # characters that can start a match
+    tail: int  # characters of repeats of varying length that can end a match
+    chars: int  # every character the node mentions
     ambiguous: bool
 
 
@@ -357,17 +368,31 @@ def _shape(node: Node, meets: dict[int, int]) -> _Shape:
         tail = body.tail | (body.chars if varies else 0)
         # a copy that may end early, followed by a copy that starts with what it could go on with
         ambiguous = body.ambiguous or (copies > 1 and bool(body.tail & body.first))
-        return _Shape(copies * body.positions, copies * body.meetings, copies * body.follows,
-                      node.lo == 0 or body.nullable, body.first if copies else 0, tail, body.chars, ambiguous)
+        return _Shape(
+            copies * body.positions,
+            copies * body.meetings,
+            copies * body.follows,
+            node.lo == 0 or body.nullable,
+            body.first if copies else 0,
+            tail,
+            body.chars,
+            ambiguous,
+        )
     if isinstance(node, Alt):
         options = [_shape(o, meets) for o in node.options]
         union = 0
         for o in options:
             union |= o.chars
-        return _Shape(sum(o.positions for o in options), sum(o.meetings for o in options),
-                      1 + sum(o.follows - 1 for o in options), any(o.nullable for o in options),
-                      _or(o.first for o in options), _or(o.tail for o in options), union,
-                      any(o.ambiguous for o in options))
+        return _Shape(
+            sum(o.positions for o in options),
+            sum(o.meetings for o in options),
+            1 + sum(o.follows - 1 for o in options),
+            any(o.nullable for o in options),
+            _or(o.first for o in options),
+            _or(o.tail for o in options),
+            union,
+            any(o.ambiguous for o in options),
+        )
     parts = [_shape(p, meets) for p in node.parts]
     ambiguous = any(p.ambiguous for p in parts)
     first, after = 0, 0  # `after`: what can start the rest, from part i + 1 on
@@ -383,8 +408,16 @@ def _shape(node: Node, meets: dict[int, int]) -> _Shape:
         tail |= p.tail
         if not p.nullable:
             break
-    return _Shape(sum(p.positions for p in parts), sum(p.meetings for p in parts), sum(p.follows for p in parts),
-                  nullable_rest, first, tail, _or(p.chars for p in parts), ambiguous)
+    return _Shape(
+        sum(p.positions for p in parts),
+        sum(p.meetings for p in parts),
+        sum(p.follows for p in parts),
+        nullable_rest,
+        first,
+        tail,
+        _or(p.chars for p in parts),
+        ambiguous,
+    )
 
 
 def _or(masks) -> int:
@@ -420,8 +453,10 @@ def compile_cost(node: Node, max_states: int = MAX_DFA_STATES) -> CompileCost:
     follows = shape.follows
     states = min(max_states, (follows + 1) ** 2 if shape.ambiguous else follows + 1)
     words = shape.positions // 64 + 1
-    per_state = (len(classes) * (STEPS_PER_CLASS + words + STEPS_PER_MOVE + STEPS_AFTER)
-                 + (HELD_AMBIGUOUS if shape.ambiguous else HELD) * shape.meetings * words)
+    per_state = (
+        len(classes) * (STEPS_PER_CLASS + words + STEPS_PER_MOVE + STEPS_AFTER)
+        + (HELD_AMBIGUOUS if shape.ambiguous else HELD) * shape.meetings * words
+    )
     n = estimated_size(node)
     steps = n * STEPS_PER_NFA_STATE + states * per_state
     return CompileCost(n, shape.positions, len(classes), shape.meetings, follows, shape.ambiguous, states, steps)

@@ -11,6 +11,7 @@ Decoding only lands on a forced state at the start or right after a sampled char
 chain cannot loop: a cycle of forced states never reaches acceptance, and the DFA keeps
 only live states.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,10 +24,10 @@ from kvweb.kv.model import VOCAB
 
 @dataclass(frozen=True)
 class JumpEdge:
-    head: int                # the forced state where the chain starts
-    text: str                # the characters it emits, one per state in `states`
+    head: int  # the forced state where the chain starts
+    text: str  # the characters it emits, one per state in `states`
     states: tuple[int, ...]  # the forced states walked through, head first
-    end: int                 # the state it lands on (not forced)
+    end: int  # the state it lands on (not forced)
 
 
 @dataclass(frozen=True)

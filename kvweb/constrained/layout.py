@@ -7,6 +7,7 @@ a long one (the ',' after a name of 3 to 8 letters) would sit left of the states
 to it. Longest-path layering on the graph without its back edges puts every state after
 all of its predecessors.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -85,6 +86,7 @@ def order(layer: list[int], edges: Sequence[tuple[int, int]], sweeps: int = 4) -
             def centre(s: int) -> float:
                 near = [slot[t] for t in nbrs[s] if layer[t] == side]
                 return sum(near) / len(near) if near else slot[s]
+
             rows[d].sort(key=lambda s: (centre(s), s))
             for i, s in enumerate(rows[d]):
                 slot[s] = i

@@ -5,6 +5,7 @@ repeat `x{m,n}` becomes m copies of x followed by n-m optional copies (or a star
 its size is multiplied out. The size is estimated first and capped, so that
 `(a{1000}){1000}` is refused at once instead of building a million states.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ MAX_NFA_STATES = 20_000
 @dataclass
 class NFA:
     """States are ints. `eps[s]`: epsilon targets; `moves[s]`: (character mask, target)."""
+
     eps: list[list[int]] = field(default_factory=list)
     moves: list[list[tuple[int, int]]] = field(default_factory=list)
     start: int = 0
@@ -62,8 +64,8 @@ def build_nfa(node: Node, max_states: int = MAX_NFA_STATES) -> NFA:
     size = estimated_size(node)
     if size > max_states:
         raise PatternError(
-            f"the NFA would need about {size:,} states, more than the cap of {max_states:,}; "
-            "lower the repeat counts")
+            f"the NFA would need about {size:,} states, more than the cap of {max_states:,}; lower the repeat counts"
+        )
     nfa = NFA()
     nfa.start, nfa.accept = _fragment(nfa, node)
     return nfa

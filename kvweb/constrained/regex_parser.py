@@ -11,6 +11,7 @@ Character sets are integer bitmasks: bit i stands for `VOCAB[i]`.
 Two deliberate differences from Python's `re`: a `{` that does not start a repeat is an
 error (write `\\{`), and characters outside the vocabulary are an error.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ class PatternError(ValueError):
 @dataclass(frozen=True)
 class Chars:
     """One character from a set (a literal is a set of one)."""
+
     mask: int
 
 
@@ -45,6 +47,7 @@ class Alt:
 @dataclass(frozen=True)
 class Repeat:
     """`body` at least `lo` and at most `hi` times (`hi` None: unbounded)."""
+
     body: Node
     lo: int
     hi: int | None
@@ -66,9 +69,12 @@ def chars_of(mask: int) -> str:
 
 _WORD = string.ascii_letters + string.digits + "_"
 CLASS_ESCAPES = {
-    "d": char_set(string.digits), "D": FULL & ~char_set(string.digits),
-    "w": char_set(_WORD), "W": FULL & ~char_set(_WORD),
-    "s": char_set(" "), "S": FULL & ~char_set(" "),  # the only whitespace in the vocabulary
+    "d": char_set(string.digits),
+    "D": FULL & ~char_set(string.digits),
+    "w": char_set(_WORD),
+    "W": FULL & ~char_set(_WORD),
+    "s": char_set(" "),
+    "S": FULL & ~char_set(" "),  # the only whitespace in the vocabulary
 }
 _ANCHOR_ESCAPES = set("bBAZzG")
 _REPEAT = re.compile(r"\{(\d*)(,?)(\d*)\}")
@@ -127,7 +133,8 @@ class _Parser:
         m = _REPEAT.match(self.text, start)
         if not m or not (m[1] or m[3]):
             raise self.error(
-                "'{' does not start a repeat {m}, {m,}, {m,n} or {,n}; write \\{ for a literal brace", start)
+                "'{' does not start a repeat {m}, {m,}, {m,n} or {,n}; write \\{ for a literal brace", start
+            )
         self.pos = m.end()
         lo = int(m[1] or 0)
         hi = None if m[2] and not m[3] else int(m[3] or m[1])
@@ -154,7 +161,7 @@ class _Parser:
 
     def group(self, start: int) -> Node:
         if self.peek() == "?":
-            head = self.text[self.pos:self.pos + 3]
+            head = self.text[self.pos : self.pos + 3]
             if head.startswith("?:"):
                 self.pos += 2
             elif head[:2] in ("?=", "?!") or head in ("?<=", "?<!"):
@@ -215,7 +222,9 @@ class _Parser:
         if c in _ANCHOR_ESCAPES and not in_class:
             raise self.error(f"anchor \\{c} is not supported: the whole output always has to match", start)
         if c.isalnum():
-            raise self.error(f"escape \\{c} is not supported (allowed: \\d \\w \\s \\D \\W \\S and escaped punctuation)", start)
+            raise self.error(
+                f"escape \\{c} is not supported (allowed: \\d \\w \\s \\D \\W \\S and escaped punctuation)", start
+            )
         return self.literal(c, start)
 
     def literal(self, c: str, pos: int) -> int:

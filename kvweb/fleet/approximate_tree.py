@@ -12,6 +12,7 @@ A tenant's nodes form a subtree that includes the root's side of each of its nod
 tenant a match names has every matched token on a path it was sent. SGLang matches characters of
 the request text; kvweb's requests are token ids, so tokens stand in for characters here.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -143,7 +144,7 @@ def _run(tokens: Tokens) -> tuple[int, ...]:
 
 def _common(key: tuple[int, ...], run: tuple[int, ...], i: int) -> int:
     """Length of the common prefix of `key` and run[i:]."""
-    if run[i:i + len(key)] == key:  # the whole edge, most often: asked in one comparison
+    if run[i : i + len(key)] == key:  # the whole edge, most often: asked in one comparison
         return len(key)
     k = 0
     for a, b in zip(key, run[i:]):

@@ -7,6 +7,7 @@ same pure function and returns the figures in the jobs' order, so results are id
 backends. `done(finished, total, key)` is called after each candidate; a progress sink that
 raises `Cancelled` there stops the plan between candidates (what is still queued is dropped).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -74,7 +75,9 @@ class RayBackend:
         try:
             import ray
         except ImportError:
-            raise ParamError("backend: ray is not installed; pip install kvweb[ray], or use --backend processes") from None
+            raise ParamError(
+                "backend: ray is not installed; pip install kvweb[ray], or use --backend processes"
+            ) from None
         started = not ray.is_initialized()
         if started:
             if self.address:

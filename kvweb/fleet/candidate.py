@@ -7,6 +7,7 @@ that simulates it; the planner, its backends and the lab call nothing else. It i
 simulation (kvweb/fleet/fleet.py): the candidate's replicas on one clock behind its router,
 every request routed at its arrival, the figures from the union of the replicas' requests.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,8 +47,10 @@ class Candidate:
     @property
     def key(self) -> str:
         """A stable name: the candidate's seed and the order of the plan's tables come from it."""
-        return (f"{self.gpu}/tp{self.tp}/w-{self.weight_precision}/kv-{self.kv_precision}/{self.scheduler}"
-                f"/x{self.replicas}/{self.router}")
+        return (
+            f"{self.gpu}/tp{self.tp}/w-{self.weight_precision}/kv-{self.kv_precision}/{self.scheduler}"
+            f"/x{self.replicas}/{self.router}"
+        )
 
     @property
     def gpus(self) -> int:
@@ -56,8 +59,13 @@ class Candidate:
     def cost_model(self, model: str, pricing: str = "roofline") -> CostModel:
         """One replica's step prices: the roofline (the paper GPU's assumptions at their defaults) or
         its scheduler's measured kernels (a ParamError where there are none)."""
-        return priced(pricing, MODES[self.scheduler].engine, GPUS[self.gpu], MODELS[model],
-                      {"tp": self.tp, "weight_precision": self.weight_precision, "kv_precision": self.kv_precision})
+        return priced(
+            pricing,
+            MODES[self.scheduler].engine,
+            GPUS[self.gpu],
+            MODELS[model],
+            {"tp": self.tp, "weight_precision": self.weight_precision, "kv_precision": self.kv_precision},
+        )
 
 
 @dataclass(frozen=True)
@@ -120,10 +128,15 @@ def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, A
     attained = attainment(run, slo, ttfts, tpots)
     first, per_token = distribution(ttfts), distribution(tpots)
     q = workload.percentile
-    meets = (bool(seqs) and attained >= workload.attainment and first[q] <= slo.ttft_s and per_token[q] <= slo.tpot_s)
+    meets = bool(seqs) and attained >= workload.attainment and first[q] <= slo.ttft_s and per_token[q] <= slo.tpot_s
     return {
-        **{f"ttft_{p}_s": first[p] for p in PERCENTILES}, **{f"tpot_{p}_s": per_token[p] for p in PERCENTILES},
-        "slo_attainment": attained, "meets_slo": meets, "throughput_tok_s": throughput(run),
-        "finished": len(seqs), "rejected": len(run.rejected), "preemptions": run.preemptions,
+        **{f"ttft_{p}_s": first[p] for p in PERCENTILES},
+        **{f"tpot_{p}_s": per_token[p] for p in PERCENTILES},
+        "slo_attainment": attained,
+        "meets_slo": meets,
+        "throughput_tok_s": throughput(run),
+        "finished": len(seqs),
+        "rejected": len(run.rejected),
+        "preemptions": run.preemptions,
         "prefix_hit_rate": prefix_figures(run)["prefix_hit_rate"],
     }

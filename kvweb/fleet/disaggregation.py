@@ -27,6 +27,7 @@ Defaults: 50 GB/s per GPU, one 400 Gb/s RDMA NIC (InfiniBand NDR or RoCE, Connec
 per GPU in DGX H100 / H200 systems), the link Mooncake and SGLang's PD deployments move KV over;
 10 us latency: RDMA's few microseconds one way, plus a transfer's setup, rounded up.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -115,11 +116,18 @@ class SplitRun:
         tpots = [v[2] for v in self.served.values()]
         met = sum(1 for a, b in zip(ttfts, tpots) if a <= slo.ttft_s and b <= slo.tpot_s)
         submitted = len(ttfts) + len(self.rejected)
-        return {"fleet": "disaggregated", "gpus": gpus, "ttft_s": distribution(ttfts), "tpot_s": distribution(tpots),
-                "slo_attainment": met / submitted if submitted else 0.0,
-                "throughput_tok_s": sum(v[3] for v in self.served.values()) / self.end if self.end > 0 else 0.0,
-                "finished": len(ttfts), "rejected": len(self.rejected), "transfer_s": distribution(self.transfers),
-                "reserved_short": self.reserved_short}
+        return {
+            "fleet": "disaggregated",
+            "gpus": gpus,
+            "ttft_s": distribution(ttfts),
+            "tpot_s": distribution(tpots),
+            "slo_attainment": met / submitted if submitted else 0.0,
+            "throughput_tok_s": sum(v[3] for v in self.served.values()) / self.end if self.end > 0 else 0.0,
+            "finished": len(ttfts),
+            "rejected": len(self.rejected),
+            "transfer_s": distribution(self.transfers),
+            "reserved_short": self.reserved_short,
+        }
 
 
 def content(req: Request) -> np.ndarray:
@@ -150,8 +158,9 @@ def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int) -> bool
     return True
 
 
-def serve_split(requests: list[Request], make: Callable[[], ContinuousBatching], prefill: int, decode: int,
-                router: str, link: Link) -> SplitRun:
+def serve_split(
+    requests: list[Request], make: Callable[[], ContinuousBatching], prefill: int, decode: int, router: str, link: Link
+) -> SplitRun:
     """Serve `requests` on `prefill` + `decode` replicas of `make()`, SGLang or vLLM V1 (see the
     module docstring)."""
     pre = [Replica(make()) for _ in range(prefill)]
@@ -184,7 +193,7 @@ def serve_split(requests: list[Request], make: Callable[[], ContinuousBatching],
         more = [r.engine.advance(until) for r in pre]
         for r, line in zip(pre, links):
             e = r.engine
-            for seq in e.finished[r.seen_finished:]:
+            for seq in e.finished[r.seen_finished :]:
                 req = by_id[seq.id]
                 if req.output == 1:
                     served[seq.id] = (seq.req.arrival, seq.first_token_t - seq.req.arrival, 0.0, 1)
@@ -206,7 +215,7 @@ def serve_split(requests: list[Request], make: Callable[[], ContinuousBatching],
         more += [r.engine.advance(until) for r in dec]
         for r in dec:
             e = r.engine
-            for seq in e.finished[r.seen_finished:]:
+            for seq in e.finished[r.seen_finished :]:
                 arrival, t2 = first[seq.id]
                 out = seq.req.output + 1
                 served[seq.id] = (arrival, t2 - arrival, (seq.finish_t - t2) / (out - 1), out)

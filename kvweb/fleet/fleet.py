@@ -15,6 +15,7 @@ conversation), the decisions with their regret, and each replica's load, queue a
 rate over time (sampled at every arrival, read at `SAMPLES` points); `figures` makes the fleet's
 figures from the union of the requests with `metrics.summarize`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -91,17 +92,30 @@ class FleetRun:
         runs = self.runs
         total = lambda name: sum(getattr(r, name) for r in runs)  # noqa: E731
         return ScheduledRun(
-            sequences=sorted((s for r in runs for s in r.sequences), key=lambda s: s.id), rejected=self.rejected,
-            sim_time=max(r.sim_time for r in runs), steps=total("steps"), batch_sum=total("batch_sum"),
-            occupied_s=total("occupied_s"), used_s=total("used_s"), capacity=total("capacity"),
-            preemptions=total("preemptions"), recomputed_tokens=total("recomputed_tokens"),
-            swapped_bytes=total("swapped_bytes"), generated=total("generated"),
-            stopped_early=any(r.stopped_early for r in runs), trace={},
+            sequences=sorted((s for r in runs for s in r.sequences), key=lambda s: s.id),
+            rejected=self.rejected,
+            sim_time=max(r.sim_time for r in runs),
+            steps=total("steps"),
+            batch_sum=total("batch_sum"),
+            occupied_s=total("occupied_s"),
+            used_s=total("used_s"),
+            capacity=total("capacity"),
+            preemptions=total("preemptions"),
+            recomputed_tokens=total("recomputed_tokens"),
+            swapped_bytes=total("swapped_bytes"),
+            generated=total("generated"),
+            stopped_early=any(r.stopped_early for r in runs),
+            trace={},
             itl=np.concatenate([np.asarray(r.itl, dtype=float).reshape(-1, 2) for r in runs]),
-            max_batch=max(r.max_batch for r in runs), prompt_tokens=total("prompt_tokens"),
-            hit_tokens=total("hit_tokens"), resumed_hit_tokens=total("resumed_hit_tokens"), cached_s=total("cached_s"),
-            end_occupied=total("end_occupied"), end_cached=total("end_cached"),
-            outside_s=max(r.outside_s for r in runs))
+            max_batch=max(r.max_batch for r in runs),
+            prompt_tokens=total("prompt_tokens"),
+            hit_tokens=total("hit_tokens"),
+            resumed_hit_tokens=total("resumed_hit_tokens"),
+            cached_s=total("cached_s"),
+            end_occupied=total("end_occupied"),
+            end_cached=total("end_cached"),
+            outside_s=max(r.outside_s for r in runs),
+        )
 
     def served_by(self) -> dict[int, int]:
         """Request id -> the replica that finished it."""
@@ -110,11 +124,15 @@ class FleetRun:
     def regret(self) -> dict[str, Any]:
         """Prefix tokens another replica had cached beyond the chosen one's, per decision."""
         regrets = [d.regret for d in self.decisions]
-        return {"decisions": len(regrets), "total_tokens": sum(regrets),
-                "share_with_regret": sum(1 for r in regrets if r > 0) / len(regrets) if regrets else 0.0,
-                "tokens": distribution([float(r) for r in regrets]),
-                "reasons": {k: sum(1 for d in self.decisions if d.reason == k) for k in
-                            sorted({d.reason for d in self.decisions})}}
+        return {
+            "decisions": len(regrets),
+            "total_tokens": sum(regrets),
+            "share_with_regret": sum(1 for r in regrets if r > 0) / len(regrets) if regrets else 0.0,
+            "tokens": distribution([float(r) for r in regrets]),
+            "reasons": {
+                k: sum(1 for d in self.decisions if d.reason == k) for k in sorted({d.reason for d in self.decisions})
+            },
+        }
 
     def series(self) -> dict[str, Any]:
         """Each replica's outstanding requests, queue and prefix hit rate at `SAMPLES` evenly
@@ -130,15 +148,34 @@ class FleetRun:
     def figures(self, slo: SLO) -> dict[str, Any]:
         """The fleet's figures (the union of the requests), each replica's, the regret and the series."""
         run = self.merged()
-        per = [{"finished": len(r.sequences), "prefix_hit_rate": prefix_figures(r)["prefix_hit_rate"],
-                "generated_tokens": r.generated, "preemptions": r.preemptions, "sim_time_s": r.sim_time}
-               for r in self.runs]
-        return {"router": self.router, **summarize(run, slo), **prefix_figures(run), "max_batch": run.max_batch,
-                "replicas": per, "regret": self.regret(), "series": self.series()}
+        per = [
+            {
+                "finished": len(r.sequences),
+                "prefix_hit_rate": prefix_figures(r)["prefix_hit_rate"],
+                "generated_tokens": r.generated,
+                "preemptions": r.preemptions,
+                "sim_time_s": r.sim_time,
+            }
+            for r in self.runs
+        ]
+        return {
+            "router": self.router,
+            **summarize(run, slo),
+            **prefix_figures(run),
+            "max_batch": run.max_batch,
+            "replicas": per,
+            "regret": self.regret(),
+            "series": self.series(),
+        }
 
 
-def serve(requests: list[Request], make: Callable[[], ContinuousBatching], replicas: int, router: str,
-          progress: Progress = no_progress) -> FleetRun:
+def serve(
+    requests: list[Request],
+    make: Callable[[], ContinuousBatching],
+    replicas: int,
+    router: str,
+    progress: Progress = no_progress,
+) -> FleetRun:
     """Serve `requests` on `replicas` copies of `make()` behind the router named `router`."""
     fleet = [Replica(make()) for _ in range(replicas)]
     chooser = ROUTERS[router](replicas)
@@ -156,10 +193,10 @@ def serve(requests: list[Request], make: Callable[[], ContinuousBatching], repli
         more = [r.engine.advance(until) for r in fleet]
         for r in fleet:  # what finished releases later turns; what was rejected ends its conversation
             e = r.engine
-            for seq in e.finished[r.seen_finished:]:
+            for seq in e.finished[r.seen_finished :]:
                 arrivals.finished(seq.id, seq.finish_t)
             r.seen_finished = len(e.finished)
-            for req, why in e.rejected[r.seen_rejected:]:
+            for req, why in e.rejected[r.seen_rejected :]:
                 rejected += arrivals.refused(req, why)
             r.seen_rejected = len(e.rejected)
         if arrivals.next_t == float("inf") and not any(more):
@@ -172,8 +209,14 @@ def serve(requests: list[Request], make: Callable[[], ContinuousBatching], repli
             chosen = fleet[decision.replica]
             chosen.sent += 1
             chosen.engine.submit(request)
-            samples.append((request.arrival, [r.outstanding() for r in fleet], [r.waiting() for r in fleet],
-                            [r.hit_rate() for r in fleet]))
+            samples.append(
+                (
+                    request.arrival,
+                    [r.outstanding() for r in fleet],
+                    [r.waiting() for r in fleet],
+                    [r.hit_rate() for r in fleet],
+                )
+            )
             if len(decisions) % 64 == 0:
                 progress(min(len(decisions) / total, 1.0), f"{len(decisions)} requests routed")
     end = max(r.engine.now for r in fleet)

@@ -20,6 +20,7 @@ them (`backends.py`). Out come every candidate's figures, the cheapest that meet
 (ties: the lower latency, then the key) and the Pareto front of cost per hour against a
 latency figure (the SLO's percentile of TTFT or of TPOT).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,13 +56,21 @@ def candidate_seed(plan_seed: int, candidate: Candidate) -> int:
     return zlib.crc32(f"{plan_seed}:{candidate.key}".encode())
 
 
-def grid(gpus: Sequence[str], tps: Sequence[int], weight_precisions: Sequence[str], kv_precisions: Sequence[str],
-         schedulers: Sequence[str], replicas: Sequence[int], routers: Sequence[str]) -> list[Candidate]:
+def grid(
+    gpus: Sequence[str],
+    tps: Sequence[int],
+    weight_precisions: Sequence[str],
+    kv_precisions: Sequence[str],
+    schedulers: Sequence[str],
+    replicas: Sequence[int],
+    routers: Sequence[str],
+) -> list[Candidate]:
     """Every combination, in the order given; a single replica once, with the first router."""
-    return [Candidate(g, tp, w, kv, s, n, r)
-            for g, tp, w, kv, s, n, r in product(gpus, tps, weight_precisions, kv_precisions, schedulers, replicas,
-                                                 routers)
-            if n > 1 or r == routers[0]]
+    return [
+        Candidate(g, tp, w, kv, s, n, r)
+        for g, tp, w, kv, s, n, r in product(gpus, tps, weight_precisions, kv_precisions, schedulers, replicas, routers)
+        if n > 1 or r == routers[0]
+    ]
 
 
 def rate_bound(candidate: Candidate, workload: Workload) -> float:
@@ -135,22 +144,32 @@ def pareto(rows: Iterable[dict[str, Any]], latency: str, percentile: str) -> lis
 def cheapest(rows: Iterable[dict[str, Any]], latency: str, percentile: str) -> dict[str, Any] | None:
     """The cheapest row that meets the SLO (ties: the lower latency, then the key), or None."""
     meeting = [r for r in rows if r["meets_slo"]]
-    return min(meeting, key=lambda r: (r["cost_per_hour"], latency_of(r, latency, percentile), r["key"]),
-               default=None)
+    return min(meeting, key=lambda r: (r["cost_per_hour"], latency_of(r, latency, percentile), r["key"]), default=None)
 
 
 Evaluator = Callable[[list[tuple[Candidate, Workload, int]]], list[dict[str, Any]]]
 
 
-def plan(candidates: Sequence[Candidate], workload: Workload, prices: Mapping[str, float], latency: str,
-         evaluate_all: Evaluator) -> dict[str, Any]:
+def plan(
+    candidates: Sequence[Candidate],
+    workload: Workload,
+    prices: Mapping[str, float],
+    latency: str,
+    evaluate_all: Evaluator,
+) -> dict[str, Any]:
     """Prune, evaluate the rest with `evaluate_all` (a backend: figures in the order of its jobs),
     and rank. Rows come in key order, whatever order the grid was given in."""
     rows, jobs = [], []
     for c in sorted(candidates, key=lambda c: c.key):
         why, bound = roofline(c, workload)
-        row = {"key": c.key, **asdict(c), "gpus": c.gpus, "cost_per_hour": cost_per_hour(c, prices),
-               "rate_bound_per_s": bound, "pruned": why}
+        row = {
+            "key": c.key,
+            **asdict(c),
+            "gpus": c.gpus,
+            "cost_per_hour": cost_per_hour(c, prices),
+            "rate_bound_per_s": bound,
+            "pruned": why,
+        }
         rows.append(row)
         if why is None:
             jobs.append((c, workload, candidate_seed(workload.seed, c)))
@@ -158,14 +177,19 @@ def plan(candidates: Sequence[Candidate], workload: Workload, prices: Mapping[st
     for row in rows:
         if row["pruned"] is None:
             row.update(next(figures))
-            row["cost_per_million_tokens"] = (row["cost_per_hour"] / (3600 * row["throughput_tok_s"]) * 1e6
-                                              if row["throughput_tok_s"] > 0 else None)
+            row["cost_per_million_tokens"] = (
+                row["cost_per_hour"] / (3600 * row["throughput_tok_s"]) * 1e6 if row["throughput_tok_s"] > 0 else None
+            )
     evaluated = [r for r in rows if r["pruned"] is None]
     return {
-        "candidates_total": len(rows), "evaluated": len(evaluated),
-        "pruned": {why: sum(r["pruned"] == why for r in rows)
-                   for why in PRUNE_REASONS + ((NO_KERNELS,) if workload.pricing == "measured" else ())
-                   + ((NO_EXPERTS,) if any(r["pruned"] == NO_EXPERTS for r in rows) else ())},
+        "candidates_total": len(rows),
+        "evaluated": len(evaluated),
+        "pruned": {
+            why: sum(r["pruned"] == why for r in rows)
+            for why in PRUNE_REASONS
+            + ((NO_KERNELS,) if workload.pricing == "measured" else ())
+            + ((NO_EXPERTS,) if any(r["pruned"] == NO_EXPERTS for r in rows) else ())
+        },
         "cheapest": cheapest(evaluated, latency, workload.percentile),
         "pareto": pareto(evaluated, latency, workload.percentile),
         "candidates": rows,

@@ -3,6 +3,7 @@ the chosen replica's. A router that guesses (round robin, the approximate tree) 
 for load (balancing, costs, queue scores) pays for it here; the exact prefix router pays only
 when its queue score overrode the prefix score.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -15,6 +15,7 @@ Every figure is the replica's state at the moment of routing (before this reques
   requests part way through a chunked prefill): Dynamo's active prefill tokens.
 - `decode_blocks`: KV blocks held by its running requests: Dynamo's active blocks.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -28,4 +29,3 @@ class ReplicaView(Protocol):
     def prefix_match(self, tokens: np.ndarray) -> int: ...
     def prefill_tokens(self) -> int: ...
     def decode_blocks(self) -> int: ...
-

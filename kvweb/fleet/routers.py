@@ -13,6 +13,7 @@ what each follows in its project and where kvweb simplifies:
   cached prefix (KV events there, the cache itself here) against its waiting queue.
 - `CostRouter`: Dynamo's KV router: overlap weight x blocks to prefill + blocks decoding, lowest.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,7 @@ NO_TOKENS = np.zeros(0, dtype=np.int64)
 
 def prompt_of(request: Request) -> np.ndarray:
     """The request's prompt tokens (none when it has no content: it shares no prefix)."""
-    return NO_TOKENS if request.tokens is None else request.tokens[:request.prompt]
+    return NO_TOKENS if request.tokens is None else request.tokens[: request.prompt]
 
 
 def unique_prompt(request: Request) -> np.ndarray:
@@ -89,9 +90,15 @@ class CacheAware(Router):
 
     name = "cache-aware"
 
-    def __init__(self, n_replicas: int, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
-                 balance_rel_threshold: float = 1.5, eviction_interval: float = 120.0,
-                 max_tree_size: int = 2 ** 26) -> None:
+    def __init__(
+        self,
+        n_replicas: int,
+        cache_threshold: float = 0.3,
+        balance_abs_threshold: int = 64,
+        balance_rel_threshold: float = 1.5,
+        eviction_interval: float = 120.0,
+        max_tree_size: int = 2**26,
+    ) -> None:
         super().__init__()
         self.tree = ApproximateTree(n_replicas)
         self.cache_threshold = cache_threshold
@@ -147,8 +154,7 @@ class ExactPrefix(Router):
         prompt = prompt_of(request)
         matches = [r.prefix_match(prompt) for r in replicas]
         queue = [-r.waiting() for r in replicas]  # fewer waiting scores higher
-        total = [self.prefix_weight * p + self.queue_weight * q
-                 for p, q in zip(_min_max(matches), _min_max(queue))]
+        total = [self.prefix_weight * p + self.queue_weight * q for p, q in zip(_min_max(matches), _min_max(queue))]
         i = lowest([-t for t in total])
         self.reason = "prefix" if matches[i] == max(matches) else "queue"
         return i
@@ -171,8 +177,9 @@ class CostRouter(Router):
 
     name = "cost"
 
-    def __init__(self, block_size: int = 16, overlap_score_weight: float = 1.0, temperature: float = 0.0,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, block_size: int = 16, overlap_score_weight: float = 1.0, temperature: float = 0.0, seed: int = 0
+    ) -> None:
         super().__init__()
         self.block_size = block_size
         self.overlap_score_weight = overlap_score_weight

@@ -6,6 +6,7 @@ an all-reduce of the tokens' 16-bit activations (tokens x d_model x 2 B). A ring
 per all-reduce; the all-reduces do not overlap the layer's work, so their time adds to the
 roofline's (kvweb/gpu/roofline.py carries it).
 """
+
 from __future__ import annotations
 
 from kvweb.gpu.specs import BYTES_16, GPUSpec, LLMSpec

@@ -9,6 +9,7 @@ and TPOT. The queued share stays the engine's recorded one; the overhead is fitt
 relative errors (TPOT is affine in it), then the outside time on TTFT's: one run fixes both, more
 runs are a least-squares fit. What the fit leaves (each run's residuals) comes back with it.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,11 @@ from kvweb.parsing import json_depth
 MAX_RUNS = 16
 MAX_DEPTH = 4  # a list of objects, or JSON lines; no field is nested
 FIELDS = ("max_concurrency", "completed", "total_input_tokens", "total_output_tokens", "mean_ttft_ms", "mean_tpot_ms")
-WHAT = ("a vllm bench serve or sglang.bench_serving result (its summary: " + ", ".join(FIELDS) +
-        "; leave out the per-request lists)")
+WHAT = (
+    "a vllm bench serve or sglang.bench_serving result (its summary: "
+    + ", ".join(FIELDS)
+    + "; leave out the per-request lists)"
+)
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,22 @@ class BenchRun:
 def _number(run: int, row: dict[str, Any], name: str, integer: bool) -> float:
     value = row.get(name)
     if value is None and name == "max_concurrency":
-        raise ParamError(f"calibration: run {run}: max_concurrency is {'null' if name in row else 'missing'}; "
-                         "calibrate with runs at a fixed --max-concurrency (a closed loop)")
+        raise ParamError(
+            f"calibration: run {run}: max_concurrency is {'null' if name in row else 'missing'}; "
+            "calibrate with runs at a fixed --max-concurrency (a closed loop)"
+        )
     if value is None:
         raise ParamError(f"calibration: run {run}: {name} is missing; expected {WHAT}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e12 or (
-            integer and value != int(value)):
-        raise ParamError(f"calibration: run {run}: {name} is {json.dumps(value)[:40]}; expected a "
-                         f"{'whole ' if integer else ''}number above 0")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value < 1e12
+        or (integer and value != int(value))
+    ):
+        raise ParamError(
+            f"calibration: run {run}: {name} is {json.dumps(value)[:40]}; expected a "
+            f"{'whole ' if integer else ''}number above 0"
+        )
     return value
 
 
@@ -68,8 +80,9 @@ def parse_runs(text: str) -> tuple[BenchRun, ...]:
         try:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as err:
-            raise ParamError(f"calibration: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
-                             f"expected {WHAT}") from None
+            raise ParamError(
+                f"calibration: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); expected {WHAT}"
+            ) from None
     rows = data if isinstance(data, list) else [data]
     if not rows or len(rows) > MAX_RUNS or not all(isinstance(r, dict) for r in rows):
         raise ParamError(f"calibration: expected 1 to {MAX_RUNS} objects, each {WHAT}")
@@ -101,9 +114,13 @@ class Calibration:
     def figures(self) -> dict[str, Any]:
         """As JSON: milliseconds, one object per run."""
         names = ("concurrency", "isl", "osl", "ttft_ms", "ttft_fit_ms", "tpot_ms", "tpot_fit_ms")
-        return {"engine": self.engine, "step_overhead_ms": 1e3 * self.step_overhead_s,
-                "outside_ms": 1e3 * self.outside_s, "queued_share": self.queued_share,
-                "runs": [{k: v if i < 3 else 1e3 * v for i, (k, v) in enumerate(zip(names, r))} for r in self.residuals]}
+        return {
+            "engine": self.engine,
+            "step_overhead_ms": 1e3 * self.step_overhead_s,
+            "outside_ms": 1e3 * self.outside_s,
+            "queued_share": self.queued_share,
+            "runs": [{k: v if i < 3 else 1e3 * v for i, (k, v) in enumerate(zip(names, r))} for r in self.residuals],
+        }
 
     def worst(self) -> tuple[float, float]:
         """The largest relative residual of TTFT and of TPOT."""

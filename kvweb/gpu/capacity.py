@@ -6,6 +6,7 @@ every token's KV, so the group holds as many tokens as one GPU has room for (und
 attention each GPU holds its own requests' tokens whole, so tp times as many). `fit` says in one
 sentence why nothing is priced when the weights do not fit or the model cannot be split.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -42,8 +43,10 @@ class Capacity(Weights, KVBytes):
         """What a token takes for capacity in tokens: the growing part, or where nothing grows
         without bound (every layer a window or a state), the window layers' part."""
         tp = self._attention_tp
-        return self.kv_bytes_per_token_per_gpu or \
-            sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups) * KV_PRECISIONS[self.kv_precision]
+        return (
+            self.kv_bytes_per_token_per_gpu
+            or sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups) * KV_PRECISIONS[self.kv_precision]
+        )
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -83,16 +86,22 @@ class Capacity(Weights, KVBytes):
         share = "" if tp == 1 else " per GPU"
         note = None
         if not self.splits:
-            note = (f"{m.name} cannot be split over {tp} GPUs: its {m.heads} query heads are not a multiple "
-                    f"of {tp}, so nothing is priced")
+            note = (
+                f"{m.name} cannot be split over {tp} GPUs: its {m.heads} query heads are not a multiple "
+                f"of {tp}, so nothing is priced"
+            )
         elif not self.fits:
-            note = (f"{m.name} does not fit on {self.where}: its weights take {weights}{share} and {usable} is "
-                    f"usable ({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
-                    "ignore_weights=true prices it as a what-if")
+            note = (
+                f"{m.name} does not fit on {self.where}: its weights take {weights}{share} and {usable} is "
+                f"usable ({self.mem_util:.0%} of {g.hbm_bytes / 1e9:g} GB), so nothing is priced as if it ran; "
+                "ignore_weights=true prices it as a what-if"
+            )
         elif self.ignore_weights:
             real = replace(self, ignore_weights=False).fits  # self: a CostModel, a dataclass
-            note = (f"what-if: the weights of {m.name} ({weights}) are left out of {g.name}'s {usable}; "
-                    f"for real it {'fits' if real else 'does not fit'}")
+            note = (
+                f"what-if: the weights of {m.name} ({weights}) are left out of {g.name}'s {usable}; "
+                f"for real it {'fits' if real else 'does not fit'}"
+            )
             # named as the what-if it is (`fits` is left out: a reader of it sees a priced run)
             return {"fits_what_if": True, "fits_for_real": real, **self._fit_figures(note)}
         return {"fits": self.fits, **self._fit_figures(note)}
@@ -101,8 +110,13 @@ class Capacity(Weights, KVBytes):
         """Memory figures, each named by its scope: one GPU's, or the tensor-parallel group's
         (total; token counts are the group's)."""
         tp = self.tp
-        return {"fit_note": note, "tp": tp, "weight_bytes_total": self.weight_bytes,
-                "weight_bytes_per_gpu": self.weight_bytes_per_gpu, "usable_bytes_per_gpu": self.usable_bytes,
-                "kv_capacity_tokens": self.kv_capacity_tokens,
-                "kv_bytes_free_per_gpu": self.kv_bytes_free_per_gpu,
-                "kv_bytes_free_total": self.kv_bytes_free_per_gpu * tp}
+        return {
+            "fit_note": note,
+            "tp": tp,
+            "weight_bytes_total": self.weight_bytes,
+            "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "usable_bytes_per_gpu": self.usable_bytes,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "kv_bytes_free_per_gpu": self.kv_bytes_free_per_gpu,
+            "kv_bytes_free_total": self.kv_bytes_free_per_gpu * tp,
+        }

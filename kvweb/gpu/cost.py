@@ -14,6 +14,7 @@ What it computes is in its parts, one module each, each reading the assumptions 
 - kvweb/gpu/roofline.py `Roofline`: a step's time from its work, the costs the schedulers ask for;
 - kvweb/gpu/swap.py `Swap`: copies over the host link.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -56,8 +57,12 @@ class CostModel(Capacity, Roofline, Swap):
     attention_dp: bool = False  # SGLang's data-parallel attention: each GPU holds its own requests' cache whole
 
     def __post_init__(self) -> None:
-        for name, allowed in (("swap_copies", SWAP_COPIES), ("tp", TP_SIZES),
-                              ("weight_precision", WEIGHT_PRECISIONS), ("kv_precision", KV_PRECISIONS)):
+        for name, allowed in (
+            ("swap_copies", SWAP_COPIES),
+            ("tp", TP_SIZES),
+            ("weight_precision", WEIGHT_PRECISIONS),
+            ("kv_precision", KV_PRECISIONS),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}")
         refusal = precision_refusal(self.model, self.weight_precision)
@@ -69,8 +74,9 @@ def prefill_cost(model: LLMSpec, gpu: GPUSpec, n_tokens: int, **assumptions: flo
     return CostModel(gpu, model, **assumptions).prefill_cost(n_tokens)
 
 
-def decode_step_cost(model: LLMSpec, gpu: GPUSpec, batch: int, context_lengths: Sequence[int] | int,
-                     **assumptions: float) -> float:
+def decode_step_cost(
+    model: LLMSpec, gpu: GPUSpec, batch: int, context_lengths: Sequence[int] | int, **assumptions: float
+) -> float:
     """`context_lengths`: one length shared by the whole batch, or one per sequence."""
     total = context_lengths * batch if isinstance(context_lengths, int) else sum(context_lengths)
     return CostModel(gpu, model, **assumptions).decode_step_cost(batch, total)

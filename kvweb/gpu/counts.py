@@ -7,6 +7,7 @@ layer type (kvweb/gpu/layers.py): full and latent layers read every cached token
 most its window, a linear layer its state (read and written). Under data-parallel attention each
 GPU reads only its own requests' cache. Priced on the roofline by kvweb/gpu/roofline.py.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,8 +24,9 @@ class StepCounts(Weights, KVBytes):
         m = self.model
         return (2.0 * (m.active_params - m.embedding_params) * tokens + 2.0 * m.d_model * m.vocab * logits) / self.tp
 
-    def _attention_parts(self, layer_pairs: Callable[[LayerType], tuple[float, float]],
-                         decode: bool) -> list[tuple[LayerType, float, float]]:
+    def _attention_parts(
+        self, layer_pairs: Callable[[LayerType], tuple[float, float]], decode: bool
+    ) -> list[tuple[LayerType, float, float]]:
         """(layer type, FLOPs, KV bytes) of one GPU's attention per layer group; `layer_pairs`
         gives a layer type's (query-key pairs, cached tokens or states read)."""
         m, kv, tp = self.model, KV_PRECISIONS[self.kv_precision], self._attention_tp
@@ -37,8 +39,9 @@ class StepCounts(Weights, KVBytes):
             parts.append((a, flops, nbytes if share == 1 else nbytes / share))
         return parts
 
-    def _attention_counts(self, layer_pairs: Callable[[LayerType], tuple[float, float]],
-                          decode: bool) -> tuple[float, float]:
+    def _attention_counts(
+        self, layer_pairs: Callable[[LayerType], tuple[float, float]], decode: bool
+    ) -> tuple[float, float]:
         parts = self._attention_parts(layer_pairs, decode)
         return sum(p[1] for p in parts), sum(p[2] for p in parts)
 
@@ -49,14 +52,18 @@ class StepCounts(Weights, KVBytes):
                 return batch, 2 * batch
             read = min(total_context, batch * a.window) if a.window else total_context
             return read, read
+
         return pairs
 
     def decode_attention(self, batch: int, total_context: int) -> list[dict[str, object]]:
         """A decode step's attention per layer group, one GPU's: FLOPs and KV bytes read (a window
         reads at most its window, an absorbed latent layer the latent, a linear layer its state)."""
-        return [{"kind": a.kind, "layers": n, "attention_flops": f, "kv_bytes_read": b}
-                for (a, f, b), (_, n) in zip(self._attention_parts(self._decode_pairs(batch, total_context), True),
-                                             self.model.groups)]
+        return [
+            {"kind": a.kind, "layers": n, "attention_flops": f, "kv_bytes_read": b}
+            for (a, f, b), (_, n) in zip(
+                self._attention_parts(self._decode_pairs(batch, total_context), True), self.model.groups
+            )
+        ]
 
     def prefill_counts(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
         """One GPU's (FLOPs, HBM bytes) to prefill n tokens after `cached` tokens already in the

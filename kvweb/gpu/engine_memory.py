@@ -22,6 +22,7 @@ it) follows them:
 Each term is simple; which are assumptions is said beside each constant (docs/accuracy.md, "Memory
 as the engine counts it"). No engine log was compared with these figures on a GPU here.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,9 @@ def vllm_token_budget(gpu: GPUSpec) -> int:
     return 8192 if gpu.hbm_bytes >= 70 * GiB and "A100" not in gpu.name else 2048
 
 
-def activation_bytes(model: LLMSpec, tp: int, tokens: int, seqs: int = VLLM_MAX_NUM_SEQS,
-                     attention_dp: bool = False) -> float:
+def activation_bytes(
+    model: LLMSpec, tp: int, tokens: int, seqs: int = VLLM_MAX_NUM_SEQS, attention_dp: bool = False
+) -> float:
     """The profile run's torch peak on one GPU, modelled simply: `tokens` tokens through one layer,
     16-bit, with these live at once: the hidden states (tokens x d_model, whole on every GPU), the
     fused QKV output (query heads and KV heads on this GPU x head_dim), the MLP's gate and up outputs
@@ -152,14 +154,29 @@ class EngineMemory:
         return {**asdict(self), "kv": self.kv, "units": "bytes, one GPU"}
 
 
-def vllm_memory(gpu: GPUSpec, model: LLMSpec, tp: int, utilization: float, weights: float,
-                tokens: int | None = None, seqs: int = VLLM_MAX_NUM_SEQS, attention_dp: bool = False) -> EngineMemory:
+def vllm_memory(
+    gpu: GPUSpec,
+    model: LLMSpec,
+    tp: int,
+    utilization: float,
+    weights: float,
+    tokens: int | None = None,
+    seqs: int = VLLM_MAX_NUM_SEQS,
+    attention_dp: bool = False,
+) -> EngineMemory:
     """vLLM V1's accounting on one GPU of `tp` (`weights`: that GPU's weight bytes as loaded)."""
     total = total_bytes(gpu)
     budget = vllm_token_budget(gpu) if tokens is None else tokens
-    return EngineMemory("vllm", total, utilization, utilization * total, weights,
-                        activation_bytes(model, tp, budget, seqs, attention_dp), non_torch_bytes(tp),
-                        VLLM_CUDA_GRAPH_BYTES)
+    return EngineMemory(
+        "vllm",
+        total,
+        utilization,
+        utilization * total,
+        weights,
+        activation_bytes(model, tp, budget, seqs, attention_dp),
+        non_torch_bytes(tp),
+        VLLM_CUDA_GRAPH_BYTES,
+    )
 
 
 def sglang_memory(gpu: GPUSpec, tp: int, fraction: float, weights: float) -> EngineMemory:

@@ -17,6 +17,7 @@ model (FEATURES: sparse attention, Mamba layers, ...) is refused by name. Every 
 ignored (RoPE, norms, token ids, quantization: the precision is chosen apart, vision and audio
 towers, generation settings, and fields of no model known here) and listed in `Loaded.ignored`.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,28 +38,117 @@ MAX_DIGITS = 18  # of a JSON integer
 MAX_LAYERS = 1024
 
 READ = {
-    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-    "vocab_size", "tie_word_embeddings", "layer_types", "full_attention_interval", "sliding_window_pattern",
-    "sliding_window", "use_sliding_window", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-    "v_head_dim", "linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim",
-    "linear_conv_kernel_dim", "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
-    "experts_per_token", "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
-    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "model_type", "text_config",
-    "attn_output_gate", "shared_intermediate_size", "share_expert_dim", "attn_type_list", "interleave_moe_layer_step",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "tie_word_embeddings",
+    "layer_types",
+    "full_attention_interval",
+    "sliding_window_pattern",
+    "sliding_window",
+    "use_sliding_window",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "linear_num_key_heads",
+    "linear_key_head_dim",
+    "linear_num_value_heads",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "experts_per_token",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "model_type",
+    "text_config",
+    "attn_output_gate",
+    "shared_intermediate_size",
+    "share_expert_dim",
+    "attn_type_list",
+    "interleave_moe_layer_step",
 }
 IGNORED = {  # no effect on memory or work in this model (norms, positions, routing details, token ids, dtypes)
-    "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
-    "rms_norm_eps", "layer_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq",
-    "partial_rotary_factor", "max_position_embeddings", "initial_context_length", "hidden_act", "hidden_activation",
-    "attention_bias", "attention_dropout", "mlp_bias", "initializer_range", "use_cache", "quantization_config",
-    "n_group", "topk_group", "routed_scaling_factor", "scoring_func", "topk_method", "norm_topk_prob",
-    "num_nextn_predict_layers", "aux_loss_alpha", "seq_aux", "ep_size", "pretraining_tp", "swiglu_limit",
-    "router_aux_loss_coef", "output_router_logits", "query_pre_attn_scalar", "final_logit_softcapping",
-    "attn_logit_softcapping", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
-    "mm_tokens_per_image", "max_window_layers", "auto_map", "rotary_dim", "image_token_id", "video_token_id",
-    "vision_start_token_id", "vision_end_token_id", "audio_config", "qkv_bias", "use_qk_norm", "qk_norm_type",
-    "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "use_mtp", "num_mtp_modules", "mtp_transformer_layers",
-    "mamba_ssm_dtype", "use_routing_bias", "use_moe_router_bias", "moe_router_scaling_factor", "_name_or_path",
+    "architectures",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_local_base_freq",
+    "partial_rotary_factor",
+    "max_position_embeddings",
+    "initial_context_length",
+    "hidden_act",
+    "hidden_activation",
+    "attention_bias",
+    "attention_dropout",
+    "mlp_bias",
+    "initializer_range",
+    "use_cache",
+    "quantization_config",
+    "n_group",
+    "topk_group",
+    "routed_scaling_factor",
+    "scoring_func",
+    "topk_method",
+    "norm_topk_prob",
+    "num_nextn_predict_layers",
+    "aux_loss_alpha",
+    "seq_aux",
+    "ep_size",
+    "pretraining_tp",
+    "swiglu_limit",
+    "router_aux_loss_coef",
+    "output_router_logits",
+    "query_pre_attn_scalar",
+    "final_logit_softcapping",
+    "attn_logit_softcapping",
+    "vision_config",
+    "boi_token_index",
+    "eoi_token_index",
+    "image_token_index",
+    "mm_tokens_per_image",
+    "max_window_layers",
+    "auto_map",
+    "rotary_dim",
+    "image_token_id",
+    "video_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "audio_config",
+    "qkv_bias",
+    "use_qk_norm",
+    "qk_norm_type",
+    "mtp_num_hidden_layers",
+    "mtp_use_dedicated_embeddings",
+    "use_mtp",
+    "num_mtp_modules",
+    "mtp_transformer_layers",
+    "mamba_ssm_dtype",
+    "use_routing_bias",
+    "use_moe_router_bias",
+    "moe_router_scaling_factor",
+    "_name_or_path",
 }  # any other field not in READ or FEATURES is ignored too, and listed as such (Loaded.ignored)
 
 # field -> what it turns on that kvweb does not model; checked in this order, the first one present (not null,
@@ -81,150 +171,182 @@ ATTN_TYPES = {1}  # MiniMax's attn_type_list: 1 softmax attention, 0 lightning (
 
 # transformers' class defaults (5.25.0, the configuration_*.py of each model) for the fields read here, by the
 # model_type of the config (a text_config's own): printed by scripts/derive_hf_defaults.py
-DEFAULTS: dict[str, dict[str, Any]] = {'deepseek_v3': {'first_k_dense_replace': 3,
-                 'hidden_size': 7168,
-                 'intermediate_size': 18432,
-                 'kv_lora_rank': 512,
-                 'moe_intermediate_size': 2048,
-                 'n_shared_experts': 1,
-                 'num_attention_heads': 128,
-                 'num_hidden_layers': 61,
-                 'num_key_value_heads': 128,
-                 'q_lora_rank': 1536,
-                 'qk_nope_head_dim': 128,
-                 'qk_rope_head_dim': 64,
-                 'tie_word_embeddings': False,
-                 'v_head_dim': 128,
-                 'vocab_size': 129280},
- 'gemma3_text': {'head_dim': 256,
-                 'hidden_size': 2304,
-                 'intermediate_size': 9216,
-                 'num_attention_heads': 8,
-                 'num_hidden_layers': 26,
-                 'num_key_value_heads': 4,
-                 'sliding_window': 4096,
-                 'tie_word_embeddings': True,
-                 'vocab_size': 262208},
- 'gpt_oss': {'head_dim': 64,
-             'hidden_size': 2880,
-             'intermediate_size': 2880,
-             'num_attention_heads': 64,
-             'num_hidden_layers': 36,
-             'num_key_value_heads': 8,
-             'sliding_window': 128,
-             'tie_word_embeddings': False,
-             'vocab_size': 201088},
- 'llama': {'hidden_size': 4096,
-           'intermediate_size': 11008,
-           'num_attention_heads': 32,
-           'num_hidden_layers': 32,
-           'tie_word_embeddings': False,
-           'vocab_size': 32000},
- 'minimax_m2': {'head_dim': 128,
-                'hidden_size': 3072,
-                'intermediate_size': 1536,
-                'num_attention_heads': 48,
-                'num_hidden_layers': 62,
-                'num_key_value_heads': 8,
-                'tie_word_embeddings': False,
-                'vocab_size': 200064},
- 'mixtral': {'hidden_size': 4096,
-             'intermediate_size': 14336,
-             'num_attention_heads': 32,
-             'num_hidden_layers': 32,
-             'num_key_value_heads': 8,
-             'tie_word_embeddings': False,
-             'vocab_size': 32000},
- 'qwen3': {'head_dim': 128,
-           'hidden_size': 4096,
-           'intermediate_size': 22016,
-           'num_attention_heads': 32,
-           'num_hidden_layers': 32,
-           'num_key_value_heads': 32,
-           'sliding_window': 4096,
-           'tie_word_embeddings': False,
-           'vocab_size': 151936},
- 'qwen3_5_moe_text': {'head_dim': 256,
-                      'hidden_size': 2048,
-                      'linear_conv_kernel_dim': 4,
-                      'linear_key_head_dim': 128,
-                      'linear_num_key_heads': 16,
-                      'linear_num_value_heads': 32,
-                      'linear_value_head_dim': 128,
-                      'moe_intermediate_size': 512,
-                      'num_attention_heads': 16,
-                      'num_hidden_layers': 40,
-                      'num_key_value_heads': 2,
-                      'shared_expert_intermediate_size': 512,
-                      'tie_word_embeddings': False,
-                      'vocab_size': 248320},
- 'qwen3_5_text': {'head_dim': 256,
-                  'hidden_size': 4096,
-                  'intermediate_size': 12288,
-                  'linear_conv_kernel_dim': 4,
-                  'linear_key_head_dim': 128,
-                  'linear_num_key_heads': 16,
-                  'linear_num_value_heads': 32,
-                  'linear_value_head_dim': 128,
-                  'num_attention_heads': 16,
-                  'num_hidden_layers': 32,
-                  'num_key_value_heads': 4,
-                  'tie_word_embeddings': False,
-                  'vocab_size': 248320},
- 'qwen3_moe': {'hidden_size': 2048,
-               'intermediate_size': 6144,
-               'moe_intermediate_size': 768,
-               'num_attention_heads': 32,
-               'num_hidden_layers': 24,
-               'num_key_value_heads': 4,
-               'sliding_window': 4096,
-               'tie_word_embeddings': False,
-               'vocab_size': 151936},
- 'qwen3_next': {'head_dim': 256,
-                'hidden_size': 2048,
-                'intermediate_size': 5632,
-                'linear_conv_kernel_dim': 4,
-                'linear_key_head_dim': 128,
-                'linear_num_key_heads': 16,
-                'linear_num_value_heads': 32,
-                'linear_value_head_dim': 128,
-                'moe_intermediate_size': 512,
-                'num_attention_heads': 16,
-                'num_hidden_layers': 48,
-                'num_key_value_heads': 2,
-                'shared_expert_intermediate_size': 512,
-                'tie_word_embeddings': False,
-                'vocab_size': 151936},
- 'qwen3_vl_moe_text': {'hidden_size': 2048,
-                       'intermediate_size': 5632,
-                       'moe_intermediate_size': 1408,
-                       'num_attention_heads': 16,
-                       'num_hidden_layers': 24,
-                       'num_key_value_heads': 16,
-                       'tie_word_embeddings': True,
-                       'vocab_size': 151936},
- 'qwen3_vl_text': {'head_dim': 128,
-                   'hidden_size': 4096,
-                   'intermediate_size': 22016,
-                   'num_attention_heads': 32,
-                   'num_hidden_layers': 32,
-                   'num_key_value_heads': 32,
-                   'vocab_size': 151936},
- 'step3p7': {'head_dim': 128,
-             'hidden_size': 4096,
-             'intermediate_size': 11264,
-             'moe_intermediate_size': 1280,
-             'num_attention_heads': 64,
-             'num_hidden_layers': 45,
-             'num_key_value_heads': 8,
-             'share_expert_dim': 1280,
-             'tie_word_embeddings': False,
-             'vocab_size': 128815}}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "deepseek_v3": {
+        "first_k_dense_replace": 3,
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "kv_lora_rank": 512,
+        "moe_intermediate_size": 2048,
+        "n_shared_experts": 1,
+        "num_attention_heads": 128,
+        "num_hidden_layers": 61,
+        "num_key_value_heads": 128,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "tie_word_embeddings": False,
+        "v_head_dim": 128,
+        "vocab_size": 129280,
+    },
+    "gemma3_text": {
+        "head_dim": 256,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 26,
+        "num_key_value_heads": 4,
+        "sliding_window": 4096,
+        "tie_word_embeddings": True,
+        "vocab_size": 262208,
+    },
+    "gpt_oss": {
+        "head_dim": 64,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_attention_heads": 64,
+        "num_hidden_layers": 36,
+        "num_key_value_heads": 8,
+        "sliding_window": 128,
+        "tie_word_embeddings": False,
+        "vocab_size": 201088,
+    },
+    "llama": {
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "tie_word_embeddings": False,
+        "vocab_size": 32000,
+    },
+    "minimax_m2": {
+        "head_dim": 128,
+        "hidden_size": 3072,
+        "intermediate_size": 1536,
+        "num_attention_heads": 48,
+        "num_hidden_layers": 62,
+        "num_key_value_heads": 8,
+        "tie_word_embeddings": False,
+        "vocab_size": 200064,
+    },
+    "mixtral": {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "tie_word_embeddings": False,
+        "vocab_size": 32000,
+    },
+    "qwen3": {
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+        "vocab_size": 151936,
+    },
+    "qwen3_5_moe_text": {
+        "head_dim": 256,
+        "hidden_size": 2048,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128,
+        "moe_intermediate_size": 512,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 40,
+        "num_key_value_heads": 2,
+        "shared_expert_intermediate_size": 512,
+        "tie_word_embeddings": False,
+        "vocab_size": 248320,
+    },
+    "qwen3_5_text": {
+        "head_dim": 256,
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+        "vocab_size": 248320,
+    },
+    "qwen3_moe": {
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 4,
+        "sliding_window": 4096,
+        "tie_word_embeddings": False,
+        "vocab_size": 151936,
+    },
+    "qwen3_next": {
+        "head_dim": 256,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128,
+        "moe_intermediate_size": 512,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 2,
+        "shared_expert_intermediate_size": 512,
+        "tie_word_embeddings": False,
+        "vocab_size": 151936,
+    },
+    "qwen3_vl_moe_text": {
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 16,
+        "tie_word_embeddings": True,
+        "vocab_size": 151936,
+    },
+    "qwen3_vl_text": {
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "vocab_size": 151936,
+    },
+    "step3p7": {
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 11264,
+        "moe_intermediate_size": 1280,
+        "num_attention_heads": 64,
+        "num_hidden_layers": 45,
+        "num_key_value_heads": 8,
+        "share_expert_dim": 1280,
+        "tie_word_embeddings": False,
+        "vocab_size": 128815,
+    },
+}
 # ... and the layer patterns their __post_init__ sets when layer_types is not given
-for _model_type, _pattern in (("gemma3_text", {"sliding_window_pattern": 6}),
-                              ("qwen3_next", {"full_attention_interval": 4}),
-                              ("qwen3_5_text", {"full_attention_interval": 4}),
-                              ("qwen3_5_moe_text", {"full_attention_interval": 4})):
+for _model_type, _pattern in (
+    ("gemma3_text", {"sliding_window_pattern": 6}),
+    ("qwen3_next", {"full_attention_interval": 4}),
+    ("qwen3_5_text", {"full_attention_interval": 4}),
+    ("qwen3_5_moe_text", {"full_attention_interval": 4}),
+):
     DEFAULTS[_model_type].update(_pattern)
 
 LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
@@ -234,6 +356,7 @@ LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear
 class Loaded:
     """A config.json's model, with what was not read: the fields ignored (present, read by nothing here) and
     the fields defaulted (left out of the file, taken from DEFAULTS for its model_type)."""
+
     spec: LLMSpec
     ignored: tuple[str, ...]
     defaulted: tuple[str, ...]
@@ -264,7 +387,9 @@ class _Fields:
         if value is None:
             raise ParamError(f"config.json: {name} is missing; it is needed here")
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ParamError(f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to {high}")
+            raise ParamError(
+                f"config.json: {name} is {shown(json.dumps(value))}; expected an integer from {low} to {high}"
+            )
         return value
 
 
@@ -325,8 +450,13 @@ def _attention(f: _Fields, kinds: list[str], heads: int, d_model: int) -> tuple[
     if f.has("kv_lora_rank"):
         if set(kinds) != {"full"}:
             raise ParamError("config.json: kv_lora_rank (MLA) with layer types other than full attention")
-        latent = LatentAttention(f.int("kv_lora_rank"), f.int("qk_rope_head_dim"), f.int("q_lora_rank", 0, low=0),
-                                 f.int("qk_nope_head_dim"), f.int("v_head_dim"))
+        latent = LatentAttention(
+            f.int("kv_lora_rank"),
+            f.int("qk_rope_head_dim"),
+            f.int("q_lora_rank", 0, low=0),
+            f.int("qk_nope_head_dim"),
+            f.int("v_head_dim"),
+        )
         return (latent,) * len(kinds)
     head_dim = f.int("head_dim", d_model // heads if d_model % heads == 0 else None)
     if f.get("v_head_dim", head_dim) != head_dim:
@@ -339,9 +469,13 @@ def _attention(f: _Fields, kinds: list[str], heads: int, d_model: int) -> tuple[
     if "sliding" in kinds:
         made["sliding"] = Attention(kv_heads, head_dim, window=f.int("sliding_window"), gate=gate)
     if "linear" in kinds:
-        made["linear"] = LinearAttention(f.int("linear_num_key_heads"), f.int("linear_key_head_dim"),
-                                         f.int("linear_num_value_heads"), f.int("linear_value_head_dim"),
-                                         f.int("linear_conv_kernel_dim"))
+        made["linear"] = LinearAttention(
+            f.int("linear_num_key_heads"),
+            f.int("linear_key_head_dim"),
+            f.int("linear_num_value_heads"),
+            f.int("linear_value_head_dim"),
+            f.int("linear_conv_kernel_dim"),
+        )
     if "full" not in kinds and "sliding" not in kinds:
         raise ParamError("config.json: layer_types has no attention layer; kvweb needs at least one")
     return tuple(made[k] for k in kinds)
@@ -369,9 +503,15 @@ def _experts(f: _Fields, layers: int) -> dict[str, int]:
             raise ParamError(f"config.json: {name} other than 1 (experts in only some layers) is not modelled")
     if f.get("mlp_only_layers"):
         raise ParamError("config.json: mlp_only_layers (dense layers among the experts) is not modelled")
-    spec = {"experts": experts, "active_experts": active, "d_ff": f.int("moe_intermediate_size", f.get("intermediate_size"))}
+    spec = {
+        "experts": experts,
+        "active_experts": active,
+        "d_ff": f.int("moe_intermediate_size", f.get("intermediate_size")),
+    }
     if f.has("n_shared_experts"):  # each as wide as a routed expert, or Step's share_expert_dim
-        spec.update(shared_experts=f.int("n_shared_experts", low=0), shared_d_ff=f.int("share_expert_dim", spec["d_ff"]))
+        spec.update(
+            shared_experts=f.int("n_shared_experts", low=0), shared_d_ff=f.int("share_expert_dim", spec["d_ff"])
+        )
     else:  # one shared expert of this width, 0 for none (Qwen3-Coder's; MiniMax's shared_intermediate_size)
         width = _one_of(f, ("shared_expert_intermediate_size", "shared_intermediate_size"))
         if width and f.int(width, low=0):
@@ -394,7 +534,11 @@ def load_config(text: str, name: str = "config", max_chars: int = MAX_CONFIG) ->
     """from_config's model, with the fields it ignored and those it took from DEFAULTS (`Loaded`)."""
     f = _Fields(_text_config(text, max_chars))
     # layers are drawn one by one: bounded like the models that exist (Llama-3.1-405B has 126)
-    layers, d_model, heads = f.int("num_hidden_layers", high=MAX_LAYERS), f.int("hidden_size"), f.int("num_attention_heads")
+    layers, d_model, heads = (
+        f.int("num_hidden_layers", high=MAX_LAYERS),
+        f.int("hidden_size"),
+        f.int("num_attention_heads"),
+    )
     kinds = _kinds(f, layers)
     attention = _attention(f, kinds, heads, d_model)
     first = next((a for a in attention if isinstance(a, Attention)), None)
@@ -403,6 +547,16 @@ def load_config(text: str, name: str = "config", max_chars: int = MAX_CONFIG) ->
     tied = f.get("tie_word_embeddings", True)  # transformers' PretrainedConfig default, where DEFAULTS has none
     if not isinstance(tied, bool):
         raise ParamError("config.json: tie_word_embeddings must be true or false")
-    spec = LLMSpec(name, layers, d_model, heads, kv_heads, head_dim, vocab=f.int("vocab_size"), tied_embeddings=tied,
-                   layer_types=() if uniform else attention, **_experts(f, layers))
+    spec = LLMSpec(
+        name,
+        layers,
+        d_model,
+        heads,
+        kv_heads,
+        head_dim,
+        vocab=f.int("vocab_size"),
+        tied_embeddings=tied,
+        layer_types=() if uniform else attention,
+        **_experts(f, layers),
+    )
     return Loaded(spec, tuple(sorted(n for n in f.fields if n not in READ)), tuple(sorted(f.defaulted)))

@@ -12,6 +12,7 @@ Every GPU holds its share of every token's KV. A latent cache is not split by he
 holds it whole), unless `attention_dp` (SGLang's data-parallel attention): then each GPU holds its
 own requests' cache whole.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -47,8 +48,10 @@ class KVBytes:
         """The growing part on one GPU: 2 (K and V) x full layers x KV heads on one GPU x head_dim
         x bytes per element, plus the latent of every latent layer (whole on every GPU)."""
         tp = self._attention_tp
-        return sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups if not a.window) * \
-            KV_PRECISIONS[self.kv_precision]
+        return (
+            sum(n * a.kv_elements_per_gpu(tp) for a, n in self.model.groups if not a.window)
+            * KV_PRECISIONS[self.kv_precision]
+        )
 
     @property
     def _copies(self) -> int:
@@ -66,8 +69,11 @@ class KVBytes:
         layers their state, at 16 bits whatever the KV precision (vLLM's `mamba_cache_dtype` auto
         keeps the model's dtype; an FP8 KV cache does not shrink it)."""
         tp, kv = self._attention_tp, KV_PRECISIONS[self.kv_precision]
-        return [kept_tokens(context, a.window, block_size) * a.kv_elements_per_gpu(tp) * kv
-                + a.state_elements_per_gpu(tp) * STATE_BYTES for a in self.model.attention]
+        return [
+            kept_tokens(context, a.window, block_size) * a.kv_elements_per_gpu(tp) * kv
+            + a.state_elements_per_gpu(tp) * STATE_BYTES
+            for a in self.model.attention
+        ]
 
     def kv_bytes_per_sequence_per_gpu(self, context: int, block_size: int) -> int:
         return sum(self.kv_bytes_per_layer(context, block_size))

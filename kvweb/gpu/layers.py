@@ -12,6 +12,7 @@ Each type gives its elements per token (the growing part), its fixed state per r
 tokens it keeps at a context, its parameters and its attention FLOPs; `CostModel` turns elements
 into bytes at the KV precision and splits them over GPUs. Figures are per layer.
 """
+
 from __future__ import annotations
 
 import math
@@ -160,8 +161,11 @@ class LinearAttention:
     def params(self, d_model: int, heads: int) -> int:
         """q, k, v, z and the two gates in, the convolution, out (norms and per-head scalars left out)."""
         inner = self.value_heads * self.value_dim
-        return (d_model * (2 * self.key_heads * self.key_dim + 2 * inner + 2 * self.value_heads)
-                + self.conv_channels * self.conv_kernel + inner * d_model)
+        return (
+            d_model * (2 * self.key_heads * self.key_dim + 2 * inner + 2 * self.value_heads)
+            + self.conv_channels * self.conv_kernel
+            + inner * d_model
+        )
 
     def attention_flops(self, layers: int, heads: int, tp: int, pairs: float, decode: bool) -> float:
         """No pairs: the state costs about 6 FLOPs per element per token (S k, the rank-one

@@ -24,6 +24,7 @@ as a power of size between them). Below a table's first point the first latency 
 operation is launch-bound, no cheaper); above its last point the last latency is scaled by
 (x / last)^p, p = 2 for a prefill's length (causal pairs), else 1 (work in proportion).
 """
+
 from __future__ import annotations
 
 import json
@@ -90,7 +91,9 @@ def kernel_tables(gpu: str, engine: str) -> dict:
         "versions": raw["versions"],
         "gemm": {d: _table((t["m"], t["n"], t["k"]), t["us"], (1, 1, 1)) for d, t in raw["gemm"].items()},
         "context": {k: _table((t["s"],), t["us"], (2,)) for k, t in raw["context_attention"].items()},
-        "generation": {k: _table((t["batch"], t["kv_len"]), t["us"], (1, 1)) for k, t in raw["generation_attention"].items()},
+        "generation": {
+            k: _table((t["batch"], t["kv_len"]), t["us"], (1, 1)) for k, t in raw["generation_attention"].items()
+        },
         "allreduce": {int(tp): _table((t["bytes"],), t["us"], (1,)) for tp, t in raw["allreduce"].items()},
         "moe": {k: _table((t["tokens"],), t["us"], (1,)) for k, t in raw["moe"].items()},
     }
@@ -124,7 +127,9 @@ class MeasuredCost:
         if self.step_overhead_s is None:
             object.__setattr__(self, "step_overhead_s", STEP_OVERHEAD_S[self.engine])
         if self.weight_precision not in WEIGHT_PRECISIONS or self.kv_precision not in KV_PRECISIONS:
-            raise ValueError(f"weight precision one of {', '.join(WEIGHT_PRECISIONS)}, KV one of {', '.join(KV_PRECISIONS)}")
+            raise ValueError(
+                f"weight precision one of {', '.join(WEIGHT_PRECISIONS)}, KV one of {', '.join(KV_PRECISIONS)}"
+            )
         if self.model.heads % self.tp:
             raise ValueError(f"{self.model.name}: {self.model.heads} heads do not split over {self.tp} GPUs")
         for a, _ in self.model.groups:
@@ -142,8 +147,10 @@ class MeasuredCost:
     def source(self) -> str:
         v = self._tables["versions"]
         name = "vLLM" if self.engine == "vllm" else "SGLang"
-        return (f"measured kernels, {name} {v['gemm']} (all-reduce {v['comm']}) on {self.gpu.name}, "
-                f"aiconfigurator-core 0.12.0 data")
+        return (
+            f"measured kernels, {name} {v['gemm']} (all-reduce {v['comm']}) on {self.gpu.name}, "
+            f"aiconfigurator-core 0.12.0 data"
+        )
 
     def _gemm_table(self, dtype: str) -> Table:
         table = self._tables["gemm"].get(dtype)
@@ -188,8 +195,10 @@ class MeasuredCost:
         out = []
         for a, layers in self.model.groups:
             assert isinstance(a, Attention)
-            key = (f"h{self.model.heads // self.tp}_kv{a.kv_heads_per_gpu(self.tp)}_d{a.head_dim}_w{a.window}_"
-                   f"{KV_PRECISIONS[self.kv_precision]}")
+            key = (
+                f"h{self.model.heads // self.tp}_kv{a.kv_heads_per_gpu(self.tp)}_d{a.head_dim}_w{a.window}_"
+                f"{KV_PRECISIONS[self.kv_precision]}"
+            )
             for kind in ("context", "generation"):
                 if key not in self._tables[kind]:
                     raise ValueError(f"no measured {kind} attention {key} for {self.engine} on {self.gpu.name}")
@@ -220,7 +229,13 @@ class MeasuredCost:
         allreduce = 0.0
         if self.tp > 1:
             allreduce = 2 * m.layers * self._tables["allreduce"][self.tp](tokens * m.d_model * BYTES_16)
-        return {"gemm": gemm, "moe": moe, "attention": attention, "allreduce": allreduce, "overhead": self.step_overhead_s}
+        return {
+            "gemm": gemm,
+            "moe": moe,
+            "attention": attention,
+            "allreduce": allreduce,
+            "overhead": self.step_overhead_s,
+        }
 
     # -- public costs (seconds, as CostModel's) --------------------------------
     def step_cost(self, decode_contexts: Sequence[int], prefill_chunks: Sequence[tuple[int, int]] = ()) -> float:
@@ -239,8 +254,9 @@ class MeasuredCost:
         return closed_loop(self, concurrency, isl, osl, QUEUED_SHARE[self.engine], TTFT_OUTSIDE_S[self.engine])
 
 
-def closed_loop(cost: object, concurrency: int, isl: int, osl: int, queued: float,
-                outside_s: float = 0.0) -> tuple[float, float]:
+def closed_loop(
+    cost: object, concurrency: int, isl: int, osl: int, queued: float, outside_s: float = 0.0
+) -> tuple[float, float]:
     """(TTFT, TPOT) in seconds of a closed-loop benchmark at `concurrency` C with fixed lengths,
     analytically, for any cost with prefill_cost and decode_step_cost (CostModel or MeasuredCost).
 
@@ -283,8 +299,10 @@ def fit_closed_loop(samples: Sequence[Sample]) -> tuple[float, float, float]:
     for each share on a 0.01 grid in [0, 1], the overhead by least squares on TPOT's relative errors
     (TPOT is affine in it), then the outside time on TTFT's (TTFT is affine in it); the triple whose
     TTFT and TPOT relative errors have the least sum of squares."""
-    p, d, c, n, y_ttft, y_tpot = (np.array([getattr(s, f) for s in samples], dtype=float)
-                                  for f in ("prefill_s", "decode_s", "concurrency", "osl", "ttft_s", "tpot_s"))
+    p, d, c, n, y_ttft, y_tpot = (
+        np.array([getattr(s, f) for s in samples], dtype=float)
+        for f in ("prefill_s", "decode_s", "concurrency", "osl", "ttft_s", "tpot_s")
+    )
     best = (np.inf, 0.0, 0.0, 0.0)
     for share in np.linspace(0, 1, 101):
         wait = 1 + share * (c - 1) / 2  # the steps' part of TTFT = wait x t_p

@@ -18,6 +18,7 @@ at that many tokens: the layer GEMMs, the experts, the all-reduces, and the LM h
 rows as requests (at most MAX_LM_ROWS: a prefill's tokens need no logits but its last), looked up
 on a grid of token counts and interpolated linearly in log-log.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,14 @@ import numpy as np
 
 from kvweb.gpu.calibration import BenchRun, Calibration, fit
 from kvweb.gpu.cost import CostModel
-from kvweb.gpu.engine_memory import (VLLM_BLOCK_TOKENS, VLLM_MAX_NUM_SEQS, EngineMemory, sglang_default_fraction,
-                                     sglang_memory, vllm_memory)
+from kvweb.gpu.engine_memory import (
+    VLLM_BLOCK_TOKENS,
+    VLLM_MAX_NUM_SEQS,
+    EngineMemory,
+    sglang_default_fraction,
+    sglang_memory,
+    vllm_memory,
+)
 from kvweb.gpu.measured import TABLE_GPUS, TABLES, TTFT_OUTSIDE_S, MeasuredCost
 from kvweb.gpu.specs import GPUSpec, LLMSpec
 from kvweb.gpu.weights import PrecisionError
@@ -65,13 +72,24 @@ class MeasuredCostModel(CostModel):
             raise ValueError(f"no measured kernels for {self.gpu.name}; they exist for {', '.join(TABLE_GPUS)}")
         if not (TABLES / f"{TABLE_GPUS[self.gpu.name]}_{self.engine}.json").exists():
             raise ValueError(f"no measured {self.engine} kernels for {self.gpu.name}")
-        self._token_seconds, self._decode_attention  # every table the model needs, or a ValueError naming the missing one
+        (
+            self._token_seconds,
+            self._decode_attention,
+        )  # every table the model needs, or a ValueError naming the missing one
 
     @cached_property
     def kernels(self) -> MeasuredCost:
         weights, experts = MOE_TABLES.get(self.weight_precision, (self.weight_precision, None))
-        return MeasuredCost(self.gpu, self.model, self.engine, self.tp, weights, self.kv_precision, experts,
-                            step_overhead_s=self.kernel_overhead_s)
+        return MeasuredCost(
+            self.gpu,
+            self.model,
+            self.engine,
+            self.tp,
+            weights,
+            self.kv_precision,
+            experts,
+            step_overhead_s=self.kernel_overhead_s,
+        )
 
     @property
     def ttft_outside_s(self) -> float:
@@ -86,13 +104,19 @@ class MeasuredCostModel(CostModel):
     @cached_property
     def _token_seconds(self) -> tuple[np.ndarray, np.ndarray]:
         """log(tokens) and log(seconds of the token-bound operations) on GRID."""
+
         def token_bound(parts: dict[str, float]) -> float:
             return parts["gemm"] + parts["moe"] + parts["allreduce"]
+
         k = self.kernels
         lm_rows = np.minimum(GRID, MAX_LM_ROWS)
         # a prefill of n tokens has 1 row of logits, n decodes have n: the difference is the LM head's
-        seconds = [token_bound(k.step_parts((), ((int(n), 0),))) + token_bound(k.step_parts([1] * int(r), ()))
-                   - token_bound(k.step_parts((), ((int(r), 0),))) for n, r in zip(GRID, lm_rows)]
+        seconds = [
+            token_bound(k.step_parts((), ((int(n), 0),)))
+            + token_bound(k.step_parts([1] * int(r), ()))
+            - token_bound(k.step_parts((), ((int(r), 0),)))
+            for n, r in zip(GRID, lm_rows)
+        ]
         return np.log(GRID.astype(float)), np.log(np.asarray(seconds))
 
     @cached_property
@@ -152,8 +176,16 @@ class MeasuredCostModel(CostModel):
         weights = self.weight_bytes_per_gpu
         if self.engine == "sglang":
             return sglang_memory(self.gpu, self.tp, self.mem_util, weights)
-        return vllm_memory(self.gpu, self.model, self.tp, self.mem_util, weights, self.max_num_batched_tokens,
-                           self.max_num_seqs, self.attention_dp)
+        return vllm_memory(
+            self.gpu,
+            self.model,
+            self.tp,
+            self.mem_util,
+            weights,
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            self.attention_dp,
+        )
 
     @property
     def usable_bytes(self) -> float:
@@ -179,20 +211,30 @@ class MeasuredCostModel(CostModel):
         if report.get("fits") is False and self.splits:
             name = ENGINE_NAMES[self.engine]
             knob = "gpu_memory_utilization" if self.engine == "vllm" else "mem_fraction_static"
-            rest = (f"{em.activation / gib:.2f} GiB of profile-run activations, {em.non_torch / gib:.2f} GiB outside "
-                    f"torch and {em.graphs / gib:.2f} GiB of CUDA graphs" if self.engine == "vllm" else
-                    f"{em.non_torch / gib:.2f} GiB of CUDA context and NCCL before loading")
+            rest = (
+                f"{em.activation / gib:.2f} GiB of profile-run activations, {em.non_torch / gib:.2f} GiB outside "
+                f"torch and {em.graphs / gib:.2f} GiB of CUDA graphs"
+                if self.engine == "vllm"
+                else f"{em.non_torch / gib:.2f} GiB of CUDA context and NCCL before loading"
+            )
             report["fit_note"] = (
                 f"{self.model.name} does not fit on {self.where} as {name} counts memory: its weights take "
                 f"{em.weights / gib:.2f} GiB{'' if self.tp == 1 else ' per GPU'} of {em.requested / gib:.2f} GiB requested "
                 f"({knob} {self.mem_util:g} of the {em.total / gib:.2f} GiB CUDA reports), less {rest}, so nothing is "
-                "priced as if it ran; ignore_weights=true prices it as a what-if")
+                "priced as if it ran; ignore_weights=true prices it as a what-if"
+            )
         default = {"default_fraction": sglang_default_fraction(self.gpu, self.tp)} if self.engine == "sglang" else {}
         return {**report, "engine_memory": {**em.as_dict(), **default}}
 
 
-def priced(kind: str, engine: str, gpu: GPUSpec, model: LLMSpec, assumptions: Mapping[str, Any],
-           runs: tuple[BenchRun, ...] = ()) -> CostModel:
+def priced(
+    kind: str,
+    engine: str,
+    gpu: GPUSpec,
+    model: LLMSpec,
+    assumptions: Mapping[str, Any],
+    runs: tuple[BenchRun, ...] = (),
+) -> CostModel:
     """A cost model of `kind` (one of COST_MODELS); a measured one without tables for this GPU,
     model or precision is refused with one message naming what is missing (`auto` then takes the
     roofline). `runs`: the user's benchmark runs (kvweb/gpu/calibration.py); an engine's own runs set
@@ -253,8 +295,11 @@ def error_band(gpu: str, engine: str) -> dict[str, Any]:
     """The measured model's error against real deployments it was not fitted on (bench/silicon.py,
     docs/accuracy.md): the rows of this GPU and engine, else of this engine, else all of them."""
     (bands, how), short = _bands(), gpu.split("-")[0]
-    for key, basis in ((f"{short} {engine}", f"{ENGINE_NAMES[engine]} {short}"), (engine, ENGINE_NAMES[engine]),
-                       ("", "vLLM and SGLang")):
+    for key, basis in (
+        (f"{short} {engine}", f"{ENGINE_NAMES[engine]} {short}"),
+        (engine, ENGINE_NAMES[engine]),
+        ("", "vLLM and SGLang"),
+    ):
         if key in bands:
             return {**bands[key], "basis": f"held-out {basis} deployments{how}"}
     raise KeyError("bands.json has no rows")
@@ -275,8 +320,10 @@ def cost_source(cost: CostModel) -> str:
     """Where a cost model's step times come from, in one line, with the measured model's error."""
     if isinstance(cost, MeasuredCostModel):
         band = error_band(cost.gpu.name, cost.engine)
-        line = (f"{cost.source}; error TPOT ±{band['tpot_pct']:.0f} %, TTFT ±{band['ttft_pct']:.0f} % (MAPE on "
-                f"{band['rows']} {band['basis']}, docs/accuracy.md)")
+        line = (
+            f"{cost.source}; error TPOT ±{band['tpot_pct']:.0f} %, TTFT ±{band['ttft_pct']:.0f} % (MAPE on "
+            f"{band['rows']} {band['basis']}, docs/accuracy.md)"
+        )
         c = cost.calibration
         if c is None:
             return line
@@ -284,10 +331,17 @@ def cost_source(cost: CostModel) -> str:
         # one concurrency's TTFT mixes the outside time with that concurrency's queueing: on measured
         # deployments it did not carry to other concurrencies (docs/accuracy.md, "campaigns differ")
         alone = len({run[0] for run in c.residuals}) == 1
-        return (f"{line}; calibrated to your {len(c.residuals)} run{'s' if len(c.residuals) > 1 else ''}: step "
-                f"overhead {1e3 * c.step_overhead_s:.2f} ms, outside the steps {1e3 * c.outside_s:.1f} ms, worst "
-                f"residual TTFT {100 * ttft:.1f} %, TPOT {100 * tpot:.1f} %" +
-                ("; all at one concurrency, so TTFT at another may be far off: add runs at other concurrencies"
-                 if alone else ""))
-    return (f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
-            f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)")
+        return (
+            f"{line}; calibrated to your {len(c.residuals)} run{'s' if len(c.residuals) > 1 else ''}: step "
+            f"overhead {1e3 * c.step_overhead_s:.2f} ms, outside the steps {1e3 * c.outside_s:.1f} ms, worst "
+            f"residual TTFT {100 * ttft:.1f} %, TPOT {100 * tpot:.1f} %"
+            + (
+                "; all at one concurrency, so TTFT at another may be far off: add runs at other concurrencies"
+                if alone
+                else ""
+            )
+        )
+    return (
+        f"paper roofline: compute {cost.compute_eff:g} and bandwidth {cost.memory_eff:g} of peak, "
+        f"{cost.step_overhead_s * 1e3:g} ms a step (assumptions)"
+    )

@@ -12,6 +12,7 @@ The schedulers sum a step's work over its requests and price it once: `prefill_w
 `step_time` adds their latencies and the overhead once a step. kvweb/gpu/measured_cost.py gives the
 same interface other meanings.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -49,8 +50,12 @@ class Roofline(StepCounts, AllReduce):
     @cached_property
     def _step_constants(self) -> tuple[float, float, float, float]:
         """What `step_time` needs, computed once: the engines price every step with it."""
-        return (self.peak_flops * self.compute_eff, self.gpu.hbm_bandwidth * self.memory_eff,
-                self.allreduces_per_step * self.allreduce_latency_s, self.step_overhead_s)
+        return (
+            self.peak_flops * self.compute_eff,
+            self.gpu.hbm_bandwidth * self.memory_eff,
+            self.allreduces_per_step * self.allreduce_latency_s,
+            self.step_overhead_s,
+        )
 
     def step_time(self, flops: float, bytes_moved: float) -> float:
         """The roofline of one GPU's work, plus the all-reduces' latencies and the step overhead
@@ -70,8 +75,10 @@ class Roofline(StepCounts, AllReduce):
         (t x attainable FLOP/s, t x attainable B/s): max(C + t, M + t) = max(C, M) + t, and it
         stays exact for any sum of works, which is how a simulator prices a whole batch."""
         t = self.allreduce_bytes_time(tokens)
-        return (flops + t * self.peak_flops * self.compute_eff,
-                bytes_moved + t * self.gpu.hbm_bandwidth * self.memory_eff)
+        return (
+            flops + t * self.peak_flops * self.compute_eff,
+            bytes_moved + t * self.gpu.hbm_bandwidth * self.memory_eff,
+        )
 
     def prefill_work(self, n_tokens: int, cached: int = 0) -> tuple[float, float]:
         """`prefill_counts` with the all-reduces' bytes time in it (equal to it on one GPU).

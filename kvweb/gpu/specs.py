@@ -10,6 +10,7 @@ one direction of the total (A100 NVLink 3: 12 links, 600 GB/s in both directions
 nvidia.com/en-us/data-center/nvlink). One direction because a ring all-reduce sends and
 receives at once, on the two directions of a link: the bytes a GPU sends go one way.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -85,7 +86,9 @@ class LLMSpec:
         if index < self.dense_layers:
             return 3 * self.d_model * self.dense_d_ff
         router = self.d_model * self.experts if self.experts > 1 else 0
-        return router + experts * 3 * self.d_model * self.d_ff + self.shared_experts * 3 * self.d_model * self.shared_d_ff
+        return (
+            router + experts * 3 * self.d_model * self.d_ff + self.shared_experts * 3 * self.d_model * self.shared_d_ff
+        )
 
     def _layers(self, experts: int) -> int:
         return sum(a.params(self.d_model, self.heads) + self._mlp(i, experts) for i, a in enumerate(self.attention))
@@ -138,14 +141,48 @@ GPUS: dict[str, GPUSpec] = {
         # GiB (a PyTorch OOM message beside nvidia-smi's 81920MiB; vLLM logs; less certain: H100 logs
         # print nearby figures); H100 79.22 GiB (vLLM PRs #10511 and #12126, H100-80G); H200 139.81 GiB
         # (a vLLM log "total_gpu_memory (139.81GiB)"; PyTorch OOM messages on 8xH200 print 139.80-139.81).
-        GPUSpec("A100-40GB", 40e9, 312e12, 1555e9, 25e9, 300e9,
-                reported_bytes=40960 * 2**20, cuda_bytes=round(39.39 * 2**30)),
-        GPUSpec("A100-80GB", 80e9, 312e12, 2039e9, 25e9, 300e9,
-                reported_bytes=81920 * 2**20, cuda_bytes=round(79.15 * 2**30)),
-        GPUSpec("H100-SXM", 80e9, 989e12, 3350e9, 50e9, 450e9, fp8_flops=1979e12,
-                reported_bytes=81559 * 2**20, cuda_bytes=round(79.22 * 2**30)),
-        GPUSpec("H200", 141e9, 989e12, 4800e9, 50e9, 450e9, fp8_flops=1979e12,
-                reported_bytes=143771 * 2**20, cuda_bytes=round(139.81 * 2**30)),
+        GPUSpec(
+            "A100-40GB",
+            40e9,
+            312e12,
+            1555e9,
+            25e9,
+            300e9,
+            reported_bytes=40960 * 2**20,
+            cuda_bytes=round(39.39 * 2**30),
+        ),
+        GPUSpec(
+            "A100-80GB",
+            80e9,
+            312e12,
+            2039e9,
+            25e9,
+            300e9,
+            reported_bytes=81920 * 2**20,
+            cuda_bytes=round(79.15 * 2**30),
+        ),
+        GPUSpec(
+            "H100-SXM",
+            80e9,
+            989e12,
+            3350e9,
+            50e9,
+            450e9,
+            fp8_flops=1979e12,
+            reported_bytes=81559 * 2**20,
+            cuda_bytes=round(79.22 * 2**30),
+        ),
+        GPUSpec(
+            "H200",
+            141e9,
+            989e12,
+            4800e9,
+            50e9,
+            450e9,
+            fp8_flops=1979e12,
+            reported_bytes=143771 * 2**20,
+            cuda_bytes=round(139.81 * 2**30),
+        ),
     )
 }
 
@@ -169,26 +206,82 @@ MODELS: dict[str, LLMSpec] = {
         LLMSpec("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, 128256),  # meta-llama/Llama-3.1-405B
         LLMSpec("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064),  # Qwen/Qwen2.5-7B
         LLMSpec("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064),  # Qwen/Qwen2.5-72B
-        LLMSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000,  # mistralai/Mixtral-8x7B-v0.1
-                experts=8, active_experts=2),
+        LLMSpec(
+            "mixtral-8x7b",
+            32,
+            4096,
+            32,
+            8,
+            128,
+            14336,
+            32000,  # mistralai/Mixtral-8x7B-v0.1
+            experts=8,
+            active_experts=2,
+        ),
         # Today's models, layer by layer (issue 27): each is also kvweb/gpu/configs/NAME.json, written
         # from its published config.json (docs/gpu.md cites them), and parses to exactly this spec.
         # deepseek-ai/DeepSeek-V3: MLA (latent 512 + rope 64) in all 61 layers, 256 routed experts
         # (top 8) + 1 shared of 2048, the first 3 layers dense (18432); the MTP module left out.
-        LLMSpec("deepseek-v3", 61, 7168, 128, 1, 576, 2048, 129280, experts=256, active_experts=8,
-                shared_experts=1, shared_d_ff=2048, dense_layers=3, dense_d_ff=18432,
-                layer_types=(LatentAttention(512, 64, 1536, 128, 128),) * 61),
+        LLMSpec(
+            "deepseek-v3",
+            61,
+            7168,
+            128,
+            1,
+            576,
+            2048,
+            129280,
+            experts=256,
+            active_experts=8,
+            shared_experts=1,
+            shared_d_ff=2048,
+            dense_layers=3,
+            dense_d_ff=18432,
+            layer_types=(LatentAttention(512, 64, 1536, 128, 128),) * 61,
+        ),
         # openai/gpt-oss-120b and -20b: 128-token sliding window and full attention alternating,
         # 8 KV heads of 64; 128 (or 32) experts of 2880, top 4.
-        LLMSpec("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, experts=128, active_experts=4,
-                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 18),
-        LLMSpec("gpt-oss-20b", 24, 2880, 64, 8, 64, 2880, 201088, experts=32, active_experts=4,
-                layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 12),
+        LLMSpec(
+            "gpt-oss-120b",
+            36,
+            2880,
+            64,
+            8,
+            64,
+            2880,
+            201088,
+            experts=128,
+            active_experts=4,
+            layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 18,
+        ),
+        LLMSpec(
+            "gpt-oss-20b",
+            24,
+            2880,
+            64,
+            8,
+            64,
+            2880,
+            201088,
+            experts=32,
+            active_experts=4,
+            layer_types=(Attention(8, 64, window=128), Attention(8, 64)) * 12,
+        ),
         # google/gemma-3-27b-it (text_config): 5 local layers (window 1024) to 1 global, 16 KV heads of
         # 128; the embedding is tied (HF's default); the vision tower left out.
-        LLMSpec("gemma-3-27b", 62, 5376, 32, 16, 128, 21504, 262208, tied_embeddings=True,
-                layer_types=((Attention(16, 128, window=1024),) * 5 + (Attention(16, 128),)) * 10
-                + (Attention(16, 128, window=1024),) * 2),
+        LLMSpec(
+            "gemma-3-27b",
+            62,
+            5376,
+            32,
+            16,
+            128,
+            21504,
+            262208,
+            tied_embeddings=True,
+            layer_types=((Attention(16, 128, window=1024),) * 5 + (Attention(16, 128),)) * 10
+            + (Attention(16, 128, window=1024),) * 2,
+        ),
         # Qwen/Qwen3-32B: 64 query and 8 KV heads of 128 (8192 wide, over a d_model of 5120), SwiGLU 25600.
         LLMSpec("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936),
         # Qwen/Qwen3-235B-A22B: 94 layers, 4 KV heads of 128, 128 experts of 1536 (top 8), no shared expert.
@@ -196,8 +289,20 @@ MODELS: dict[str, LLMSpec] = {
         # Qwen/Qwen3-Next-80B-A3B-Instruct: one gated-attention layer (2 KV heads of 256, output gate)
         # in four, the others gated DeltaNet (16 key heads, 32 value heads of 128, conv 4); 512
         # experts of 512, top 10, and one shared expert of 512.
-        LLMSpec("qwen3-next-80b-a3b", 48, 2048, 16, 2, 256, 512, 151936, experts=512, active_experts=10,
-                shared_experts=1, shared_d_ff=512,
-                layer_types=((LinearAttention(16, 128, 32, 128, 4),) * 3 + (Attention(2, 256, gate=True),)) * 12),
+        LLMSpec(
+            "qwen3-next-80b-a3b",
+            48,
+            2048,
+            16,
+            2,
+            256,
+            512,
+            151936,
+            experts=512,
+            active_experts=10,
+            shared_experts=1,
+            shared_d_ff=512,
+            layer_types=((LinearAttention(16, 128, 32, 128, 4),) * 3 + (Attention(2, 256, gate=True),)) * 12,
+        ),
     )
 }

@@ -5,6 +5,7 @@ link bandwidth, plus an overhead per copy. How many copies a block takes is `swa
 (the lecture), or one per layer for K and one for V (vLLM V0's CacheEngine._swap). Its
 alternative, recomputing the KV, is a prefill: `recompute_cost` on the roofline.
 """
+
 from __future__ import annotations
 
 import math

@@ -12,6 +12,7 @@ attention) every GPU holds the attention's weights whole.
 A mixture of experts holds every expert's weights in memory; a step reads the experts its tokens
 route to (the expected number of distinct ones, E (1 - (1 - k/E)^tokens)).
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -32,8 +33,10 @@ class PrecisionError(ValueError):
 def precision_refusal(model: LLMSpec, weight_precision: str) -> str | None:
     """Why `model` cannot take `weight_precision` (MXFP4 without routed experts), or None."""
     if weight_precision in EXPERT_BYTES and model.experts == 1:
-        return (f"weight_precision {weight_precision} quantizes routed experts only (as gpt-oss ships); "
-                f"{model.name} has none: use 16-bit, fp8, fp8-block, int8 or int4")
+        return (
+            f"weight_precision {weight_precision} quantizes routed experts only (as gpt-oss ships); "
+            f"{model.name} has none: use 16-bit, fp8, fp8-block, int8 or int4"
+        )
     return None
 
 

@@ -9,6 +9,7 @@ A sequence is done once its last answer token is in the cache too: it ends holdi
 prompt + answer tokens, the count the lecture's block arithmetic uses (so an answer of Lo
 tokens takes 1 prefill and Lo decode iterations; the last one's logits are not sampled).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence as Seq
@@ -66,14 +67,20 @@ def forward(model: MiniModel, store: KVStore, batch: Seq[Sequence]) -> np.ndarra
 def batch_note(step: int, batch: Seq[Sequence], fed: Seq[int], **extra: Any) -> dict[str, Any]:
     """What a trace step says about the engine: who fed how many tokens, who sampled what, and
     each sequence's tokens so far (a Tracer turns them into the characters each block holds)."""
-    return {"step": step, "batch": [
-        {"seq": s.seq_id, "fed": n, "sampled": s.output[-1] if s.pending else None}
-        for s, n in zip(batch, fed)], "tokens": {s.seq_id: s.prompt + s.output for s in batch}, **extra}
+    return {
+        "step": step,
+        "batch": [
+            {"seq": s.seq_id, "fed": n, "sampled": s.output[-1] if s.pending else None} for s, n in zip(batch, fed)
+        ],
+        "tokens": {s.seq_id: s.prompt + s.output for s in batch},
+        **extra,
+    }
 
 
 class Engine:
-    def __init__(self, model: MiniModel, store: BatchStore, temperature: float = 1.0,
-                 on_step: StepHook | None = None) -> None:
+    def __init__(
+        self, model: MiniModel, store: BatchStore, temperature: float = 1.0, on_step: StepHook | None = None
+    ) -> None:
         self.model, self.store, self.temperature, self.on_step = model, store, temperature, on_step
         self.iteration = 0
         self.waiting: list[tuple[int, Request]] = []
@@ -89,8 +96,7 @@ class Engine:
         while self.waiting and self.waiting[0][1].arrival <= self.iteration:
             seq_id, req = self.waiting.pop(0)
             self.store.add(seq_id)
-            self.running.append(Sequence(seq_id, req.max_new, seeded(req.seed), list(req.prompt),
-                                         list(req.prompt)))
+            self.running.append(Sequence(seq_id, req.max_new, seeded(req.seed), list(req.prompt), list(req.prompt)))
         if self.running:
             self._iterate()
         self.iteration += 1

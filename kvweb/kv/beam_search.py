@@ -7,6 +7,7 @@ partly filled last one when they write). `beam_search_naive` is the same search 
 every beam from scratch each step: the reference the paged one must equal. `lineage` turns a
 traced search into the beams' tree (fork, survive, freed), each node with the blocks it holds.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence as Seq
@@ -37,19 +38,25 @@ def best_extensions(beams: Seq[Beam], logits: np.ndarray, width: int) -> list[tu
     smaller token id, so that both searches choose alike."""
     totals = (np.array([b.score for b in beams])[:, None] + log_softmax(logits)).ravel()
     vocab = logits.shape[-1]
-    return [(int(i) // vocab, int(i) % vocab, float(totals[i]))
-            for i in np.argsort(-totals, kind="stable")[:width]]
+    return [(int(i) // vocab, int(i) % vocab, float(totals[i])) for i in np.argsort(-totals, kind="stable")[:width]]
 
 
-def beam_search(model: MiniModel, store: PagedStore, prompt: Seq[int], width: int, steps: int,
-                on_step: StepHook | None = None) -> list[Beam]:
+def beam_search(
+    model: MiniModel, store: PagedStore, prompt: Seq[int], width: int, steps: int, on_step: StepHook | None = None
+) -> list[Beam]:
     """The final beams, best first. Sequence 0 prefills the prompt; forks take fresh ids."""
     store.add(0)
     logits = model.forward_batch(store, [0], [list(prompt)])
     beams, next_id = [Beam(0, [], 0.0)], 1
     if on_step:
-        on_step({"step": 0, "dropped": [], "beams": [{"seq": 0, "parent": None, "token": None, "score": 0.0}],
-                 "tokens": {0: list(prompt)}})
+        on_step(
+            {
+                "step": 0,
+                "dropped": [],
+                "beams": [{"seq": 0, "parent": None, "token": None, "score": 0.0}],
+                "tokens": {0: list(prompt)},
+            }
+        )
     for step in range(1, steps + 1):
         chosen = best_extensions(beams, logits, width)
         kept = {parent for parent, _, _ in chosen}
@@ -69,9 +76,17 @@ def beam_search(model: MiniModel, store: PagedStore, prompt: Seq[int], width: in
         beams = new
         logits = model.forward_batch(store, [b.seq_id for b in beams], [[b.tokens[-1]] for b in beams])
         if on_step:
-            on_step({"step": step, "dropped": dropped, "beams": [
-                {"seq": b.seq_id, "parent": parent, "token": b.tokens[-1], "score": b.score}
-                for b, parent in zip(beams, parents)], "tokens": {b.seq_id: [*prompt, *b.tokens] for b in beams}})
+            on_step(
+                {
+                    "step": step,
+                    "dropped": dropped,
+                    "beams": [
+                        {"seq": b.seq_id, "parent": parent, "token": b.tokens[-1], "score": b.score}
+                        for b, parent in zip(beams, parents)
+                    ],
+                    "tokens": {b.seq_id: [*prompt, *b.tokens] for b in beams},
+                }
+            )
     for b in beams:
         store.free(b.seq_id)
     return beams
@@ -90,14 +105,19 @@ def lineage(steps: Seq[dict[str, Any]]) -> list[dict[str, Any]]:
         dropped = set(steps[i + 1]["dropped"]) if i + 1 < len(steps) else set()
         for rank, b in enumerate(step["beams"]):
             parent = b["parent"]
-            nodes.append({
-                "step": step["step"], "seq": b["seq"], "rank": rank,
-                "parent_rank": None if parent is None else rank_of[parent],
-                "text": "" if b["token"] is None else decode([b["token"]]), "score": b["score"],
-                "kind": "root" if parent is None else "survive" if parent == b["seq"] else "fork",
-                "fate": "final" if i + 1 == len(steps) else "freed" if b["seq"] in dropped else "extended",
-                "blocks": tables[b["seq"]],
-            })
+            nodes.append(
+                {
+                    "step": step["step"],
+                    "seq": b["seq"],
+                    "rank": rank,
+                    "parent_rank": None if parent is None else rank_of[parent],
+                    "text": "" if b["token"] is None else decode([b["token"]]),
+                    "score": b["score"],
+                    "kind": "root" if parent is None else "survive" if parent == b["seq"] else "fork",
+                    "fate": "final" if i + 1 == len(steps) else "freed" if b["seq"] in dropped else "extended",
+                    "blocks": tables[b["seq"]],
+                }
+            )
         rank_of = {b["seq"]: rank for rank, b in enumerate(step["beams"])}
     return nodes
 
@@ -108,8 +128,10 @@ def beam_search_naive(model: MiniModel, prompt: Seq[int], width: int, steps: int
     beams = [Beam(-1, [], 0.0)]
     for _ in range(steps):
         logits = np.stack([_logits_from_scratch(model, [*prompt, *b.tokens]) for b in beams])
-        beams = [Beam(-1, beams[parent].tokens + [token], score)
-                 for parent, token, score in best_extensions(beams, logits, width)]
+        beams = [
+            Beam(-1, beams[parent].tokens + [token], score)
+            for parent, token, score in best_extensions(beams, logits, width)
+        ]
     return beams
 
 

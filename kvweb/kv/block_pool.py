@@ -5,6 +5,7 @@ answers three questions the paged store asks: give me a free block (`allocate`),
 block table holds this block (`share`), one fewer does (`release`, which puts the block back
 on the free list when nobody holds it any more).
 """
+
 from __future__ import annotations
 
 from collections import deque

@@ -1,4 +1,5 @@
 """ContiguousStore: one growing K and V array per sequence and layer (the baseline)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Generating one request alone on a contiguous cache: the reference every lab compares with."""
+
 from __future__ import annotations
 
 import threading
@@ -8,8 +9,9 @@ from kvweb.kv.contiguous_store import ContiguousStore
 from kvweb.kv.model import MiniModel, sample, seeded
 
 
-def generate_alone(model: MiniModel, prompt: Sequence[int], max_new: int, seed: int | None,
-                   temperature: float = 1.0) -> list[int]:
+def generate_alone(
+    model: MiniModel, prompt: Sequence[int], max_new: int, seed: int | None, temperature: float = 1.0
+) -> list[int]:
     """Prefill the prompt, then decode `max_new` tokens with a generator seeded by `seed`
     (None: greedy). The output a paged, batched or cached run must reproduce exactly."""
     store = ContiguousStore(model.config.layers)

@@ -10,6 +10,7 @@ store caches rotated keys, as real servers do). The default weights (`mini.npz`,
 trained by `kvweb train-mini` (kv/train.py) on the project's own docs, so its text reads as
 English; `weights="random"` is the untrained model.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,8 +88,12 @@ def param_shapes(c: ModelConfig) -> dict[str, tuple[int, int]]:
     """The parameters by name (positions are rotations of q and k, not parameters)."""
     shapes = {"embed": (len(VOCAB), c.d_model), "head": (c.d_model, len(VOCAB))}
     for i in range(c.layers):
-        shapes |= {f"qkv{i}": (c.d_model, 3 * c.d_model), f"out{i}": (c.d_model, c.d_model),
-                   f"up{i}": (c.d_model, c.d_ff), f"down{i}": (c.d_ff, c.d_model)}
+        shapes |= {
+            f"qkv{i}": (c.d_model, 3 * c.d_model),
+            f"out{i}": (c.d_model, c.d_model),
+            f"up{i}": (c.d_model, c.d_ff),
+            f"down{i}": (c.d_ff, c.d_model),
+        }
     return shapes
 
 
@@ -141,8 +146,10 @@ class MiniModel:
         c, w = self.config, trained_weights()
         shipped = ModelConfig(*(int(n) for n in w["shape"]))
         if (c.layers, c.d_model, c.heads, c.d_ff) != (shipped.layers, shipped.d_model, shipped.heads, shipped.d_ff):
-            raise ValueError(f"the trained weights are for layers={shipped.layers}, d_model={shipped.d_model}, "
-                             f"heads={shipped.heads}, d_ff={shipped.d_ff}; use weights='random' for other shapes")
+            raise ValueError(
+                f"the trained weights are for layers={shipped.layers}, d_model={shipped.d_model}, "
+                f"heads={shipped.heads}, d_ff={shipped.d_ff}; use weights='random' for other shapes"
+            )
         self.embed, self.head = w["embed"], w["head"]
         self.blocks = [{k: w[f"{k}{i}"] for k in ("qkv", "out", "up", "down")} for i in range(c.layers)]
 
@@ -155,8 +162,12 @@ class MiniModel:
 
         self.embed = rng.standard_normal((len(VOCAB), c.d_model))
         self.blocks = [
-            {"qkv": w(c.d_model, 3 * c.d_model), "out": w(c.d_model, c.d_model),
-             "up": w(c.d_model, c.d_ff), "down": w(c.d_ff, c.d_model)}
+            {
+                "qkv": w(c.d_model, 3 * c.d_model),
+                "out": w(c.d_model, c.d_model),
+                "up": w(c.d_model, c.d_ff),
+                "down": w(c.d_ff, c.d_model),
+            }
             for _ in range(c.layers)
         ]
         self.head = w(c.d_model, len(VOCAB)) * 3.0  # sharper logits: less uniform text
@@ -216,8 +227,9 @@ def seeded(seed: int | None) -> np.random.Generator | None:
     return None if seed is None else np.random.default_rng(seed)
 
 
-def sample(logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 1.0,
-           mask: np.ndarray | None = None) -> int:
+def sample(
+    logits: np.ndarray, rng: np.random.Generator | None, temperature: float = 1.0, mask: np.ndarray | None = None
+) -> int:
     """Draw one token. `rng=None` or temperature 0 is greedy and consumes no random number.
 
     `mask` (bool, True = allowed) restricts the choice; exactly one allowed token is taken

@@ -10,6 +10,7 @@ Implements the model's KVStore protocol (length / write / attend / advance), plu
 `fork`, `free`, `can_append` / `blocks_needed` (for a scheduler), and `snapshot` (the state a
 step-by-step trace records; `Tracer` collects one per engine step).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -21,8 +22,15 @@ from kvweb.kv.block_pool import BlockPool, OutOfBlocks
 from kvweb.kv.model import MiniModel, causal_attention, decode
 
 
-def paged_attention(q: np.ndarray, k_pool: np.ndarray, v_pool: np.ndarray, block_table: Sequence[int],
-                    length: int, block_size: int, scratch: np.ndarray | None = None) -> np.ndarray:
+def paged_attention(
+    q: np.ndarray,
+    k_pool: np.ndarray,
+    v_pool: np.ndarray,
+    block_table: Sequence[int],
+    length: int,
+    block_size: int,
+    scratch: np.ndarray | None = None,
+) -> np.ndarray:
     """Causal attention of q [n, H, D] (the last n of `length` positions) over K and V read
     through a block table.
 
@@ -50,8 +58,16 @@ class PagedStore:
     (`k`, `v`: [layers, num_blocks, block_size, heads, head_dim]), and a block table per
     sequence. `shuffle` and `seed` set the pool's hand-out order."""
 
-    def __init__(self, layers: int, heads: int, head_dim: int, block_size: int, num_blocks: int,
-                 shuffle: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        head_dim: int,
+        block_size: int,
+        num_blocks: int,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> None:
         if block_size < 1:
             raise ValueError("block_size must be at least 1")
         self.block_size = block_size
@@ -66,8 +82,9 @@ class PagedStore:
         self.events: list[dict[str, Any]] = []  # allocate / copy / fork / free, in order
 
     @classmethod
-    def for_model(cls, model: MiniModel, block_size: int, num_blocks: int, shuffle: bool = False,
-                  seed: int = 0) -> PagedStore:
+    def for_model(
+        cls, model: MiniModel, block_size: int, num_blocks: int, shuffle: bool = False, seed: int = 0
+    ) -> PagedStore:
         c = model.config
         return cls(c.layers, c.heads, c.head_dim, block_size, num_blocks, shuffle, seed)
 
@@ -124,8 +141,9 @@ class PagedStore:
 
     def attend(self, seq: int, layer: int, q: np.ndarray) -> np.ndarray:
         length = self._len[seq] + self._staged.get(seq, 0)
-        return paged_attention(q, self.k[layer], self.v[layer], self.tables[seq], length, self.block_size,
-                               self._scratch)
+        return paged_attention(
+            q, self.k[layer], self.v[layer], self.tables[seq], length, self.block_size, self._scratch
+        )
 
     def advance(self, seq: int, n: int) -> None:
         if self._staged.pop(seq, None) != n:
@@ -142,23 +160,40 @@ class PagedStore:
         bs = self.block_size
         for seq, table in self.tables.items():
             length = self._len[seq]
-            entry = {"seq": seq, "tokens": length, "block_table": list(table),
-                     "last_block_fill": length - (len(table) - 1) * bs if table else 0}
+            entry = {
+                "seq": seq,
+                "tokens": length,
+                "block_table": list(table),
+                "last_block_fill": length - (len(table) - 1) * bs if table else 0,
+            }
             if tokens is not None:
                 held = list(tokens[seq])[:length]
-                entry["texts"] = [decode(held[i * bs:(i + 1) * bs]) for i in range(len(table))]
+                entry["texts"] = [decode(held[i * bs : (i + 1) * bs]) for i in range(len(table))]
                 for block, chars in zip(table, entry["texts"]):
                     text[block] = max(text.get(block, ""), chars, key=len)
             sequences.append(entry)
             for i, block in enumerate(table):
                 owners.setdefault(block, []).append(seq)
                 fill[block] = max(fill.get(block, 0), min(bs, length - i * bs))
-        blocks = [{"block": b, "owners": owners.get(b, []), "ref_count": self.pool.ref_count[b], "fill": fill.get(b, 0),
-                   **({"text": text[b]} if b in text else {})}
-                  for b in range(self.pool.num_blocks) if self.pool.ref_count[b]]
-        return {"sequences": sequences, "blocks": blocks, "used_blocks": self.pool.num_used,
-                "unshared_blocks": self.unshared_blocks(), "free_blocks": self.pool.num_free,
-                "free_list": list(self.pool.free_list)}
+        blocks = [
+            {
+                "block": b,
+                "owners": owners.get(b, []),
+                "ref_count": self.pool.ref_count[b],
+                "fill": fill.get(b, 0),
+                **({"text": text[b]} if b in text else {}),
+            }
+            for b in range(self.pool.num_blocks)
+            if self.pool.ref_count[b]
+        ]
+        return {
+            "sequences": sequences,
+            "blocks": blocks,
+            "used_blocks": self.pool.num_used,
+            "unshared_blocks": self.unshared_blocks(),
+            "free_blocks": self.pool.num_free,
+            "free_list": list(self.pool.free_list),
+        }
 
     def unshared_blocks(self) -> int:
         """Blocks the live sequences would hold with private block tables (no sharing)."""
@@ -215,7 +250,7 @@ class Tracer:
         self._seen = 0
 
     def __call__(self, note: dict[str, Any]) -> None:
-        events = self.store.events[self._seen:]
+        events = self.store.events[self._seen :]
         self._seen = len(self.store.events)
         rest = {k: v for k, v in note.items() if k != "tokens"}
         self.steps.append({**rest, **self.store.snapshot(note.get("tokens")), "events": events})

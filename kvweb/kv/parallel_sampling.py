@@ -5,6 +5,7 @@ from the same prefill logits with its own generator (answer i uses seed + i) and
 one batch. A child's first write into the prompt's partly filled last block copies it
 (copy-on-write); the last holder writes in place.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence as Seq
@@ -14,8 +15,16 @@ from kvweb.kv.model import MiniModel, seeded
 from kvweb.kv.paged_store import PagedStore, StepHook
 
 
-def parallel_sample(model: MiniModel, store: PagedStore, prompt: Seq[int], max_new: int, n: int,
-                    seed: int, temperature: float = 1.0, on_step: StepHook | None = None) -> list[list[int]]:
+def parallel_sample(
+    model: MiniModel,
+    store: PagedStore,
+    prompt: Seq[int],
+    max_new: int,
+    n: int,
+    seed: int,
+    temperature: float = 1.0,
+    on_step: StepHook | None = None,
+) -> list[list[int]]:
     """n answers of `max_new` tokens to `prompt` (sequence ids 0 .. n-1, 0 the parent)."""
     if n < 1 or max_new < 1:
         raise ValueError("parallel sampling needs n >= 1 answers of max_new >= 1 tokens")

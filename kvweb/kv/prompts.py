@@ -1,4 +1,5 @@
 """Readable prompts of any length for the labs: slices of a fixed text, one per variant."""
+
 from __future__ import annotations
 
 from kvweb.kv.model import encode
@@ -12,5 +13,5 @@ TEXT = (
 def make_prompt(length: int, variant: int = 0) -> list[int]:
     """`length` tokens of TEXT (repeated as needed), starting at a place that depends on `variant`."""
     start = (variant * 29) % len(TEXT)
-    text = (TEXT * (1 + (start + length) // len(TEXT)))[start:start + length]
+    text = (TEXT * (1 + (start + length) // len(TEXT)))[start : start + length]
     return encode(text)

@@ -7,6 +7,7 @@ inference stays float64) on windows at positions 0..context-1: with rotary posit
 depends only on distances, so the windows stand for any place in a longer sequence (distances
 up to the context: past it the loss climbs, so the context is long).
 """
+
 from __future__ import annotations
 
 import io
@@ -60,8 +61,9 @@ def _norm_back(dy: np.ndarray, y: np.ndarray, rms: np.ndarray) -> np.ndarray:
     return (dy - y * (dy * y).mean(axis=-1, keepdims=True)) / rms
 
 
-def loss_and_grads(params: Params, model: ModelConfig, ids: np.ndarray, targets: np.ndarray,
-                   positions: np.ndarray) -> tuple[float, Params]:
+def loss_and_grads(
+    params: Params, model: ModelConfig, ids: np.ndarray, targets: np.ndarray, positions: np.ndarray
+) -> tuple[float, Params]:
     """Mean cross-entropy (nats per character) of predicting `targets` [B, T] from `ids` [B, T]
     at absolute `positions` [B, T], and its gradient for every parameter."""
     B, T = ids.shape
@@ -77,8 +79,8 @@ def loss_and_grads(params: Params, model: ModelConfig, ids: np.ndarray, targets:
     for layer in range(model.layers):
         n1, r1 = _norm(x)
         qkv = n1 @ params[f"qkv{layer}"]
-        q, k = (turn(qkv[..., i * d:(i + 1) * d], 1) for i in range(2))
-        v = qkv[..., 2 * d:].reshape(B, T, H, Dh).transpose(0, 2, 1, 3)
+        q, k = (turn(qkv[..., i * d : (i + 1) * d], 1) for i in range(2))
+        v = qkv[..., 2 * d :].reshape(B, T, H, Dh).transpose(0, 2, 1, 3)
         scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(Dh))
         scores[..., future] = -np.inf
         scores -= scores.max(axis=-1, keepdims=True)
@@ -126,8 +128,12 @@ def loss_and_grads(params: Params, model: ModelConfig, ids: np.ndarray, targets:
     return loss, grads
 
 
-def train(cfg: TrainConfig = TrainConfig(), model: ModelConfig = ModelConfig(), text: str | None = None,
-          progress: Callable[[int, float], None] | None = None) -> tuple[Params, list[float]]:
+def train(
+    cfg: TrainConfig = TrainConfig(),
+    model: ModelConfig = ModelConfig(),
+    text: str | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[Params, list[float]]:
     """Adam on random windows of the corpus; the parameters (float32) and the loss of every step.
 
     Everything random comes from one generator seeded with `cfg.seed`: the same seed and text give
@@ -135,7 +141,7 @@ def train(cfg: TrainConfig = TrainConfig(), model: ModelConfig = ModelConfig(), 
     """
     data = np.asarray(encode(text if text is not None else corpus()), dtype=np.int64)
     if cfg.corpus_chars:
-        data = data[:cfg.corpus_chars]
+        data = data[: cfg.corpus_chars]
     if len(data) <= cfg.context + 1:
         raise ValueError(f"the text has {len(data)} characters; training needs more than context+1 = {cfg.context + 1}")
     if cfg.context > model.max_positions:
@@ -157,7 +163,7 @@ def train(cfg: TrainConfig = TrainConfig(), model: ModelConfig = ModelConfig(), 
         for k, g in grads.items():
             m[k] = b1 * m[k] + (1 - b1) * g
             s[k] = b2 * s[k] + (1 - b2) * g * g
-            update = (m[k] / (1 - b1 ** step)) / (np.sqrt(s[k] / (1 - b2 ** step)) + eps)
+            update = (m[k] / (1 - b1**step)) / (np.sqrt(s[k] / (1 - b2**step)) + eps)
             params[k] = (params[k] - lr * update).astype(np.float32)
         if progress is not None:
             progress(step, loss)
@@ -168,8 +174,10 @@ def weights_bytes(params: Params, model: ModelConfig) -> bytes:
     """The weights as an .npz of float16 (half the download of float32 for the static site; the
     loss moves by under 0.001 nats/char), byte for byte the same for the same weights (fixed zip
     timestamps)."""
-    arrays = {**{k: v.astype(np.float16) for k, v in params.items()},
-              "shape": np.asarray([model.layers, model.d_model, model.heads, model.d_ff])}
+    arrays = {
+        **{k: v.astype(np.float16) for k, v in params.items()},
+        "shape": np.asarray([model.layers, model.d_model, model.heads, model.d_ff]),
+    }
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name in sorted(arrays):

@@ -1,4 +1,5 @@
 """Every module in this package is a lab; importing the package registers them all."""
+
 import importlib
 import pkgutil
 

@@ -1,4 +1,5 @@
 """Lab `beam-search`: beams share their common prefix through fork; dropped beams are freed."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,11 @@ class BeamSearch(Lab):
     prompt_len = param.Integer(20, bounds=(1, 128), doc="prompt length (tokens)")
     steps = param.Integer(12, bounds=(1, 32), doc="tokens generated per beam")
     block_size = param.Integer(8, bounds=(1, 64), doc="tokens per KV block")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1),
-                         doc="the mini model: 0 is the trained one; N > 0 is untrained, random weights seeded N")
+    seed = param.Integer(
+        0,
+        bounds=(0, 2**31 - 1),
+        doc="the mini model: 0 is the trained one; N > 0 is untrained, random weights seeded N",
+    )
 
     def pool_blocks(self, width: int) -> int:
         """Enough blocks even without sharing: `width` private block tables."""
@@ -71,8 +75,9 @@ class BeamSearch(Lab):
             "identical": [b.tokens for b in beams] == [b.tokens for b in naive],
             "prompt": decode(prompt),
             "beams": [{"text": decode(b.tokens), "score": b.score} for b in beams],
-            "memory": [{"step": s["step"], "shared": s["used_blocks"], "unshared": s["unshared_blocks"]}
-                       for s in steps],
+            "memory": [
+                {"step": s["step"], "shared": s["used_blocks"], "unshared": s["unshared_blocks"]} for s in steps
+            ],
             "sweep": sweep,
             "steps": steps,
             "lineage": lineage(steps),
@@ -92,5 +97,9 @@ def savings(steps: list[dict[str, Any]]) -> dict[str, float]:
     with the two peaks, so that a reader sees what the peak saving compares."""
     shared = [s["used_blocks"] for s in steps]
     unshared = [s["unshared_blocks"] for s in steps]
-    return {"saving_mean": 1 - sum(shared) / sum(unshared), "saving_peak": 1 - max(shared) / max(unshared),
-            "peak_blocks_with_sharing": max(shared), "peak_blocks_without_sharing": max(unshared)}
+    return {
+        "saving_mean": 1 - sum(shared) / sum(unshared),
+        "saving_peak": 1 - max(shared) / max(unshared),
+        "peak_blocks_with_sharing": max(shared),
+        "peak_blocks_without_sharing": max(unshared),
+    }

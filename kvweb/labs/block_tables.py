@@ -1,4 +1,5 @@
 """Lab `block-tables`: two requests decoding on a paged KV cache, their block tables step by step."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,11 @@ class BlockTables(Lab):
     decode_steps = param.Integer(12, bounds=(1, 128), doc="decode steps (answer tokens) of each request")
     block_size = param.Integer(8, bounds=(1, 64), doc="tokens per KV block")
     num_blocks = param.Integer(12, bounds=(1, 256), doc="physical blocks in the pool")
-    shuffle = param.Boolean(True, doc="hand out free blocks in a seeded random order (off: 0, 1, 2, ...), so that "
-                            "a table's blocks lie anywhere in the pool")
+    shuffle = param.Boolean(
+        True,
+        doc="hand out free blocks in a seeded random order (off: 0, 1, 2, ...), so that "
+        "a table's blocks lie anywhere in the pool",
+    )
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="sampling seed (request i samples with seed + i)")
 
     def blocks_needed(self) -> int:
@@ -53,15 +57,19 @@ class BlockTables(Lab):
         model = MiniModel()
         store = PagedStore.for_model(model, self.block_size, self.num_blocks, self.shuffle, self.seed)
         tracer = Tracer(store)
-        requests = [Request(make_prompt(length, i), self.decode_steps, self.seed + i)
-                    for i, length in enumerate((self.prompt_a, self.prompt_b))]
+        requests = [
+            Request(make_prompt(length, i), self.decode_steps, self.seed + i)
+            for i, length in enumerate((self.prompt_a, self.prompt_b))
+        ]
         answers = Engine(model, store, on_step=tracer).run(requests)
         alone = [generate_alone(model, r.prompt, r.max_new, r.seed) for r in requests]
         return {
             "block_size": self.block_size,
             "num_blocks": self.num_blocks,
-            "requests": [{"seq": i, "prompt": decode(r.prompt), "answer": decode(a)}
-                         for i, (r, a) in enumerate(zip(requests, answers))],
+            "requests": [
+                {"seq": i, "prompt": decode(r.prompt), "answer": decode(a)}
+                for i, (r, a) in enumerate(zip(requests, answers))
+            ],
             "peak_used_blocks": max(s["used_blocks"] for s in tracer.steps),
             "identical": answers == alone,
             "steps": (steps := thin(tracer.steps)),

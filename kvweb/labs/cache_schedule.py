@@ -2,6 +2,7 @@
 
 Also `WorkloadLab`, the workload parameters shared by the prefix-cache labs.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,32 +25,50 @@ _WORKLOADS: Memo[list[Request]] = Memo(4)  # `workload_key()` -> the requests
 class WorkloadLab(Lab):
     """Few-shot tasks or multi-turn chat sessions (SPEC 5), sizes and seed as parameters."""
 
-    workload = param.Selector(objects=["few-shot", "multi-turn"], default="few-shot",
-                              doc="few-shot: tasks share a system prompt and their examples; "
-                                  "multi-turn: each turn repeats the conversation so far")
+    workload = param.Selector(
+        objects=["few-shot", "multi-turn"],
+        default="few-shot",
+        doc="few-shot: tasks share a system prompt and their examples; "
+        "multi-turn: each turn repeats the conversation so far",
+    )
     # The sizes are folded away in the app (precedence ADVANCED): the workload's details.
-    tasks = param.Integer(8, bounds=(1, 32), precedence=ADVANCED,
-                          doc="few-shot: tasks (each with its own examples)")
+    tasks = param.Integer(8, bounds=(1, 32), precedence=ADVANCED, doc="few-shot: tasks (each with its own examples)")
     per_task = param.Integer(16, bounds=(1, 64), precedence=ADVANCED, doc="few-shot: requests per task")
-    order = param.Selector(objects=list(FEW_SHOT_ORDERS), default="random", precedence=ADVANCED,
-                           doc="few-shot: the tasks' requests in a seeded random order (the lecture's), or "
-                               "interleaved round-robin (the worst case for LRU)")
-    examples_len = param.Integer(400, bounds=(0, 4096), precedence=ADVANCED,
-                                 doc="few-shot: tokens of each task's examples")
+    order = param.Selector(
+        objects=list(FEW_SHOT_ORDERS),
+        default="random",
+        precedence=ADVANCED,
+        doc="few-shot: the tasks' requests in a seeded random order (the lecture's), or "
+        "interleaved round-robin (the worst case for LRU)",
+    )
+    examples_len = param.Integer(
+        400, bounds=(0, 4096), precedence=ADVANCED, doc="few-shot: tokens of each task's examples"
+    )
     sessions = param.Integer(32, bounds=(1, 128), precedence=ADVANCED, doc="multi-turn: chat sessions")
     turns = param.Integer(6, bounds=(1, 16), precedence=ADVANCED, doc="multi-turn: turns per session")
-    gap = param.Integer(5, bounds=(0, 1000), precedence=ADVANCED,
-                        doc="multi-turn: steps between a turn's end and the next turn")
-    system_len = param.Integer(100, bounds=(0, 2048), precedence=ADVANCED,
-                               doc="tokens of the system prompt every request shares")
-    question_len = param.Integer(30, bounds=(1, 1024), precedence=ADVANCED,
-                                 doc="tokens of each new question (few-shot with question_sigma > 0: their mean)")
-    question_sigma = param.Number(0.0, bounds=(0.0, 2.0), precedence=ADVANCED,
-                                  doc="few-shot: spread of the questions' lengths, lognormal with mean question_len "
-                                      "(0: every question question_len tokens; 1: as long-tailed as ShareGPT-like prompts)")
+    gap = param.Integer(
+        5, bounds=(0, 1000), precedence=ADVANCED, doc="multi-turn: steps between a turn's end and the next turn"
+    )
+    system_len = param.Integer(
+        100, bounds=(0, 2048), precedence=ADVANCED, doc="tokens of the system prompt every request shares"
+    )
+    question_len = param.Integer(
+        30,
+        bounds=(1, 1024),
+        precedence=ADVANCED,
+        doc="tokens of each new question (few-shot with question_sigma > 0: their mean)",
+    )
+    question_sigma = param.Number(
+        0.0,
+        bounds=(0.0, 2.0),
+        precedence=ADVANCED,
+        doc="few-shot: spread of the questions' lengths, lognormal with mean question_len "
+        "(0: every question question_len tokens; 1: as long-tailed as ShareGPT-like prompts)",
+    )
     output_len = param.Integer(20, bounds=(1, 1024), precedence=ADVANCED, doc="tokens of each answer")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1), precedence=ADVANCED,
-                         doc="seed of the workload's tokens and arrivals")
+    seed = param.Integer(
+        0, bounds=(0, 2**31 - 1), precedence=ADVANCED, doc="seed of the workload's tokens and arrivals"
+    )
 
     def prompt_tokens(self) -> int:
         if self.workload == "few-shot":
@@ -62,8 +81,10 @@ class WorkloadLab(Lab):
         total = self.prompt_tokens()
         if total > MAX_PROMPT_TOKENS:
             sizes = "tasks, per_task" if self.workload == "few-shot" else "sessions, turns"
-            raise ParamError(f"workload: its prompts add up to {total:,} tokens; at most {MAX_PROMPT_TOKENS:,} "
-                             f"(lower {sizes} or the lengths)")
+            raise ParamError(
+                f"workload: its prompts add up to {total:,} tokens; at most {MAX_PROMPT_TOKENS:,} "
+                f"(lower {sizes} or the lengths)"
+            )
 
     def request_count(self) -> int:
         return self.tasks * self.per_task if self.workload == "few-shot" else self.sessions * self.turns
@@ -73,8 +94,9 @@ class WorkloadLab(Lab):
         sizes = ("tasks", "per_task", "examples_len") if self.workload == "few-shot" else ("sessions", "turns")
         return (*sizes, "system_len", "question_len", "output_len")
 
-    def served_work(self, block_size: int = 1, peeking: bool = True, queue: int = 1,
-                    hashed: bool = False) -> list[tuple[float, Unit]]:
+    def served_work(
+        self, block_size: int = 1, peeking: bool = True, queue: int = 1, hashed: bool = False
+    ) -> list[tuple[float, Unit]]:
         """One serving of the workload (`simulate`) on a cache of `block_size`-token blocks: every
         prompt and output inserted and, `peeking` (lspf, aging), every waiting request's prompt
         looked up at every step, up to `queue` of them (a `hashed` cache hashes both block by block)."""
@@ -96,10 +118,20 @@ class WorkloadLab(Lab):
     def draw(self) -> list[Request]:
         """The workload's requests, drawn afresh."""
         if self.workload == "few-shot":
-            return few_shot(self.tasks, self.per_task, self.system_len, self.examples_len,
-                            self.question_len, self.output_len, self.seed, self.order, self.question_sigma)
-        return multi_turn(self.sessions, self.turns, self.system_len, self.question_len,
-                          self.output_len, self.gap, self.seed)
+            return few_shot(
+                self.tasks,
+                self.per_task,
+                self.system_len,
+                self.examples_len,
+                self.question_len,
+                self.output_len,
+                self.seed,
+                self.order,
+                self.question_sigma,
+            )
+        return multi_turn(
+            self.sessions, self.turns, self.system_len, self.question_len, self.output_len, self.gap, self.seed
+        )
 
 
 class QueueLab(WorkloadLab):
@@ -127,12 +159,18 @@ class CacheSchedule(CapacityLab):
         "DFS order: every request served back to back in depth-first order."
     )
 
-    policy = param.Selector(objects=list(POLICIES), default="lspf",
-                            doc="order in which waiting requests are served; dfs-rank: each request's rank in the "
-                                "offline depth-first order, applied within the waiting queue")
-    cache_answers = param.Boolean(True, doc="insert each answer's tokens into the cache after its prompt, as vLLM and "
-                                            "SGLang do; off: only prompts are cached, so a chat's next turn, whose "
-                                            "prompt holds the last answer, matches only up to that answer")
+    policy = param.Selector(
+        objects=list(POLICIES),
+        default="lspf",
+        doc="order in which waiting requests are served; dfs-rank: each request's rank in the "
+        "offline depth-first order, applied within the waiting queue",
+    )
+    cache_answers = param.Boolean(
+        True,
+        doc="insert each answer's tokens into the cache after its prompt, as vLLM and "
+        "SGLang do; off: only prompts are cached, so a chat's next turn, whose "
+        "prompt holds the last answer, matches only up to that answer",
+    )
 
     def estimate(self) -> Estimate:
         """The fcfs, lspf and chosen orders' servings, and the offline optimum's."""
@@ -146,8 +184,9 @@ class CacheSchedule(CapacityLab):
         runs: dict[str, dict[str, Any]] = {}
         for i, policy in enumerate(dict.fromkeys(("fcfs", "lspf", self.policy))):
             progress(i / 4, f"serving in {policy} order")
-            served = simulate(requests, RadixServer(self.capacity, cache_answers=self.cache_answers), policy,
-                              self.queue, self.alpha)
+            served = simulate(
+                requests, RadixServer(self.capacity, cache_answers=self.cache_answers), policy, self.queue, self.alpha
+            )
             runs[policy] = summary(served)
         progress(0.75, "serving offline in depth-first order")
         best = hit_rate(optimal(requests, self.capacity, cache_answers=self.cache_answers))

@@ -1,4 +1,5 @@
 """Lab `cache-sweep`: hit rate against cache capacity for every scheduling order."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,7 +35,9 @@ class CacheSweep(QueueLab):
     def estimate(self) -> Estimate:
         """Every order, and the offline optimum, at every capacity."""
         runs = [self.served_work(peeking=p in ("lspf", "aging"), queue=self.queue) for p in (*POLICIES, "optimal")]
-        return work(*((n * self.points, unit) for run in runs for n, unit in run), lower=("queue", "points", *self.lengths()))
+        return work(
+            *((n * self.points, unit) for run in runs for n, unit in run), lower=("queue", "points", *self.lengths())
+        )
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
@@ -43,8 +46,13 @@ class CacheSweep(QueueLab):
         capacities = _GRIDS.get((workload, self.points), lambda: capacity_grid(requests, self.points))
 
         def rate_of(capacity: int, policy: str) -> float:
-            key = (workload, capacity, policy, None if policy == "optimal" else self.queue,
-                   self.alpha if policy == "aging" else None)
+            key = (
+                workload,
+                capacity,
+                policy,
+                None if policy == "optimal" else self.queue,
+                self.alpha if policy == "aging" else None,
+            )
             return _RATES.get(key, lambda: policy_hit_rate(requests, capacity, policy, self.queue, self.alpha))
 
         result = sweep(requests, capacities, POLICIES, self.queue, self.alpha, progress=progress, rate_of=rate_of)

@@ -10,6 +10,7 @@ rate (what a perfect prefix router could keep). With `prefill_replicas`, the sam
 prefill and a decode pool (kvweb/fleet/disaggregation.py) beside the co-located fleet, and the
 splits around it (`split_points`), each said to pay or not.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,43 +43,81 @@ _SINGLE: Memo[dict[str, Any]] = Memo(4)
 class FleetLab(SchedulersLab):
     lab_name = "fleet"
     title = "A fleet of replicas: routers side by side"
-    summary = ("N replicas of one scheduler on the same paper GPU, on one simulated clock, behind a router: round robin, "
-               "least outstanding requests, SGLang's cache-aware router, llm-d's exact prefix scorer and Dynamo's cost "
-               "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
-               "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
-               "decision (prefix tokens another replica had cached).")
+    summary = (
+        "N replicas of one scheduler on the same paper GPU, on one simulated clock, behind a router: round robin, "
+        "least outstanding requests, SGLang's cache-aware router, llm-d's exact prefix scorer and Dynamo's cost "
+        "router, each on the same requests. Per router: throughput, TTFT and TPOT percentiles, SLO attainment, "
+        "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
+        "decision (prefix tokens another replica had cached)."
+    )
     dropped = ("search", "target")  # the schedulers lab's rate search: not a fleet's
 
-    gpu = param.Selector(objects=["scenario", *GPUS], default="scenario",
-                         doc="the GPU type of every replica (tp of them each): the scenario's, or any other")
+    gpu = param.Selector(
+        objects=["scenario", *GPUS],
+        default="scenario",
+        doc="the GPU type of every replica (tp of them each): the scenario's, or any other",
+    )
 
-    mode = param.Selector(objects=list(MODES), default="sglang",
-                          doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang")
+    mode = param.Selector(
+        objects=list(MODES),
+        default="sglang",
+        doc="the scheduler every replica runs: paper (no prefix cache), vllm-v1 or sglang",
+    )
     replicas = param.Integer(4, bounds=(1, MAX_REPLICAS), doc="replicas in the fleet, each tp GPUs of the fleet's type")
-    prefill_replicas = param.Integer(0, bounds=(0, MAX_REPLICAS - 1),
-                                     doc="disaggregation: of the replicas, this many prefill and the rest decode, beside "
-                                         "the co-located fleet on as many GPUs and the splits around it (mode sglang "
-                                         "or vllm-v1); 0: off")
-    link_gb_s = param.Number(LINK_GB_S, bounds=(0.1, 10_000.0), precedence=ADVANCED,
-                             doc="disaggregation: KV link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA NIC per GPU)")
-    link_latency_us = param.Number(LINK_LATENCY_US, bounds=(0.0, 100_000.0), precedence=ADVANCED,
-                                   doc="disaggregation: KV link latency per transfer, microseconds")
+    prefill_replicas = param.Integer(
+        0,
+        bounds=(0, MAX_REPLICAS - 1),
+        doc="disaggregation: of the replicas, this many prefill and the rest decode, beside "
+        "the co-located fleet on as many GPUs and the splits around it (mode sglang "
+        "or vllm-v1); 0: off",
+    )
+    link_gb_s = param.Number(
+        LINK_GB_S,
+        bounds=(0.1, 10_000.0),
+        precedence=ADVANCED,
+        doc="disaggregation: KV link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA NIC per GPU)",
+    )
+    link_latency_us = param.Number(
+        LINK_LATENCY_US,
+        bounds=(0.0, 100_000.0),
+        precedence=ADVANCED,
+        doc="disaggregation: KV link latency per transfer, microseconds",
+    )
     routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
-    max_len = param.Integer(0, bounds=(0, 32768), precedence=ADVANCED,
-                            doc="the model's limit on prompt + output tokens (longer draws are clipped); 0: the "
-                                "scenario's (A: 2048, B: 8192)")
+    max_len = param.Integer(
+        0,
+        bounds=(0, 32768),
+        precedence=ADVANCED,
+        doc="the model's limit on prompt + output tokens (longer draws are clipped); 0: the "
+        "scenario's (A: 2048, B: 8192)",
+    )
 
     @classmethod
     def of_candidate(cls, plan: PlanLab, candidate: Candidate) -> FleetLab:
         """The fleet lab serving the planner's workload on one of its candidates: the same requests,
         GPU, model, precisions, scheduler, replicas and router, so its router's figures are the
         candidate's in the plan (`candidate.evaluate` builds each replica at these defaults)."""
-        return cls(gpu=candidate.gpu, tp=candidate.tp, weight_precision=candidate.weight_precision,
-                   kv_precision=candidate.kv_precision, mode=candidate.scheduler, replicas=candidate.replicas,
-                   routers=candidate.router, model=plan.model, workload=plan.workload, requests=plan.requests,
-                   rate=plan.rate, seed=plan.seed, max_len=plan.max_len, prompt_len=plan.prompt_len,
-                   output_len=plan.output_len, ttft_slo_s=plan.ttft_slo_s, tpot_slo_ms=plan.tpot_slo_ms,
-                   cost_model=plan.cost_model, **{n: getattr(plan, n) for n in TraceReplay.param if n != "name"})
+        return cls(
+            gpu=candidate.gpu,
+            tp=candidate.tp,
+            weight_precision=candidate.weight_precision,
+            kv_precision=candidate.kv_precision,
+            mode=candidate.scheduler,
+            replicas=candidate.replicas,
+            routers=candidate.router,
+            model=plan.model,
+            workload=plan.workload,
+            requests=plan.requests,
+            rate=plan.rate,
+            seed=plan.seed,
+            max_len=plan.max_len,
+            prompt_len=plan.prompt_len,
+            output_len=plan.output_len,
+            ttft_slo_s=plan.ttft_slo_s,
+            tpot_slo_ms=plan.tpot_slo_ms,
+            cost_model=plan.cost_model,
+            **{n: getattr(plan, n) for n in TraceReplay.param if n != "name"},
+        )
 
     def setup(self, memory: str = "paged") -> Setup:
         return super().setup(memory).with_(gpu="" if self.gpu == "scenario" else self.gpu, max_len=self.max_len)
@@ -95,12 +134,16 @@ class FleetLab(SchedulersLab):
         super().check()
         self.router_list()
         if self.prefill_replicas and (not MODES[self.mode].holds_transfers or self.prefill_replicas >= self.replicas):
-            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
-                             f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)")
+            raise ParamError(
+                f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
+                f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)"
+            )
         if self.prefill_replicas and self.kv_groups():
-            raise ParamError(f"prefill_replicas: {self.prefill_replicas} is not allowed with model {self.model}; its "
-                             "layers mix kinds (vLLM's KV cache groups), and the KV transfer is simulated for models "
-                             "whose layers are all alike only (use 0)")
+            raise ParamError(
+                f"prefill_replicas: {self.prefill_replicas} is not allowed with model {self.model}; its "
+                "layers mix kinds (vLLM's KV cache groups), and the KV transfer is simulated for models "
+                "whose layers are all alike only (use 0)"
+            )
 
     def router_list(self) -> list[str]:
         return choices("routers", self.routers, list(ROUTERS))
@@ -117,14 +160,43 @@ class FleetLab(SchedulersLab):
             rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
         cost = self.setup().cost_model()
         kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
-        runs = [fleet_work(requests, self.replicas, self.replicas, kv_tokens, self.max_seqs, self.mode, self.block_size,
-                           rounds, groups=groups) for _ in self.router_list()]
-        runs += [fleet_work(requests, self.replicas, prefill, kv_tokens, self.max_seqs, self.mode, self.block_size, rounds,
-                            transfers=True, groups=groups) for prefill in splits]
+        runs = [
+            fleet_work(
+                requests,
+                self.replicas,
+                self.replicas,
+                kv_tokens,
+                self.max_seqs,
+                self.mode,
+                self.block_size,
+                rounds,
+                groups=groups,
+            )
+            for _ in self.router_list()
+        ]
+        runs += [
+            fleet_work(
+                requests,
+                self.replicas,
+                prefill,
+                kv_tokens,
+                self.max_seqs,
+                self.mode,
+                self.block_size,
+                rounds,
+                transfers=True,
+                groups=groups,
+            )
+            for prefill in splits
+        ]
         knobs = self.work_knobs()
         single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups)
-        return in_turn(*runs, single, lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
-                       higher=(*knobs["higher"], *(("think_s",) if rounds else ())))
+        return in_turn(
+            *runs,
+            single,
+            lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
+            higher=(*knobs["higher"], *(("think_s",) if rounds else ())),
+        )
 
     def fleet_key(self, **extra: Any) -> str:
         return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)
@@ -134,6 +206,7 @@ class FleetLab(SchedulersLab):
         names = self.router_list()
         rows = []
         for i, name in enumerate(names):
+
             def part(fraction: float, message: str, i: int = i, name: str = name) -> None:
                 progress((i + fraction) / (len(names) + 1), f"{name}: {message}")
 
@@ -147,7 +220,10 @@ class FleetLab(SchedulersLab):
         progress(1.0, "done")
         priced = step_cost(self.scheduler_cost(self.mode))
         return {
-            "mode": self.mode, **priced, "replicas": self.replicas, "submitted": len(requests),
+            "mode": self.mode,
+            **priced,
+            "replicas": self.replicas,
+            "submitted": len(requests),
             "single_engine": single,
             "routers": [{k: v for k, v in row.items() if k not in ("series", "replicas")} for row in rows],
             "per_replica": {row["router"]: row["replicas"] for row in rows},
@@ -167,21 +243,31 @@ class FleetLab(SchedulersLab):
 
         def one(prefill: int) -> dict[str, Any]:
             def run() -> dict[str, Any]:
-                split = serve_split(requests, lambda: self.scheduler(self.mode), prefill, self.replicas - prefill,
-                                    router, link)
+                split = serve_split(
+                    requests, lambda: self.scheduler(self.mode), prefill, self.replicas - prefill, router, link
+                )
                 return split.figures(self.setup().slo, gpus)
 
             figures = _FLEETS.get(self.fleet_key(router=router, split=(prefill, link)), run)
             attained, co_attained = figures["slo_attainment"], co_located["slo_attainment"]
             tail, co_tail = figures["tpot_s"]["p99"], co_located["tpot_s"]["p99"]
-            pays = attained > co_attained or (attained == co_attained and None not in (tail, co_tail) and tail < co_tail)
+            pays = attained > co_attained or (
+                attained == co_attained and None not in (tail, co_tail) and tail < co_tail
+            )
             return {"prefill_replicas": prefill, "decode_replicas": self.replicas - prefill, **figures, "pays": pays}
 
         splits = [one(p) for p in split_points(self.replicas, self.prefill_replicas)]
         chosen = next(s for s in splits if s["prefill_replicas"] == self.prefill_replicas)
-        return {"prefill_replicas": self.prefill_replicas, "decode_replicas": chosen["decode_replicas"],
-                "router": router, "link_gb_s": link.gb_s, "link_latency_us": link.latency_us,
-                "disaggregated": chosen, "co_located": co_located, "splits": splits}
+        return {
+            "prefill_replicas": self.prefill_replicas,
+            "decode_replicas": chosen["decode_replicas"],
+            "router": router,
+            "link_gb_s": link.gb_s,
+            "link_latency_us": link.latency_us,
+            "disaggregated": chosen,
+            "co_located": co_located,
+            "splits": splits,
+        }
 
     def priced_modes(self) -> tuple[str, ...]:
         return (self.mode,)

@@ -1,4 +1,5 @@
 """Lab `fsm`: constrained decoding with a compressed FSM and jump-forward, on the mini model."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,10 @@ from kvweb.constrained.regex_parser import PatternError, char_set, class_label, 
 
 PRESETS = {
     "form": r"name is [a-z]{3,8}, age is [0-9]{1,2}, city is [a-z]{3,8}\.",
-    "record": (r"customer_identifier: [0-9]{4,6}; shipping_destination: [A-Z][a-z]{2,9}; "
-               r"preferred_delivery_window: (morning|afternoon|evening); gift_wrapping_requested: (yes|no)\."),
+    "record": (
+        r"customer_identifier: [0-9]{4,6}; shipping_destination: [A-Z][a-z]{2,9}; "
+        r"preferred_delivery_window: (morning|afternoon|evening); gift_wrapping_requested: (yes|no)\."
+    ),
     "ambiguous": r"[a-z]{1,8}and[0-9]",
 }
 
@@ -52,8 +55,13 @@ def mini_model() -> MiniModel:
 def decodings(pattern: str, fsm: CompressedFSM, max_len: int, seed: int) -> tuple[Decoding, Decoding]:
     """One sample decoded plainly and with jump-forward (`fsm` is `pattern` compiled)."""
     model = mini_model()
-    return _DECODINGS.get((pattern, max_len, seed), lambda: (
-        decode(model, fsm, max_len, seed, compressed=False), decode(model, fsm, max_len, seed, compressed=True)))
+    return _DECODINGS.get(
+        (pattern, max_len, seed),
+        lambda: (
+            decode(model, fsm, max_len, seed, compressed=False),
+            decode(model, fsm, max_len, seed, compressed=True),
+        ),
+    )
 
 
 def unconstrained(max_len: int, seed: int) -> str:
@@ -79,13 +87,17 @@ class Fsm(Lab):
     )
 
     preset = param.Selector(
-        objects=["custom", *PRESETS], default="custom",
+        objects=["custom", *PRESETS],
+        default="custom",
         doc="which pattern to decode with: 'custom' uses `pattern`; any other choice uses its "
-            "built-in pattern and ignores `pattern`")
+        "built-in pattern and ignores `pattern`",
+    )
     pattern = Text(
-        PRESETS["form"], max_length=300,
+        PRESETS["form"],
+        max_length=300,
         doc="the regular expression the whole output must match (used only when preset is "
-            "custom): literals, escapes, [classes], ., *, +, ?, {m,n}, |, (groups)")
+        "custom): literals, escapes, [classes], ., *, +, ?, {m,n}, |, (groups)",
+    )
     samples = param.Integer(4, bounds=(1, 32), doc="outputs to generate, seeds seed, seed+1, ...")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="random seed of the first sample")
     max_len = param.Integer(200, bounds=(1, 400), doc="longest output in characters")
@@ -106,7 +118,8 @@ class Fsm(Lab):
         if shortest > self.max_len:
             raise ParamError(
                 f"max_len: {self.max_len} is shorter than the shortest text the pattern allows; "
-                f"allowed: at least {shortest}")
+                f"allowed: at least {shortest}"
+            )
         return fsm
 
     def estimate(self) -> Estimate:
@@ -167,8 +180,12 @@ class Fsm(Lab):
             "all_match": all(checker.fullmatch(t) for t in outputs),
             "outputs": outputs,
             "per_sample": [
-                {"seed": self.seed + i, "forwards_plain": p.forwards, "forwards_compressed": j.forwards,
-                 "jump_chars": j.jump_chars}
+                {
+                    "seed": self.seed + i,
+                    "forwards_plain": p.forwards,
+                    "forwards_compressed": j.forwards,
+                    "jump_chars": j.jump_chars,
+                }
                 for i, (p, j) in enumerate(zip(plain, jumped))
             ],
             "unconstrained_outputs": free,
@@ -184,9 +201,17 @@ def trace(plain: Decoding, jumped: Decoding) -> list[dict[str, Any]]:
     the time it had written as much (one of its steps ends at every character count)."""
     plain_at = {(s.emitted, s.chars == ""): s.forwards for s in plain.steps}
     return [
-        {"state": s.state, "allowed": s.allowed, "end_allowed": s.end_allowed, "chars": s.chars,
-         "jump": s.jump, "to": s.to, "emitted": s.emitted,
-         "forwards_plain": plain_at[(s.emitted, s.chars == "")], "forwards_compressed": s.forwards}
+        {
+            "state": s.state,
+            "allowed": s.allowed,
+            "end_allowed": s.end_allowed,
+            "chars": s.chars,
+            "jump": s.jump,
+            "to": s.to,
+            "emitted": s.emitted,
+            "forwards_plain": plain_at[(s.emitted, s.chars == "")],
+            "forwards_compressed": s.forwards,
+        }
         for s in jumped.steps
     ]
 
@@ -215,15 +240,32 @@ def graph(fsm: CompressedFSM) -> dict[str, Any]:
         row = dfa.table[s]
         for t in np.unique(row[row >= 0]).tolist():
             chars = "".join(c for c, target in zip(VOCAB, row.tolist()) if target == t)
-            edges.append({"source": s, "target": t, "label": class_label(char_set(chars)),
-                          "chars": len(chars), "jump": bool(forced[s])})
+            edges.append(
+                {
+                    "source": s,
+                    "target": t,
+                    "label": class_label(char_set(chars)),
+                    "chars": len(chars),
+                    "jump": bool(forced[s]),
+                }
+            )
     pairs = [(e["source"], e["target"]) for e in edges]
     layer = layers(dfa.states, pairs)
     slot = order(layer, pairs)
     return {
-        "states": [{"id": s, "depth": d, "layer": layer[s], "slot": slot[s], "accepting": bool(dfa.accepting[s]),
-                    "forced": bool(forced[s])} for s, d in enumerate(depths(dfa))],
+        "states": [
+            {
+                "id": s,
+                "depth": d,
+                "layer": layer[s],
+                "slot": slot[s],
+                "accepting": bool(dfa.accepting[s]),
+                "forced": bool(forced[s]),
+            }
+            for s, d in enumerate(depths(dfa))
+        ],
         "edges": edges,
-        "chains": [{"head": j.head, "end": j.end, "text": j.text, "states": list(j.states)}
-                   for j in fsm.jumps.values()],
+        "chains": [
+            {"head": j.head, "end": j.end, "text": j.text, "states": list(j.states)} for j in fsm.jumps.values()
+        ],
     }

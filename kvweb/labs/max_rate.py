@@ -1,4 +1,5 @@
 """Lab `max-rate`: the highest arrival rate each memory manager serves within the SLO."""
+
 from __future__ import annotations
 
 import math
@@ -58,9 +59,11 @@ _SEARCHES: Memo[dict[float, Trial]] = Memo(SEARCHES_KEPT)
 class MaxRateLab(ServingLab):
     lab_name = "max-rate"
     title = "Max serving rate within the SLO, per memory manager"
-    summary = ("For Max, Pow2, Oracle and paged memory: the highest Poisson arrival rate at which at "
-               "least `target` of the requests meet the SLO (binary search on the same requests, "
-               "arriving faster or slower).")
+    summary = (
+        "For Max, Pow2, Oracle and paged memory: the highest Poisson arrival rate at which at "
+        "least `target` of the requests meet the SLO (binary search on the same requests, "
+        "arriving faster or slower)."
+    )
 
     requests = param.Integer(500, bounds=(10, 5000), doc="requests per trial run")
     target = param.Number(0.9, bounds=(0.5, 0.999), doc="SLO attainment the rate must keep")
@@ -78,24 +81,37 @@ class MaxRateLab(ServingLab):
         requests = self.workload_at(1.0)
         per_manager = [self.served_work(requests, self.block_size if kind == "paged" else 0) for kind in MEMORIES]
         knobs = self.work_knobs()
-        return work(*((n * runs, unit) for run in per_manager for n, unit in run),
-                    lower=knobs["lower"], higher=(*knobs["higher"], "rel_tol"))
+        return work(
+            *((n * runs, unit) for run in per_manager for n, unit in run),
+            lower=knobs["lower"],
+            higher=(*knobs["higher"], "rel_tol"),
+        )
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         base: list[Request] = []  # arrivals at 1 request/s, made when a trial first needs them
         rows = []
         for i, kind in enumerate(MEMORIES):
+
             def tried(rate: float, n: int, i: int = i, kind: str = kind) -> None:
                 progress((i + min(n, 12) / 13) / len(MEMORIES), f"{kind}: tried {rate:.3g} req/s")
+
             rate, curve = self.search(kind, base, tried)
-            rows.append({"memory": kind, "max_rate": rate, "trials": [
-                {"rate": r, "met": ok, "slo_attainment": a, "throughput_tok_s": t} for r, ok, a, t in curve]})
+            rows.append(
+                {
+                    "memory": kind,
+                    "max_rate": rate,
+                    "trials": [
+                        {"rate": r, "met": ok, "slo_attainment": a, "throughput_tok_s": t} for r, ok, a, t in curve
+                    ],
+                }
+            )
         best = {r["memory"]: r["max_rate"] for r in rows}
         ratio = {k: (best["paged"] / v if v else None) for k, v in best.items() if k != "paged"}
         return {"max_rate": best, "paged_over": ratio, "managers": rows, "target": self.target, "paper": PAPER}
 
-    def search(self, kind: str, base: list[Request],
-               tried: Callable[[float, int], None]) -> tuple[float, list[tuple[float, bool, float | None, float | None]]]:
+    def search(
+        self, kind: str, base: list[Request], tried: Callable[[float, int], None]
+    ) -> tuple[float, list[tuple[float, bool, float | None, float | None]]]:
         """One manager's max rate and its trials (rate, met, attainment, throughput), each trial
         run only if no remembered one answers for it. `base` is filled when a run needs it."""
         allowed = math.floor((1 - self.target) * self.requests)  # a Poisson workload has `requests` requests

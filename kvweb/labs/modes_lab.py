@@ -2,6 +2,7 @@
 each mode's scheduler, run and figures made from them: what the schedulers lab runs side by side
 (`SchedulersLab`, labs/schedulers.py) and the fleet lab on N replicas (labs/fleet.py).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,76 +42,134 @@ class ModesLab(ServingLab):
     a run of it with its figures. No lab of its own (`SchedulersLab` and `FleetLab` are)."""
 
     cost_model = cost_model_param("auto")
-    model = param.Selector(objects=["scenario", *MODELS], default="scenario",
-                           doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
-                               "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
-                               "window layers in a pool of their own; the papers' engine serves only models whose "
-                               "layers are all full or latent, and SGLang here none with linear layers)")
-    workload = param.Selector(objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "closed-loop", "trace"],
-                              default="multi-turn",
-                              doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
-                                  "chat sessions sharing prefixes, closed-loop clients (`concurrency` of them, each "
-                                  "sending its next request of prompt_len in, output_len out the moment its last one "
-                                  "finishes, as vllm bench serve --max-concurrency: no arrival rate), or the uploaded "
-                                  "trace")
+    model = param.Selector(
+        objects=["scenario", *MODELS],
+        default="scenario",
+        doc="the model served: the scenario's, or any other (today's models mix sliding-window, "
+        "linear and latent layers: vLLM V1 keeps each kind in its own KV cache groups, SGLang "
+        "window layers in a pool of their own; the papers' engine serves only models whose "
+        "layers are all full or latent, and SGLang here none with linear layers)",
+    )
+    workload = param.Selector(
+        objects=["scenario", *SHAPES, *PREFIX_WORKLOADS, "closed-loop", "trace"],
+        default="multi-turn",
+        doc="requests: the scenario's lengths, a named length shape, few-shot tasks or multi-turn "
+        "chat sessions sharing prefixes, closed-loop clients (`concurrency` of them, each "
+        "sending its next request of prompt_len in, output_len out the moment its last one "
+        "finishes, as vllm bench serve --max-concurrency: no arrival rate), or the uploaded "
+        "trace",
+    )
     requests = param.Integer(300, bounds=(1, 5000), doc="requests to serve (a trace brings its own)")
-    rate = param.Number(2.0, bounds=(0.01, 1000.0),
-                        doc="Poisson arrival rate, requests per second; multi-turn: chat sessions start at rate / "
-                            "turns per second, and each later turn waits for the answer before it (plus think_s), "
-                            "so requests come more slowly (arrival_rate_per_s says how fast)")
-    prefix_caching = param.Boolean(True, doc="vLLM V1's automatic prefix caching and SGLang's radix cache; off: a "
-                                             "finished request's KV is freed")
-    full_prompt_check = param.Boolean(True, doc="vLLM V1: admit a waiting request only if its whole uncached prompt fits "
-                                                "in free blocks (scheduler_reserve_full_isl, vLLM's default since PR "
-                                                "#37307); off: only its first chunk must fit, as older vLLM did, which "
-                                                "preempts over and over when long prompts fill the memory")
-    async_scheduling = param.Boolean(False, precedence=ADVANCED,
-                                     doc="vLLM V1: schedule the next step before the last one's tokens are known "
-                                         "(on by default in vLLM 0.33.0): a finished request keeps its blocks and batch slot "
-                                         "one step longer; the paper GPU prices no CPU time, so nothing is hidden")
-    host_tier_gb = param.Number(0.0, bounds=(0.0, MAX_HOST_TIER_GB),
-                                doc="vLLM V1 and SGLang: a host-memory tier for the prefix cache, in GB (vLLM's "
-                                    "OffloadingConnector with CPU blocks, SGLang's HiCache): what the GPU caches is also "
-                                    "written to host memory, least recently used dropped first, and a prefix found there "
-                                    "is loaded back over the host link before the request runs; 0: off. Needs "
-                                    "prefix_caching")
-    token_budget = param.Integer(0, bounds=(0, 65536),
-                                 doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "
-                                     "prefill chunks together; 0: vLLM's default for the GPU (2048 on A100, 8192 on "
-                                     "H100 and H200)")
-    chunk_size = param.Integer(0, bounds=(0, 65536), precedence=ADVANCED,
-                               doc="SGLang: chunked_prefill_size, the prefill tokens of one batch; 0: SGLang's default "
-                                   f"for the GPU (8192 on every GPU here); else at least {MIN_CHUNK}")
-    policy = param.Selector(objects=list(POLICIES), default="lpm", precedence=ADVANCED,
-                            doc="SGLang: waiting-queue order, longest prefix match first (lpm) or first come first served")
-    mixed_chunk = param.Boolean(False, precedence=ADVANCED,
-                                doc="SGLang: running requests decode in prefill batches too (--enable-mixed-chunk); off: "
-                                    "a prefill batch runs alone")
-    max_seqs = param.Integer(256, bounds=(1, 1024), precedence=ADVANCED,
-                             doc="running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)")
-    spec_tokens = param.Integer(0, bounds=(0, MAX_SPEC_TOKENS),
-                                doc="vLLM V1: speculative decoding's draft tokens per step (EAGLE-style: each decoding "
-                                    "request verifies 1 + spec_tokens tokens a step, all in the token budget, and holds "
-                                    "KV slots for them and as many lookahead slots); 0: off. The other modes do not "
-                                    "model it and are not run")
-    acceptance = Text("0.8", max_length=120,
-                      doc="spec_tokens: the chance each draft token is accepted, given the ones before it were: one "
-                          "rate in [0, 1], or one per draft position separated by commas (0.9,0.7,0.5); drawn with "
-                          "the seed")
+    rate = param.Number(
+        2.0,
+        bounds=(0.01, 1000.0),
+        doc="Poisson arrival rate, requests per second; multi-turn: chat sessions start at rate / "
+        "turns per second, and each later turn waits for the answer before it (plus think_s), "
+        "so requests come more slowly (arrival_rate_per_s says how fast)",
+    )
+    prefix_caching = param.Boolean(
+        True, doc="vLLM V1's automatic prefix caching and SGLang's radix cache; off: a finished request's KV is freed"
+    )
+    full_prompt_check = param.Boolean(
+        True,
+        doc="vLLM V1: admit a waiting request only if its whole uncached prompt fits "
+        "in free blocks (scheduler_reserve_full_isl, vLLM's default since PR "
+        "#37307); off: only its first chunk must fit, as older vLLM did, which "
+        "preempts over and over when long prompts fill the memory",
+    )
+    async_scheduling = param.Boolean(
+        False,
+        precedence=ADVANCED,
+        doc="vLLM V1: schedule the next step before the last one's tokens are known "
+        "(on by default in vLLM 0.33.0): a finished request keeps its blocks and batch slot "
+        "one step longer; the paper GPU prices no CPU time, so nothing is hidden",
+    )
+    host_tier_gb = param.Number(
+        0.0,
+        bounds=(0.0, MAX_HOST_TIER_GB),
+        doc="vLLM V1 and SGLang: a host-memory tier for the prefix cache, in GB (vLLM's "
+        "OffloadingConnector with CPU blocks, SGLang's HiCache): what the GPU caches is also "
+        "written to host memory, least recently used dropped first, and a prefix found there "
+        "is loaded back over the host link before the request runs; 0: off. Needs "
+        "prefix_caching",
+    )
+    token_budget = param.Integer(
+        0,
+        bounds=(0, 65536),
+        doc="vLLM V1: max_num_batched_tokens, the tokens one step computes for decodes and "
+        "prefill chunks together; 0: vLLM's default for the GPU (2048 on A100, 8192 on "
+        "H100 and H200)",
+    )
+    chunk_size = param.Integer(
+        0,
+        bounds=(0, 65536),
+        precedence=ADVANCED,
+        doc="SGLang: chunked_prefill_size, the prefill tokens of one batch; 0: SGLang's default "
+        f"for the GPU (8192 on every GPU here); else at least {MIN_CHUNK}",
+    )
+    policy = param.Selector(
+        objects=list(POLICIES),
+        default="lpm",
+        precedence=ADVANCED,
+        doc="SGLang: waiting-queue order, longest prefix match first (lpm) or first come first served",
+    )
+    mixed_chunk = param.Boolean(
+        False,
+        precedence=ADVANCED,
+        doc="SGLang: running requests decode in prefill batches too (--enable-mixed-chunk); off: "
+        "a prefill batch runs alone",
+    )
+    max_seqs = param.Integer(
+        256,
+        bounds=(1, 1024),
+        precedence=ADVANCED,
+        doc="running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)",
+    )
+    spec_tokens = param.Integer(
+        0,
+        bounds=(0, MAX_SPEC_TOKENS),
+        doc="vLLM V1: speculative decoding's draft tokens per step (EAGLE-style: each decoding "
+        "request verifies 1 + spec_tokens tokens a step, all in the token budget, and holds "
+        "KV slots for them and as many lookahead slots); 0: off. The other modes do not "
+        "model it and are not run",
+    )
+    acceptance = Text(
+        "0.8",
+        max_length=120,
+        doc="spec_tokens: the chance each draft token is accepted, given the ones before it were: one "
+        "rate in [0, 1], or one per draft position separated by commas (0.9,0.7,0.5); drawn with "
+        "the seed",
+    )
     search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
-    target = param.Number(0.9, bounds=(0.5, 0.999), precedence=ADVANCED,
-                          doc="search: SLO attainment the rate must keep")
-    output_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED,
-                               doc="fixed: output tokens; uniform: the largest output; few-shot, multi-turn: each answer")
+    target = param.Number(
+        0.9, bounds=(0.5, 0.999), precedence=ADVANCED, doc="search: SLO attainment the rate must keep"
+    )
+    output_len = param.Integer(
+        128,
+        bounds=(1, 8191),
+        precedence=ADVANCED,
+        doc="fixed: output tokens; uniform: the largest output; few-shot, multi-turn: each answer",
+    )
     tasks = param.Integer(8, bounds=(1, 64), precedence=ADVANCED, doc="few-shot: tasks (each with its own examples)")
-    examples_len = param.Integer(600, bounds=(0, 8192), precedence=ADVANCED, doc="few-shot: tokens of each task's examples")
+    examples_len = param.Integer(
+        600, bounds=(0, 8192), precedence=ADVANCED, doc="few-shot: tokens of each task's examples"
+    )
     turns = param.Integer(6, bounds=(1, 32), precedence=ADVANCED, doc="multi-turn: turns per chat session")
-    think_s = param.Number(5.0, bounds=(0.0, 600.0), precedence=ADVANCED,
-                           doc="multi-turn: seconds between an answer and the user's next turn")
-    system_len = param.Integer(200, bounds=(0, 8192), precedence=ADVANCED,
-                               doc="few-shot, multi-turn: tokens of the system prompt every request shares")
-    question_len = param.Integer(50, bounds=(1, 8192), precedence=ADVANCED,
-                                 doc="few-shot, multi-turn: tokens of each new question")
+    think_s = param.Number(
+        5.0,
+        bounds=(0.0, 600.0),
+        precedence=ADVANCED,
+        doc="multi-turn: seconds between an answer and the user's next turn",
+    )
+    system_len = param.Integer(
+        200,
+        bounds=(0, 8192),
+        precedence=ADVANCED,
+        doc="few-shot, multi-turn: tokens of the system prompt every request shares",
+    )
+    question_len = param.Integer(
+        50, bounds=(1, 8192), precedence=ADVANCED, doc="few-shot, multi-turn: tokens of each new question"
+    )
 
     def check(self) -> None:
         super().check()
@@ -118,38 +177,58 @@ class ModesLab(ServingLab):
             for mode in self.priced_modes():
                 self.scheduler_cost(mode)  # each engine's kernels, or a ParamError naming what is missing
         max_len = self.setup().spec.max_len
-        longest = {"few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
-                   "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len)}
+        longest = {
+            "few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
+            "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len),
+        }
         if self.workload in longest and longest[self.workload] > max_len:
-            sizes = ("system_len + examples_len + question_len + output_len" if self.workload == "few-shot"
-                     else "system_len + turns x (question_len + output_len)")
-            raise ParamError(f"{sizes}: {longest[self.workload]} tokens in the longest request is not allowed; "
-                             f"scenario {self.scenario} allows at most {max_len}")
+            sizes = (
+                "system_len + examples_len + question_len + output_len"
+                if self.workload == "few-shot"
+                else "system_len + turns x (question_len + output_len)"
+            )
+            raise ParamError(
+                f"{sizes}: {longest[self.workload]} tokens in the longest request is not allowed; "
+                f"scenario {self.scenario} allows at most {max_len}"
+            )
         if self.workload in longest and self.requests * longest[self.workload] > MAX_WORKLOAD_TOKENS:
-            raise ParamError(f"requests: {self.requests} requests of up to {longest[self.workload]} tokens is not allowed; "
-                             f"the workload may hold at most {MAX_WORKLOAD_TOKENS:,} tokens")
+            raise ParamError(
+                f"requests: {self.requests} requests of up to {longest[self.workload]} tokens is not allowed; "
+                f"the workload may hold at most {MAX_WORKLOAD_TOKENS:,} tokens"
+            )
         if self.budget() < self.max_seqs:
-            raise ParamError(f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})")
+            raise ParamError(
+                f"token_budget: {self.budget()} is not allowed; vLLM needs at least max_seqs ({self.max_seqs})"
+            )
         if 0 < self.chunk_size < MIN_CHUNK:
-            raise ParamError(f"chunk_size: {self.chunk_size} is not allowed; use 0 (SGLang's default for the GPU) or "
-                             f"{MIN_CHUNK} to 65536: SGLang matches a chunked request in the radix tree again after "
-                             f"every chunk, so a prompt of n chunks walks about n²/2 tree nodes (minutes here)")
+            raise ParamError(
+                f"chunk_size: {self.chunk_size} is not allowed; use 0 (SGLang's default for the GPU) or "
+                f"{MIN_CHUNK} to 65536: SGLang matches a chunked request in the radix tree again after "
+                f"every chunk, so a prompt of n chunks walks about n²/2 tree nodes (minutes here)"
+            )
         if self.host_tier_gb and not self.prefix_caching:
-            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} is not allowed with prefix_caching false; the host "
-                             "tier keeps prefix-cache blocks (use 0)")
+            raise ParamError(
+                f"host_tier_gb: {self.host_tier_gb:g} is not allowed with prefix_caching false; the host "
+                "tier keeps prefix-cache blocks (use 0)"
+            )
         if self.host_tier_gb and kv_layout(self.setup().cost_model(), self.block_size).hybrid:
-            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} is not allowed with model {self.model}; its layers "
-                             "mix kinds (vLLM's KV cache groups), and the host tier is simulated for models whose "
-                             "layers are all alike only (use 0)")
+            raise ParamError(
+                f"host_tier_gb: {self.host_tier_gb:g} is not allowed with model {self.model}; its layers "
+                "mix kinds (vLLM's KV cache groups), and the host tier is simulated for models whose "
+                "layers are all alike only (use 0)"
+            )
         if self.host_tier_gb and not self.host_blocks():
             block = self.block_size * self.setup().cost_model().kv_bytes_per_token
-            raise ParamError(f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
-                             f"or at least {block / 1e9:.3g}")
+            raise ParamError(
+                f"host_tier_gb: {self.host_tier_gb:g} holds no KV block of {block:,} bytes; use 0 (off) "
+                f"or at least {block / 1e9:.3g}"
+            )
         if self.spec_tokens:
             self.check_spec()
         if self.search and self.workload in ("trace", "closed-loop"):
-            raise ParamError(f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson "
-                             "arrivals")
+            raise ParamError(
+                f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson arrivals"
+            )
 
     def ignored(self) -> tuple[str, ...]:
         """The engine labs' unread parameters, and `acceptance` while no draft tokens are proposed."""
@@ -158,24 +237,36 @@ class ModesLab(ServingLab):
     def check_spec(self) -> None:
         """Speculative decoding: in a mode that models it, with rates it can read, on what it simulates."""
         if not any(MODES[m].speculative for m in self.priced_modes()):
-            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with mode {self.priced_modes()[0]}; "
-                             f"{SPEC_REFUSAL} (use 0)")
+            raise ParamError(
+                f"spec_tokens: {self.spec_tokens} is not allowed with mode {self.priced_modes()[0]}; "
+                f"{SPEC_REFUSAL} (use 0)"
+            )
         try:
             parse_acceptance(self.acceptance, self.spec_tokens)
         except ValueError as e:
             raise ParamError(str(e)) from None
         if self.async_scheduling:
-            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with async_scheduling true; speculative "
-                             "decoding is simulated with synchronous scheduling only (use 0)")
+            raise ParamError(
+                f"spec_tokens: {self.spec_tokens} is not allowed with async_scheduling true; speculative "
+                "decoding is simulated with synchronous scheduling only (use 0)"
+            )
         if kv_layout(self.setup().cost_model(), self.block_size).hybrid:
-            raise ParamError(f"spec_tokens: {self.spec_tokens} is not allowed with model {self.model}; its layers mix "
-                             "kinds (vLLM's KV cache groups), and speculative decoding is simulated for models whose "
-                             "layers are all alike only (use 0)")
+            raise ParamError(
+                f"spec_tokens: {self.spec_tokens} is not allowed with model {self.model}; its layers mix "
+                "kinds (vLLM's KV cache groups), and speculative decoding is simulated for models whose "
+                "layers are all alike only (use 0)"
+            )
 
     def setup(self, memory: str = "paged") -> Setup:
         """The scenario's setup with the model chosen; `auto` prices the modes alike (`Setup.alike`)."""
-        return super().setup(memory).with_(model="" if self.model == "scenario" else self.model,
-                                           alike=tuple(sorted({MODES[m].engine for m in self.priced_modes()})))
+        return (
+            super()
+            .setup(memory)
+            .with_(
+                model="" if self.model == "scenario" else self.model,
+                alike=tuple(sorted({MODES[m].engine for m in self.priced_modes()})),
+            )
+        )
 
     def refusal(self, mode: str) -> str | None:
         """Why a mode cannot serve the model (or these parameters), or None."""
@@ -215,13 +306,29 @@ class ModesLab(ServingLab):
     def scheduler(self, mode: str, give_up_after: int | None = None) -> ContinuousBatching:
         """The mode's scheduler, configured from the parameters."""
         setup = self.mode_setup(mode)
-        return MODES[mode].make(Settings(
-            setup.cost_model(), setup.spec.max_len, setup.slo, give_up_after, block_size=self.block_size,
-            max_seqs=self.max_seqs, watermark=self.watermark, preemption=self.preemption, token_budget=self.budget(),
-            full_prompt_check=self.full_prompt_check, async_scheduling=self.async_scheduling, chunk_size=self.chunk(),
-            policy=self.policy, mixed_chunk=self.mixed_chunk, prefix_caching=self.prefix_caching,
-            host_tokens=self.host_tokens(), spec_tokens=self.spec_tokens,
-            acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (), seed=self.seed))
+        return MODES[mode].make(
+            Settings(
+                setup.cost_model(),
+                setup.spec.max_len,
+                setup.slo,
+                give_up_after,
+                block_size=self.block_size,
+                max_seqs=self.max_seqs,
+                watermark=self.watermark,
+                preemption=self.preemption,
+                token_budget=self.budget(),
+                full_prompt_check=self.full_prompt_check,
+                async_scheduling=self.async_scheduling,
+                chunk_size=self.chunk(),
+                policy=self.policy,
+                mixed_chunk=self.mixed_chunk,
+                prefix_caching=self.prefix_caching,
+                host_tokens=self.host_tokens(),
+                spec_tokens=self.spec_tokens,
+                acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (),
+                seed=self.seed,
+            )
+        )
 
     def host_tokens(self) -> int:
         """The host tier's size in tokens of KV (0: off; prefix caching off: no tier either)."""
@@ -242,8 +349,14 @@ class ModesLab(ServingLab):
             return tuple(n for n in unread if n not in SWAP_PRICES)
         return unread
 
-    def run_mode(self, mode: str, requests: list[Request], progress: Progress, trace: bool = False,
-                 give_up_after: int | None = None) -> Run:
+    def run_mode(
+        self,
+        mode: str,
+        requests: list[Request],
+        progress: Progress,
+        trace: bool = False,
+        give_up_after: int | None = None,
+    ) -> Run:
         """One mode's run; with a host tier, a tiered mode's carries its figures as `host_tier`."""
         recorder = None
         if trace:
@@ -257,8 +370,11 @@ class ModesLab(ServingLab):
         tier = getattr(scheduler, "tier", None)
         if tier is not None:
             times = run.trace["curves"]["t"] if trace else []
-            run.host_tier = {"size_gb": self.host_tier_gb, "host_hit_tokens": scheduler.host_hit_tokens,
-                             **tier.figures(times)}
+            run.host_tier = {
+                "size_gb": self.host_tier_gb,
+                "host_hit_tokens": scheduler.host_hit_tokens,
+                **tier.figures(times),
+            }
         return run
 
     def figures(self, run: Run) -> dict[str, Any]:
@@ -268,6 +384,9 @@ class ModesLab(ServingLab):
         tier = getattr(run, "host_tier", None)
         if tier is not None:  # hits by tier: what the prompt tokens of first admissions came from
             host = tier["host_hit_tokens"]
-            out["host_tier"] = {**tier, "gpu_hit_tokens": out["hit_tokens"] - host,
-                                "computed_tokens": out["prompt_tokens"] - out["hit_tokens"]}
+            out["host_tier"] = {
+                **tier,
+                "gpu_hit_tokens": out["hit_tokens"] - host,
+                "computed_tokens": out["prompt_tokens"] - out["hit_tokens"],
+            }
         return out

@@ -1,4 +1,5 @@
 """Lab `parallel-sampling`: n answers to one prompt share the prompt's blocks (fork + copy-on-write)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ CLI flags, the widgets and the URL); the run evaluates the candidates one after 
 reporting each and stopping between two when cancelled. `kvweb plan` runs the same lab on local
 processes or Ray (kvweb/fleet/backends.py): the browser has neither.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,8 +13,21 @@ from typing import Any
 
 import param
 
-from kvweb.budget import (ADVANCES, DECODE_STEPS, ENGINE_BLOCKS, FLEET_REQUESTS, GROUP_STEPS, PAGED_SETUP,
-                          POOL_BLOCKS, PROBED_BLOCKS, SLOT_SETUP, V1_POOL_SETUP, Estimate, Unit, in_turn)
+from kvweb.budget import (
+    ADVANCES,
+    DECODE_STEPS,
+    ENGINE_BLOCKS,
+    FLEET_REQUESTS,
+    GROUP_STEPS,
+    PAGED_SETUP,
+    POOL_BLOCKS,
+    PROBED_BLOCKS,
+    SLOT_SETUP,
+    V1_POOL_SETUP,
+    Estimate,
+    Unit,
+    in_turn,
+)
 from kvweb.fleet.backends import Processes, RayBackend, Serial
 from kvweb.fleet.candidate import PERCENTILES, Candidate, Workload
 from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, pricing, roofline
@@ -38,9 +52,18 @@ def kv_groups(cost: CostModel, scheduler: str, block_size: int = 16) -> int:
     return len(layout.groups) if MODES[scheduler].layers_apart == "groups" and layout.hybrid else 0
 
 
-def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: int, max_seqs: int, scheduler: str,
-               block_size: int = 16, rounds: float = 0.0, transfers: bool = False, groups: int = 0
-               ) -> list[tuple[float, Unit]]:
+def fleet_work(
+    requests: list[Request],
+    replicas: int,
+    probed: int,
+    kv_tokens: int,
+    max_seqs: int,
+    scheduler: str,
+    block_size: int = 16,
+    rounds: float = 0.0,
+    transfers: bool = False,
+    groups: int = 0,
+) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
     requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
     arrays: counting every output token step by step made the estimate 3-5x high), the decode steps of the batches each replica's `kv_tokens` hold (the slow runs: long
@@ -57,11 +80,15 @@ def fleet_work(requests: list[Request], replicas: int, probed: int, kv_tokens: i
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     blocks = MODES[scheduler].cell == "block"
     pools = replicas * kv_tokens / (block_size if blocks else 1)
-    return [(pools, (V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP) if blocks else SLOT_SETUP),
-            (len(requests), FLEET_REQUESTS),
-            (tokens / block_size, ENGINE_BLOCKS), (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
-            (hashed, POOL_BLOCKS), ((len(requests) + rounds) * replicas, ADVANCES),
-            (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS)]
+    return [
+        (pools, (V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP) if blocks else SLOT_SETUP),
+        (len(requests), FLEET_REQUESTS),
+        (tokens / block_size, ENGINE_BLOCKS),
+        (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
+        (hashed, POOL_BLOCKS),
+        ((len(requests) + rounds) * replicas, ADVANCES),
+        (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS),
+    ]
 
 
 def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
@@ -70,8 +97,9 @@ def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
     items = [t.strip() for t in text.split(",")]
     for t in items:
         if t not in by_text:
-            raise ParamError(f"{name}: {shown(t)} is not allowed; expected a comma-separated list of "
-                             f"{', '.join(by_text)}")
+            raise ParamError(
+                f"{name}: {shown(t)} is not allowed; expected a comma-separated list of {', '.join(by_text)}"
+            )
     return [by_text[t] for t in dict.fromkeys(items)]
 
 
@@ -82,8 +110,10 @@ def price_table(text: str) -> dict[str, float]:
         gpu, _, value = item.partition("=")
         dollars = to_number(value)
         if gpu.strip() not in GPUS or dollars is None or not 0 < dollars <= 1000:
-            raise ParamError(f"prices: {shown(item)} is not allowed; expected GPU=dollars per GPU-hour (above 0, at "
-                             f"most 1000) for a GPU of {', '.join(GPUS)}, items separated by commas")
+            raise ParamError(
+                f"prices: {shown(item)} is not allowed; expected GPU=dollars per GPU-hour (above 0, at "
+                f"most 1000) for a GPU of {', '.join(GPUS)}, items separated by commas"
+            )
         prices[gpu.strip()] = dollars
     return prices
 
@@ -91,45 +121,80 @@ def price_table(text: str) -> dict[str, float]:
 class PlanLab(Lab, TraceReplay):
     lab_name = "plan"
     title = "Capacity planner: the cheapest fleet within the SLO"
-    summary = ("A workload, a target rate and an SLO in; out, the cheapest fleet that meets it and the Pareto front of "
-               "cost per hour against latency, over GPU type x tensor parallelism x weight and KV precision x scheduler "
-               "x replicas x router. The roofline first prunes what cannot work (the model does not fit; the replicas "
-               "cannot reach the rate); every other candidate is a simulation of its replicas serving the requests.")
+    summary = (
+        "A workload, a target rate and an SLO in; out, the cheapest fleet that meets it and the Pareto front of "
+        "cost per hour against latency, over GPU type x tensor parallelism x weight and KV precision x scheduler "
+        "x replicas x router. The roofline first prunes what cannot work (the model does not fit; the replicas "
+        "cannot reach the rate); every other candidate is a simulation of its replicas serving the requests."
+    )
 
     model = param.Selector(objects=list(MODELS), default="llama-3.1-70b", doc="the model every replica serves")
     cost_model = cost_model_param("auto")
     rate = param.Number(10.0, bounds=(0.01, 1000.0), doc="target arrival rate, requests per second (Poisson)")
     requests = param.Integer(200, bounds=(1, 5000), doc="requests each candidate serves")
-    workload = param.Selector(objects=[*SHAPES, "trace"], default="sharegpt",
-                              doc="request lengths: a named length shape, or a trace replayed (trace_file or "
-                                  "trace_preset: its own requests and rate)")
+    workload = param.Selector(
+        objects=[*SHAPES, "trace"],
+        default="sharegpt",
+        doc="request lengths: a named length shape, or a trace replayed (trace_file or "
+        "trace_preset: its own requests and rate)",
+    )
     ttft_slo_s = param.Number(2.0, bounds=(0.01, 600.0), doc="SLO: time to first token, seconds")
     tpot_slo_ms = param.Number(100.0, bounds=(1.0, 10_000.0), doc="SLO: mean time per output token after the first, ms")
-    percentile = param.Selector(objects=list(PERCENTILES), default="p90",
-                                doc="SLO: TTFT and TPOT are read at this percentile of the requests")
-    attainment = param.Number(0.9, bounds=(0.5, 1.0),
-                              doc="SLO: share of requests within both limits (rejected ones count as misses), at least")
+    percentile = param.Selector(
+        objects=list(PERCENTILES), default="p90", doc="SLO: TTFT and TPOT are read at this percentile of the requests"
+    )
+    attainment = param.Number(
+        0.9,
+        bounds=(0.5, 1.0),
+        doc="SLO: share of requests within both limits (rejected ones count as misses), at least",
+    )
     gpus = Text("A100-80GB,H100-SXM,H200", max_length=200, doc=f"GPU types to try, comma-separated: {', '.join(GPUS)}")
-    tps = Text(",".join(map(str, TP_SIZES)), max_length=40,
-               doc="tensor-parallel GPUs per replica to try, comma-separated: 1, 2, 4, 8")
-    weight_precisions = Text("16-bit,fp8", max_length=60,
-                             doc=f"weight precisions to try, comma-separated: {', '.join(WEIGHT_PRECISIONS)}")
-    kv_precisions = Text("16-bit", max_length=40, doc=f"KV precisions to try, comma-separated: {', '.join(KV_PRECISIONS)}")
-    schedulers = Text("vllm-v1,sglang", max_length=60,
-                      doc="schedulers to try, comma-separated: paper (the papers' engine), vllm-v1, sglang")
+    tps = Text(
+        ",".join(map(str, TP_SIZES)),
+        max_length=40,
+        doc="tensor-parallel GPUs per replica to try, comma-separated: 1, 2, 4, 8",
+    )
+    weight_precisions = Text(
+        "16-bit,fp8", max_length=60, doc=f"weight precisions to try, comma-separated: {', '.join(WEIGHT_PRECISIONS)}"
+    )
+    kv_precisions = Text(
+        "16-bit", max_length=40, doc=f"KV precisions to try, comma-separated: {', '.join(KV_PRECISIONS)}"
+    )
+    schedulers = Text(
+        "vllm-v1,sglang",
+        max_length=60,
+        doc="schedulers to try, comma-separated: paper (the papers' engine), vllm-v1, sglang",
+    )
     replicas = Text("1,2", max_length=80, doc="replica counts to try, comma-separated, each 1 to 32")
-    routers = Text("round-robin", max_length=120,
-                   doc=f"routers to try with more than one replica, comma-separated: {', '.join(ROUTERS)}")
-    latency = param.Selector(objects=list(LATENCIES), default="ttft",
-                             doc="the Pareto front's latency: TTFT or TPOT at the SLO's percentile")
-    prices = Text("", max_length=200, precedence=ADVANCED,
-                  doc="dollars per GPU-hour replacing the defaults, e.g. H100-SXM=2.5,H200=3.2 (defaults: "
-                      + ", ".join(f"{g} {p:g}" for g, p in GPU_PRICES.items()) + "; docs/fleet.md)")
+    routers = Text(
+        "round-robin",
+        max_length=120,
+        doc=f"routers to try with more than one replica, comma-separated: {', '.join(ROUTERS)}",
+    )
+    latency = param.Selector(
+        objects=list(LATENCIES), default="ttft", doc="the Pareto front's latency: TTFT or TPOT at the SLO's percentile"
+    )
+    prices = Text(
+        "",
+        max_length=200,
+        precedence=ADVANCED,
+        doc="dollars per GPU-hour replacing the defaults, e.g. H100-SXM=2.5,H200=3.2 (defaults: "
+        + ", ".join(f"{g} {p:g}" for g, p in GPU_PRICES.items())
+        + "; docs/fleet.md)",
+    )
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="seed of arrivals and lengths")
-    prompt_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: prompt tokens; uniform: the largest prompt")
-    output_len = param.Integer(128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: output tokens; uniform: the largest output")
-    max_len = param.Integer(4096, bounds=(2, 32768), precedence=ADVANCED,
-                            doc="the model's limit on prompt + output tokens (longer draws are clipped)")
+    prompt_len = param.Integer(
+        128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: prompt tokens; uniform: the largest prompt"
+    )
+    output_len = param.Integer(
+        128, bounds=(1, 8191), precedence=ADVANCED, doc="fixed: output tokens; uniform: the largest output"
+    )
+    max_len = param.Integer(
+        4096,
+        bounds=(2, 32768),
+        precedence=ADVANCED,
+        doc="the model's limit on prompt + output tokens (longer draws are clipped)",
+    )
 
     def check(self) -> None:
         self.candidates()
@@ -137,26 +202,35 @@ class PlanLab(Lab, TraceReplay):
             self.replayed()  # read, and its window holds a request
         price_table(self.prices)
         if self.workload in ("fixed", "uniform") and self.prompt_len + self.output_len > self.max_len:
-            raise ParamError(f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
-                             f"max_len is {self.max_len}")
+            raise ParamError(
+                f"prompt_len + output_len: {self.prompt_len + self.output_len} is not allowed; "
+                f"max_len is {self.max_len}"
+            )
 
     def candidates(self) -> list[Candidate]:
         replicas = []
         for t in (t.strip() for t in self.replicas.split(",")):
             n = to_number(t, integer=True)
             if n is None or not 1 <= n <= 32:
-                raise ParamError(f"replicas: {shown(t)} is not allowed; expected a comma-separated list of "
-                                 "integers from 1 to 32")
+                raise ParamError(
+                    f"replicas: {shown(t)} is not allowed; expected a comma-separated list of integers from 1 to 32"
+                )
             replicas.append(n)
-        axes = (choices("gpus", self.gpus, list(GPUS)), choices("tps", self.tps, TP_SIZES),
-                choices("weight_precisions", self.weight_precisions, list(WEIGHT_PRECISIONS)),
-                choices("kv_precisions", self.kv_precisions, list(KV_PRECISIONS)),
-                choices("schedulers", self.schedulers, list(MODES)), list(dict.fromkeys(replicas)),
-                choices("routers", self.routers, list(ROUTERS)))
+        axes = (
+            choices("gpus", self.gpus, list(GPUS)),
+            choices("tps", self.tps, TP_SIZES),
+            choices("weight_precisions", self.weight_precisions, list(WEIGHT_PRECISIONS)),
+            choices("kv_precisions", self.kv_precisions, list(KV_PRECISIONS)),
+            choices("schedulers", self.schedulers, list(MODES)),
+            list(dict.fromkeys(replicas)),
+            choices("routers", self.routers, list(ROUTERS)),
+        )
         candidates = grid(*axes)
         if len(candidates) > MAX_CANDIDATES:
-            raise ParamError(f"gpus/tps/weight_precisions/kv_precisions/schedulers/replicas/routers: {len(candidates):,} "
-                             f"candidates is not allowed; expected at most {MAX_CANDIDATES:,} candidates in the grid")
+            raise ParamError(
+                f"gpus/tps/weight_precisions/kv_precisions/schedulers/replicas/routers: {len(candidates):,} "
+                f"candidates is not allowed; expected at most {MAX_CANDIDATES:,} candidates in the grid"
+            )
         return candidates
 
     def ignored(self) -> tuple[str, ...]:
@@ -167,10 +241,22 @@ class PlanLab(Lab, TraceReplay):
         """What every candidate serves; a trace's target rate is its mean rate as replayed."""
         trace = (self.trace_file, self.trace_preset, self.trace_scale, self.trace_start, self.trace_duration)
         rate = mean_rate(self.replayed()) if self.workload == "trace" else self.rate
-        return Workload(self.model, self.workload, self.requests, rate, self.seed, self.max_len, self.prompt_len,
-                        self.output_len, self.ttft_slo_s, self.tpot_slo_ms / 1e3, self.percentile, self.attainment,
-                        pricing(self.candidates(), self.model, self.cost_model),
-                        trace if self.workload == "trace" else None)
+        return Workload(
+            self.model,
+            self.workload,
+            self.requests,
+            rate,
+            self.seed,
+            self.max_len,
+            self.prompt_len,
+            self.output_len,
+            self.ttft_slo_s,
+            self.tpot_slo_ms / 1e3,
+            self.percentile,
+            self.attainment,
+            pricing(self.candidates(), self.model, self.cost_model),
+            trace if self.workload == "trace" else None,
+        )
 
     def estimate(self) -> Estimate:
         """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
@@ -178,10 +264,27 @@ class PlanLab(Lab, TraceReplay):
         requests = workload.arrivals()
         left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
         costs = [c.cost_model(self.model, self.cost_model) for c in left]
-        return in_turn(*(fleet_work(requests, c.replicas, c.replicas, cost.kv_capacity_tokens, MAX_SEQS, c.scheduler,
-                                    groups=kv_groups(cost, c.scheduler)) for c, cost in zip(left, costs)),
-                       lower=("trace_duration" if self.workload == "trace" else "requests", "gpus", "tps", "schedulers",
-                              "replicas"))
+        return in_turn(
+            *(
+                fleet_work(
+                    requests,
+                    c.replicas,
+                    c.replicas,
+                    cost.kv_capacity_tokens,
+                    MAX_SEQS,
+                    c.scheduler,
+                    groups=kv_groups(cost, c.scheduler),
+                )
+                for c, cost in zip(left, costs)
+            ),
+            lower=(
+                "trace_duration" if self.workload == "trace" else "requests",
+                "gpus",
+                "tps",
+                "schedulers",
+                "replicas",
+            ),
+        )
 
     def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
         """The cheapest candidate's cost with its formula and values: per hour, and per million
@@ -190,17 +293,33 @@ class PlanLab(Lab, TraceReplay):
         if best is None:
             return {}
         price = result["prices_per_gpu_hour"][best["gpu"]]
-        source = ("source: {0} dollars per {1} GPU-hour (the plan's prices), the candidate's simulated run",
-                  (price, best["gpu"]))
-        hour = Explanation("cost per hour", "GPUs × dollars per GPU-hour",
-                           (("GPUs", best["gpus"], ""), ("dollars per GPU-hour", price, "$")),
-                           best["cost_per_hour"], "$", source)
+        source = (
+            "source: {0} dollars per {1} GPU-hour (the plan's prices), the candidate's simulated run",
+            (price, best["gpu"]),
+        )
+        hour = Explanation(
+            "cost per hour",
+            "GPUs × dollars per GPU-hour",
+            (("GPUs", best["gpus"], ""), ("dollars per GPU-hour", price, "$")),
+            best["cost_per_hour"],
+            "$",
+            source,
+        )
         out = {"cost_per_hour": {best["key"]: hour}}
         if best["cost_per_million_tokens"] is not None:
-            out["cost_per_million_tokens"] = {best["key"]: Explanation(
-                "cost per million output tokens", "cost per hour ÷ (3600 × throughput) × 1,000,000",
-                (("cost per hour", best["cost_per_hour"], "$"), ("throughput", best["throughput_tok_s"], "tokens/s")),
-                best["cost_per_million_tokens"], "$", source)}
+            out["cost_per_million_tokens"] = {
+                best["key"]: Explanation(
+                    "cost per million output tokens",
+                    "cost per hour ÷ (3600 × throughput) × 1,000,000",
+                    (
+                        ("cost per hour", best["cost_per_hour"], "$"),
+                        ("throughput", best["throughput_tok_s"], "tokens/s"),
+                    ),
+                    best["cost_per_million_tokens"],
+                    "$",
+                    source,
+                )
+            }
         return out
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
@@ -209,6 +328,7 @@ class PlanLab(Lab, TraceReplay):
 
     def plan(self, progress: Progress, backend: Serial | Processes | RayBackend) -> dict[str, Any]:
         """The plan on a backend (the figures are the same on every one)."""
+
         def done(finished: int, total: int, key: str) -> None:
             progress(finished / total, f"{finished}/{total} candidates: {key}")
 
@@ -216,5 +336,8 @@ class PlanLab(Lab, TraceReplay):
         workload = self.workload_spec()
         result = plan(self.candidates(), workload, prices, self.latency, lambda jobs: backend.map(jobs, done))
         # auto says what it chose; a roofline or measured plan's JSON is as it was
-        return {**result, "prices_per_gpu_hour": prices,
-                **({"pricing": workload.pricing} if self.cost_model == "auto" else {})}
+        return {
+            **result,
+            "prices_per_gpu_hour": prices,
+            **({"pricing": workload.pricing} if self.cost_model == "auto" else {}),
+        }

@@ -1,4 +1,5 @@
 """Lab `prefill-savings`: cache hits turned into prefill seconds on the paper GPU."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,9 @@ class PrefillSavings(CapacityLab, PaperGPULab):
 
     def estimate(self) -> Estimate:
         """The fcfs and lspf servings."""
-        return work(*self.served_work(peeking=False), *self.served_work(queue=self.queue),
-                    lower=("queue", *self.lengths()))
+        return work(
+            *self.served_work(peeking=False), *self.served_work(queue=self.queue), lower=("queue", *self.lengths())
+        )
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()

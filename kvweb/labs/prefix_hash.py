@@ -1,4 +1,5 @@
 """Lab `prefix-hash`: the radix tree against vLLM's chained block hashes, same workload and pool."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -15,7 +16,10 @@ from kvweb.prefix.prefix_hash import PrefixHashCache
 from kvweb.serving.paged_memory import BLOCK_SIZE
 
 BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-CACHES: dict[str, Callable[[int, int], PrefixCache]] = {"radix_paged": RadixServer, "hash": PrefixHashCache}  # whole blocks only
+CACHES: dict[str, Callable[[int, int], PrefixCache]] = {
+    "radix_paged": RadixServer,
+    "hash": PrefixHashCache,
+}  # whole blocks only
 
 # Remembered across runs (least recently used dropped first), shared by every session; callers only
 # read them. A widget change reruns only what it touches: `block_size` the two runs at the new size,
@@ -40,16 +44,24 @@ class PrefixHash(CapacityLab):
     def check(self) -> None:
         super().check()
         if self.capacity < self.block_size:
-            raise ParamError(f"capacity: {self.capacity} tokens hold no block of {self.block_size}; "
-                             f"allowed: at least block_size")
+            raise ParamError(
+                f"capacity: {self.capacity} tokens hold no block of {self.block_size}; allowed: at least block_size"
+            )
 
     def estimate(self) -> Estimate:
         """The radix tree, and both caches at `block_size` and at every size of the sweep."""
-        caches = [(1, False), (self.block_size, False), (self.block_size, True),
-                  *((b, name == "hash") for b in BLOCK_SWEEP for name in CACHES if b <= self.capacity)]
+        caches = [
+            (1, False),
+            (self.block_size, False),
+            (self.block_size, True),
+            *((b, name == "hash") for b in BLOCK_SWEEP for name in CACHES if b <= self.capacity),
+        ]
         peeking = self.policy == "lspf"
-        return work(*(part for b, hashed in caches for part in self.served_work(b, peeking, self.queue, hashed)),
-                    lower=("queue", *self.lengths()), higher=("block_size",))
+        return work(
+            *(part for b, hashed in caches for part in self.served_work(b, peeking, self.queue, hashed)),
+            lower=("queue", *self.lengths()),
+            higher=("block_size",),
+        )
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
@@ -59,8 +71,12 @@ class PrefixHash(CapacityLab):
             """The summary of serving the workload on cache `name` with blocks of `block` tokens.
             Either cache is a pool of capacity // block blocks: its whole state."""
             key = (workload, name, self.capacity // block, block, self.policy, self.queue)
-            return _RUNS.get(key, lambda: summary(simulate(requests, CACHES[name](self.capacity, block),
-                                                           self.policy, self.queue, self.alpha)))
+            return _RUNS.get(
+                key,
+                lambda: summary(
+                    simulate(requests, CACHES[name](self.capacity, block), self.policy, self.queue, self.alpha)
+                ),
+            )
 
         runs = {"radix": served("radix_paged", 1), **{name: served(name, self.block_size) for name in CACHES}}
         sizes = [b for b in BLOCK_SWEEP if b <= self.capacity]

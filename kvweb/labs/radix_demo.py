@@ -1,5 +1,6 @@
 """Lab `radix-demo`: requests sharing a system prompt, and a later turn of a conversation,
 prefill only what the radix cache lacks, and generate exactly what a from-scratch run does."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,12 +24,15 @@ class RadixDemo(Lab):
         "makes the least recently used leaves go."
     )
 
-    system = Text("You are a helpful assistant. Answer briefly. ", max_length=400,
-                  doc="system prompt shared by every request")
-    questions = Text("What is a radix tree?|Why cache the KV?|How does LRU work?|What is a page?",
-                     max_length=400, doc="questions separated by |, one request each")
-    follow_up = Text(" Tell me more.", max_length=200,
-                     doc="next turn of the first conversation (empty: none)")
+    system = Text(
+        "You are a helpful assistant. Answer briefly. ", max_length=400, doc="system prompt shared by every request"
+    )
+    questions = Text(
+        "What is a radix tree?|Why cache the KV?|How does LRU work?|What is a page?",
+        max_length=400,
+        doc="questions separated by |, one request each",
+    )
+    follow_up = Text(" Tell me more.", max_length=200, doc="next turn of the first conversation (empty: none)")
     max_new = param.Integer(16, bounds=(1, 64), doc="tokens generated per request")
     pool = param.Integer(180, bounds=(8, 4096), doc="pool slots shared by the cache and the running request")
     page_size = param.Integer(1, bounds=(1, 16), doc="tokens per pool page (the tree caches whole pages)")
@@ -67,34 +71,46 @@ class RadixDemo(Lab):
         """Each request's tokens read against their context (about n^2 / 2 for n slots) and its tokens
         decoded, once through the radix cache and once for the reference."""
         lengths = self.kv_lengths()
-        return work((sum(n * n for n in lengths) / 2, CONTEXT_READS), (2 * self.max_new * len(lengths), MODEL_CALLS),
-                    lower=("questions", "system", "max_new"))
+        return work(
+            (sum(n * n for n in lengths) / 2, CONTEXT_READS),
+            (2 * self.max_new * len(lengths), MODEL_CALLS),
+            lower=("questions", "system", "max_new"),
+        )
 
     def check(self) -> None:
         longest = max(self.kv_lengths())
         need = -(-longest // self.page_size) * self.page_size
         if self.pool < need:
-            raise ParamError(f"pool: {self.pool} slots cannot hold the longest request ({longest} tokens); "
-                             f"allowed: at least {need}")
+            raise ParamError(
+                f"pool: {self.pool} slots cannot hold the longest request ({longest} tokens); allowed: at least {need}"
+            )
 
     def run(self, progress: Progress = no_progress) -> dict[str, Any]:
         self.check()
         prompts, follow = self.prompts()
         model = MiniModel()
-        done = run_demo(model, prompts, self.max_new, self.pool, self.page_size, self.seed,
-                        self.temperature, follow)
+        done = run_demo(model, prompts, self.max_new, self.pool, self.page_size, self.seed, self.temperature, follow)
         requests = []
         for i, r in enumerate(done):
             for node in (*r.running_tree["nodes"], *r.tree["nodes"]):
                 node["text"] = decode(node.pop("tokens"))
-            requests.append({
-                "index": i, "follow_up": i in follow, "prompt": decode(r.prompt),
-                "output": decode(r.output), "reference": decode(r.reference),
-                "suffix": decode(r.prompt[r.cached_tokens:]), "match_node": r.match_node,
-                "cached_tokens": r.cached_tokens, "prefilled_tokens": r.prefilled_tokens,
-                "identical": r.output == r.reference, "evicted": r.evicted,
-                "running_tree": r.running_tree, "tree": r.tree,
-            })
+            requests.append(
+                {
+                    "index": i,
+                    "follow_up": i in follow,
+                    "prompt": decode(r.prompt),
+                    "output": decode(r.output),
+                    "reference": decode(r.reference),
+                    "suffix": decode(r.prompt[r.cached_tokens :]),
+                    "match_node": r.match_node,
+                    "cached_tokens": r.cached_tokens,
+                    "prefilled_tokens": r.prefilled_tokens,
+                    "identical": r.output == r.reference,
+                    "evicted": r.evicted,
+                    "running_tree": r.running_tree,
+                    "tree": r.tree,
+                }
+            )
         steps = [t for r in requests for t in (r["running_tree"], r["tree"])]
         prompt_tokens = sum(len(r.prompt) for r in done)
         cached = sum(r.cached_tokens for r in done)
@@ -106,6 +122,7 @@ class RadixDemo(Lab):
             "evicted": sum(r.evicted for r in done),
             "requests": requests,
             # two steps per request (running, done): open on the first that changes the tree's shape
-            "opening_step": next((i for i, t in enumerate(steps)
-                                  if any(n["split"] or n["ghost"] for n in t["nodes"])), 0),
+            "opening_step": next(
+                (i for i, t in enumerate(steps) if any(n["split"] or n["ghost"] for n in t["nodes"])), 0
+            ),
         }

@@ -1,4 +1,5 @@
 """Lab `recovery`: bringing back one preempted request by swap or by recompute."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,12 +17,16 @@ BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 class RecoveryLab(PaperGPULab):
     lab_name = "recovery"
     title = "Swap vs recompute: the cost of one preemption"
-    summary = ("A preempted request of N tokens comes back either by swapping its KV blocks out to "
-               "host memory and back over the host link (bytes / link + a fixed cost per copy) or by "
-               "recomputing its KV with one prefill. swap_s counts both directions, swap_in_s only the "
-               "way back. Decimal units: 1 GB = 1e9 B.")
+    summary = (
+        "A preempted request of N tokens comes back either by swapping its KV blocks out to "
+        "host memory and back over the host link (bytes / link + a fixed cost per copy) or by "
+        "recomputing its KV with one prefill. swap_s counts both directions, swap_in_s only the "
+        "way back. Decimal units: 1 GB = 1e9 B."
+    )
 
-    model = param.Selector(objects=list(MODELS), default="llama-3-8b", doc="model (sets KV bytes per token and prefill cost)")
+    model = param.Selector(
+        objects=list(MODELS), default="llama-3-8b", doc="model (sets KV bytes per token and prefill cost)"
+    )
     gpu = param.Selector(objects=list(GPUS), default="H100-SXM", doc="GPU of the per-block-size table")
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="KV tokens of the preempted request")
 
@@ -38,8 +43,15 @@ class RecoveryLab(PaperGPULab):
         for bs in BLOCK_SIZES:
             swap_in = cm.swap_cost(self.tokens, bs)
             swap = cm.swap_roundtrip_cost(self.tokens, bs)
-            rows.append({"block_size": bs, "swap_s": swap, "swap_in_s": swap_in, "recompute_s": recompute,
-                         "faster": "swap" if swap < recompute else "recompute"})
+            rows.append(
+                {
+                    "block_size": bs,
+                    "swap_s": swap,
+                    "swap_in_s": swap_in,
+                    "recompute_s": recompute,
+                    "faster": "swap" if swap < recompute else "recompute",
+                }
+            )
         return rows
 
     def estimate(self) -> Estimate:
@@ -60,5 +72,9 @@ class RecoveryLab(PaperGPULab):
         if not cm.fits:
             return result
         chosen = next(entry["rows"] for entry in by_gpu if entry["gpu"] == self.gpu)
-        return {**result, "per_block_size": chosen, "swap_s": {r["block_size"]: r["swap_s"] for r in chosen},
-                "recompute_s": cm.recompute_cost(self.tokens)}
+        return {
+            **result,
+            "per_block_size": chosen,
+            "swap_s": {r["block_size"]: r["swap_s"] for r in chosen},
+            "recompute_s": cm.recompute_cost(self.tokens),
+        }

@@ -1,5 +1,6 @@
 """Lab `roofline`: the paper GPU. KV capacity and the cost of prefill, decode, swap and recompute,
 on `tp` GPUs at the chosen weight and KV precision."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,12 +26,17 @@ class Roofline(PaperGPULab):
         "1 GB = 1e9 B; bytes and FLOPs are one GPU's unless named total (all GPUs); token counts are all GPUs'."
     )
 
-    gpu = param.Selector(objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 and FP8 FLOP/s, bandwidth, host link, NVLink)")
-    model = param.Selector(objects=[*MODELS, "custom"], default="opt-13b-like",
-                           doc="model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the "
-                               "real one (head tied to the embedding, 12.8e9); llama-3.1, qwen2.5 and mixtral-8x7b "
-                               "(8 experts, 2 active) from their Hugging Face configs; deepseek-v3, gpt-oss, gemma-3-27b and "
-                               "qwen3-next mix layer types (the layer-memory lab draws them); 'custom' uses the custom_* sizes")
+    gpu = param.Selector(
+        objects=list(GPUS), default="A100-40GB", doc="GPU (HBM, peak bf16 and FP8 FLOP/s, bandwidth, host link, NVLink)"
+    )
+    model = param.Selector(
+        objects=[*MODELS, "custom"],
+        default="opt-13b-like",
+        doc="model: opt-13b-like is the lecture's (own LM head, 13.1e9 parameters), opt-13b the "
+        "real one (head tied to the embedding, 12.8e9); llama-3.1, qwen2.5 and mixtral-8x7b "
+        "(8 experts, 2 active) from their Hugging Face configs; deepseek-v3, gpt-oss, gemma-3-27b and "
+        "qwen3-next mix layer types (the layer-memory lab draws them); 'custom' uses the custom_* sizes",
+    )
     tokens = param.Integer(2048, bounds=(1, 1_000_000), doc="tokens to prefill, swap or recompute")
     batch = param.Integer(32, bounds=(1, 4096), doc="sequences in the decode step")
     context = param.Integer(1024, bounds=(1, 1_000_000), doc="context length of each decoding sequence")
@@ -38,7 +44,9 @@ class Roofline(PaperGPULab):
     custom_layers = param.Integer(32, bounds=(1, 256), doc="custom model: layers", precedence=ADVANCED)
     custom_d_model = param.Integer(4096, bounds=(64, 65536), doc="custom model: d_model", precedence=ADVANCED)
     custom_heads = param.Integer(32, bounds=(1, 512), doc="custom model: query heads", precedence=ADVANCED)
-    custom_kv_heads = param.Integer(8, bounds=(1, 512), doc="custom model: KV heads (GQA when fewer than heads)", precedence=ADVANCED)
+    custom_kv_heads = param.Integer(
+        8, bounds=(1, 512), doc="custom model: KV heads (GQA when fewer than heads)", precedence=ADVANCED
+    )
     custom_head_dim = param.Integer(128, bounds=(8, 1024), doc="custom model: head dimension", precedence=ADVANCED)
     custom_d_ff = param.Integer(14336, bounds=(64, 524288), doc="custom model: SwiGLU hidden size", precedence=ADVANCED)
     custom_vocab = param.Integer(128256, bounds=(2, 1_000_000), doc="custom model: vocabulary", precedence=ADVANCED)
@@ -49,17 +57,21 @@ class Roofline(PaperGPULab):
 
     def check(self) -> None:
         if self.model == "custom" and self.custom_heads % self.custom_kv_heads:
-            raise ParamError(
-                f"custom_kv_heads: {self.custom_kv_heads} must divide custom_heads ({self.custom_heads})"
-            )
+            raise ParamError(f"custom_kv_heads: {self.custom_kv_heads} must divide custom_heads ({self.custom_heads})")
         self.cost_model(self.gpu, self.llm())  # a weight precision the model cannot take: a ParamError
 
     def llm(self) -> LLMSpec:
         if self.model != "custom":
             return MODELS[self.model]
         return LLMSpec(
-            "custom", self.custom_layers, self.custom_d_model, self.custom_heads, self.custom_kv_heads,
-            self.custom_head_dim, self.custom_d_ff, self.custom_vocab,
+            "custom",
+            self.custom_layers,
+            self.custom_d_model,
+            self.custom_heads,
+            self.custom_kv_heads,
+            self.custom_head_dim,
+            self.custom_d_ff,
+            self.custom_vocab,
         )
 
     def explain(self) -> dict[str, Explanation]:
@@ -73,10 +85,15 @@ class Roofline(PaperGPULab):
         m, g = cm.model, cm.gpu
         facts = {
             "units": "decimal (1 GB = 1e9 B); bytes and FLOPs of one GPU unless named total (the tensor-parallel "
-                     "group's); token and block counts are the group's",
-            "gpu": {"name": g.name, "hbm_bytes": g.hbm_bytes, "peak_flops": cm.peak_flops,
-                    "hbm_bandwidth": g.hbm_bandwidth, "link_bandwidth": cm.link,
-                    "interconnect_bandwidth": cm.interconnect},
+            "group's); token and block counts are the group's",
+            "gpu": {
+                "name": g.name,
+                "hbm_bytes": g.hbm_bytes,
+                "peak_flops": cm.peak_flops,
+                "hbm_bandwidth": g.hbm_bandwidth,
+                "link_bandwidth": cm.link,
+                "interconnect_bandwidth": cm.interconnect,
+            },
             **cm.fit(),
             "params_count": m.params,
             "active_params_count": m.active_params,
@@ -92,15 +109,23 @@ class Roofline(PaperGPULab):
         points = []
         for name, (flops, nbytes) in (("prefill", prefill), ("decode", decode)):
             ai = cm.intensity(flops, nbytes)
-            points.append({
-                "name": name, "flops": flops, "bytes": nbytes, "intensity": ai,
-                "attainable_flops_s": cm.attainable_flops(ai),
-                "bound": "compute" if ai >= cm.ridge_intensity else "memory",
-            })
+            points.append(
+                {
+                    "name": name,
+                    "flops": flops,
+                    "bytes": nbytes,
+                    "intensity": ai,
+                    "attainable_flops_s": cm.attainable_flops(ai),
+                    "bound": "compute" if ai >= cm.ridge_intensity else "memory",
+                }
+            )
         decode_s = cm.decode_step_cost(self.batch, self.batch * self.context)
         batch_fits = self.batch * self.context <= cm.kv_capacity_tokens
-        decode_step = {"decode_step_s": decode_s, "decode_allreduce_s": cm.allreduce_time(self.batch),
-                       "decode_tokens_per_s": self.batch / decode_s}
+        decode_step = {
+            "decode_step_s": decode_s,
+            "decode_allreduce_s": cm.allreduce_time(self.batch),
+            "decode_tokens_per_s": self.batch / decode_s,
+        }
         return {
             **facts,
             "kv_capacity_blocks": cm.kv_capacity_blocks(self.block_size),

@@ -11,14 +11,14 @@ parameters, and each mode's scheduler, run and figures made from them, are `Mode
 (labs/modes_lab.py), which the fleet lab reads too. `host_tier_gb` gives vLLM V1 and SGLang a
 host-memory tier (serving/host_tier.py).
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from typing import Any
 
-from kvweb.budget import (GROUP_PAGES, MAP_CELLS, MAP_SCANS, PAGED_SETUP, POOL_SLOTS, V1_POOL_SETUP, Estimate, Unit,
-                          work)
+from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, PAGED_SETUP, POOL_SLOTS, V1_POOL_SETUP, Estimate, Unit, work
 from kvweb.gpu import CostModel
 from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, step_cost
@@ -41,24 +41,45 @@ from kvweb.serving.metrics import explain as explain_run
 from kvweb.serving.radix_scheduler import DENSE_SLOTS
 from kvweb.serving.workload import Request
 
-PAPER = ("SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "
-         "compared with on workloads that share prefixes (few-shot, multi-turn chat, agents), with 50-99 % cache hit "
-         "rates; vLLM paper (Kwon et al., SOSP 2023), section 6.4 (Fig. 16): sharing a prefix named by hand gives 1.67x "
-         "(1-shot) and 3.58x (5-shot) the throughput of Orca (Oracle). Today's vLLM and SGLang both find shared prefixes "
-         "by themselves; this simulator is not expected to match those figures, only to move the same way.")
+PAPER = (
+    "SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "
+    "compared with on workloads that share prefixes (few-shot, multi-turn chat, agents), with 50-99 % cache hit "
+    "rates; vLLM paper (Kwon et al., SOSP 2023), section 6.4 (Fig. 16): sharing a prefix named by hand gives 1.67x "
+    "(1-shot) and 3.58x (5-shot) the throughput of Orca (Oracle). Today's vLLM and SGLang both find shared prefixes "
+    "by themselves; this simulator is not expected to match those figures, only to move the same way."
+)
 
 # What the vllm-v1 mode was checked against (tests/test_parity_vllm.py replays the recording and
 # checks these figures).
 VLLM_VERSION = "0.33.0"
-CHECKED = (f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step by step: 47 recorded workloads, "
-           "each synchronous, with the old first-chunk admission check and with async scheduling, 48,886 steps "
-           "and 666 preemptions, every decision identical; sglang's radix cache and admission against SGLang 0.5.23's "
-           "own RadixCache: 48 workloads, 5,405 operations and 40 admission rounds, identical")
+CHECKED = (
+    f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step by step: 47 recorded workloads, "
+    "each synchronous, with the old first-chunk admission check and with async scheduling, 48,886 steps "
+    "and 666 preemptions, every decision identical; sglang's radix cache and admission against SGLang 0.5.23's "
+    "own RadixCache: 48 workloads, 5,405 operations and 40 admission rounds, identical"
+)
 
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.
-SERVING_ONLY = ("model", "block_size", "watermark", "preemption", "allocator", "token_budget", "chunk_size", "policy",
-                "mixed_chunk", "prefix_caching", "max_seqs", "search", "target", "ttft_slo_s", "tpot_slo_ms", *V1_ONLY,
-                "host_tier_gb", *SPEC)
+SERVING_ONLY = (
+    "model",
+    "block_size",
+    "watermark",
+    "preemption",
+    "allocator",
+    "token_budget",
+    "chunk_size",
+    "policy",
+    "mixed_chunk",
+    "prefix_caching",
+    "max_seqs",
+    "search",
+    "target",
+    "ttft_slo_s",
+    "tpot_slo_ms",
+    *V1_ONLY,
+    "host_tier_gb",
+    *SPEC,
+)
 FEW_SHOT_ONLY, MULTI_TURN_ONLY = ("tasks", "examples_len"), ("turns", "think_s")
 # Remembered results, shared by every session (a run is a pure function of its key; results are
 # only read): in the app a widget change reruns only the modes that read it, and a search only
@@ -83,19 +104,37 @@ def unread_by_workload(workload: str) -> tuple[str, ...]:
 class SchedulersLab(ModesLab):
     lab_name = "schedulers"
     title = "Today's schedulers: vLLM V1 and SGLang beside the papers' engine"
-    summary = ("The same requests on the same paper GPU, three ways: the papers' engine (whole prefills, no prefix "
-               "cache), vLLM V1 (one token budget per step shared by decodes and prefill chunks, automatic prefix "
-               "caching of full blocks, recompute-only preemption) and SGLang (a radix cache in the same pool as running "
-               "requests, longest prefix match first, chunked prefill). Memory maps show what is running, what is "
-               "cached and reusable, and what is free.")
+    summary = (
+        "The same requests on the same paper GPU, three ways: the papers' engine (whole prefills, no prefix "
+        "cache), vLLM V1 (one token budget per step shared by decodes and prefill chunks, automatic prefix "
+        "caching of full blocks, recompute-only preemption) and SGLang (a radix cache in the same pool as running "
+        "requests, longest prefix match first, chunked prefill). Memory maps show what is running, what is "
+        "cached and reusable, and what is free."
+    )
 
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "few-shot":
-            return few_shot_traffic(self.requests, rate, self.seed, self.tasks, self.system_len, self.examples_len,
-                                    self.question_len, self.output_len)
+            return few_shot_traffic(
+                self.requests,
+                rate,
+                self.seed,
+                self.tasks,
+                self.system_len,
+                self.examples_len,
+                self.question_len,
+                self.output_len,
+            )
         if self.workload == "multi-turn":
-            return multi_turn_traffic(self.requests, rate, self.seed, self.turns, self.system_len, self.question_len,
-                                      self.output_len, self.think_s)
+            return multi_turn_traffic(
+                self.requests,
+                rate,
+                self.seed,
+                self.turns,
+                self.system_len,
+                self.question_len,
+                self.output_len,
+                self.think_s,
+            )
         return super().workload_at(rate)
 
     def explain(self, result: dict[str, Any]) -> dict[str, dict[str, Explanation]]:
@@ -122,6 +161,7 @@ class SchedulersLab(ModesLab):
     def served_once(self, mode: str, progress: Progress) -> tuple[dict[str, Any], list[tuple[int, int]]]:
         """One mode's summarized, traced run, remembered by what it reads, and each frame's count
         of cells reused and held (for `opening_step`)."""
+
         def serve() -> tuple[dict[str, Any], list[tuple[int, int]]]:
             run = self.run_mode(mode, self.requests_at(self.rate), progress, trace=True)
             priced = step_cost(self.scheduler_cost(mode))
@@ -135,24 +175,40 @@ class SchedulersLab(ModesLab):
         requests, cost = self.requests_at(self.rate), self.setup().cost_model()
         hybrid, tokens = kv_layout(cost, self.block_size).hybrid, self.distinct_tokens(requests)
         modes = {m: self.map_work(m, cost, hybrid, tokens) for m in MODES if not self.refusal(m)}
-        pools = {m: [(cells, V1_POOL_SETUP if MODES[m].hashes_blocks else PAGED_SETUP)] if MODES[m].cell == "block" else []
-                 for m, (_, cells, _, _) in modes.items()}
-        runs = [[*self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps),
-                 *pools[m]] for m, (block, cells, maps, stepwise) in modes.items()]
+        pools = {
+            m: [(cells, V1_POOL_SETUP if MODES[m].hashes_blocks else PAGED_SETUP)] if MODES[m].cell == "block" else []
+            for m, (_, cells, _, _) in modes.items()
+        }
+        runs = [
+            [
+                *self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps),
+                *pools[m],
+            ]
+            for m, (block, cells, maps, stepwise) in modes.items()
+        ]
         if self.host_blocks():  # the tiered modes without the tier too
-            runs += [self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs)
-                     for m, (block, cells, _, stepwise) in modes.items() if MODES[m].tiered]
+            runs += [
+                self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs)
+                for m, (block, cells, _, stepwise) in modes.items()
+                if MODES[m].tiered
+            ]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.requests_at(1.0)
-            runs += [[(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
-                     for block, _, _, stepwise in modes.values()]
+            runs += [
+                [(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
+                for block, _, _, stepwise in modes.values()
+            ]
         knobs = self.work_knobs()
-        return work(*(part for run in runs for part in run), lower=(*knobs["lower"], *self.workload_lengths()),
-                    higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()))
+        return work(
+            *(part for run in runs for part in run),
+            lower=(*knobs["lower"], *self.workload_lengths()),
+            higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()),
+        )
 
-    def map_work(self, mode: str, cost: CostModel, hybrid: bool, tokens: int
-                 ) -> tuple[int, int, tuple[tuple[float, Unit], ...], bool]:
+    def map_work(
+        self, mode: str, cost: CostModel, hybrid: bool, tokens: int
+    ) -> tuple[int, int, tuple[tuple[float, Unit], ...], bool]:
         """(block size, map cells, other map work a frame, stepwise) of a mode's run. A mode on token
         slots: a map cell per slot, its slots taken in runs of about 16 tokens of work each. A model
         whose layers are not all alike draws each group's or pool's map too, costed by what it reads
@@ -194,6 +250,7 @@ class SchedulersLab(ModesLab):
 
             def part(fraction: float, message: str, i: int = i, mode: str = mode) -> None:
                 progress((i + fraction) / steps, f"{mode}: {message}")
+
             row, frame_count = self.served_once(mode, part)
             modes.append(dict(row))
             counts.append(frame_count)
@@ -209,23 +266,36 @@ class SchedulersLab(ModesLab):
         for m in modes:  # each mode's own pools (SGLang's, for window or linear layers)
             hybrid.update(MODES[m["mode"]].pool_figures(self.setup().cost_model()))
         return {
-            "modes": modes, "timeline": clock, "opening_step": opening_step_of(counts, clock),
-            **({"step_cost": {m["mode"]: m["step_cost"] for m in modes if "step_cost" in m}}
-               if any("step_cost" in m for m in modes) else {}),
+            "modes": modes,
+            "timeline": clock,
+            "opening_step": opening_step_of(counts, clock),
+            **(
+                {"step_cost": {m["mode"]: m["step_cost"] for m in modes if "step_cost" in m}}
+                if any("step_cost" in m for m in modes)
+                else {}
+            ),
             "submitted": len(requests),
-            "token_budget": self.budget(), "chunk_size": self.chunk(),
+            "token_budget": self.budget(),
+            "chunk_size": self.chunk(),
             "block_size": groups[0]["block_size"] if groups else self.block_size,
-            "max_len": self.setup().spec.max_len, "kv_blocks": kv_blocks(self.setup().cost_model(), self.block_size),
+            "max_len": self.setup().spec.max_len,
+            "kv_blocks": kv_blocks(self.setup().cost_model(), self.block_size),
             "max_concurrency": max_concurrency(self.setup().cost_model(), self.block_size, self.setup().spec.max_len),
-            "shared_prefixes": self.workload in PREFIX_WORKLOADS, "paper": PAPER, "checked": CHECKED, **hybrid,
+            "shared_prefixes": self.workload in PREFIX_WORKLOADS,
+            "paper": PAPER,
+            "checked": CHECKED,
+            **hybrid,
         }
 
     def _without_tier(self, row: dict[str, Any], progress: Progress) -> None:
         """A mode's TTFT on the same requests without the host tier (a remembered run of its own)."""
         off, mode = type(self)(**{**self.values(), "host_tier_gb": 0.0}), row["mode"]
         plain, _ = off.served_once(mode, lambda f, m: progress(1.0, f"{mode} without the host tier: {m}"))
-        row["host_tier"] = {**row["host_tier"], "ttft_s_without": plain["ttft_s"],
-                            "prefix_hit_rate_without": plain["prefix_hit_rate"]}
+        row["host_tier"] = {
+            **row["host_tier"],
+            "ttft_s_without": plain["ttft_s"],
+            "prefix_hit_rate_without": plain["prefix_hit_rate"],
+        }
 
     def _search(self, modes: list[dict[str, Any]], progress: Progress) -> None:
         """Each mode's highest rate within the SLO, on the same requests arriving faster or slower
@@ -234,7 +304,9 @@ class SchedulersLab(ModesLab):
             mode = row["mode"]
             i = list(MODES).index(mode)
             key = self.key(("rate", "search", *self.unread(mode)), mode=mode)
-            row["max_rate"], row["trials"] = _SEARCHES.get(key, lambda i=i, mode=mode: self._search_mode(i, mode, progress))
+            row["max_rate"], row["trials"] = _SEARCHES.get(
+                key, lambda i=i, mode=mode: self._search_mode(i, mode, progress)
+            )
 
     def _search_mode(self, i: int, mode: str, progress: Progress) -> tuple[float, list[dict]]:
         base, count, slo = self.requests_at(1.0), [0], self.setup().slo
@@ -243,8 +315,11 @@ class SchedulersLab(ModesLab):
             requests = [r.arriving(r.arrival / rate) for r in base]
             run = self.run_mode(mode, requests, no_progress, give_up_after=give_up_after)
             # the figures `search` reads, as `summarize` computes them (its distributions are not needed)
-            return {"stopped_early": run.stopped_early, "slo_attainment": attainment(run, slo),
-                    "throughput_tok_s": throughput(run)}
+            return {
+                "stopped_early": run.stopped_early,
+                "slo_attainment": attainment(run, slo),
+                "throughput_tok_s": throughput(run),
+            }
 
         def tried(rate: float) -> None:
             count[0] += 1
@@ -253,8 +328,7 @@ class SchedulersLab(ModesLab):
         return search(serve, self.target, len(base), 0.02, tried)
 
 
-def group_map_work(cost: CostModel, block_size: int, layers_apart: str, tokens: int
-                   ) -> tuple[tuple[float, Unit], ...]:
+def group_map_work(cost: CostModel, block_size: int, layers_apart: str, tokens: int) -> tuple[tuple[float, Unit], ...]:
     """What one frame's maps cost a mode that keeps kinds of layer apart (`Mode.layers_apart`) on a
     model whose layers are not all alike, `tokens` being the requests' `distinct_tokens`
     (bench/hybrid_maps.py measures it). vLLM V1: its one pool of pages
@@ -285,7 +359,9 @@ def mean_held(size: int, units: int) -> float:
 
 def frame_counts(frames: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """Each frame's cells reused (cached-and-reusable, or shared by running requests) and held (not free)."""
-    return [(f["owner"].count(CACHED) + f["owner"].count(SHARED), len(f["owner"]) - f["owner"].count(FREE)) for f in frames]
+    return [
+        (f["owner"].count(CACHED) + f["owner"].count(SHARED), len(f["owner"]) - f["owner"].count(FREE)) for f in frames
+    ]
 
 
 def opening_step(frame_lists: list[list[dict[str, Any]]], clock: dict[str, list]) -> int:

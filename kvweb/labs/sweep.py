@@ -1,4 +1,5 @@
 """Lab `sweep`: paged serving across block sizes, watermarks, or swap vs recompute at several rates."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,20 @@ BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 WATERMARKS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
 RATE_FACTORS = (0.5, 1.0, 1.5, 2.0)
 PREEMPTION_BLOCK_SIZES = (8, 16, 64)
-KEYS = ("throughput_tok_s", "slo_attainment", "mean_batch", "occupied_frac", "used_frac", "utilisation",
-        "preemptions", "recomputed_tokens", "swapped_bytes", "sim_time_s", "finished", "rejected")
+KEYS = (
+    "throughput_tok_s",
+    "slo_attainment",
+    "mean_batch",
+    "occupied_frac",
+    "used_frac",
+    "utilisation",
+    "preemptions",
+    "recomputed_tokens",
+    "swapped_bytes",
+    "sim_time_s",
+    "finished",
+    "rejected",
+)
 
 # The figures of each point remembered (least recently used dropped first), shared by every
 # session: a point's run is a pure function of the parameters with the point's own values in
@@ -31,11 +44,16 @@ _POINTS: Memo[dict[str, Any]] = Memo(POINTS_KEPT)
 class SweepLab(ServingLab):
     lab_name = "sweep"
     title = "Paged serving sweeps: block size, watermark, swap vs recompute"
-    summary = ("Runs paged memory on the same requests across block sizes (1-256), admission watermarks "
-               "(0-20 %), or swap vs recompute at 0.5x-2x the rate and several block sizes.")
+    summary = (
+        "Runs paged memory on the same requests across block sizes (1-256), admission watermarks "
+        "(0-20 %), or swap vs recompute at 0.5x-2x the rate and several block sizes."
+    )
 
-    sweep = param.Selector(objects=["block_size", "watermark", "preemption"], default="block_size",
-                           doc="what varies; everything else stays as set")
+    sweep = param.Selector(
+        objects=["block_size", "watermark", "preemption"],
+        default="block_size",
+        doc="what varies; everything else stays as set",
+    )
     requests = param.Integer(500, bounds=(1, 5000), doc="requests per run (a trace brings its own)")
     # At 2 requests/s scenario A is underloaded and every block size serves the same tokens/s;
     # at 4 the memory is the limit, so block size and watermark change throughput and preemptions.
@@ -44,16 +62,21 @@ class SweepLab(ServingLab):
     def check(self) -> None:
         super().check()
         if self.sweep == "preemption" and self.workload in ("trace", "closed-loop"):
-            raise ParamError(f"workload: {self.workload} is not allowed with sweep=preemption, which varies the "
-                             "arrival rate")
+            raise ParamError(
+                f"workload: {self.workload} is not allowed with sweep=preemption, which varies the arrival rate"
+            )
 
     def points(self) -> list[dict[str, Any]]:
         if self.sweep == "block_size":
             return [{"block_size": b} for b in BLOCK_SIZES]
         if self.sweep == "watermark":
             return [{"watermark": w} for w in WATERMARKS]
-        return [{"rate": self.rate * f, "block_size": b, "preemption": p}
-                for f in RATE_FACTORS for b in PREEMPTION_BLOCK_SIZES for p in ("recompute", "swap")]
+        return [
+            {"rate": self.rate * f, "block_size": b, "preemption": p}
+            for f in RATE_FACTORS
+            for b in PREEMPTION_BLOCK_SIZES
+            for p in ("recompute", "swap")
+        ]
 
     def estimate(self) -> Estimate:
         """One untraced run a point (the preemption sweep's rates change arrivals, not the work)."""

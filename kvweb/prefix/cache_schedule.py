@@ -9,6 +9,7 @@ comes first in the offline depth-first order of the prompts' prefix tree, whatev
 now), and aging (match length + alpha x steps waited), which bounds starvation. The offline
 depth-first order itself, every request served back to back, is `optimal`.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -91,8 +92,9 @@ class _Waiting:
     order: int  # queue entry order: first come first served
 
 
-def _scores(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float, now: int,
-            waiting: list[_Waiting]) -> list[float]:
+def _scores(
+    policy: str, server: PrefixCache, rank: dict[int, int], alpha: float, now: int, waiting: list[_Waiting]
+) -> list[float]:
     """The priority of each waiting request, in queue order (peeks at the cache in that order)."""
     if policy == "fcfs":
         return [-w.order for w in waiting]
@@ -106,8 +108,9 @@ def _scores(policy: str, server: PrefixCache, rank: dict[int, int], alpha: float
     return [m + alpha * (now - w.entered) for m, w in zip(matches, waiting)]  # aging
 
 
-def simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queue: int = 32,
-             alpha: float = 1.0) -> list[Served]:
+def simulate(
+    requests: Sequence[Request], server: PrefixCache, policy: str, queue: int = 32, alpha: float = 1.0
+) -> list[Served]:
     """Serve every request, one per step, in the order the policy picks from the queue.
     Ties go to the request that entered the queue first."""
     rank = {requests[i].rid: pos for pos, i in enumerate(dfs_order(list(requests)))} if policy == "dfs-rank" else {}
@@ -136,8 +139,9 @@ def simulate(requests: Sequence[Request], server: PrefixCache, policy: str, queu
         scores = _scores(policy, server, rank, alpha, now, waiting)
         w = waiting.pop(scores.index(max(scores)))  # `waiting` is in entry order: ties go to the first
         matched = server.serve(w.request)
-        served.append(Served(w.request.rid, w.request.group, now, len(w.request.prompt), matched,
-                             now - w.entered, server.cached))
+        served.append(
+            Served(w.request.rid, w.request.group, now, len(w.request.prompt), matched, now - w.entered, server.cached)
+        )
         now += 1
         for turn in next_turns.get(w.request.rid, ()):
             heapq.heappush(arrivals, (now + turn.delay, turn.rid))
@@ -154,8 +158,7 @@ def serve_in_order(requests: Sequence[Request], order: Sequence[int], server: Pr
     return served
 
 
-def optimal(requests: Sequence[Request], capacity: int, page_size: int = 1,
-            cache_answers: bool = True) -> list[Served]:
+def optimal(requests: Sequence[Request], capacity: int, page_size: int = 1, cache_answers: bool = True) -> list[Served]:
     """The offline depth-first order on the same cache: the best hit rate when the cache
     holds at least the longest request (SGLang's theorem), an upper bound to compare with."""
     return serve_in_order(requests, dfs_order(list(requests)), RadixServer(capacity, page_size, cache_answers))
@@ -197,18 +200,29 @@ def capacity_grid(requests: Sequence[Request], points: int) -> list[int]:
     return sorted(set(np.geomspace(low, high, points).round().astype(int).tolist()))
 
 
-def policy_hit_rate(requests: Sequence[Request], capacity: int, policy: str, queue: int, alpha: float,
-                    page_size: int = 1) -> float:
+def policy_hit_rate(
+    requests: Sequence[Request], capacity: int, policy: str, queue: int, alpha: float, page_size: int = 1
+) -> float:
     """The hit rate of one policy (or "optimal", the offline optimum) at one cache capacity.
     Only "aging" reads `alpha`, and "optimal" does not read `queue` either."""
-    served = (optimal(requests, capacity, page_size) if policy == "optimal"
-              else simulate(requests, RadixServer(capacity, page_size), policy, queue, alpha))
+    served = (
+        optimal(requests, capacity, page_size)
+        if policy == "optimal"
+        else simulate(requests, RadixServer(capacity, page_size), policy, queue, alpha)
+    )
     return hit_rate(served)
 
 
-def sweep(requests: Sequence[Request], capacities: Sequence[int], policies: Sequence[str], queue: int,
-          alpha: float, page_size: int = 1, progress: Callable[[float, str], None] | None = None,
-          rate_of: Callable[[int, str], float] | None = None) -> dict:
+def sweep(
+    requests: Sequence[Request],
+    capacities: Sequence[int],
+    policies: Sequence[str],
+    queue: int,
+    alpha: float,
+    page_size: int = 1,
+    progress: Callable[[float, str], None] | None = None,
+    rate_of: Callable[[int, str], float] | None = None,
+) -> dict:
     """Hit rate of each policy, and of the offline optimum, at each cache capacity.
     `rate_of(capacity, policy)`, when given, stands for `policy_hit_rate` on these arguments
     (a caller that remembers runs)."""
@@ -218,8 +232,11 @@ def sweep(requests: Sequence[Request], capacities: Sequence[int], policies: Sequ
         for p, policy in enumerate(rates):
             if progress:
                 progress((c * len(rates) + p) / runs, f"capacity {capacity}: {policy}")
-            rates[policy].append(rate_of(capacity, policy) if rate_of
-                                 else policy_hit_rate(requests, capacity, policy, queue, alpha, page_size))
+            rates[policy].append(
+                rate_of(capacity, policy)
+                if rate_of
+                else policy_hit_rate(requests, capacity, policy, queue, alpha, page_size)
+            )
     return {"capacity": list(capacities), "hit_rate": rates}
 
 

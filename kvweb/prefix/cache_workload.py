@@ -3,6 +3,7 @@
 Tokens are random ids from a large vocabulary, seeded, so two runs share a prefix only
 where the workload says so (a system prompt, a task's examples, earlier turns).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,17 @@ def question_lengths(n: int, mean: int, sigma: float, seed: int) -> list[int]:
     return np.maximum(1, lognormal(np.random.default_rng([seed, 3]), mean, sigma, n)).astype(int).tolist()
 
 
-def few_shot(tasks: int, per_task: int, system_len: int, examples_len: int, question_len: int,
-             output_len: int, seed: int, order: str = "random", question_sigma: float = 0.0) -> list[Request]:
+def few_shot(
+    tasks: int,
+    per_task: int,
+    system_len: int,
+    examples_len: int,
+    question_len: int,
+    output_len: int,
+    seed: int,
+    order: str = "random",
+    question_sigma: float = 0.0,
+) -> list[Request]:
     """tasks x per_task requests, each = system prompt + its task's examples + a unique
     question, all present at step 0. Questions are `question_len` tokens, or with
     `question_sigma` > 0 lognormal lengths of that mean (`question_lengths`). `order` is how
@@ -65,15 +75,18 @@ def few_shot(tasks: int, per_task: int, system_len: int, examples_len: int, ques
         task = i % tasks
         question = rng.integers(0, VOCAB, question_len)
         if lengths[i] != question_len:
-            question = np.concatenate([question, extra.integers(0, VOCAB, max(0, lengths[i] - question_len))])[:lengths[i]]
+            question = np.concatenate([question, extra.integers(0, VOCAB, max(0, lengths[i] - question_len))])[
+                : lengths[i]
+            ]
         prompt = np.concatenate([system, examples[task], question])
         drawn.append((prompt, rng.integers(0, VOCAB, output_len), task))
     arrival = rng.permutation(len(drawn)) if order == "random" else range(len(drawn))
     return [Request(rid, *drawn[i]) for rid, i in enumerate(arrival)]
 
 
-def multi_turn(sessions: int, turns: int, system_len: int, question_len: int, answer_len: int,
-               gap: int, seed: int) -> list[Request]:
+def multi_turn(
+    sessions: int, turns: int, system_len: int, question_len: int, answer_len: int, gap: int, seed: int
+) -> list[Request]:
     """Chat sessions of `turns` turns. A session's first turn arrives at a random step in
     [0, sessions); each later turn arrives `gap` steps after the previous one finished,
     and its prompt is the whole conversation so far plus a new question."""
@@ -87,8 +100,17 @@ def multi_turn(sessions: int, turns: int, system_len: int, question_len: int, an
             prompt = np.concatenate([history, rng.integers(0, VOCAB, question_len)])
             answer = rng.integers(0, VOCAB, answer_len)
             rid = len(requests)
-            requests.append(Request(rid, prompt, answer, s, arrival=int(starts[s]), after=previous,
-                                    delay=gap if previous is not None else 0))
+            requests.append(
+                Request(
+                    rid,
+                    prompt,
+                    answer,
+                    s,
+                    arrival=int(starts[s]),
+                    after=previous,
+                    delay=gap if previous is not None else 0,
+                )
+            )
             history, previous = np.concatenate([prompt, answer]), rid
     return requests
 

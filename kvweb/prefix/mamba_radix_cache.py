@@ -22,6 +22,7 @@ Simplified: the state pool counts states (their bytes are in `serving/mamba_sche
 `extra_buffer` mode (states tracked every `mamba_track_interval` tokens and at branching points)
 is not simulated; no host tier.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -101,8 +102,7 @@ class MambaRadixCache(RuledMatch):
     def node_states(self) -> tuple[np.ndarray, np.ndarray]:
         """The state slots nodes hold: (no running request reads it, one does: its prefix ends there)."""
         locked = [node.state for node in self._state_locks if node.state_lock]
-        return (np.array([node.state for node in self._state_free], dtype=np.int64),
-                np.array(locked, dtype=np.int64))
+        return (np.array([node.state for node in self._state_free], dtype=np.int64), np.array(locked, dtype=np.int64))
 
     def _unheld(self, node: MambaNode) -> None:
         """`node`'s state is now held by no lock (it was just given one, or unlocked)."""

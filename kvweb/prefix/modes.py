@@ -6,6 +6,7 @@ schedulers view read `MODES`; none of them branches on a mode's name. A new sche
 Here, not in the serving part, because SGLang's scheduler is built on the prefix part's trees
 (`sglang_scheduler`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -88,8 +89,16 @@ def paper(s: Settings) -> ContinuousBatching:
 
 def vllm_v1(s: Settings) -> ContinuousBatching:
     """vLLM V1, its host tier in whole blocks; with draft tokens, speculative decoding's."""
-    config = V1Config(s.max_len, s.block_size, s.max_seqs, s.token_budget or default_token_budget(s.cost.gpu),
-                      s.prefix_caching, s.full_prompt_check, s.async_scheduling, s.host_tokens // s.block_size)
+    config = V1Config(
+        s.max_len,
+        s.block_size,
+        s.max_seqs,
+        s.token_budget or default_token_budget(s.cost.gpu),
+        s.prefix_caching,
+        s.full_prompt_check,
+        s.async_scheduling,
+        s.host_tokens // s.block_size,
+    )
     if s.spec_tokens:
         return SpecV1Scheduler(s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed), s.slo, s.give_up_after)
     return V1Scheduler(s.cost, config, s.slo, s.give_up_after)
@@ -97,8 +106,15 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
 
 def sglang(s: Settings) -> ContinuousBatching:
     """SGLang on the pools its model needs, its host tier another radix tree."""
-    config = RadixConfig(s.max_len, s.max_seqs, s.chunk_size or default_chunk_size(s.cost.gpu), s.max_prefill_tokens,
-                         s.policy, s.mixed_chunk, s.prefix_caching)
+    config = RadixConfig(
+        s.max_len,
+        s.max_seqs,
+        s.chunk_size or default_chunk_size(s.cost.gpu),
+        s.max_prefill_tokens,
+        s.policy,
+        s.mixed_chunk,
+        s.prefix_caching,
+    )
     host = HostTree(RadixCache(s.host_tokens), s.host_tokens, s.cost) if s.host_tokens else None
     return sglang_scheduler(s.cost, config, s.slo, s.give_up_after, host)
 
@@ -116,18 +132,65 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 SPEC = ("spec_tokens", "acceptance")  # read by the modes that are `speculative`; the others refuse spec_tokens > 0
-MODES: dict[str, Mode] = {m.name: m for m in (
-    Mode("paper", paper, "vllm", paper_refusal,
-         ("token_budget", "chunk_size", "policy", "mixed_chunk", "prefix_caching", *V1_ONLY, "host_tier_gb", *SPEC,
-          *ignored_by("paged")),
-         cell="block", prefix_cache=False, tiered=False, layers_apart="", holds_transfers=False, hashes_blocks=False,
-         stepwise=False, color="#7f7f7f"),
-    Mode("vllm-v1", vllm_v1, "vllm", lambda model: None,
-         ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
-         cell="block", prefix_cache=True, tiered=True, layers_apart="groups", holds_transfers=True, hashes_blocks=True,
-         stepwise=True, color="#1f77b4", speculative=True),
-    Mode("sglang", sglang, "sglang", sglang_refusal,
-         ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES, *SPEC),
-         cell="token", prefix_cache=True, tiered=True, layers_apart="pools", holds_transfers=True, hashes_blocks=False,
-         stepwise=True, color="#d62728", pool_figures=sglang_pools),
-)}
+MODES: dict[str, Mode] = {
+    m.name: m
+    for m in (
+        Mode(
+            "paper",
+            paper,
+            "vllm",
+            paper_refusal,
+            (
+                "token_budget",
+                "chunk_size",
+                "policy",
+                "mixed_chunk",
+                "prefix_caching",
+                *V1_ONLY,
+                "host_tier_gb",
+                *SPEC,
+                *ignored_by("paged"),
+            ),
+            cell="block",
+            prefix_cache=False,
+            tiered=False,
+            layers_apart="",
+            holds_transfers=False,
+            hashes_blocks=False,
+            stepwise=False,
+            color="#7f7f7f",
+        ),
+        Mode(
+            "vllm-v1",
+            vllm_v1,
+            "vllm",
+            lambda model: None,
+            ("watermark", "preemption", "allocator", "chunk_size", "policy", "mixed_chunk", *SWAP_PRICES),
+            cell="block",
+            prefix_cache=True,
+            tiered=True,
+            layers_apart="groups",
+            holds_transfers=True,
+            hashes_blocks=True,
+            stepwise=True,
+            color="#1f77b4",
+            speculative=True,
+        ),
+        Mode(
+            "sglang",
+            sglang,
+            "sglang",
+            sglang_refusal,
+            ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES, *SPEC),
+            cell="token",
+            prefix_cache=True,
+            tiered=True,
+            layers_apart="pools",
+            holds_transfers=True,
+            hashes_blocks=False,
+            stepwise=True,
+            color="#d62728",
+            pool_figures=sglang_pools,
+        ),
+    )
+}

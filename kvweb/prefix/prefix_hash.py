@@ -6,6 +6,7 @@ are reused, so a shared prefix that ends inside a block loses that block. Blocks
 references stay cached, in LRU order, until a new allocation takes them. The block pool is
 the serving simulator's (serving/prefix_caching.py); here requests are served one at a time.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -80,7 +81,7 @@ class PrefixHashCache(BlockPool):
         if seen is None:
             seen = self._peeked[id(prompt)] = _Peeked(prompt, self._chained(prompt), len(self._taken))
         found, first, hashes = seen.found, seen.chain.first, seen.chain.hashes
-        for taken in self._taken[seen.since:]:
+        for taken in self._taken[seen.since :]:
             cut = first.keys() & taken
             if cut:
                 found = min(found, *map(first.__getitem__, cut))
@@ -94,7 +95,7 @@ class PrefixHashCache(BlockPool):
         register the new full blocks' hashes, release. Returns prompt tokens reused."""
         tokens = np.asarray(request.tokens, dtype=np.int64)
         hashes = self._chain(tokens, list(self.hashes(request.prompt)))  # the prompt's chain starts the request's
-        hit = list(map(self.table.__getitem__, hashes[:self._found(request.prompt)]))
+        hit = list(map(self.table.__getitem__, hashes[: self._found(request.prompt)]))
         self.touch(hit)
         need = -(-len(tokens) // self.block_size) - len(hit)
         if need > len(self.free):  # longer than the whole pool: runs, leaves nothing cached

@@ -26,6 +26,7 @@ A cache made with `record=True` keeps what changed the tree's shape since the la
 `changes()` call (the nodes evicted, the nodes a split created), so a step-by-step trace
 can draw evicted nodes as ghosts and mark splits; the record never alters the cache.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -76,7 +77,7 @@ class TokenPool:
         k = self.pages_for(n_tokens)
         if k > self._n_free:
             return None
-        pages = self._free[self._n_free - k:self._n_free][::-1].astype(np.int64)
+        pages = self._free[self._n_free - k : self._n_free][::-1].astype(np.int64)
         self._n_free -= k
         self._in_use[pages] = True
         p = self.page_size
@@ -86,11 +87,11 @@ class TokenPool:
 
     def free(self, slots: np.ndarray) -> None:
         """Give back the pages of `slots`, a run that starts on a page boundary."""
-        pages = slots if self.page_size == 1 else slots[::self.page_size] // self.page_size
+        pages = slots if self.page_size == 1 else slots[:: self.page_size] // self.page_size
         if np.count_nonzero(self._in_use[pages]) < len(pages):  # not `.all()`: a Python wrapper, slower
             raise ValueError("freeing a slot that is not in use")
         self._in_use[pages] = False
-        self._free[self._n_free:self._n_free + len(pages)] = pages
+        self._free[self._n_free : self._n_free + len(pages)] = pages
         self._n_free += len(pages)
 
 
@@ -185,7 +186,7 @@ class RadixCache:
         """Children are told apart by their first page of tokens."""
         if self.page_size == 1:
             return int(run[i])
-        return run[i:i + self.page_size].tobytes()
+        return run[i : i + self.page_size].tobytes()
 
     def _common(self, node: TreeNode, run: np.ndarray, i: int, data: bytes) -> int:
         """Length of the common prefix of node's edge and run[i:], in whole pages. `data` is
@@ -197,7 +198,7 @@ class RadixCache:
 
     def _tokens(self, tokens: Tokens) -> np.ndarray:
         run = np.asarray(tokens, dtype=np.int64)
-        return run if self.page_size == 1 else run[:len(run) - len(run) % self.page_size]
+        return run if self.page_size == 1 else run[: len(run) - len(run) % self.page_size]
 
     def match_prefix(self, tokens: Tokens, remember: bool = False) -> Match:
         """The longest cached prefix of `tokens` (whole pages). Splits the edge the match
@@ -270,7 +271,7 @@ class RadixCache:
         self.clock += 1
         node, i, n, p = self.root, 0, len(run), self.page_size
         while i < n:  # `_child_key` spelt out, the page cut from `data`: this is the hot loop
-            child = node.children.get(int(run[i]) if p == 1 else data[WIDTH * i:WIDTH * (i + p)])
+            child = node.children.get(int(run[i]) if p == 1 else data[WIDTH * i : WIDTH * (i + p)])
             if child is None:
                 break
             k = self._common(child, run, i, data)
@@ -316,10 +317,10 @@ class RadixCache:
         while i < len(run):
             child = node.children.get(self._child_key(run, i))
             if child is None:
-                node = self._add_leaf(node, run[i:], slots[i - start:len(run) - start])
+                node = self._add_leaf(node, run[i:], slots[i - start : len(run) - start])
                 break
             k = self._common(child, run, i, data)
-            self._free_copies(slots[i - start:i - start + k], child.value[:k])
+            self._free_copies(slots[i - start : i - start + k], child.value[:k])
             child.last_access = self.clock
             if k < len(child.key):
                 child = self._split(child, k)
@@ -328,7 +329,7 @@ class RadixCache:
         if node is not self.root:
             node.end = True
         if len(slots) > len(run) - start:
-            self.pool.free(slots[len(run) - start:])
+            self.pool.free(slots[len(run) - start :])
         return already
 
     def _free_copies(self, given: np.ndarray, kept: np.ndarray) -> None:
@@ -354,7 +355,7 @@ class RadixCache:
         upper.children[self._child_key(child.key, k)] = child
         parent.children[self._child_key(child.key, 0)] = upper
         child.epoch += 1
-        child.key, child.raw, child.value, child.parent = child.key[k:], child.raw[WIDTH * k:], child.value[k:], upper
+        child.key, child.raw, child.value, child.parent = child.key[k:], child.raw[WIDTH * k :], child.value[k:], upper
         if self._record:
             self._split_ids.append(upper.id)
         return upper
@@ -436,8 +437,9 @@ class RadixCache:
         return self.pool.alloc(n_tokens)
 
     # -- drawing ----------------------------------------------------------
-    def describe(self, tokens: Tokens = (), hit: int = 0, max_run: int = 48,
-                 changes: Changes | None = None) -> dict[str, Any]:
+    def describe(
+        self, tokens: Tokens = (), hit: int = 0, max_run: int = 48, changes: Changes | None = None
+    ) -> dict[str, Any]:
         """A plain description of the tree for drawing: each node spans token positions
         [start, start + size) and leaf rows [row, row + rows); `depth` counts edges from the root.
 
@@ -459,10 +461,21 @@ class RadixCache:
             nonlocal row
             path = _prefix_len(node.key, run[start:]) if on_path else 0
             entry = {
-                "id": node.id, "parent": parent, "start": start, "size": len(node.key), "row": row, "rows": 0,
-                "depth": depth, "lock": 0 if node is self.root or ghost else node.lock_ref,
-                "last_access": node.last_access, "end": node.end, "tokens": node.key[:max_run].tolist(),
-                "path": path, "hit": max(0, min(path, hit - start)), "split": node.id in split, "ghost": ghost,
+                "id": node.id,
+                "parent": parent,
+                "start": start,
+                "size": len(node.key),
+                "row": row,
+                "rows": 0,
+                "depth": depth,
+                "lock": 0 if node is self.root or ghost else node.lock_ref,
+                "last_access": node.last_access,
+                "end": node.end,
+                "tokens": node.key[:max_run].tolist(),
+                "path": path,
+                "hit": max(0, min(path, hit - start)),
+                "split": node.id in split,
+                "ghost": ghost,
             }
             nodes.append(entry)
             first = row
@@ -477,9 +490,15 @@ class RadixCache:
 
         visit(self.root, 0, 0, len(run) > 0, False, None)
         return {
-            "nodes": nodes, "leaves": row, "clock": self.clock, "page_size": self.page_size,
-            "pool_size": self.pool.size, "pool_used": self.pool.used, "cached": self.cached_size,
-            "evictable": self.evictable_size, "protected": self.protected_size,
+            "nodes": nodes,
+            "leaves": row,
+            "clock": self.clock,
+            "page_size": self.page_size,
+            "pool_size": self.pool.size,
+            "pool_used": self.pool.used,
+            "cached": self.cached_size,
+            "evictable": self.evictable_size,
+            "protected": self.protected_size,
         }
 
 

@@ -5,6 +5,7 @@ for the rest, prefills only the uncached suffix (attending to the cached prefix'
 through the same slots), decodes, then inserts prompt + output and unlocks. The tokens
 must equal `generate_alone`, a from-scratch run on a contiguous cache.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,12 +45,12 @@ class RadixStore:
 
     def write(self, seq: int, layer: int, k: np.ndarray, v: np.ndarray) -> None:
         start = self._len[seq]
-        rows = self._slots[seq][start:start + len(k)]
+        rows = self._slots[seq][start : start + len(k)]
         self.k[layer, rows] = k
         self.v[layer, rows] = v
 
     def attend(self, seq: int, layer: int, q: np.ndarray) -> np.ndarray:
-        rows = self._slots[seq][:self._len[seq] + len(q)]
+        rows = self._slots[seq][: self._len[seq] + len(q)]
         return causal_attention(q, self.k[layer, rows], self.v[layer, rows])
 
     def advance(self, seq: int, n: int) -> None:
@@ -70,9 +71,16 @@ class DemoRequest:
     tree: dict[str, Any]  # the tree after it was inserted (the insert's split marked) and unlocked
 
 
-def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, pool_size: int,
-             page_size: int = 1, seed: int = 0, temperature: float = 1.0,
-             follow: dict[int, tuple[int, Sequence[int]]] | None = None) -> list[DemoRequest]:
+def run_demo(
+    model: MiniModel,
+    prompts: Sequence[Sequence[int]],
+    max_new: int,
+    pool_size: int,
+    page_size: int = 1,
+    seed: int = 0,
+    temperature: float = 1.0,
+    follow: dict[int, tuple[int, Sequence[int]]] | None = None,
+) -> list[DemoRequest]:
     """Serve prompts one at a time on a radix cache of `pool_size` slots.
 
     `follow[i] = (j, question)`: request i's prompt is request j's prompt, its output and
@@ -99,7 +107,7 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         running = cache.describe(prompt, match.length, pool_size, cache.changes())
         store.open(i, np.concatenate([match.slots, fresh]), match.length)
         rng = None if temperature == 0 else np.random.default_rng(seed + i)
-        logits = model.forward_batch(store, [i], [prompt[match.length:]])[0]
+        logits = model.forward_batch(store, [i], [prompt[match.length :]])[0]
         output: list[int] = []
         while True:
             output.append(sample(logits, rng, temperature))
@@ -111,6 +119,17 @@ def run_demo(model: MiniModel, prompts: Sequence[Sequence[int]], max_new: int, p
         cache.unlock(match.node)
         reference = generate_alone(model, prompt, max_new, None if temperature == 0 else seed + i, temperature)
         after = cache.describe(full[:kv_len], match.length, pool_size, cache.changes())
-        done.append(DemoRequest(prompt, match.length, len(prompt) - match.length, output, reference,
-                                evicted, match.node.id, running, after))
+        done.append(
+            DemoRequest(
+                prompt,
+                match.length,
+                len(prompt) - match.length,
+                output,
+                reference,
+                evicted,
+                match.node.id,
+                running,
+                after,
+            )
+        )
     return done

@@ -10,6 +10,7 @@ bfloat16 (SGLANG_MAMBA_CONV_DTYPE) and the recurrent (SSM) state in float32 unle
 config or SGLANG_MAMBA_SSM_DTYPE says otherwise, and `BaseLinearStateParams.mamba_cache_per_req`
 counts conv elements x 2 B + SSM elements x 4 B per linear layer: a Qwen3-Next state is about
 twice what 16 bits give (2,146,304 B a layer, not 1,097,728), so about half the states fit."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,8 +57,13 @@ def sglang_mamba_pool_sizes(cost: CostModel, ratio: float = MAMBA_FULL_MEMORY_RA
     return int((free - states * per_state) // cost.kv_bytes_per_token_per_gpu), states
 
 
-def sglang_scheduler(cost: CostModel, config: RadixConfig, slo: SLO = SLO(), give_up_after: int | None = None,
-                     host: HostTree | None = None) -> RadixScheduler:
+def sglang_scheduler(
+    cost: CostModel,
+    config: RadixConfig,
+    slo: SLO = SLO(),
+    give_up_after: int | None = None,
+    host: HostTree | None = None,
+) -> RadixScheduler:
     """SGLang on this model's pools (a host tier only for models whose layers are all alike)."""
     window = model_window(cost.model)
     if window:
@@ -78,10 +84,18 @@ def sglang_pool_figures(cost: CostModel) -> dict[str, Any] | None:
     window = model_window(cost.model)
     if window:
         full, swa = swa_pool_sizes(cost)
-        return {"window": window, "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO, "full_tokens": full,
-                "swa_tokens": swa}
+        return {
+            "window": window,
+            "swa_full_tokens_ratio": SWA_FULL_TOKENS_RATIO,
+            "full_tokens": full,
+            "swa_tokens": swa,
+        }
     if sglang_state_bytes(cost):
         tokens, states = sglang_mamba_pool_sizes(cost)
-        return {"state_bytes": sglang_state_bytes(cost), "mamba_full_memory_ratio": MAMBA_FULL_MEMORY_RATIO,
-                "full_tokens": tokens, "states": states}
+        return {
+            "state_bytes": sglang_state_bytes(cost),
+            "mamba_full_memory_ratio": MAMBA_FULL_MEMORY_RATIO,
+            "full_tokens": tokens,
+            "states": states,
+        }
     return None

@@ -33,6 +33,7 @@ running request's window lock once it decodes past its window (`dec_swa_lock_onl
 so a request holds its prefix's last window until it leaves; when two requests lock the same node
 with different window bounds (a split between their locks), each unlock releases the most recent.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -155,10 +156,10 @@ class SWARadixCache(RuledMatch):
             child = node.children.get(int(run[i]))
             if child is None:
                 already = i
-                node = self._add_tail(node, run[i:], slots[i - start:len(run) - start])
+                node = self._add_tail(node, run[i:], slots[i - start : len(run) - start])
                 break
             k = self._common(child, run, i, data)
-            given = slots[i - start:i - start + k]
+            given = slots[i - start : i - start + k]
             child.last_access = self.clock
             if k < len(child.key):
                 child = self._split(child, k)
@@ -168,7 +169,7 @@ class SWARadixCache(RuledMatch):
         if node is not self.root:
             node.end = True
         if len(slots) > len(run) - start:
-            self.pool.free(slots[len(run) - start:])
+            self.pool.free(slots[len(run) - start :])
         return already
 
     def _add_tail(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> TreeNode:

@@ -4,6 +4,7 @@
 - first-fit (`first_fit.py`): the lowest hole that fits;
 - buddy (`buddy.py`): power-of-two blocks, the vLLM paper's reservation baselines.
 """
+
 from __future__ import annotations
 
 from kvweb.serving.arena import ContiguousArena

@@ -5,6 +5,7 @@ tokens hands out a handle per range (its start, unless ranges move), takes it ba
 reports its ranges and holes; how ranges are placed is the subclass's: first-fit
 (`first_fit.py`), buddy (`buddy.py`) or the ideal arena without holes (`ideal_arena.py`).
 """
+
 from __future__ import annotations
 
 

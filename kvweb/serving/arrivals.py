@@ -5,6 +5,7 @@ seconds after the turn it follows has finished (a closed loop, as in vLLM's and 
 multi-turn benchmarks), so its arrival time is only known during the run. When a turn is
 rejected its conversation ends there: every later turn is rejected with it.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -68,5 +69,7 @@ def why_refused(request: Request, max_len: int, never_fits: Callable[[int], str 
     """Why a request can never run, or None: longer than the model allows, or its final KV
     (prompt + output - 1 tokens) can never fit the memory (`never_fits` says why)."""
     if request.prompt + request.output > max_len:
-        return f"prompt + output = {request.prompt + request.output} tokens exceeds the model's maximum length {max_len}"
+        return (
+            f"prompt + output = {request.prompt + request.output} tokens exceeds the model's maximum length {max_len}"
+        )
     return never_fits(request.prompt + request.output - 1)

@@ -1,5 +1,6 @@
 """Buddy placement in a contiguous token arena (the vLLM paper's reservation baselines): power-of-two
 blocks split in halves on demand and merged back with their buddy."""
+
 from __future__ import annotations
 
 from bisect import bisect_right, insort

@@ -19,6 +19,7 @@ with every figure the same to the last bit (tests/test_speed_exact.py and
 tests/test_speed_exact_schedulers.py compare them with the run that takes every iteration
 through `_iterate`, as an observer makes it).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -54,11 +55,15 @@ def prefix_figures(run: Run) -> dict[str, Any]:
     prompt = getattr(run, "prompt_tokens", 0)
     hits = getattr(run, "hit_tokens", 0)
     span = run.sim_time * run.capacity
-    return {"prefix_hit_rate": hits / prompt if prompt else 0.0, "hit_tokens": hits, "prompt_tokens": prompt,
-            "resumed_hit_tokens": getattr(run, "resumed_hit_tokens", 0),
-            "cached_frac": getattr(run, "cached_s", 0.0) / span if span else 0.0,
-            "end_usage_frac": getattr(run, "end_occupied", 0) / run.capacity if run.capacity else 0.0,
-            "end_cached_frac": getattr(run, "end_cached", 0) / run.capacity if run.capacity else 0.0}
+    return {
+        "prefix_hit_rate": hits / prompt if prompt else 0.0,
+        "hit_tokens": hits,
+        "prompt_tokens": prompt,
+        "resumed_hit_tokens": getattr(run, "resumed_hit_tokens", 0),
+        "cached_frac": getattr(run, "cached_s", 0.0) / span if span else 0.0,
+        "end_usage_frac": getattr(run, "end_occupied", 0) / run.capacity if run.capacity else 0.0,
+        "end_cached_frac": getattr(run, "end_cached", 0) / run.capacity if run.capacity else 0.0,
+    }
 
 
 Observer = Callable[["ContinuousBatching", int], None]
@@ -73,13 +78,44 @@ class ContinuousBatching(SchedulerInterface):
     # The loop's state in slots, the schedulers' own in their instance dicts: CPython 3.11 reads an
     # attribute of an object with more than 30 in its dict about a third slower (its keys are no
     # longer shared), and every iteration reads dozens (see docs/engine.md).
-    __slots__ = ("cost", "max_len", "max_seqs", "slo", "give_up_after", "coef", "weights", "running", "waiting",
-                 "finish_at", "finished", "rejected", "arrivals", "now", "step", "dstep", "kv_tokens", "preempted",
-                 "preemptions", "recomputed_tokens", "swapped_bytes", "generated", "prompt_tokens", "hit_tokens",
-                 "resumed_hit_tokens", "misses", "decoded", "joined", "trace", "tally", "stopped", "__dict__")
+    __slots__ = (
+        "cost",
+        "max_len",
+        "max_seqs",
+        "slo",
+        "give_up_after",
+        "coef",
+        "weights",
+        "running",
+        "waiting",
+        "finish_at",
+        "finished",
+        "rejected",
+        "arrivals",
+        "now",
+        "step",
+        "dstep",
+        "kv_tokens",
+        "preempted",
+        "preemptions",
+        "recomputed_tokens",
+        "swapped_bytes",
+        "generated",
+        "prompt_tokens",
+        "hit_tokens",
+        "resumed_hit_tokens",
+        "misses",
+        "decoded",
+        "joined",
+        "trace",
+        "tally",
+        "stopped",
+        "__dict__",
+    )
 
-    def __init__(self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(),
-                 give_up_after: int | None = None) -> None:
+    def __init__(
+        self, cost: CostModel, max_len: int, max_seqs: int, slo: SLO = SLO(), give_up_after: int | None = None
+    ) -> None:
         self.cost = cost
         self.max_len = max_len
         self.max_seqs = max_seqs
@@ -184,15 +220,25 @@ class ContinuousBatching(SchedulerInterface):
             self.waiting.append(self.seq_type(req))
 
     # -- the loop ------------------------------------------------------------
-    def run(self, requests: list[Request], progress: Progress = no_progress,
-            observer: Observer | None = None, trace: TraceRecorder | None = None) -> ScheduledRun:
+    def run(
+        self,
+        requests: list[Request],
+        progress: Progress = no_progress,
+        observer: Observer | None = None,
+        trace: TraceRecorder | None = None,
+    ) -> ScheduledRun:
         """Serve `requests` to the end; `observer(self, step)` is called after every iteration."""
         self.start(requests, progress, observer, trace)
         self.advance()
         return self.result()
 
-    def start(self, requests: list[Request], progress: Progress = no_progress,
-              observer: Observer | None = None, trace: TraceRecorder | None = None) -> None:
+    def start(
+        self,
+        requests: list[Request],
+        progress: Progress = no_progress,
+        observer: Observer | None = None,
+        trace: TraceRecorder | None = None,
+    ) -> None:
         """Take `requests` (once, on a new scheduler); `advance` then serves them, so that several
         engines on one simulated clock can advance in turn, and `result` says what the run produced."""
         self.trace = trace
@@ -291,8 +337,9 @@ class ContinuousBatching(SchedulerInterface):
                     else:
                         if most <= 0:
                             break
-                        m, occupied_s, used_s, cached_s = self._quiet_run(most, limit, occupied_s, used_s, cached_s,
-                                                                          last_decode, itl_s, itl_n)
+                        m, occupied_s, used_s, cached_s = self._quiet_run(
+                            most, limit, occupied_s, used_s, cached_s, last_decode, itl_s, itl_n
+                        )
                         if not m:
                             break  # the next iteration is not quiet
                     last_decode = now = self.now
@@ -307,11 +354,22 @@ class ContinuousBatching(SchedulerInterface):
                             self._finish(seq)
                     if now >= sample_t:
                         hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-                        trace.sample(now, self.step, len(self.waiting), self.preempted, decoded, self.used, self,
-                                     self.cached, hit_rate)
+                        trace.sample(
+                            now,
+                            self.step,
+                            len(self.waiting),
+                            self.preempted,
+                            decoded,
+                            self.used,
+                            self,
+                            self.cached,
+                            hit_rate,
+                        )
                         sample_t = trace.next_t
                     if not steps & 1023:
-                        progress(len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s")
+                        progress(
+                            len(self.finished) / total, f"{len(self.finished)}/{total} requests done, t = {now:.1f} s"
+                        )
                     if now >= next_t:
                         break
                 if self.now >= next_t or self.dstep == stop:
@@ -320,7 +378,9 @@ class ContinuousBatching(SchedulerInterface):
             iterations -= 1
             dt, batch, fresh, occupied, used, cached = self._iterate()
             if not batch:
-                raise RuntimeError(f"{self.kind} stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted")
+                raise RuntimeError(
+                    f"{self.kind} stalled at t={self.now:.3f}s: nothing runs and nothing can be admitted"
+                )
             self.now = now = self.now + dt
             steps += 1
             batch_sum += batch
@@ -363,8 +423,9 @@ class ContinuousBatching(SchedulerInterface):
                     self._finish(seq)
             if now >= sample_t:
                 hit_rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-                trace.sample(now, self.step, len(self.waiting), self.preempted, batch, self.used, self,
-                             self.cached, hit_rate)
+                trace.sample(
+                    now, self.step, len(self.waiting), self.preempted, batch, self.used, self, self.cached, hit_rate
+                )
                 sample_t = trace.next_t
             if observer is not None:
                 observer(self, self.step)
@@ -379,15 +440,28 @@ class ContinuousBatching(SchedulerInterface):
         """What the run produced so far (at its end: everything)."""
         tally, trace = self.tally, self.trace
         return ScheduledRun(
-            sequences=sorted(self.finished, key=lambda s: s.id), rejected=self.rejected, sim_time=self.now,
-            steps=tally.steps, batch_sum=tally.batch_sum, occupied_s=tally.occupied_s, used_s=tally.used_s,
-            capacity=self.capacity, preemptions=self.preemptions, recomputed_tokens=self.recomputed_tokens,
-            swapped_bytes=self.swapped_bytes, generated=self.generated + tally.decode_tokens,
-            stopped_early=self.stopped, trace=trace.result() if trace else {},
-            prompt_tokens=self.prompt_tokens, hit_tokens=self.hit_tokens,
-            resumed_hit_tokens=self.resumed_hit_tokens, cached_s=tally.cached_s,
+            sequences=sorted(self.finished, key=lambda s: s.id),
+            rejected=self.rejected,
+            sim_time=self.now,
+            steps=tally.steps,
+            batch_sum=tally.batch_sum,
+            occupied_s=tally.occupied_s,
+            used_s=tally.used_s,
+            capacity=self.capacity,
+            preemptions=self.preemptions,
+            recomputed_tokens=self.recomputed_tokens,
+            swapped_bytes=self.swapped_bytes,
+            generated=self.generated + tally.decode_tokens,
+            stopped_early=self.stopped,
+            trace=trace.result() if trace else {},
+            prompt_tokens=self.prompt_tokens,
+            hit_tokens=self.hit_tokens,
+            resumed_hit_tokens=self.resumed_hit_tokens,
+            cached_s=tally.cached_s,
             itl=np.column_stack((np.array(tally.itl_s, dtype=float), np.array(tally.itl_n, dtype=float))),
-            max_batch=tally.max_batch, end_occupied=self.occupied, end_cached=self.cached,
+            max_batch=tally.max_batch,
+            end_occupied=self.occupied,
+            end_cached=self.cached,
             outside_s=self.cost.ttft_outside_s,
         )
 
@@ -400,7 +474,9 @@ K_AHEAD, K_SHARED, K_CACHED, K_FREE, K_OTHER = -1, -2, -3, -4, -5
 MARKS = np.array([AHEAD, SHARED, CACHED, FREE, OTHER])  # the owner of key -1 - i
 
 
-def key_cells(unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndarray) -> tuple[int, list[int], list[int]]:
+def key_cells(
+    unit_tokens: int, per_cell: int, key: np.ndarray, written: np.ndarray
+) -> tuple[int, list[int], list[int]]:
     """Cells of `per_cell` units from each unit's key and KV tokens, both padded to whole cells
     (padding: K_FREE, 0). Returns (tokens per cell, owners, percentage of each cell holding KV)."""
     cell_tokens = per_cell * unit_tokens

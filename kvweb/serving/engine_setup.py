@@ -4,6 +4,7 @@ Scenario A is memory-tight (OPT-13B-like on an A100-40GB: about 12 thousand toke
 ShareGPT-like requests); B is roomy (Llama-3-8B on an H100: over 400 thousand tokens, long
 prompts). Labs, benchmarks and tests build their runs here so they all mean the same thing.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -36,18 +37,24 @@ class Scenario:
 
 
 SCENARIOS = {
-    "A": Scenario("A", "A100-40GB", "opt-13b-like", "sharegpt", 2048,
-                  "memory-tight: OPT-13B-like on A100-40GB, ShareGPT-like requests"),
-    "B": Scenario("B", "H100-SXM", "llama-3-8b", "long-context", 8192,
-                  "roomy: Llama-3-8B on H100-SXM, long prompts"),
+    "A": Scenario(
+        "A",
+        "A100-40GB",
+        "opt-13b-like",
+        "sharegpt",
+        2048,
+        "memory-tight: OPT-13B-like on A100-40GB, ShareGPT-like requests",
+    ),
+    "B": Scenario("B", "H100-SXM", "llama-3-8b", "long-context", 8192, "roomy: Llama-3-8B on H100-SXM, long prompts"),
 }
 MEMORIES = ("max", "pow2", "oracle", "paged")
 PREEMPTIONS = ("recompute", "swap")
 
 
 @lru_cache(maxsize=8)
-def _cost_model(gpu: str, model: str, assumptions: tuple[tuple[str, Any], ...], kind: str, engine: str,
-                runs: tuple[BenchRun, ...]) -> CostModel:
+def _cost_model(
+    gpu: str, model: str, assumptions: tuple[tuple[str, Any], ...], kind: str, engine: str, runs: tuple[BenchRun, ...]
+) -> CostModel:
     return priced(kind, engine, GPUS[gpu], MODELS[model], dict(assumptions), runs)
 
 
@@ -96,8 +103,13 @@ class Setup:
         pricing = self.pricing
         if pricing == "auto" and not all(is_measured(self.with_(kernels=e, alike=()).cost_model()) for e in self.alike):
             pricing = "roofline"
-        return _cost_model(self.spec.gpu, self.model or self.spec.model, tuple(sorted(self.assumptions.items())),
-                           pricing, *((self.kernels, self.runs) if pricing != "roofline" else ("", ())))
+        return _cost_model(
+            self.spec.gpu,
+            self.model or self.spec.model,
+            tuple(sorted(self.assumptions.items())),
+            pricing,
+            *((self.kernels, self.runs) if pricing != "roofline" else ("", ())),
+        )
 
     def memory_manager(self, cost: CostModel) -> MemoryManager:
         if self.memory == "paged":
@@ -107,8 +119,9 @@ class Setup:
     def with_(self, **changes: object) -> Setup:
         return replace(self, **changes)  # type: ignore[arg-type]
 
-    def workload(self, n: int, rate: float, seed: int, lengths: str = "", prompt_len: int = 128,
-                 output_len: int = 128) -> list[Request]:
+    def workload(
+        self, n: int, rate: float, seed: int, lengths: str = "", prompt_len: int = 128, output_len: int = 128
+    ) -> list[Request]:
         """Poisson arrivals with the scenario's lengths (or the named shape)."""
         return poisson_workload(lengths or self.spec.lengths, n, rate, self.spec.max_len, seed, prompt_len, output_len)
 
@@ -118,8 +131,14 @@ class Setup:
         config = PaperConfig(self.spec.max_len, self.preemption, self.block_size, self.max_seqs)
         return PaperScheduler(cost, self.memory_manager(cost), config, self.slo, give_up_after)
 
-    def run(self, requests: list[Request], progress: Progress = no_progress, trace: bool = False,
-            give_up_after: int | None = None, max_cells: int = 1024) -> Run:
+    def run(
+        self,
+        requests: list[Request],
+        progress: Progress = no_progress,
+        trace: bool = False,
+        give_up_after: int | None = None,
+        max_cells: int = 1024,
+    ) -> Run:
         engine = self.engine(give_up_after)
         recorder = None
         if trace:

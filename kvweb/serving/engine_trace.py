@@ -4,6 +4,7 @@ Nobody knows in advance how long a simulated run lasts, so samples are taken at 
 interval and, whenever the budget fills up, every other one is dropped and the interval
 doubles: samples stay evenly spread and the trace stays small enough for a browser.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -36,7 +37,7 @@ class EvenSamples:
             else:
                 for earlier, later in zip(self.rows[::2], self.rows[1::2]):
                     self.merge(earlier, later)
-                self.rows = self.rows[1::2] + self.rows[len(self.rows) & ~1:]
+                self.rows = self.rows[1::2] + self.rows[len(self.rows) & ~1 :]
             self.interval *= 2
         self.next_t = t + self.interval
 
@@ -69,8 +70,14 @@ class GroupMap:
 
     def about(self) -> dict[str, Any]:
         """What stays the same from frame to frame (the trace keeps it once)."""
-        return {"kind": self.kind, "layers": self.layers, "window": self.window, "shared": self.shared,
-                "unit": self.unit, "cell_tokens": self.cell_tokens}
+        return {
+            "kind": self.kind,
+            "layers": self.layers,
+            "window": self.window,
+            "shared": self.shared,
+            "unit": self.unit,
+            "cell_tokens": self.cell_tokens,
+        }
 
 
 def cell_group(n_units: int, max_cells: int) -> int:
@@ -78,7 +85,9 @@ def cell_group(n_units: int, max_cells: int) -> int:
     return max(1, -(-n_units // max_cells))
 
 
-def blocks_to_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max_cells: int) -> tuple[int, list[int], list[int]]:
+def blocks_to_cells(
+    block_size: int, owner: np.ndarray, written: np.ndarray, max_cells: int
+) -> tuple[int, list[int], list[int]]:
     """Group blocks into at most max_cells cells of whole blocks.
 
     `owner` holds each block's request id (-1 when free), `written` its tokens of KV.
@@ -98,7 +107,9 @@ def blocks_to_cells(block_size: int, owner: np.ndarray, written: np.ndarray, max
     return cell_tokens, owner.tolist(), percent.tolist()
 
 
-def ranges_to_cells(capacity: int, ranges: list[tuple[int, int, int, int]], max_cells: int) -> tuple[int, list[int], list[int]]:
+def ranges_to_cells(
+    capacity: int, ranges: list[tuple[int, int, int, int]], max_cells: int
+) -> tuple[int, list[int], list[int]]:
     """Cut a contiguous arena into at most max_cells equal cells.
 
     `ranges` are disjoint (start, held tokens, written tokens, owner id). Returns the tokens
@@ -154,8 +165,14 @@ class TraceRecorder:
 
     CURVES = ("t", "waiting", "preempted", "batch", "occupied", "used")
 
-    def __init__(self, interval: float, max_points: int = 400, max_frames: int = 80,
-                 max_cells: int = MAX_CELLS, extra_curves: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        interval: float,
+        max_points: int = 400,
+        max_frames: int = 80,
+        max_cells: int = MAX_CELLS,
+        extra_curves: tuple[str, ...] = (),
+    ) -> None:
         self.names = self.CURVES + extra_curves  # extra curves: values the caller passes to `sample`
         self.curves = EvenSamples(interval, max_points)
         self.frames = EvenSamples(interval * 4, max_frames, merge_frames)
@@ -172,17 +189,24 @@ class TraceRecorder:
     def next_t(self) -> float:
         return min(self.curves.next_t, self.frames.next_t)
 
-    def sample(self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: Mapped,
-               *extra: float) -> None:
+    def sample(
+        self, t: float, step: int, waiting: int, preempted: int, batch: int, used: int, memory: Mapped, *extra: float
+    ) -> None:
         occupied = memory.occupied
         if t >= self.curves.next_t:
             self.curves.add(t, (t, waiting, preempted, batch, occupied, used, *extra))
         if t >= self.frames.next_t:
             self.cell_tokens, owner, written = memory.memory_map(step, self.max_cells)
-            kinds = self.events["kind"][self.since:]
-            frame = {"t": t, "owner": owner, "written": written, "freed": sorted(self.freed),
-                     "returned": sorted(self.returned), "host": [[i, n] for i, n in self.host.items()],
-                     "happened": {k: kinds.count(k) for k in EVENT_KINDS if k in kinds}}
+            kinds = self.events["kind"][self.since :]
+            frame = {
+                "t": t,
+                "owner": owner,
+                "written": written,
+                "freed": sorted(self.freed),
+                "returned": sorted(self.returned),
+                "host": [[i, n] for i, n in self.host.items()],
+                "happened": {k: kinds.count(k) for k in EVENT_KINDS if k in kinds},
+            }
             groups = memory.group_maps(step, self.max_cells)
             if groups:
                 self.groups = [g.about() for g in groups]

@@ -1,5 +1,6 @@
 """First-fit placement in a contiguous token arena: a range takes the lowest hole that fits, so
 holes appear between ranges as requests leave (external fragmentation)."""
+
 from __future__ import annotations
 
 from bisect import bisect_right

@@ -6,6 +6,7 @@ External: a contiguous token arena where requests arrive and leave, each needing
 contiguous range. A failed allocation "with enough free space" is one that failed although the
 arena's free tokens added up to enough: the space was there, only cut into holes.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -29,14 +30,28 @@ def internal_waste(requests: list[Request], max_len: int, block_size: int) -> li
         else:
             held = [reservation(scheme, f, max_len) for f in finals]
         reserved, waste = sum(held), sum(held) - sum(finals)
-        rows.append({"scheme": scheme, "reserved_tokens": reserved, "waste_tokens": waste,
-                     "waste_frac": waste / reserved if reserved else 0.0,
-                     "mean_waste": waste / len(finals) if finals else 0.0})
+        rows.append(
+            {
+                "scheme": scheme,
+                "reserved_tokens": reserved,
+                "waste_tokens": waste,
+                "waste_frac": waste / reserved if reserved else 0.0,
+                "mean_waste": waste / len(finals) if finals else 0.0,
+            }
+        )
     return rows
 
 
-def arena_experiment(mean_size: int, arena: int, requests: int, seed: int, allocator: str = "first-fit",
-                     load: float = 0.9, max_frames: int = 100, progress: Progress = no_progress) -> dict[str, Any]:
+def arena_experiment(
+    mean_size: int,
+    arena: int,
+    requests: int,
+    seed: int,
+    allocator: str = "first-fit",
+    load: float = 0.9,
+    max_frames: int = 100,
+    progress: Progress = no_progress,
+) -> dict[str, Any]:
     """Requests arrive one per second on average (Poisson), need a geometric number of tokens
     with mean `mean_size` (at most the arena), and stay an exponential time chosen so that the
     offered load is `load` x arena. A request that finds no hole is dropped and counted.
@@ -66,16 +81,27 @@ def arena_experiment(mean_size: int, arena: int, requests: int, seed: int, alloc
             owner[start] = i
             heapq.heappush(leaving, (t + stay, start))
         if i % every == 0 or i == requests - 1:
-            frames.append({
-                "request": i, "t": t, "size": size, "failed": start is None,
-                "ranges": [[s, n, owner[h]] for h, s, n in alloc.placed()],
-                "free": alloc.free_total, "largest_hole": max((n for _, n in alloc.holes()), default=0),
-                "failures": failures, "failures_with_enough_free": enough,
-            })
+            frames.append(
+                {
+                    "request": i,
+                    "t": t,
+                    "size": size,
+                    "failed": start is None,
+                    "ranges": [[s, n, owner[h]] for h, s, n in alloc.placed()],
+                    "free": alloc.free_total,
+                    "largest_hole": max((n for _, n in alloc.holes()), default=0),
+                    "failures": failures,
+                    "failures_with_enough_free": enough,
+                }
+            )
             progress((i + 1) / requests, f"{i + 1}/{requests} requests")
     return {
-        "mean_size": mean_size, "arena": arena, "requests": requests, "allocator": allocator,
-        "failures": failures, "failures_with_enough_free": enough,
+        "mean_size": mean_size,
+        "arena": arena,
+        "requests": requests,
+        "allocator": allocator,
+        "failures": failures,
+        "failures_with_enough_free": enough,
         "failure_rate": failures / requests if requests else 0.0,
         "share_with_enough_free": enough / failures if failures else 0.0,
         "frames": frames,

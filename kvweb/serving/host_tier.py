@@ -15,6 +15,7 @@ a load is priced on the cost model's host link exactly as the papers' engine pri
   leaves evicted for room; a match runs on past the GPU's, and at least `LOAD_BACK_THRESHOLD`
   tokens more are loaded back (one transfer: SGLang's kernel copies a load's pages at once).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -60,10 +61,15 @@ class HostRecord:
         so_far = hits[np.searchsorted(hits[:, 0], at, side="right") - 1]
         rate = np.divide(so_far[:, 1], so_far[:, 2], out=np.zeros(len(at)), where=so_far[:, 2] > 0)
         per_token = self.cost.kv_bytes_per_token
-        return {"capacity_tokens": self.capacity, "kv_bytes_per_token": per_token,
-                "stored_bytes": self.stored * per_token, "loaded_bytes": self.loaded * per_token,
-                "dropped_tokens": self.dropped, "load_s": self.load_s,
-                "curves": {"held_tokens": held.astype(int).tolist(), "host_hit_rate": rate.tolist()}}
+        return {
+            "capacity_tokens": self.capacity,
+            "kv_bytes_per_token": per_token,
+            "stored_bytes": self.stored * per_token,
+            "loaded_bytes": self.loaded * per_token,
+            "dropped_tokens": self.dropped,
+            "load_s": self.load_s,
+            "curves": {"held_tokens": held.astype(int).tolist(), "host_hit_rate": rate.tolist()},
+        }
 
 
 class HostTier(HostRecord):

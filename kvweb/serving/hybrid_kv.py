@@ -33,6 +33,7 @@ groups' too, as vLLM counts a chunk's new blocks); a linear layer's state is cac
 boundary a request passes (vLLM's align mode keeps those where a scheduled chunk ends); pages
 of attention layers of different shapes are padded to the largest.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
@@ -162,7 +163,7 @@ class GroupedPool:
         if self.pages.version != before:
             self.version += 1
         w = self.width
-        return [pages[i * w:(i + 1) * w] for i in range(n)]
+        return [pages[i * w : (i + 1) * w] for i in range(n)]
 
     def release(self, blocks: Sequence[list[int]]) -> None:
         """A request lets go of its blocks, tail first in every group (vLLM frees group by group)."""
@@ -263,9 +264,11 @@ def page_states(pool: GroupedPool, seqs: Sequence[Seq], groups: bool = False) ->
     cached = np.fromiter(chain(pages.table.values(), *pages.copies.values()), np.intp)
     key[cached] = K_CACHED
     if group is not None:  # hashed for group g: under the key (hash, g)
-        group[cached] = np.fromiter(chain(map(itemgetter(1), pages.table),
-                                          (h[1] for h, copies in pages.copies.items() for _ in copies)),
-                                    np.int64, len(cached))
+        group[cached] = np.fromiter(
+            chain(map(itemgetter(1), pages.table), (h[1] for h, copies in pages.copies.items() for _ in copies)),
+            np.int64,
+            len(cached),
+        )
     if seqs:
         counts = [len(s.blocks) * width for s in seqs]
         flat = np.fromiter(chain.from_iterable(chain.from_iterable(s.blocks for s in seqs)), np.intp, sum(counts))
@@ -277,7 +280,7 @@ def page_states(pool: GroupedPool, seqs: Sequence[Seq], groups: bool = False) ->
         found = np.zeros(len(flat), dtype=bool)  # the pages of the blocks each request hit
         for start, s in zip(np.cumsum([0, *counts[:-1]]).tolist(), seqs):
             if s.hit >= bs:
-                found[start:start + s.hit // bs * width] = True
+                found[start : start + s.hit // bs * width] = True
         key[flat[held & found]] = K_SHARED
         key[np.bincount(pages_held, minlength=n) > 1] = K_SHARED  # only running requests hold pages
     return key, group
@@ -312,9 +315,19 @@ def group_maps(pool: GroupedPool, seqs: Sequence[Seq], max_cells: int) -> list[G
     np.maximum.at(own.ravel(), mine, key[at])
     written = np.bincount(mine, minlength=width * cells) * bs
     cell_tokens, owner, percent = key_cells(per_cell * bs, 1, own.ravel(), written)
-    return [GroupMap(g.kind, g.layers, g.kept + 1 if g.kind == "sliding" else 0, True, "block", cell_tokens,
-                     owner[i * cells:(i + 1) * cells], percent[i * cells:(i + 1) * cells])
-            for i, g in enumerate(pool.groups)]
+    return [
+        GroupMap(
+            g.kind,
+            g.layers,
+            g.kept + 1 if g.kind == "sliding" else 0,
+            True,
+            "block",
+            cell_tokens,
+            owner[i * cells : (i + 1) * cells],
+            percent[i * cells : (i + 1) * cells],
+        )
+        for i, g in enumerate(pool.groups)
+    ]
 
 
 def sglang_refusal(model: LLMSpec) -> str | None:
@@ -324,5 +337,7 @@ def sglang_refusal(model: LLMSpec) -> str | None:
     kinds = {a.kind for a, _ in model.groups}
     if not {"sliding", "linear"} <= kinds:
         return None
-    return (f"sglang: {model.name} has both sliding-window and linear attention layers; kvweb's SGLang mode serves "
-            "one or the other (SGLang's SWA pool or its Mamba radix cache); use vllm-v1 for it")
+    return (
+        f"sglang: {model.name} has both sliding-window and linear attention layers; kvweb's SGLang mode serves "
+        "one or the other (SGLang's SWA pool or its Mamba radix cache); use vllm-v1 for it"
+    )

@@ -5,6 +5,7 @@ arena: as if the arena were compacted after every free, so no hole is ever left 
 ranges. That is the bound the lecture's Orca baselines assume; first-fit and buddy
 (`first_fit.py`, `buddy.py`) show what placing real contiguous ranges costs on top of it.
 """
+
 from __future__ import annotations
 
 from kvweb.serving.arena import ContiguousArena

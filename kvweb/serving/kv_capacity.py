@@ -2,6 +2,7 @@
 KV blocks, the KV cache groups of a model whose layers are not all alike, and the "Maximum
 concurrency" line: how many requests of the model's maximum length the blocks hold at once.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,10 +21,16 @@ def kv_cache_groups(cost: CostModel, block_size: int, max_len: int) -> list[dict
     whole = -(-max_len // bs)
     # a window group holds the blocks its last `kept` tokens span (vLLM's start-up line counts a
     # window group's blocks for a whole prefill chunk, more)
-    return [{"kind": g.kind, "layers": g.layers, "window": g.kept + 1 if g.kind == "sliding" else 0,
-             "block_size": bs,
-             "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole}
-            for g in layout.groups]
+    return [
+        {
+            "kind": g.kind,
+            "layers": g.layers,
+            "window": g.kept + 1 if g.kind == "sliding" else 0,
+            "block_size": bs,
+            "blocks_per_max_request": min(whole, -(-(g.kept - 1) // bs) + 1) if g.windowed else whole,
+        }
+        for g in layout.groups
+    ]
 
 
 def kv_blocks(cost: CostModel, block_size: int) -> int:

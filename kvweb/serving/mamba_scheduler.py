@@ -18,6 +18,7 @@ state and the state its cached prefix locks always find a slot (SGLang caps max_
 by its state pool too); states are counted at the KV precision (SGLang keeps the SSM state in
 `mamba_ssm_dtype`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -48,8 +49,15 @@ class MambaRadixScheduler(RadixScheduler):
 
     cache_prompts = True  # `cache_unfinished_req` after every prefill: the prompt's end gets a state
 
-    def __init__(self, cost: CostModel, tree: StateTree, config: RadixConfig, states: int, slo: SLO = SLO(),
-                 give_up_after: int | None = None) -> None:
+    def __init__(
+        self,
+        cost: CostModel,
+        tree: StateTree,
+        config: RadixConfig,
+        states: int,
+        slo: SLO = SLO(),
+        give_up_after: int | None = None,
+    ) -> None:
         if states < 3:
             raise ValueError("sglang: the state pool must hold at least 3 states (a request's and its prefix's)")
         super().__init__(cost, tree, config, slo, give_up_after)
@@ -80,8 +88,12 @@ class MambaRadixScheduler(RadixScheduler):
         maps = [GroupMap(full[0][0], sum(n for _, n in full), 0, False, "token slot", cell_tokens, owner, written)]
         cached, shared = self.tree.node_states()
         running = (np.array(list(self.held.values()), dtype=np.int64), np.array(list(self.held), dtype=np.int64))
-        per_cell, owner, written = slot_cells(self.tree.states.size, max_cells, [(K_CACHED, cached), (K_SHARED, shared)],
-                                              running if self.held else None)
-        maps.append(GroupMap("linear", sum(n for k, n in kinds if k == "linear"), 0, False, "state slot", per_cell,
-                             owner, written))
+        per_cell, owner, written = slot_cells(
+            self.tree.states.size, max_cells, [(K_CACHED, cached), (K_SHARED, shared)], running if self.held else None
+        )
+        maps.append(
+            GroupMap(
+                "linear", sum(n for k, n in kinds if k == "linear"), 0, False, "state slot", per_cell, owner, written
+            )
+        )
         return maps

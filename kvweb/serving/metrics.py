@@ -4,6 +4,7 @@ batch size, memory occupied vs actually holding KV, and the cost of preemption.
 Inter-token latency (`itl_s`) is seen from the decoding batch: for each step that decodes, the
 time since the batch last decoded (since its first token for a request that joined since),
 once per request decoding in it; a preempted request's wait is not in it (it is in its TPOT)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,16 @@ def distribution(values: list[float], bins: int = 20) -> dict[str, Any]:
     a = np.asarray(values)
     counts, edges = np.histogram(a, bins=bins, range=value_range(a))
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return {"count": len(values), "mean": float(a.mean()), "p50": float(p50), "p90": float(p90),
-            "p99": float(p99), "max": float(a.max()), "edges": edges.tolist(), "counts": counts.tolist()}
+    return {
+        "count": len(values),
+        "mean": float(a.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(a.max()),
+        "edges": edges.tolist(),
+        "counts": counts.tolist(),
+    }
 
 
 def weighted_distribution(pairs: list[tuple[float, int]] | np.ndarray, bins: int = 20) -> dict[str, Any]:
@@ -65,8 +74,16 @@ def weighted_distribution(pairs: list[tuple[float, int]] | np.ndarray, bins: int
     below = np.cumsum(weights)
     p50, p90, p99 = (float(values[np.searchsorted(below, q * below[-1])]) for q in (0.5, 0.9, 0.99))
     counts, edges = np.histogram(values, bins=bins, weights=weights, range=value_range(values))
-    return {"count": int(below[-1]), "mean": float(np.dot(values, weights) / below[-1]), "p50": p50, "p90": p90,
-            "p99": p99, "max": float(values[-1]), "edges": edges.tolist(), "counts": counts.astype(int).tolist()}
+    return {
+        "count": int(below[-1]),
+        "mean": float(np.dot(values, weights) / below[-1]),
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
+        "max": float(values[-1]),
+        "edges": edges.tolist(),
+        "counts": counts.astype(int).tolist(),
+    }
 
 
 def attainment(run: Run, slo: SLO, ttfts: list[float] | None = None, tpots: list[float] | None = None) -> float:
@@ -129,25 +146,48 @@ def explain(figures: dict[str, Any], step_cost: str) -> dict[str, Explanation]:
     outside = f.get("ttft_outside_s")  # a measured run's time outside the steps, in its TTFT
     out = {
         "throughput_tok_s": Explanation(
-            "throughput", "output tokens ÷ simulated time",
+            "throughput",
+            "output tokens ÷ simulated time",
             (("output tokens", f["generated_tokens"], "tokens"), ("simulated time", f["sim_time_s"], "s")),
-            f["throughput_tok_s"], "tokens/s", source),
+            f["throughput_tok_s"],
+            "tokens/s",
+            source,
+        ),
         "step_s": Explanation(
-            "mean step", "simulated time ÷ steps",
+            "mean step",
+            "simulated time ÷ steps",
             (("simulated time", f["sim_time_s"], "s"), ("steps", f["steps"], "")),
-            f["sim_time_s"] / f["steps"] if f["steps"] else 0.0, "s", source),
+            f["sim_time_s"] / f["steps"] if f["steps"] else 0.0,
+            "s",
+            source,
+        ),
         "ttft_p50": Explanation(
             "TTFT p50",
             "the median over requests of (first token − arrival)" + (" + time outside the steps" if outside else ""),
             (("requests", f["finished"], ""), *((("time outside the steps", outside, "s"),) if outside else ())),
-            f["ttft_s"]["p50"] or 0.0, "s", source),
+            f["ttft_s"]["p50"] or 0.0,
+            "s",
+            source,
+        ),
         "tpot_p50": Explanation(
-            "TPOT p50", "the median over requests of (last token − first token) ÷ (output tokens − 1)",
-            (("requests", f["finished"], ""),), f["tpot_s"]["p50"] or 0.0, "s", source),
+            "TPOT p50",
+            "the median over requests of (last token − first token) ÷ (output tokens − 1)",
+            (("requests", f["finished"], ""),),
+            f["tpot_s"]["p50"] or 0.0,
+            "s",
+            source,
+        ),
     }
     if "prefix_hit_rate" in f:
         out["prefix_hit_rate"] = Explanation(
-            "prefix hit rate", "prompt tokens from the cache ÷ prompt tokens",
-            (("prompt tokens from the cache", f["hit_tokens"], "tokens"), ("prompt tokens", f["prompt_tokens"], "tokens")),
-            f["prefix_hit_rate"], "", source)
+            "prefix hit rate",
+            "prompt tokens from the cache ÷ prompt tokens",
+            (
+                ("prompt tokens from the cache", f["hit_tokens"], "tokens"),
+                ("prompt tokens", f["prompt_tokens"], "tokens"),
+            ),
+            f["prefix_hit_rate"],
+            "",
+            source,
+        )
     return out

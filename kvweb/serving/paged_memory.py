@@ -7,6 +7,7 @@ block repeat every block_size steps: a sequence that holds T tokens after step s
 at every step s' with s' = s + 1 - T (mod block_size). Sequences are kept in buckets by that
 phase, so finding who needs a block this step is one lookup, not a walk over the batch.
 """
+
 from __future__ import annotations
 
 from itertools import chain

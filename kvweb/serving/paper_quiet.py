@@ -10,6 +10,7 @@ which it only reads: the memory manager says how much memory each coming step ho
 (`occupancy`, up to the one that would run short) and grows the sequences through them at once
 (`grow_through`); a waiting queue stays blocked until a sequence leaves.
 """
+
 from __future__ import annotations
 
 from itertools import repeat
@@ -36,8 +37,17 @@ class PaperQuietSteps(ContinuousBatching):
         arrival or finish, where a quiet stretch ends anyway)."""
         return self.blocked or not (self.waiting or self.evicted)
 
-    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
-                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
+    def _quiet_run(
+        self,
+        most: int,
+        limit: float,
+        occupied_s: float,
+        used_s: float,
+        cached_s: float,
+        last: float,
+        itl_s: list[float],
+        itl_n: list[int],
+    ) -> tuple[int, float, float, float]:
         """`_iterate` as it runs when it only decodes, one step at a time (the inter-token latency
         of each is its dt: `itl_is_step_time`)."""
         held, self._held = self._held or self.memory.occupancy(self.step, most), []

@@ -19,6 +19,7 @@ this step by phase (see paged_memory). Every step decodes every running sequence
 counter is the sequences' decode counter too (`dstep` = `step`). The quiet steps (only decoding)
 run in `paper_quiet.py`.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -61,8 +62,10 @@ def paper_refusal(model: LLMSpec) -> str | None:
     kinds = sorted({a.kind for a, _ in model.groups} - {"full", "latent"})
     if not kinds:
         return None
-    return (f"paper: {model.name} has {' and '.join(kinds)} attention layers; the papers' engine (vLLM, 2023) "
-            "pages every layer alike, so it is not run on it")
+    return (
+        f"paper: {model.name} has {' and '.join(kinds)} attention layers; the papers' engine (vLLM, 2023) "
+        "pages every layer alike, so it is not run on it"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,14 @@ class PaperScheduler(PaperQuietSteps, ContinuousBatching):
     seq_type = LoopSeq
     itl_is_step_time = True  # whole prefills: every decoding sequence got its last token one step ago
 
-    def __init__(self, cost: CostModel, memory: MemoryManager, config: PaperConfig, slo: SLO = SLO(),
-                 give_up_after: int | None = None) -> None:
+    def __init__(
+        self,
+        cost: CostModel,
+        memory: MemoryManager,
+        config: PaperConfig,
+        slo: SLO = SLO(),
+        give_up_after: int | None = None,
+    ) -> None:
         """`give_up_after`: stop once more than this many requests missed the SLO (a max-rate
         search only needs to know that the target is out of reach)."""
         if config.preemption not in ("recompute", "swap"):
@@ -194,8 +203,9 @@ class PaperScheduler(PaperQuietSteps, ContinuousBatching):
         """Record a preemption, swap or recompute with the KV it drops or moves (the
         prompt + generated - 1 tokens a sequence holds between steps) and its cells."""
         if self.trace is not None:
-            self.trace.event(self.now, kind, seq.id, seq.req.prompt + seq.gen0 - 1,
-                             self.memory.held_cells(seq, self.trace.max_cells))
+            self.trace.event(
+                self.now, kind, seq.id, seq.req.prompt + seq.gen0 - 1, self.memory.held_cells(seq, self.trace.max_cells)
+            )
 
     # -- memory ----------------------------------------------------------------------
     def _release(self, seq: Seq, finished: bool) -> None:

@@ -13,6 +13,7 @@ filled with tokens whose hash is already in the table is not de-duplicated (bloc
 append-only): it is hashed too, a copy (`BlockHashToBlockMap`); a lookup finds the earliest
 block of a hash still cached, and when that one is evicted the next copy takes its place.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -29,10 +30,10 @@ def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], bl
     if blocks * block_size <= start:
         return
     # the blocks' bytes in one piece, cut in Python: a numpy slice per block costs more than its hash
-    data = tokens[start:blocks * block_size].tobytes()
+    data = tokens[start : blocks * block_size].tobytes()
     width = block_size * tokens.itemsize
     for at in range(0, (blocks * block_size - start) * tokens.itemsize, width):
-        prev = hash((prev, data[at:at + width]))
+        prev = hash((prev, data[at : at + width]))
         hashes.append(prev)
 
 

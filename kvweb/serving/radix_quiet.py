@@ -9,6 +9,7 @@ stretches, as arrays (`_quiet_plan`, `_quiet_commit`), changing the
 state exactly as `RadixScheduler._iterate` would (tests/test_speed_exact_schedulers.py compares
 them); it is kept apart from the scheduling rules (radix_scheduler.py), which it only reads.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,14 +20,25 @@ from kvweb.serving.continuous_batching import ContinuousBatching
 class RadixQuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `RadixScheduler`'s state."""
 
-    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
-                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
+    def _quiet_run(
+        self,
+        most: int,
+        limit: float,
+        occupied_s: float,
+        used_s: float,
+        cached_s: float,
+        last: float,
+        itl_s: list[float],
+        itl_n: list[int],
+    ) -> tuple[int, float, float, float]:
         """`_iterate`'s decode batch, one by one: while no prefill batch is tried (nothing chunked,
         and the batch is full or nobody waits) and the free slots suffice (no eviction, no retraction)."""
         if self.chunked is not None or not (self.batch_is_full or not self.waiting):
             return 0, occupied_s, used_s, cached_s
         n = len(self.running)
-        most = min(most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep)  # a slot per request per batch
+        most = min(
+            most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep
+        )  # a slot per request per batch
         if most <= 0:
             return 0, occupied_s, used_s, cached_s
         f0, fb, fc, b0, bb, bc = self.coef
@@ -64,7 +76,9 @@ class RadixQuietSteps(ContinuousBatching):
         f0, fb, fc, b0, bb, bc = self.coef
         fbn, bbn = fb * n, bb * n
         most = min(most, (self.pool.available - self.pending) // n, self.slide_at - self.dstep)
-        most = self._quiet_span(most, room_s, self.cost.step_time(f0 + (fbn + fc * (kv + n)), b0 + (bbn + bc * (kv + n))))
+        most = self._quiet_span(
+            most, room_s, self.cost.step_time(f0 + (fbn + fc * (kv + n)), b0 + (bbn + bc * (kv + n)))
+        )
         if most < self.quiet_array:
             return max(most, 0), None
         ctx = np.arange(kv + n, kv + n * most + 1, n)  # KV after each batch

@@ -36,6 +36,7 @@ Slots are token-granular (SGLang's default page size 1). A decoded token's slot 
 its request leaves or when the memory map is drawn; until then the scheduler counts it, so the
 pool's free size always subtracts it (as if allocated every step).
 """
+
 from __future__ import annotations
 
 import sys
@@ -141,8 +142,15 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     # end holds a state; here only chunks do (as replayed in parity: full-attention runs unchanged)
     cache_prompts = False
 
-    def __init__(self, cost: CostModel, tree: PrefixTree, config: RadixConfig, slo: SLO = SLO(),
-                 give_up_after: int | None = None, host: HostTree | None = None) -> None:
+    def __init__(
+        self,
+        cost: CostModel,
+        tree: PrefixTree,
+        config: RadixConfig,
+        slo: SLO = SLO(),
+        give_up_after: int | None = None,
+        host: HostTree | None = None,
+    ) -> None:
         if config.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
         why = sglang_refusal(cost.model)
@@ -150,11 +158,15 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             raise ValueError(why)
         kinds = {a.kind for a, _ in cost.model.groups}
         if "sliding" in kinds and not getattr(tree, "window", 0):
-            raise ValueError(f"sglang: {cost.model.name} has sliding-window layers; serve it with SWARadixScheduler "
-                             "on an SWARadixCache (two pools), not as if every layer were full")
+            raise ValueError(
+                f"sglang: {cost.model.name} has sliding-window layers; serve it with SWARadixScheduler "
+                "on an SWARadixCache (two pools), not as if every layer were full"
+            )
         if "linear" in kinds and not hasattr(tree, "take_state"):
-            raise ValueError(f"sglang: {cost.model.name} has linear attention layers; serve it with "
-                             "MambaRadixScheduler on a MambaRadixCache (a state pool), not as if every layer were full")
+            raise ValueError(
+                f"sglang: {cost.model.name} has linear attention layers; serve it with "
+                "MambaRadixScheduler on a MambaRadixCache (a state pool), not as if every layer were full"
+            )
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         self.tree = tree
@@ -176,8 +188,10 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     def never_fits(self, final_kv: int) -> str | None:
         """SGLang admits a request while prompt + output (final KV + 1) and a page of slack stay below the free pool."""
         if final_kv + 1 + PAGE_OVERHEAD >= self.pool.size:
-            return (f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only while they and a slot of "
-                    f"slack stay below the {self.pool.size} token slots of the GPU")
+            return (
+                f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only while they and a slot of "
+                f"slack stay below the {self.pool.size} token slots of the GPU"
+            )
         return None
 
     @property
@@ -241,8 +255,11 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             self.batch_is_full = True
             return None
         mixed = running if cfg.mixed_chunk else 0
-        offset = mixed + sum(min(s.req.output - s.generated(self.dstep), CLIP_MAX_NEW_TOKENS)
-                             for s in self.running.values()) * self.ratio
+        offset = (
+            mixed
+            + sum(min(s.req.output - s.generated(self.dstep), CLIP_MAX_NEW_TOKENS) for s in self.running.values())
+            * self.ratio
+        )
         rem_input, rem_chunk = cfg.max_prefill_tokens - mixed, cfg.chunk_size - mixed
         can_run: list[tuple[Seq, int]] = []
         if self.chunked is not None:  # `add_chunked_req`: the next chunk, cut to the memory left
@@ -266,7 +283,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             total = seq.tokens_to_compute
             match = self._match(seq, total)
             if match and match.length == total:  # init_next_round_input matches a token short: cut there
-                match = self.tree.match_prefix(seq.content()[:total - 1])
+                match = self.tree.match_prefix(seq.content()[: total - 1])
             hit = min(match.length, total - 1) if match else 0
             n = total - hit
             need = n + PAGE_OVERHEAD + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
@@ -314,7 +331,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         least LOAD_BACK_THRESHOLD tokens more, at most total - 1 in all): take slots for them (the
         budget counted them as new tokens), enter them in the tree and lock the longer match in place
         of `match`. Returns the match and the tokens loaded; the batch waits for the load."""
-        tokens = seq.content()[:total - 1]
+        tokens = seq.content()[: total - 1]
         more = self.tier.lookup(tokens) - match.length
         if more < LOAD_BACK_THRESHOLD:
             return match, 0
@@ -323,7 +340,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             self.tree.evict(short)
         if more > self.free_slots:
             return match, 0
-        tokens = tokens[:match.length + more]
+        tokens = tokens[: match.length + more]
         self.tree.insert(tokens, np.concatenate([match.slots, self.pool.alloc(more)]))
         longer = self.tree.match_prefix(tokens)
         self.tree.lock(longer.node)
@@ -343,8 +360,11 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         for seq in waiting:
             total = seq.tokens_to_compute
             self.matches[seq.id] = self._lookup(seq, total)
-            if (self.matches[seq.id].length <= IN_BATCH_THRESHOLD and total >= IN_BATCH_THRESHOLD
-                    and seq.req.tokens is not None):
+            if (
+                self.matches[seq.id].length <= IN_BATCH_THRESHOLD
+                and total >= IN_BATCH_THRESHOLD
+                and seq.req.tokens is not None
+            ):
                 head = seq.content()[:IN_BATCH_THRESHOLD].tobytes()
                 if head in seen:
                     later.add(seq.id)
@@ -384,7 +404,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         seq.mat = seq.computed
         if not self.config.radix_cache:
             return
-        tokens = seq.content()[:seq.computed]
+        tokens = seq.content()[: seq.computed]
         self.tree.insert(tokens, np.concatenate([seq.prefix, *seq.own]))
         if self.tier is not None:
             self.tier.store(tokens, self.now)
@@ -430,12 +450,12 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             self._materialize(seq, seq.computed)
             slots = np.concatenate([seq.prefix, *seq.own])
             if self.config.radix_cache:
-                tokens = seq.content()[:seq.computed]
+                tokens = seq.content()[: seq.computed]
                 self.tree.insert(tokens, slots)
                 if self.tier is not None:
                     self.tier.store(tokens, self.now)
                 if 0 < seq.req.prompt < seq.computed:  # checkpoint(split_prompt=True): the output's KV is a
-                    self.tree.match_prefix(tokens[:seq.req.prompt])  # leaf of its own, evicted before the prompt's
+                    self.tree.match_prefix(tokens[: seq.req.prompt])  # leaf of its own, evicted before the prompt's
             else:
                 self.pool.free(slots)
             self.batch_is_full = False
@@ -483,8 +503,12 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         for seq in [*self.running.values(), *([self.chunked] if self.chunked else [])]:
             own += seq.own
             ids += [seq.id] * len(seq.own)
-        tree = [(k, np.concatenate(arrays)) for k, arrays in by_key.items() if arrays]  # (CACHED first: SHARED outranks it)
-        running = (np.concatenate(own), np.repeat(np.array(ids, dtype=np.int64), [len(a) for a in own])) if own else None
+        tree = [
+            (k, np.concatenate(arrays)) for k, arrays in by_key.items() if arrays
+        ]  # (CACHED first: SHARED outranks it)
+        running = (
+            (np.concatenate(own), np.repeat(np.array(ids, dtype=np.int64), [len(a) for a in own])) if own else None
+        )
         return tree, running
 
     def _materialize_running(self) -> None:
@@ -501,14 +525,15 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         slots = self.pool.alloc(total)
         at = 0
         for seq, n in todo:
-            seq.own.append(slots[at:at + n])
+            seq.own.append(slots[at : at + n])
             at += n
             seq.mat += n
         self.pending -= total
 
 
-def slot_cells(size: int, max_cells: int, tree: list[tuple[int, np.ndarray]], running: Held | None
-               ) -> tuple[int, list[int], list[int]]:
+def slot_cells(
+    size: int, max_cells: int, tree: list[tuple[int, np.ndarray]], running: Held | None
+) -> tuple[int, list[int], list[int]]:
     """A pool of `size` slots (token slots, or states) in at most max_cells cells: `tree` gives slots
     by key (CACHED before SHARED), `running` slots with their request ids; the rest is FREE. Slots
     are held by one owner each, so a cell's state is the largest key of its slots and its KV the

@@ -7,6 +7,7 @@ the contiguous allocator leaves between ranges.
 - pow2: the next power of two of the real need (at most twice it);
 - oracle: exactly the final length (an unrealisable upper bound: nobody knows it in advance).
 """
+
 from __future__ import annotations
 
 from kvweb.serving.arena import ContiguousArena

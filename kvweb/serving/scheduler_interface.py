@@ -5,6 +5,7 @@ refusals (`never_fits`), and what its memory holds and looks like (`occupied`, `
 `cached_prefix`, `memory_map`, `group_maps`). The loop that calls them is continuous_batching.py;
 each scheduler's module implements them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,8 +38,17 @@ class SchedulerInterface:
         and during it the memory `occupied`, `used` and `cached`)."""
         raise NotImplementedError
 
-    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
-                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
+    def _quiet_run(
+        self,
+        most: int,
+        limit: float,
+        occupied_s: float,
+        used_s: float,
+        cached_s: float,
+        last: float,
+        itl_s: list[float],
+        itl_n: list[int],
+    ) -> tuple[int, float, float, float]:
         """Run up to `most` quiet iterations one by one, stopping after the one whose end reaches
         `limit` seconds; return how many ran (0: the next one is not quiet) and the three time
         integrals (occupied, used and cached token-seconds) with theirs added. A quiet iteration

@@ -4,6 +4,7 @@ has computed; `Seq` with today's schedulers' prefix-cache state), what a run pro
 (continuous_batching.py), so that the memories, the trace and the metrics read them without
 importing it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
@@ -30,8 +31,22 @@ class Sequence:
     from (step0, kv0, gen0).
     """
 
-    __slots__ = ("req", "id", "final_kv", "step0", "kv0", "gen0", "blocks", "phase", "start",
-                 "on_host", "first_token_t", "finish_t", "spans", "missed")
+    __slots__ = (
+        "req",
+        "id",
+        "final_kv",
+        "step0",
+        "kv0",
+        "gen0",
+        "blocks",
+        "phase",
+        "start",
+        "on_host",
+        "first_token_t",
+        "finish_t",
+        "spans",
+        "missed",
+    )
 
     def __init__(self, req: Request) -> None:
         self.req = req

@@ -25,6 +25,7 @@ Not modelled here: the drafter's compute and weights, a separate draft model's c
 drafter (no lookahead slots), async scheduling, models whose layers are not all alike, and
 SGLang's speculative decoding.
 """
+
 from __future__ import annotations
 
 import random
@@ -94,14 +95,16 @@ class SpecV1Scheduler(V1Scheduler):
     by different counts). A request keeps the loop's clock (`Sequence.kv`: one token a step): its
     base counts move by what it kept beyond that one, and its finish by as many steps."""
 
-    def __init__(self, cost: CostModel, config: V1Config, drafts: Drafts, slo: SLO = SLO(),
-                 give_up_after: int | None = None) -> None:
+    def __init__(
+        self, cost: CostModel, config: V1Config, drafts: Drafts, slo: SLO = SLO(), give_up_after: int | None = None
+    ) -> None:
         if config.async_scheduling:
             raise ValueError("speculative decoding with async scheduling is not simulated")
         super().__init__(cost, config, slo, give_up_after)
         if self.width > 1:
-            raise ValueError("speculative decoding under vLLM's KV cache groups (layers of several kinds) "
-                             "is not simulated")
+            raise ValueError(
+                "speculative decoding under vLLM's KV cache groups (layers of several kinds) is not simulated"
+            )
         self.drafts = drafts
         self.lookahead = drafts.k  # EAGLE's and a draft model's num_lookahead_tokens
         # the drafter's layer in every block: fewer blocks (the null block still out of use)
@@ -211,9 +214,16 @@ class SpecV1Scheduler(V1Scheduler):
         and the KV capacity held ahead of requests' KV (whole blocks), time-averaged; the blocks the
         GPU has with the drafter's layers in them (vLLM's null block among them)."""
         span = sim_time * self.capacity
-        return {"spec_tokens": self.drafts.k, "acceptance": list(self.drafts.acceptance),
-                "drafter_layers": self.drafts.layers, "kv_blocks": self.pool.n_blocks + 1,
-                "verifies": self.verifies, "drafted": self.drafted, "accepted": self.accepted, "kept": self.kept,
-                "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
-                "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
-                "ahead_frac": self.ahead_s / span if span else 0.0}
+        return {
+            "spec_tokens": self.drafts.k,
+            "acceptance": list(self.drafts.acceptance),
+            "drafter_layers": self.drafts.layers,
+            "kv_blocks": self.pool.n_blocks + 1,
+            "verifies": self.verifies,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "kept": self.kept,
+            "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
+            "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
+            "ahead_frac": self.ahead_s / span if span else 0.0,
+        }

@@ -5,6 +5,7 @@ off `CostModel.decode_work` once, so a simulator adds up a whole batch in two mu
 Prefill chunks go through `CostModel.prefill_work`; the weights are read once per step, so a
 chunk adds its bytes beyond them.
 """
+
 from __future__ import annotations
 
 from kvweb.gpu.cost import CostModel

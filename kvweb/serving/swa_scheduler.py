@@ -26,6 +26,7 @@ Simplified: SGLang counts the `window` decode steps from each request's own star
 iteration (SGLang: after the prefill attempt). Quiet iterations stop at that step
 (radix_quiet.py reads `slide_at`), so they stay exact.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -70,8 +71,15 @@ class SWARadixScheduler(RadixScheduler):
 
     cache_prompts = True
 
-    def __init__(self, cost: CostModel, tree: WindowTree, config: RadixConfig, slo: SLO = SLO(),
-                 give_up_after: int | None = None, host: HostTree | None = None) -> None:
+    def __init__(
+        self,
+        cost: CostModel,
+        tree: WindowTree,
+        config: RadixConfig,
+        slo: SLO = SLO(),
+        give_up_after: int | None = None,
+        host: HostTree | None = None,
+    ) -> None:
         if host is not None:
             raise ValueError("sglang: a host tier is simulated for models whose layers are all alike only")
         super().__init__(cost, tree, config, slo, give_up_after, host)
@@ -94,7 +102,7 @@ class SWARadixScheduler(RadixScheduler):
             if stop > start:
                 own = np.concatenate(seq.own) if len(seq.own) > 1 else seq.own[0]
                 seq.own = [own]
-                self.pool.free_swa(own[start - base:stop - base])
+                self.pool.free_swa(own[start - base : stop - base])
                 self.slid[seq.id] = stop
 
     def _release(self, seq: Any, finished: bool) -> None:
@@ -105,15 +113,20 @@ class SWARadixScheduler(RadixScheduler):
         """`RadixScheduler.never_fits` against the smaller pool: admission counts both."""
         size = min(self.pool.full.size, self.pool.swa.size)
         if final_kv + 1 + PAGE_OVERHEAD >= size:
-            return (f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only while they and a slot of "
-                    f"slack stay below the free slots of both pools ({self.pool.full.size} full, "
-                    f"{self.pool.swa.size} window)")
+            return (
+                f"prompt + output = {final_kv + 1} tokens; SGLang admits a request only while they and a slot of "
+                f"slack stay below the free slots of both pools ({self.pool.full.size} full, "
+                f"{self.pool.swa.size} window)"
+            )
         return None
 
     def _rem_total(self, offset: float) -> float:
         pool, tree = self.pool, self.tree
-        return min(pool.full.available + tree.evictable_size, pool.swa.available + tree.swa_evictable_size) \
-            - self.pending - offset
+        return (
+            min(pool.full.available + tree.evictable_size, pool.swa.available + tree.swa_evictable_size)
+            - self.pending
+            - offset
+        )
 
     def pool_figures(self) -> dict[str, int]:
         """The two pools' sizes and the window: what a result reports beside the single map."""
@@ -126,8 +139,10 @@ class SWARadixScheduler(RadixScheduler):
         offset = self.pool.size
         both = [(k, np.concatenate([full, window + offset])) for (k, full), (_, window) in zip(tree, window_tree)]
         if running is not None:
-            running = (np.concatenate([running[0], window_running[0] + offset]),
-                       np.concatenate([running[1], window_running[1]]))
+            running = (
+                np.concatenate([running[0], window_running[0] + offset]),
+                np.concatenate([running[1], window_running[1]]),
+            )
         return slot_cells(offset + self.pool.swa.size, max_cells, both, running)
 
     def group_maps(self, step: int, max_cells: int) -> list[GroupMap]:
@@ -138,8 +153,10 @@ class SWARadixScheduler(RadixScheduler):
         pools = self._pools_held()
         kinds = [(a.kind, n) for a, n in self.cost.model.groups]
         full = [(k, n) for k, n in kinds if k != "sliding"]
-        groups = [(full[0][0], sum(n for _, n in full), 0, self.pool.size),
-                  ("sliding", sum(n for k, n in kinds if k == "sliding"), self.window, self.pool.swa.size)]
+        groups = [
+            (full[0][0], sum(n for _, n in full), 0, self.pool.size),
+            ("sliding", sum(n for k, n in kinds if k == "sliding"), self.window, self.pool.swa.size),
+        ]
         maps = []
         for (kind, layers, window, size), (tree, running) in zip(groups, pools):
             cell_tokens, owner, written = slot_cells(size, max_cells, tree, running)

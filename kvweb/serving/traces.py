@@ -13,6 +13,7 @@ Bounds before anything is converted: `MAX_BYTES` of text, `MAX_ROWS` rows, `MAX_
 reading, `MAX_LENGTH` tokens a field and `MAX_TOKENS` tokens of content in all. `replay` scales a
 trace's rate and cuts a window of it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -93,10 +94,17 @@ class Trace:
             for row in self.blocks:
                 shared += sum(int(b) in seen for b in row)
                 seen.update(row.tolist())
-        return {"name": self.name, "format": self.format, "rows": self.rows, "skipped": self.skipped,
-                "span_s": float(self.arrival[-1]), "digest": self.digest[:16],
-                "prompt_tokens": int(self.prompt.sum()), "output_tokens": int(self.output.sum()),
-                "shared_blocks": shared if self.blocks is not None else None}
+        return {
+            "name": self.name,
+            "format": self.format,
+            "rows": self.rows,
+            "skipped": self.skipped,
+            "span_s": float(self.arrival[-1]),
+            "digest": self.digest[:16],
+            "prompt_tokens": int(self.prompt.sum()),
+            "output_tokens": int(self.output.sum()),
+            "shared_blocks": shared if self.blocks is not None else None,
+        }
 
 
 def read_trace(data: bytes | str, name: str = "trace") -> Trace:
@@ -142,7 +150,9 @@ Row = tuple[float, int, int, "list[int] | None"]  # arrival s, prompt, output, M
 def _trace(name: str, fmt: str, rows: list[Row], digest: str) -> Trace:
     kept = [r for r in rows if r[1] > 0 and r[2] > 0]
     if not kept:
-        raise ParamError(f"trace file: no row with prompt and output tokens ({len(rows):,} rows read); expected {ALLOWED}")
+        raise ParamError(
+            f"trace file: no row with prompt and output tokens ({len(rows):,} rows read); expected {ALLOWED}"
+        )
     order = sorted(range(len(kept)), key=lambda i: kept[i][0])  # stable: ties keep the file's order
     arrival = np.array([kept[i][0] for i in order], dtype=float)
     prompt = np.array([kept[i][1] for i in order], dtype=np.int64)
@@ -150,11 +160,14 @@ def _trace(name: str, fmt: str, rows: list[Row], digest: str) -> Trace:
     blocks = None
     if fmt == "mooncake":
         if int(prompt.sum() + output.sum()) > MAX_TOKENS:
-            raise ParamError(f"trace file: {int(prompt.sum() + output.sum()):,} tokens; at most {MAX_TOKENS:,} "
-                             "tokens of content are read (cut a window of it first)")
+            raise ParamError(
+                f"trace file: {int(prompt.sum() + output.sum()):,} tokens; at most {MAX_TOKENS:,} "
+                "tokens of content are read (cut a window of it first)"
+            )
         dense: dict[int, int] = {}
-        blocks = tuple(np.array([dense.setdefault(h, len(dense)) for h in kept[i][3] or ()], dtype=np.int64)
-                       for i in order)
+        blocks = tuple(
+            np.array([dense.setdefault(h, len(dense)) for h in kept[i][3] or ()], dtype=np.int64) for i in order
+        )
     return Trace(name, fmt, arrival - arrival[0], prompt, output, blocks, len(rows) - len(kept), digest)
 
 
@@ -162,26 +175,34 @@ def _rows_of(lines: Iterator[tuple[int, Any]], deadline: float) -> Iterator[tupl
     """The rows, bounded in number and in reading time."""
     for count, (line, row) in enumerate(lines, 1):
         if count > MAX_ROWS:
-            raise ParamError(f"trace file: more than {MAX_ROWS:,} rows; at most {MAX_ROWS:,} are read "
-                             "(cut a window of it first)")
+            raise ParamError(
+                f"trace file: more than {MAX_ROWS:,} rows; at most {MAX_ROWS:,} are read (cut a window of it first)"
+            )
         if count % CHECK_EVERY == 0 and time.monotonic() > deadline:
-            raise ParamError(f"trace file: still reading at line {line:,} after {MAX_PARSE_S:g} s; at most "
-                             f"{MAX_PARSE_S:g} s of reading is allowed (cut a window of it first)")
+            raise ParamError(
+                f"trace file: still reading at line {line:,} after {MAX_PARSE_S:g} s; at most "
+                f"{MAX_PARSE_S:g} s of reading is allowed (cut a window of it first)"
+            )
         yield line, row
 
 
 def _json_lines(text: str, deadline: float) -> tuple[str, list[Row]]:
     """JSON lines: Mooncake's rows, or kvweb's (arrival, prompt_len, output_len)."""
+
     def parsed() -> Iterator[tuple[int, Any]]:
         for line, chunk in enumerate(text.splitlines(), 1):
             if chunk.strip():
-                if chunk.count("[") + chunk.count("{") > 2:  # an object and its hash list: json.loads recurses per bracket
+                if (
+                    chunk.count("[") + chunk.count("{") > 2
+                ):  # an object and its hash list: json.loads recurses per bracket
                     raise ParamError(f"trace line {line}: JSON nested too deep; expected one object per line")
                 try:
                     yield line, json.loads(chunk)
                 except (json.JSONDecodeError, ValueError) as err:
-                    raise ParamError(f"trace line {line}: not valid JSON ({getattr(err, 'msg', err)}); "
-                                     f"expected one object per line: {ALLOWED}") from None
+                    raise ParamError(
+                        f"trace line {line}: not valid JSON ({getattr(err, 'msg', err)}); "
+                        f"expected one object per line: {ALLOWED}"
+                    ) from None
 
     rows: list[Row] = []
     fmt = ""
@@ -192,19 +213,33 @@ def _json_lines(text: str, deadline: float) -> tuple[str, list[Row]]:
         fields = MOONCAKE_FIELDS if fmt == "mooncake" else ("arrival", "prompt_len", "output_len")
         for key in obj:
             if key not in fields:
-                raise ParamError(f"trace line {line}: unknown field {shown(str(key), 20)}; allowed for "
-                                 f"{FORMATS[fmt]}: {', '.join(fields)}")
+                raise ParamError(
+                    f"trace line {line}: unknown field {shown(str(key), 20)}; allowed for "
+                    f"{FORMATS[fmt]}: {', '.join(fields)}"
+                )
         for key in fields:
             if key not in obj:
                 raise ParamError(f"trace line {line}: field {key} is missing; {FORMATS[fmt]} has {', '.join(fields)}")
         if fmt == "kvweb":
-            rows.append((_seconds(line, "arrival", obj["arrival"]), _tokens(line, "prompt_len", obj["prompt_len"]),
-                         _tokens(line, "output_len", obj["output_len"]), None))
+            rows.append(
+                (
+                    _seconds(line, "arrival", obj["arrival"]),
+                    _tokens(line, "prompt_len", obj["prompt_len"]),
+                    _tokens(line, "output_len", obj["output_len"]),
+                    None,
+                )
+            )
             continue
         prompt = _tokens(line, "input_length", obj["input_length"])
         hashes = _hashes(line, obj.get("hash_ids"), prompt)
-        rows.append((_seconds(line, "timestamp", obj["timestamp"]) / 1000, prompt,
-                     _tokens(line, "output_length", obj["output_length"], zero=True), hashes))
+        rows.append(
+            (
+                _seconds(line, "timestamp", obj["timestamp"]) / 1000,
+                prompt,
+                _tokens(line, "output_length", obj["output_length"], zero=True),
+                hashes,
+            )
+        )
     return fmt, rows
 
 
@@ -228,11 +263,18 @@ def _csv(text: str, deadline: float) -> tuple[str, list[Row]]:
     elif to_number(header[0] if header else "") is not None or set(header) == {"arrival", "prompt_len", "output_len"}:
         return "kvweb", _kvweb(text)
     else:
-        raise ParamError(f"trace file: the first line, {shown(','.join(header), 60)}, is no header kvweb reads; "
-                         f"allowed: {ALLOWED}")
+        raise ParamError(
+            f"trace file: the first line, {shown(','.join(header), 60)}, is no header kvweb reads; allowed: {ALLOWED}"
+        )
     at = [header.index(f) for f in fields]
-    names = dict(zip(fields, ("TIMESTAMP", "ContextTokens", "GeneratedTokens") if fmt == "azure"
-                     else ("Timestamp", "Request tokens", "Response tokens")))
+    names = dict(
+        zip(
+            fields,
+            ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+            if fmt == "azure"
+            else ("Timestamp", "Request tokens", "Response tokens"),
+        )
+    )
 
     def lines() -> Iterator[tuple[int, list[str]]]:
         try:
@@ -254,15 +296,23 @@ def _csv(text: str, deadline: float) -> tuple[str, list[Row]]:
             when = (whole - first) + fraction
         else:
             when = _seconds(line, names["timestamp"], stamp)
-        rows.append((when, _tokens(line, names[fields[1]], prompt, zero=True),
-                     _tokens(line, names[fields[2]], output, zero=True), None))
+        rows.append(
+            (
+                when,
+                _tokens(line, names[fields[1]], prompt, zero=True),
+                _tokens(line, names[fields[2]], output, zero=True),
+                None,
+            )
+        )
     return fmt, rows
 
 
 def _seconds(line: int, field: str, raw: Any) -> float:
     value = _number(raw, integer=False)
     if value is None or value < 0:
-        raise ParamError(f"trace line {line}, field {field}: {shown(str(raw), 30)} is not allowed; expected a number >= 0")
+        raise ParamError(
+            f"trace line {line}, field {field}: {shown(str(raw), 30)} is not allowed; expected a number >= 0"
+        )
     return float(value)
 
 
@@ -270,8 +320,10 @@ def _tokens(line: int, field: str, raw: Any, zero: bool = False) -> int:
     """A token count; with `zero`, 0 too (a row that is then skipped: BurstGPT's failed requests)."""
     value = _number(raw, integer=True)
     if value is None or not (0 if zero else 1) <= value <= MAX_LENGTH:
-        raise ParamError(f"trace line {line}, field {field}: {shown(str(raw), 30)} is not allowed; expected an "
-                         f"integer from {0 if zero else 1} to {MAX_LENGTH:,}")
+        raise ParamError(
+            f"trace line {line}, field {field}: {shown(str(raw), 30)} is not allowed; expected an "
+            f"integer from {0 if zero else 1} to {MAX_LENGTH:,}"
+        )
     return int(value)
 
 
@@ -291,11 +343,15 @@ def _number(raw: Any, integer: bool) -> int | float | None:
 def _hashes(line: int, raw: Any, prompt: int) -> list[int]:
     """Mooncake's hash_ids: one non-negative integer per 512-token block of the prompt."""
     if not isinstance(raw, list) or not all(type(h) is int and 0 <= h < 2**63 for h in raw):
-        raise ParamError(f"trace line {line}, field hash_ids: {shown(str(raw), 30)} is not allowed; expected a list "
-                         "of integers from 0 to 2**63 - 1")
+        raise ParamError(
+            f"trace line {line}, field hash_ids: {shown(str(raw), 30)} is not allowed; expected a list "
+            "of integers from 0 to 2**63 - 1"
+        )
     if len(raw) != -(-prompt // HASH_BLOCK):
-        raise ParamError(f"trace line {line}, field hash_ids: {len(raw)} hashes for input_length {prompt}; expected "
-                         f"{-(-prompt // HASH_BLOCK)} (one per {HASH_BLOCK}-token block)")
+        raise ParamError(
+            f"trace line {line}, field hash_ids: {len(raw)} hashes for input_length {prompt}; expected "
+            f"{-(-prompt // HASH_BLOCK)} (one per {HASH_BLOCK}-token block)"
+        )
     return raw
 
 
@@ -313,8 +369,10 @@ def _azure_time(line: int, raw: str) -> tuple[int, float]:
             digits = zone[1:].replace(":", "")
             when -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
     except ValueError:
-        raise ParamError(f"trace line {line}, field TIMESTAMP: {shown(raw, 30)} is not allowed; expected a date and "
-                         "time like 2023-11-16 18:15:46.6805900") from None
+        raise ParamError(
+            f"trace line {line}, field TIMESTAMP: {shown(raw, 30)} is not allowed; expected a date and "
+            "time like 2023-11-16 18:15:46.6805900"
+        ) from None
     return int(when.timestamp()), int(frac) / 10 ** len(frac) if frac else 0.0
 
 
@@ -330,9 +388,11 @@ def requests(trace: Trace, scale: float = 1.0, start: float = 0.0, duration: flo
     end = start + duration if duration else math.inf
     lo, hi = np.searchsorted(trace.arrival, [start, end], side="left")
     if lo == hi:
-        raise ParamError(f"trace_start, trace_duration: the window {start:g} s to "
-                         f"{'the end' if not duration else f'{end:g} s'} holds no request; the trace "
-                         f"{trace.name} spans 0 to {trace.arrival[-1]:g} s")
+        raise ParamError(
+            f"trace_start, trace_duration: the window {start:g} s to "
+            f"{'the end' if not duration else f'{end:g} s'} holds no request; the trace "
+            f"{trace.name} spans 0 to {trace.arrival[-1]:g} s"
+        )
     requests = []
     answered = 0  # answer ids given so far
     ramp = np.arange(HASH_BLOCK, dtype=np.int64)
@@ -373,8 +433,10 @@ def recall(key: str) -> Trace:
     """The trace a `trace_file` key names: loaded here, or kept in the store by another process."""
     m = _KEY.fullmatch(key)
     if m is None:
-        raise ParamError(f"trace_file: {shown(key)} is no trace file kvweb can read here; expected the path of a "
-                         "trace file (command line) or a file picked in the app")
+        raise ParamError(
+            f"trace_file: {shown(key)} is no trace file kvweb can read here; expected the path of a "
+            "trace file (command line) or a file picked in the app"
+        )
 
     def load() -> Trace:
         name, rows, digest = m.groups()
@@ -383,8 +445,10 @@ def recall(key: str) -> Trace:
             trace = read_trace(path.read_bytes(), name)
             if trace.key == key:
                 return trace
-        raise ParamError(f"trace_file: {name} ({int(rows):,} rows, digest {digest}) is not loaded here; pick the "
-                         "file again, or choose a trace_preset (presets load anywhere)")
+        raise ParamError(
+            f"trace_file: {name} ({int(rows):,} rows, digest {digest}) is not loaded here; pick the "
+            "file again, or choose a trace_preset (presets load anywhere)"
+        )
 
     return _LOADED.get(key, load)
 

@@ -8,6 +8,7 @@ apart from the scheduling rules (v1_scheduler.py), which it only reads: the bloc
 request needs come off the free queue's front in phase order, and the waiting queue's head stays
 blocked while the blocks it waits for are not freed and its lookup cannot change.
 """
+
 from __future__ import annotations
 
 from itertools import islice
@@ -20,8 +21,17 @@ from kvweb.serving.continuous_batching import ContinuousBatching
 class V1QuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `V1Scheduler`'s state."""
 
-    def _quiet_run(self, most: int, limit: float, occupied_s: float, used_s: float, cached_s: float, last: float,
-                   itl_s: list[float], itl_n: list[int]) -> tuple[int, float, float, float]:
+    def _quiet_run(
+        self,
+        most: int,
+        limit: float,
+        occupied_s: float,
+        used_s: float,
+        cached_s: float,
+        last: float,
+        itl_s: list[float],
+        itl_n: list[int],
+    ) -> tuple[int, float, float, float]:
         """`_iterate`'s first return (only decodes), one by one: while nothing is prefilling or
         leaving, the blocks due fit, and the waiting queue is empty or its head stays blocked (taking
         the blocks due does not change the version of the lookup it watches)."""
@@ -34,8 +44,11 @@ class V1QuietSteps(ContinuousBatching):
         watched = None
         if waiting:
             head, free, version, blocked_budget = self._blocked
-            if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
-                    and waiting[0] is head):
+            if not (
+                version in (None, pool.version)
+                and self.config.token_budget - n >= blocked_budget
+                and waiting[0] is head
+            ):
                 return 0, occupied_s, used_s, cached_s
             if version is not None and pages.watched:
                 watched, block_hash = pages.watched, pages.block_hash
@@ -90,8 +103,11 @@ class V1QuietSteps(ContinuousBatching):
         watched = None
         if waiting:
             head, free, version, blocked_budget = self._blocked
-            if not (version in (None, pool.version) and self.config.token_budget - n >= blocked_budget
-                    and waiting[0] is head):
+            if not (
+                version in (None, pool.version)
+                and self.config.token_budget - n >= blocked_budget
+                and waiting[0] is head
+            ):
                 return 0, None
             if version is not None and pool.watched:
                 watched = pool.watched

@@ -31,6 +31,7 @@ Blocks filled by decoding get their hash when the request leaves or is preempted
 them as they fill); only another request whose prompt holds this request's generated tokens
 could tell, and such a request (a later chat turn) arrives after this one has finished.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable
@@ -41,8 +42,15 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import (K_AHEAD, K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching,
-                                                key_cells)
+from kvweb.serving.continuous_batching import (
+    K_AHEAD,
+    K_CACHED,
+    K_FREE,
+    K_SHARED,
+    NOTHING,
+    ContinuousBatching,
+    key_cells,
+)
 from kvweb.serving.engine_trace import GroupMap, cell_group
 from kvweb.serving.host_tier import HostTier
 from kvweb.serving.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
@@ -97,8 +105,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         layout = kv_layout(cost, config.block_size)
         self.bs = layout.block_size
         # vLLM keeps one block out of use, the null block (`BlockPool.null_block`, block 0)
-        self.pool = GroupedPool(layout, layout.blocks(cost) - 1) if layout.hybrid else \
-            BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
+        self.pool = (
+            GroupedPool(layout, layout.blocks(cost) - 1)
+            if layout.hybrid
+            else BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
+        )
         self.width = len(layout.groups) if layout.hybrid else 1  # blocks a request's block takes, one per group
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
@@ -115,7 +126,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         self._blocked: tuple[Seq | None, int, int | None, int] = (None, -1, -1, -1)
         if config.host_blocks and layout.hybrid:  # the tier keeps whole blocks of every layer
             raise ValueError("a host tier under vLLM's KV cache groups (layers of several kinds) is not simulated")
-        self.tier = HostTier(config.host_blocks, self.bs, cost) if config.host_blocks and config.prefix_caching else None
+        self.tier = (
+            HostTier(config.host_blocks, self.bs, cost) if config.host_blocks and config.prefix_caching else None
+        )
         self.host_hit_tokens = 0  # prompt tokens of first admissions loaded from the host tier
         self.lookahead = 0  # slots a running request holds past its new tokens (spec_decode.py)
 
@@ -123,8 +136,10 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         need = -(-final_kv // self.bs)
         if need * self.width > self.pool.n_blocks:
             groups = f" in each of {self.width} KV cache groups" if self.width > 1 else ""
-            return (f"needs {need} blocks of {self.bs} tokens{groups}; the GPU holds {self.pool.n_blocks + 1}, "
-                    "one of them vLLM's null block")
+            return (
+                f"needs {need} blocks of {self.bs} tokens{groups}; the GPU holds {self.pool.n_blocks + 1}, "
+                "one of them vLLM's null block"
+            )
         return None
 
     @property
@@ -199,12 +214,23 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         preempted, flops, nbytes, budget = self._decode()
         decoders, kv = self.decoded, self.kv_tokens
         head, free, version, blocked_budget = self._blocked
-        blocked = (len(pool.free) <= free and version in (None, pool.version) and budget >= blocked_budget
-                   and self.waiting and self.waiting[0] is head)
+        blocked = (
+            len(pool.free) <= free
+            and version in (None, pool.version)
+            and budget >= blocked_budget
+            and self.waiting
+            and self.waiting[0] is head
+        )
         if not (self.prefilling or preempted) and (not self.waiting or blocked):
             # only decodes (the common case): nothing else can be scheduled
-            return (self.cost.step_time(flops, nbytes), decoders, NOTHING, (pool.n_blocks - len(pool.free)) * bs,
-                    kv - pool.shared_extra * bs, pool.reusable * bs)
+            return (
+                self.cost.step_time(flops, nbytes),
+                decoders,
+                NOTHING,
+                (pool.n_blocks - len(pool.free)) * bs,
+                kv - pool.shared_extra * bs,
+                pool.reusable * bs,
+            )
         batch = decoders
         chunked = False  # a request still prefilling got its next chunk
         fresh: list[Seq] = []
@@ -253,7 +279,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                         # new block and a free one at once: it can only help if only the first chunk
                         # must fit and the prompt's rest then no longer fits the budget (total > budget).
                         losing_helps = total > budget and not self.config.full_prompt_check
-                        pool.watch(hits if losing_helps else [], seq.hashes[:(total - 1) // bs])
+                        pool.watch(hits if losing_helps else [], seq.hashes[: (total - 1) // bs])
                     break  # head-of-line blocking, as in vLLM
                 self.waiting.popleft()
                 if seq.spans:
@@ -278,8 +304,14 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         used = self.kv_tokens - pool.shared_extra * bs
         for seq in self.prefilling:
             used += seq.computed
-        return (self.cost.step_time(flops, nbytes) + load_s, batch, fresh, (pool.n_blocks - len(pool.free)) * bs, used,
-                pool.reusable * bs)
+        return (
+            self.cost.step_time(flops, nbytes) + load_s,
+            batch,
+            fresh,
+            (pool.n_blocks - len(pool.free)) * bs,
+            used,
+            pool.reusable * bs,
+        )
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         """The tokens a waiting request computes in this step, its `uncached` tokens after `hit` cached
@@ -339,7 +371,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             return []
         blocks = (total - 1) // self.bs
         hashes = self._hashes(seq, blocks)[on_gpu:blocks]
-        return hashes[:self.tier.lookup(hashes)]
+        return hashes[: self.tier.lookup(hashes)]
 
     def _may_hit(self, seq: Seq) -> bool:
         """Whether any cached block can be seq's: not for a request without content of its own
@@ -352,7 +384,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         if self.config.prefix_caching and full > seq.registered:
             hashes = self._hashes(seq, full)
             self.pool.register(seq.blocks, hashes, seq.registered, full)
-            if self.tier and self.tier.store(hashes[seq.registered:full], self.now):
+            if self.tier and self.tier.store(hashes[seq.registered : full], self.now):
                 self.pool.version += 1  # a dropped block may shorten the blocked head's lookup: try it again
             seq.registered = full
 
@@ -418,7 +450,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     if count > with_kv:
                         ahead += s.blocks[with_kv:]
                 if s.hit >= bs:
-                    hits += s.blocks[:s.hit // bs]
+                    hits += s.blocks[: s.hit // bs]
             written[last] = last_kv
             if ahead:
                 key[ahead] = K_AHEAD

@@ -5,6 +5,7 @@ Arrivals and lengths come from separate seeded streams, so the same seed at anot
 gives the same requests arriving faster or slower (common random numbers: a max-rate search
 compares like with like). User traces arrive as CSV or JSON text and are validated row by row.
 """
+
 from __future__ import annotations
 
 import csv
@@ -127,8 +128,10 @@ def closed_loop_workload(
     than the model allows, or never fitting the memory) ends its client, as a rejected chat turn ends
     its conversation (with `fixed` lengths either every request is rejected or none)."""
     prompts, outputs = lengths(shape, n, max_len, seed, prompt_len, output_len)
-    return [Request(i, 0.0, int(p), int(o), after=i - concurrency if i >= concurrency else None)
-            for i, (p, o) in enumerate(zip(prompts, outputs))]
+    return [
+        Request(i, 0.0, int(p), int(o), after=i - concurrency if i >= concurrency else None)
+        for i, (p, o) in enumerate(zip(prompts, outputs))
+    ]
 
 
 def parse_trace(text: str, max_rows: int = MAX_TRACE_ROWS, max_chars: int = MAX_TRACE_CHARS) -> list[Request]:
@@ -144,8 +147,10 @@ def parse_trace(text: str, max_rows: int = MAX_TRACE_ROWS, max_chars: int = MAX_
     stripped = text.strip()
     rows = _json_rows(stripped) if stripped[:1] in ("[", "{") else _csv_rows(stripped)
     if not rows:
-        raise ParamError("trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len (or choose a "
-                         "trace_file or a trace_preset)")
+        raise ParamError(
+            "trace: empty; expected CSV or JSON rows of arrival, prompt_len, output_len (or choose a "
+            "trace_file or a trace_preset)"
+        )
     if len(rows) > max_rows:
         raise ParamError(f"trace: {len(rows)} rows; at most {max_rows} are allowed")
     parsed = [_check_row(i + 1, row) for i, row in enumerate(rows)]
@@ -177,8 +182,11 @@ def _json_rows(text: str) -> list[dict[str, Any]]:
 
 def _csv_rows(text: str) -> list[dict[str, Any]]:
     try:
-        lines = [line for line in csv.reader(io.StringIO(text.replace(";", "\n"), newline=""))
-                 if any(cell.strip() for cell in line)]
+        lines = [
+            line
+            for line in csv.reader(io.StringIO(text.replace(";", "\n"), newline=""))
+            if any(cell.strip() for cell in line)
+        ]
     except csv.Error as err:
         raise ParamError(f"trace: not valid CSV ({err})") from None
     if not lines:
@@ -201,11 +209,11 @@ def _check_row(i: int, row: dict[str, Any]) -> tuple[float, int, int]:
         if key not in TRACE_FIELDS:
             raise ParamError(f"trace row {i}: unknown field {shown(str(key), 20)}; allowed: {', '.join(TRACE_FIELDS)}")
     values = []
-    for field in TRACE_FIELDS:
-        if field not in row:
-            raise ParamError(f"trace row {i}: field {field} is missing")
-        raw = row[field]
-        values.append(_number(i, field, raw) if field == "arrival" else _length(i, field, raw))
+    for name in TRACE_FIELDS:
+        if name not in row:
+            raise ParamError(f"trace row {i}: field {name} is missing")
+        raw = row[name]
+        values.append(_number(i, name, raw) if name == "arrival" else _length(i, name, raw))
     return values[0], values[1], values[2]
 
 
@@ -219,12 +227,16 @@ def _value(raw: Any, integer: bool) -> int | float | None:
 def _number(i: int, field: str, raw: Any) -> float:
     value = _value(raw, integer=False)
     if value is None or value < 0:
-        raise ParamError(f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected a number of seconds >= 0")
+        raise ParamError(
+            f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected a number of seconds >= 0"
+        )
     return value
 
 
 def _length(i: int, field: str, raw: Any) -> int:
     value = _value(raw, integer=True)
     if value is None or not 1 <= value <= MAX_TRACE_LENGTH:
-        raise ParamError(f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected an integer from 1 to {MAX_TRACE_LENGTH}")
+        raise ParamError(
+            f"trace row {i}, field {field}: {shown(str(raw), 20)} is not allowed; expected an integer from 1 to {MAX_TRACE_LENGTH}"
+        )
     return int(value)

@@ -3,6 +3,7 @@ workloads of sglang_workloads.py and write what it did to tests/data/parity/, fo
 tests/test_parity_sglang.py to replay on kvweb's radix cache. Runs in the venv that
 setup-sglang.sh makes (.parity/sglang); see README-sglang.md.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -96,8 +97,11 @@ class SGLangCache:
         else:
             self.allocator = PagedTokenToKVPoolAllocator(pool, page, torch.int64, "cpu", None, need_sort=True)
         self.page = page
-        self.tree = radix_cache.RadixCache(CacheInitParams(
-            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=page))
+        self.tree = radix_cache.RadixCache(
+            CacheInitParams(
+                disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=page
+            )
+        )
         self.root = self.tree.root_node
         self.evicted = 0
         evict = self.tree.evict
@@ -138,9 +142,9 @@ class SGLangCache:
         (from the protected prefix on); release_kv_cache frees the row past the last whole page."""
         row = torch.cat(parts)
         key = self._key(tokens)
-        already = self.tree.insert(InsertParams(key=key, value=row[:len(key)].clone())).prefix_len
+        already = self.tree.insert(InsertParams(key=key, value=row[: len(key)].clone())).prefix_len
         self.allocator.free(row[own:already])
-        self.allocator.free(row[len(key):])
+        self.allocator.free(row[len(key) :])
         return already
 
     def split(self, tokens: list[int]) -> None:
@@ -183,8 +187,16 @@ def prefill_round(r: dict[str, Any]) -> dict[str, Any]:
     running = [_req(f"run{i}", [1] * p, out, gen) for i, (p, out, gen) in enumerate(r["running"])]
     waiting = [_req(str(i), tokens, out) for i, (tokens, out) in enumerate(r["waiting"])]
     SchedulePolicy(r["policy"], cache.tree, False, False, False).calc_priority(waiting)
-    adder = PrefillAdder(1, cache.tree, cache.allocator, types.SimpleNamespace(reqs=running), r["ratio"],
-                         r["max_prefill"], r["chunk"], max_running_requests=r["max_running"])
+    adder = PrefillAdder(
+        1,
+        cache.tree,
+        cache.allocator,
+        types.SimpleNamespace(reqs=running),
+        r["ratio"],
+        r["max_prefill"],
+        r["chunk"],
+        max_running_requests=r["max_running"],
+    )
     stop, full = "queue", False
     for req in waiting:
         if adder.budget_state() == AddReqResult.OTHER:
@@ -204,7 +216,8 @@ def prefill_round(r: dict[str, Any]) -> dict[str, Any]:
         "order": [int(req.rid) for req in waiting],
         "admitted": [[int(req.rid), req.prefix_len, req.extend_end - req.prefix_len] for req in adder.can_run_list],
         "chunked": None if adder.new_chunked_req is None else int(adder.new_chunked_req.rid),
-        "stop": stop, "batch_is_full": full,
+        "stop": stop,
+        "batch_is_full": full,
     }
 
 
@@ -227,8 +240,10 @@ def main() -> None:
     with gzip.GzipFile(OUT, "wb", compresslevel=9, mtime=0) as f:  # mtime 0: the same data, the same bytes
         f.write(json.dumps(data, separators=(",", ":")).encode())
     n = sum(len(r) for r in runs.values())
-    print(f"{len(runs)} workloads, {n} operations, {len(rounds)} prefill rounds in {time.perf_counter() - started:.1f} s -> "
-          f"{OUT.relative_to(HERE.parent.parent)} ({OUT.stat().st_size} bytes)")
+    print(
+        f"{len(runs)} workloads, {n} operations, {len(rounds)} prefill rounds in {time.perf_counter() - started:.1f} s -> "
+        f"{OUT.relative_to(HERE.parent.parent)} ({OUT.stat().st_size} bytes)"
+    )
 
 
 if __name__ == "__main__":

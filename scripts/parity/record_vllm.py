@@ -31,6 +31,7 @@ steps where the scheduler has no requests left only drain the batch queue). Requ
             request holds, cached ones included; the null block is never free)
 A run ends with the step in which its last request is reported finished.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,10 +63,19 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 VERSION = "0.33.0"
 TINY_MODEL = {  # a config only: no weights are read
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-    "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 32000,
-    "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "torch_dtype": "float32",
-    "bos_token_id": 1, "eos_token_id": 2,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "float32",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
 }
 VARIANTS = ("default", "no_full_isl", "async")
 MAX_STEPS = 50_000
@@ -74,10 +84,15 @@ MAX_STEPS = 50_000
 def build(cfg: dict, variant: str, model_dir: str) -> Scheduler:
     mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, max_model_len=cfg["max_model_len"], dtype="float32")
     sc = SchedulerConfig(
-        max_num_seqs=cfg["max_num_seqs"], max_num_batched_tokens=cfg["max_num_batched_tokens"],
-        max_model_len=cfg["max_model_len"], enable_chunked_prefill=True, long_prefill_token_threshold=0,
-        is_encoder_decoder=False, async_scheduling=(variant == "async"),
-        scheduler_reserve_full_isl=(variant != "no_full_isl"))
+        max_num_seqs=cfg["max_num_seqs"],
+        max_num_batched_tokens=cfg["max_num_batched_tokens"],
+        max_model_len=cfg["max_model_len"],
+        enable_chunked_prefill=True,
+        long_prefill_token_threshold=0,
+        is_encoder_decoder=False,
+        async_scheduling=(variant == "async"),
+        scheduler_reserve_full_isl=(variant != "no_full_isl"),
+    )
     cc = CacheConfig(block_size=cfg["block_size"], enable_prefix_caching=cfg["enable_prefix_caching"])
     cc.num_gpu_blocks = cfg["num_gpu_blocks"]
     vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc, device_config=DeviceConfig(device="cpu"))
@@ -85,12 +100,23 @@ def build(cfg: dict, variant: str, model_dir: str) -> Scheduler:
     assert vc.scheduler_config.scheduler_reserve_full_isl == (variant != "no_full_isl")
     assert vc.speculative_config is None and vc.kv_transfer_config is None
     kv = KVCacheConfig(
-        num_blocks=cfg["num_gpu_blocks"], kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], FullAttentionSpec(
-            block_size=cfg["block_size"], num_kv_heads=1, head_size=16, dtype=torch.float32))])
+        num_blocks=cfg["num_gpu_blocks"],
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer.0"],
+                FullAttentionSpec(block_size=cfg["block_size"], num_kv_heads=1, head_size=16, dtype=torch.float32),
+            )
+        ],
+    )
     cls = AsyncScheduler if variant == "async" else Scheduler
-    sched = cls(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-                block_size=cfg["block_size"], log_stats=False)
+    sched = cls(
+        vllm_config=vc,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=cfg["block_size"],
+        log_stats=False,
+    )
     assert sched.kv_cache_manager.block_pool.num_gpu_blocks == cfg["num_gpu_blocks"]
     return sched
 
@@ -140,18 +166,28 @@ class Run:
                 # tokens not yet sampled): the token sampled now sits at that position.
                 k = req.num_computed_tokens - req.num_prompt_tokens
                 sampled.append([self.output[rid][k]])
-        return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                 sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
-                                 pooler_output=[])
+        return ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={r: i for i, r in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+            logprobs=None,
+            prompt_logprobs_dict={},
+            pooler_output=[],
+        )
 
     # -- arrivals -------------------------------------------------------------------
     def add_arrivals(self, step: int, rec: dict) -> None:
         for rid in self.pending.pop(step, []):
             q = self.reqs[rid]
             self.arrival[rid] = step
-            req = Request(request_id=rid, prompt_token_ids=list(self.prompt[rid]),
-                          sampling_params=SamplingParams(max_tokens=len(self.output[rid]), ignore_eos=True),
-                          pooling_params=None, arrival_time=float(step), block_hasher=self.hasher)
+            req = Request(
+                request_id=rid,
+                prompt_token_ids=list(self.prompt[rid]),
+                sampling_params=SamplingParams(max_tokens=len(self.output[rid]), ignore_eos=True),
+                pooling_params=None,
+                arrival_time=float(step),
+                block_hasher=self.hasher,
+            )
             self.sched.add_request(req)
             self.objs[rid] = req
             self.added += 1
@@ -275,7 +311,9 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
     with open(os.path.join(model_dir, "config.json"), "w") as f:
         json.dump(TINY_MODEL, f)
     data = {
-        "engine": "vllm", "version": vllm.__version__, "token_formula": W.TOKEN_FORMULA,
+        "engine": "vllm",
+        "version": vllm.__version__,
+        "token_formula": W.TOKEN_FORMULA,
         "format": "Variants" + __doc__.split("Variants", 1)[1].rstrip(),
         "workloads": [],
     }
@@ -293,8 +331,10 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
             entry["arrivals"][variant] = {rid: s for rid, s in sorted(run.arrival.items(), key=lambda x: int(x[0]))}
             steps = entry["runs"][variant]
             n_pre = sum(len(s.get("preempted", ())) for s in steps)
-            print(f"{wl['name']:20} {variant:12} {len(steps):5} steps {n_pre:4} preemptions {time.time() - t:6.1f} s",
-                  flush=True)
+            print(
+                f"{wl['name']:20} {variant:12} {len(steps):5} steps {n_pre:4} preemptions {time.time() - t:6.1f} s",
+                flush=True,
+            )
         # requests: the arrival step of the default run for follow-up turns
         entry["requests"] = [dict(q) for q in wl["requests"]]
         for q in entry["requests"]:
@@ -312,8 +352,12 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "parity",
-                                                  f"vllm-{VERSION}.json.gz"))
+    ap.add_argument(
+        "--out",
+        default=os.path.join(
+            os.path.dirname(__file__), "..", "..", "tests", "data", "parity", f"vllm-{VERSION}.json.gz"
+        ),
+    )
     ap.add_argument("--only", nargs="*", help="workload names (default: all)")
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
     a = ap.parse_args()

@@ -13,6 +13,7 @@ An operation is a list whose first item names it:
   ["hold", n, name] / ["drop", name]   a running request takes n slots outside the tree / frees them
 Every allocation first evicts the pool's shortfall (SGLang's evict_to_free_tokens).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -127,7 +128,9 @@ class Cache(Protocol):
     def alloc(self, n: int) -> Any: ...  # slots for n tokens after evicting the shortfall, or None
     def free(self, slots: Any) -> None: ...
     def path_slots(self, node: Any) -> Any: ...  # the slots of root..node
-    def insert(self, tokens: list[int], parts: list[Any], own: int) -> int: ...  # slots in parts; frees copies past own and the tail
+    def insert(
+        self, tokens: list[int], parts: list[Any], own: int
+    ) -> int: ...  # slots in parts; frees copies past own and the tail
     def split(self, tokens: list[int]) -> None: ...  # insert a cached prefix again: splits its last edge
     def evict(self, n: int) -> int: ...
     def sizes(self) -> tuple[int, int, int, int]: ...  # evictable, protected, free slots, tokens evicted so far
@@ -180,9 +183,20 @@ def replay(work: dict[str, Any], cache: Cache) -> list[list[Any]]:
             raise ValueError(f"unknown operation {kind}")
         evictable, protected, free, evicted = cache.sizes()
         shape = _shape(cache)
-        out.append([result, evicted - evicted0, evictable, protected, free, len(shape),
-                    sorted(len(n[1]) for n in shape), _digest(shape), _lru(cache),
-                    [_cached(cache, run, page) for run in inserted] if evicted > evicted0 else None])
+        out.append(
+            [
+                result,
+                evicted - evicted0,
+                evictable,
+                protected,
+                free,
+                len(shape),
+                sorted(len(n[1]) for n in shape),
+                _digest(shape),
+                _lru(cache),
+                [_cached(cache, run, page) for run in inserted] if evicted > evicted0 else None,
+            ]
+        )
     return out
 
 
@@ -240,7 +254,7 @@ def _cached(cache: Cache, tokens: list[int], page: int) -> int:
     while True:
         for child in cache.children(node):
             key = cache.key(child)
-            if key[:page] == tokens[i:i + page]:
+            if key[:page] == tokens[i : i + page]:
                 k = 0
                 while k < len(key) and i + k < len(tokens) and key[k] == tokens[i + k]:
                     k += 1
@@ -273,13 +287,22 @@ def rounds() -> list[dict[str, Any]]:
         for _ in range(rng.randint(0, 5)):
             cached.append(prompt())
         pool = rng.choice((300, 600, 1200))
-        out.append({
-            "name": f"round-{seed}", "pool": pool, "policy": "lpm" if seed % 4 else "fcfs",
-            "ratio": rng.choice((0.7, 0.4, 0.098)), "max_prefill": rng.choice((16384, 120)),
-            "chunk": rng.choice((8192, 64, 100)), "max_running": rng.choice((256, 4)),
-            "cached": cached, "held": rng.randint(0, pool // 4),
-            "running": [[rng.randint(1, 40), out_, rng.randint(0, min(20, out_ - 1))]
-                        for out_ in (rng.randint(1, 200) for _ in range(rng.randint(0, 3)))],
-            "waiting": [[prompt(), rng.randint(1, 300)] for _ in range(rng.randint(1, 8))],
-        })
+        out.append(
+            {
+                "name": f"round-{seed}",
+                "pool": pool,
+                "policy": "lpm" if seed % 4 else "fcfs",
+                "ratio": rng.choice((0.7, 0.4, 0.098)),
+                "max_prefill": rng.choice((16384, 120)),
+                "chunk": rng.choice((8192, 64, 100)),
+                "max_running": rng.choice((256, 4)),
+                "cached": cached,
+                "held": rng.randint(0, pool // 4),
+                "running": [
+                    [rng.randint(1, 40), out_, rng.randint(0, min(20, out_ - 1))]
+                    for out_ in (rng.randint(1, 200) for _ in range(rng.randint(0, 3)))
+                ],
+                "waiting": [[prompt(), rng.randint(1, 300)] for _ in range(rng.randint(1, 8))],
+            }
+        )
     return out

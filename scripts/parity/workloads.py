@@ -25,6 +25,7 @@ Config keys follow vLLM's names: block_size, num_gpu_blocks (the KV cache holds 
 blocks, block 0 of which vLLM reserves as its null block), max_num_seqs, max_num_batched_tokens
 (the token budget), enable_prefix_caching, max_model_len.
 """
+
 from __future__ import annotations
 
 import random
@@ -69,11 +70,22 @@ class _Builder:
         return req
 
 
-def _config(block_size=16, num_gpu_blocks=1000, max_num_seqs=32, max_num_batched_tokens=512,
-            enable_prefix_caching=True, max_model_len=2048) -> dict:
-    return {"block_size": block_size, "num_gpu_blocks": num_gpu_blocks, "max_num_seqs": max_num_seqs,
-            "max_num_batched_tokens": max_num_batched_tokens, "enable_prefix_caching": enable_prefix_caching,
-            "max_model_len": max_model_len}
+def _config(
+    block_size=16,
+    num_gpu_blocks=1000,
+    max_num_seqs=32,
+    max_num_batched_tokens=512,
+    enable_prefix_caching=True,
+    max_model_len=2048,
+) -> dict:
+    return {
+        "block_size": block_size,
+        "num_gpu_blocks": num_gpu_blocks,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "enable_prefix_caching": enable_prefix_caching,
+        "max_model_len": max_model_len,
+    }
 
 
 def _random(name, seed, n, prompt, out, spread, cfg, category) -> dict:
@@ -163,65 +175,328 @@ def _build() -> list[dict]:
     w: list[dict] = []
     # random lengths, enough memory (no preemption)
     w.append(_random("random-1", 101, 24, (16, 400), (8, 120), 30, _config(num_gpu_blocks=1200), "random"))
-    w.append(_random("random-2", 102, 30, (1, 600), (1, 200), 60, _config(num_gpu_blocks=2000, max_num_batched_tokens=1024), "random"))
-    w.append(_random("random-3", 103, 20, (50, 900), (20, 150), 10, _config(block_size=32, num_gpu_blocks=800), "random"))
-    w.append(_random("random-4", 104, 30, (8, 300), (8, 100), 40, _config(block_size=8, num_gpu_blocks=2500, enable_prefix_caching=False), "random"))
-    w.append(_random("random-5", 105, 16, (100, 1500), (10, 60), 5, _config(num_gpu_blocks=1600, max_num_batched_tokens=2048), "random"))
+    w.append(
+        _random(
+            "random-2",
+            102,
+            30,
+            (1, 600),
+            (1, 200),
+            60,
+            _config(num_gpu_blocks=2000, max_num_batched_tokens=1024),
+            "random",
+        )
+    )
+    w.append(
+        _random("random-3", 103, 20, (50, 900), (20, 150), 10, _config(block_size=32, num_gpu_blocks=800), "random")
+    )
+    w.append(
+        _random(
+            "random-4",
+            104,
+            30,
+            (8, 300),
+            (8, 100),
+            40,
+            _config(block_size=8, num_gpu_blocks=2500, enable_prefix_caching=False),
+            "random",
+        )
+    )
+    w.append(
+        _random(
+            "random-5",
+            105,
+            16,
+            (100, 1500),
+            (10, 60),
+            5,
+            _config(num_gpu_blocks=1600, max_num_batched_tokens=2048),
+            "random",
+        )
+    )
     # tight memory: preemptions
     w.append(_random("tight-1", 201, 20, (30, 300), (60, 250), 10, _config(num_gpu_blocks=60), "tight"))
-    w.append(_random("tight-2", 202, 24, (10, 200), (100, 300), 5, _config(num_gpu_blocks=50, max_num_batched_tokens=256), "tight"))
-    w.append(_random("tight-3", 203, 16, (100, 500), (50, 200), 0, _config(num_gpu_blocks=70, enable_prefix_caching=False), "tight"))
+    w.append(
+        _random(
+            "tight-2",
+            202,
+            24,
+            (10, 200),
+            (100, 300),
+            5,
+            _config(num_gpu_blocks=50, max_num_batched_tokens=256),
+            "tight",
+        )
+    )
+    w.append(
+        _random(
+            "tight-3",
+            203,
+            16,
+            (100, 500),
+            (50, 200),
+            0,
+            _config(num_gpu_blocks=70, enable_prefix_caching=False),
+            "tight",
+        )
+    )
     w.append(_random("tight-4", 204, 20, (20, 400), (80, 200), 20, _config(block_size=8, num_gpu_blocks=120), "tight"))
-    w.append(_random("tight-5", 205, 18, (200, 700), (30, 120), 15, _config(num_gpu_blocks=80, max_num_batched_tokens=1024), "tight"))
-    w.append(_random("tight-6", 206, 24, (16, 160), (150, 400), 0, _config(block_size=32, num_gpu_blocks=30, max_num_seqs=16), "tight"))
+    w.append(
+        _random(
+            "tight-5",
+            205,
+            18,
+            (200, 700),
+            (30, 120),
+            15,
+            _config(num_gpu_blocks=80, max_num_batched_tokens=1024),
+            "tight",
+        )
+    )
+    w.append(
+        _random(
+            "tight-6",
+            206,
+            24,
+            (16, 160),
+            (150, 400),
+            0,
+            _config(block_size=32, num_gpu_blocks=30, max_num_seqs=16),
+            "tight",
+        )
+    )
     # staggered arrivals, with idle gaps
     w.append(_staggered("staggered-1", 301, 21, (20, 300), (10, 60), 4, _config(num_gpu_blocks=600)))
-    w.append(_staggered("staggered-2", 302, 28, (5, 500), (5, 80), 2, _config(num_gpu_blocks=400, max_num_batched_tokens=256)))
+    w.append(
+        _staggered(
+            "staggered-2", 302, 28, (5, 500), (5, 80), 2, _config(num_gpu_blocks=400, max_num_batched_tokens=256)
+        )
+    )
     w.append(_staggered("staggered-3", 303, 14, (100, 900), (20, 50), 8, _config(num_gpu_blocks=300)))
     w.append(_staggered("staggered-4", 304, 21, (10, 200), (30, 120), 3, _config(num_gpu_blocks=80)))
     # few-shot: many prompts sharing a long prefix (prefix caching on)
     w.append(_few_shot("few-shot-1", 401, 1, 24, 0, (700, 700), (10, 60), (5, 40), 40, _config(num_gpu_blocks=600)))
     w.append(_few_shot("few-shot-2", 402, 4, 8, 200, (300, 800), (20, 100), (10, 60), 50, _config(num_gpu_blocks=800)))
     w.append(_few_shot("few-shot-3", 403, 3, 10, 96, (500, 1200), (10, 50), (10, 80), 20, _config(num_gpu_blocks=220)))
-    w.append(_few_shot("few-shot-4", 404, 2, 12, 0, (1000, 1500), (5, 30), (5, 30), 0, _config(num_gpu_blocks=500, max_num_batched_tokens=2048)))
-    w.append(_few_shot("few-shot-5", 405, 6, 5, 160, (200, 400), (8, 40), (20, 100), 30, _config(block_size=8, num_gpu_blocks=500)))
+    w.append(
+        _few_shot(
+            "few-shot-4",
+            404,
+            2,
+            12,
+            0,
+            (1000, 1500),
+            (5, 30),
+            (5, 30),
+            0,
+            _config(num_gpu_blocks=500, max_num_batched_tokens=2048),
+        )
+    )
+    w.append(
+        _few_shot(
+            "few-shot-5", 405, 6, 5, 160, (200, 400), (8, 40), (20, 100), 30, _config(block_size=8, num_gpu_blocks=500)
+        )
+    )
     # multi-turn: a later turn = earlier prompt + its output + a new question
-    w.append(_multi_turn("multi-turn-1", 501, 6, 4, 100, (50, 200), (10, 60), (10, 60), 20, (1, 5), _config(num_gpu_blocks=800)))
-    w.append(_multi_turn("multi-turn-2", 502, 8, 3, 0, (100, 400), (20, 80), (20, 100), 30, (2, 8), _config(num_gpu_blocks=250)))
-    w.append(_multi_turn("multi-turn-3", 503, 5, 5, 300, (20, 100), (10, 40), (5, 40), 10, (1, 3), _config(num_gpu_blocks=1000, max_model_len=4096)))
-    w.append(_multi_turn("multi-turn-4", 504, 10, 3, 64, (30, 150), (10, 50), (30, 120), 40, (1, 6), _config(block_size=8, num_gpu_blocks=300)))
-    w.append(_multi_turn("multi-turn-5", 505, 6, 4, 0, (200, 500), (20, 60), (10, 50), 5, (3, 10), _config(num_gpu_blocks=400, max_num_batched_tokens=256, max_model_len=4096)))
+    w.append(
+        _multi_turn(
+            "multi-turn-1", 501, 6, 4, 100, (50, 200), (10, 60), (10, 60), 20, (1, 5), _config(num_gpu_blocks=800)
+        )
+    )
+    w.append(
+        _multi_turn(
+            "multi-turn-2", 502, 8, 3, 0, (100, 400), (20, 80), (20, 100), 30, (2, 8), _config(num_gpu_blocks=250)
+        )
+    )
+    w.append(
+        _multi_turn(
+            "multi-turn-3",
+            503,
+            5,
+            5,
+            300,
+            (20, 100),
+            (10, 40),
+            (5, 40),
+            10,
+            (1, 3),
+            _config(num_gpu_blocks=1000, max_model_len=4096),
+        )
+    )
+    w.append(
+        _multi_turn(
+            "multi-turn-4",
+            504,
+            10,
+            3,
+            64,
+            (30, 150),
+            (10, 50),
+            (30, 120),
+            40,
+            (1, 6),
+            _config(block_size=8, num_gpu_blocks=300),
+        )
+    )
+    w.append(
+        _multi_turn(
+            "multi-turn-5",
+            505,
+            6,
+            4,
+            0,
+            (200, 500),
+            (20, 60),
+            (10, 50),
+            5,
+            (3, 10),
+            _config(num_gpu_blocks=400, max_num_batched_tokens=256, max_model_len=4096),
+        )
+    )
     # long prompts, budget 2048, memory pressure (the full-prompt admission check matters)
     long_cfg = dict(max_num_batched_tokens=2048, max_model_len=10000)
     w.append(_long("long-1", 601, 6, (3000, 9000), (10, 60), 20, _config(num_gpu_blocks=1200, **long_cfg)))
     w.append(_long("long-2", 602, 8, (3000, 6000), (20, 100), 10, _config(num_gpu_blocks=800, **long_cfg)))
     w.append(_long("long-3", 603, 6, (4000, 9000), (5, 40), 0, _config(num_gpu_blocks=700, **long_cfg)))
-    w.append(_long("long-4", 604, 8, (3000, 8000), (20, 80), 30, _config(num_gpu_blocks=1000, enable_prefix_caching=False, **long_cfg)))
+    w.append(
+        _long(
+            "long-4",
+            604,
+            8,
+            (3000, 8000),
+            (20, 80),
+            30,
+            _config(num_gpu_blocks=1000, enable_prefix_caching=False, **long_cfg),
+        )
+    )
     w.append(_long("long-5", 605, 8, (3000, 7000), (10, 50), 15, _config(num_gpu_blocks=900, **long_cfg), shared=2000))
-    w.append(_long("long-6", 606, 10, (3000, 5000), (50, 200), 5, _config(num_gpu_blocks=600, max_num_seqs=64, **long_cfg)))
+    w.append(
+        _long("long-6", 606, 10, (3000, 5000), (50, 200), 5, _config(num_gpu_blocks=600, max_num_seqs=64, **long_cfg))
+    )
     # max_num_seqs binding
-    w.append(_random("seqs-1", 701, 30, (8, 100), (10, 80), 10, _config(num_gpu_blocks=600, max_num_seqs=4), "max_num_seqs"))
-    w.append(_random("seqs-2", 702, 40, (1, 60), (1, 40), 20, _config(num_gpu_blocks=400, max_num_seqs=8, max_num_batched_tokens=64), "max_num_seqs"))
-    w.append(_random("seqs-3", 703, 20, (50, 300), (20, 100), 0, _config(num_gpu_blocks=500, max_num_seqs=2), "max_num_seqs"))
-    w.append(_random("seqs-4", 704, 30, (10, 200), (30, 90), 5, _config(num_gpu_blocks=150, max_num_seqs=6), "max_num_seqs"))
+    w.append(
+        _random("seqs-1", 701, 30, (8, 100), (10, 80), 10, _config(num_gpu_blocks=600, max_num_seqs=4), "max_num_seqs")
+    )
+    w.append(
+        _random(
+            "seqs-2",
+            702,
+            40,
+            (1, 60),
+            (1, 40),
+            20,
+            _config(num_gpu_blocks=400, max_num_seqs=8, max_num_batched_tokens=64),
+            "max_num_seqs",
+        )
+    )
+    w.append(
+        _random("seqs-3", 703, 20, (50, 300), (20, 100), 0, _config(num_gpu_blocks=500, max_num_seqs=2), "max_num_seqs")
+    )
+    w.append(
+        _random("seqs-4", 704, 30, (10, 200), (30, 90), 5, _config(num_gpu_blocks=150, max_num_seqs=6), "max_num_seqs")
+    )
     # token budget binding
-    w.append(_random("budget-1", 801, 20, (50, 400), (10, 60), 10, _config(num_gpu_blocks=600, max_num_seqs=16, max_num_batched_tokens=32), "token_budget"))
-    w.append(_random("budget-2", 802, 24, (100, 600), (5, 40), 20, _config(num_gpu_blocks=800, max_num_batched_tokens=128), "token_budget"))
-    w.append(_random("budget-3", 803, 16, (200, 800), (20, 80), 0, _config(num_gpu_blocks=120, max_num_seqs=8, max_num_batched_tokens=100), "token_budget"))
-    w.append(_random("budget-4", 804, 20, (16, 300), (10, 50), 5, _config(block_size=8, num_gpu_blocks=900, max_num_seqs=64, max_num_batched_tokens=64), "token_budget"))
+    w.append(
+        _random(
+            "budget-1",
+            801,
+            20,
+            (50, 400),
+            (10, 60),
+            10,
+            _config(num_gpu_blocks=600, max_num_seqs=16, max_num_batched_tokens=32),
+            "token_budget",
+        )
+    )
+    w.append(
+        _random(
+            "budget-2",
+            802,
+            24,
+            (100, 600),
+            (5, 40),
+            20,
+            _config(num_gpu_blocks=800, max_num_batched_tokens=128),
+            "token_budget",
+        )
+    )
+    w.append(
+        _random(
+            "budget-3",
+            803,
+            16,
+            (200, 800),
+            (20, 80),
+            0,
+            _config(num_gpu_blocks=120, max_num_seqs=8, max_num_batched_tokens=100),
+            "token_budget",
+        )
+    )
+    w.append(
+        _random(
+            "budget-4",
+            804,
+            20,
+            (16, 300),
+            (10, 50),
+            5,
+            _config(block_size=8, num_gpu_blocks=900, max_num_seqs=64, max_num_batched_tokens=64),
+            "token_budget",
+        )
+    )
     # prefix caching off on sharing workloads, and on with preemptions refinding their blocks
-    w.append(_few_shot("pc-off-few-shot", 901, 2, 12, 100, (400, 800), (10, 50), (10, 60), 30, _config(num_gpu_blocks=300, enable_prefix_caching=False)))
+    w.append(
+        _few_shot(
+            "pc-off-few-shot",
+            901,
+            2,
+            12,
+            100,
+            (400, 800),
+            (10, 50),
+            (10, 60),
+            30,
+            _config(num_gpu_blocks=300, enable_prefix_caching=False),
+        )
+    )
     w[-1]["category"] = "prefix_caching"
-    w.append(_multi_turn("pc-off-multi-turn", 902, 6, 3, 0, (100, 300), (10, 50), (20, 80), 20, (1, 5), _config(num_gpu_blocks=250, enable_prefix_caching=False)))
+    w.append(
+        _multi_turn(
+            "pc-off-multi-turn",
+            902,
+            6,
+            3,
+            0,
+            (100, 300),
+            (10, 50),
+            (20, 80),
+            20,
+            (1, 5),
+            _config(num_gpu_blocks=250, enable_prefix_caching=False),
+        )
+    )
     w[-1]["category"] = "prefix_caching"
     w.append(_few_shot("pc-on-tight", 903, 2, 10, 64, (300, 500), (10, 40), (60, 200), 5, _config(num_gpu_blocks=90)))
     w[-1]["category"] = "prefix_caching"
-    w.append(_random("pc-on-tight-random", 904, 20, (100, 500), (50, 200), 0, _config(block_size=8, num_gpu_blocks=200), "prefix_caching"))
+    w.append(
+        _random(
+            "pc-on-tight-random",
+            904,
+            20,
+            (100, 500),
+            (50, 200),
+            0,
+            _config(block_size=8, num_gpu_blocks=200),
+            "prefix_caching",
+        )
+    )
     # repeated prompts of whole blocks: blocks computed again are copies of cached ones
     w.append(_repeats("copies-1", 1001, [320], 12, (20, 100), 40, _config(num_gpu_blocks=120)))
     w.append(_repeats("copies-2", 1002, [256, 480, 512], 6, (10, 80), 60, _config(num_gpu_blocks=100)))
     w.append(_repeats("copies-3", 1003, [200, 96], 8, (30, 120), 20, _config(block_size=8, num_gpu_blocks=150)))
-    w.append(_repeats("copies-4", 1004, [640, 128], 6, (5, 60), 30, _config(num_gpu_blocks=90, max_num_batched_tokens=256)))
+    w.append(
+        _repeats("copies-4", 1004, [640, 128], 6, (5, 60), 30, _config(num_gpu_blocks=90, max_num_batched_tokens=256))
+    )
     for wl in w:
         _check(wl)
     return w
@@ -243,8 +518,9 @@ WORKLOADS: list[dict] = _build()
 
 if __name__ == "__main__":
     from collections import Counter
+
     print(len(WORKLOADS), "workloads;", dict(Counter(w["category"] for w in WORKLOADS)))
     for wl in WORKLOADS:
         p = [total(q["prompt"]) for q in wl["requests"]]
         o = [total(q["output"]) for q in wl["requests"]]
-        print(f'{wl["name"]:20} {len(p):3} reqs, prompt {min(p)}-{max(p)}, output {min(o)}-{max(o)}, {wl["config"]}')
+        print(f"{wl['name']:20} {len(p):3} reqs, prompt {min(p)}-{max(p)}, output {min(o)}-{max(o)}, {wl['config']}")
