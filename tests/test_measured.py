@@ -168,12 +168,9 @@ GUARDED = [
 ]
 
 
-@pytest.mark.parametrize("path, system, tp, precision, moe, model, ttft_mape, tpot_mape", GUARDED)
-def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(
-    path, system, tp, precision, moe, model, ttft_mape, tpot_mape
-):
-    gpu = {"h100_sxm": H100, "h200_sxm": H200}[system]
-    rows = [
+def guarded_rows(path: str, system: str, tp: int) -> list[dict]:
+    """A guarded subset: the model's vLLM rows on that system and tp at isl 1024, neither repeated nor saturated."""
+    return [
         r
         for r in silicon_rows()
         if r["model_path"] == path
@@ -184,6 +181,14 @@ def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(
         and r["duplicate_of"] is None
         and not r["saturated"]
     ]
+
+
+@pytest.mark.parametrize("path, system, tp, precision, moe, model, ttft_mape, tpot_mape", GUARDED)
+def test_measured_model_error_on_a_fixed_subset_stays_within_its_record(
+    path, system, tp, precision, moe, model, ttft_mape, tpot_mape
+):
+    gpu = {"h100_sxm": H100, "h200_sxm": H200}[system]
+    rows = guarded_rows(path, system, tp)
     assert len(rows) >= 6
     cost = MeasuredCost(gpu, model, "vllm", tp, precision, moe_precision=moe)
     ttft, tpot = [], []
@@ -201,17 +206,7 @@ def test_a_campaign_fitted_on_its_own_rows_needs_other_terms_than_the_fit_half()
     time the fit half gives (78.5 ms, not 39.5 ms): the transferred terms' 39.7 % above is the campaign's
     set-up, not the form."""
     path, system, tp, precision, moe, model, ttft_mape, _ = GUARDED[1]
-    rows = [
-        r
-        for r in silicon_rows()
-        if r["model_path"] == path
-        and r["system"] == system
-        and r["tp_size"] == tp
-        and r["backend"] == "vllm"
-        and r["isl"] == 1024
-        and r["duplicate_of"] is None
-        and not r["saturated"]
-    ]
+    rows = guarded_rows(path, system, tp)
     kernels = MeasuredCost(H100, model, "vllm", tp, precision, step_overhead_s=0.0)
     samples = [
         Sample(

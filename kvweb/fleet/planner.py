@@ -35,7 +35,7 @@ from kvweb.gpu import MODELS
 from kvweb.gpu.measured_cost import is_measured
 from kvweb.gpu.weights import precision_refusal
 from kvweb.lab import ParamError
-from kvweb.prefix.modes import MAX_SEQS
+from kvweb.prefix.modes import MAX_SEQS, MODES
 
 # Dollars per GPU-hour, on demand, by default: the middle of the "specialty cloud" range of
 # mercatus-ai.com's cloud GPU pricing guide (May 2026: A100 80GB $1.10-1.50, H100 SXM5
@@ -112,7 +112,9 @@ def pricing(candidates: Iterable[Candidate], model: str, cost_model: str) -> str
     else the roofline."""
     if cost_model != "auto":
         return cost_model
-    for c in candidates:
+    # one candidate per cost model (replicas and routers share one): a big grid has few
+    distinct = {(c.gpu, c.tp, c.weight_precision, c.kv_precision, MODES[c.scheduler].engine): c for c in candidates}
+    for c in distinct.values():
         try:
             if is_measured(c.cost_model(model, "auto")):
                 return "measured"

@@ -265,15 +265,13 @@ class SchedulersLab(ModesLab):
         hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
         for m in modes:  # each mode's own pools (SGLang's, for window or linear layers)
             hybrid.update(MODES[m["mode"]].pool_figures(self.setup().cost_model()))
+        # the modes are priced alike (Setup.alike): every one has a step_cost line, or none does
+        step_costs = {m["mode"]: m["step_cost"] for m in modes if "step_cost" in m}
         return {
             "modes": modes,
             "timeline": clock,
             "opening_step": opening_step_of(counts, clock),
-            **(
-                {"step_cost": {m["mode"]: m["step_cost"] for m in modes if "step_cost" in m}}
-                if any("step_cost" in m for m in modes)
-                else {}
-            ),
+            **({"step_cost": step_costs} if step_costs else {}),
             "submitted": len(requests),
             "token_budget": self.budget(),
             "chunk_size": self.chunk(),
