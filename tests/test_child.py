@@ -4,6 +4,7 @@ messages, and a cancelled child gone; the runner on a pool that computes in chil
 import os
 import sys
 import threading
+from contextlib import suppress
 from functools import partial
 
 import pytest
@@ -34,17 +35,30 @@ def heavy_blocks():
 
 
 def children_of(pid: int | str) -> list[int]:
-    """Linux lists each thread's child processes."""
+    """Linux lists each thread's child processes; a thread or process that ended while we read
+    (a helper whose pool thread is gone exits on its own) has none."""
     out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            out += [int(c) for c in f.read().split()]
+    with suppress(FileNotFoundError, ProcessLookupError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with suppress(FileNotFoundError, ProcessLookupError), open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
     return out
 
 
 def runs_computing() -> list[int]:
     """The children the helpers of this process are running."""
     return [run for helper in children_of("self") for run in children_of(helper)]
+
+
+def new_run_computing(before: list[int]) -> list[int]:
+    """The run children that were not there `before`, once there is one (an earlier test's child,
+    still ending, is not this test's)."""
+    for _ in range(WAIT * 100):
+        computing = [pid for pid in runs_computing() if pid not in before]
+        if computing:
+            return computing
+        threading.Event().wait(0.01)
+    raise AssertionError("no child started computing")
 
 
 @pytest.mark.parametrize(
@@ -104,11 +118,18 @@ def test_a_cancelled_child_is_gone_and_the_helper_runs_the_next():
     assert run_in_child(get_lab("roofline")(), lambda fraction, message: None) == jsonable(get_lab("roofline")().run())
 
 
+def end_session() -> None:
+    """What Bokeh does when it discards the current session (its page closed, or never connected)."""
+    for callback in pn.state.curdoc.session_destroyed_callbacks:
+        callback(None)
+
+
 @pytest.fixture
 def served(monkeypatch):
     """A session's runner on a pool that computes in children."""
     with session(monkeypatch, RunPool(workers=1, quick_lane=0, children=True)) as runner_and_ticks:
         yield runner_and_ticks
+        end_session()  # a test that failed midway leaves no child computing into the next one
 
 
 run_ticks = partial(pool_run_ticks, wait=WAIT)
@@ -128,12 +149,9 @@ def test_the_runner_computes_a_lab_in_a_child(served, monkeypatch):
 def test_cancel_kills_the_runners_child(served):
     runner, ticks = served
     lab, finished = get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64), Finished()
+    before = runs_computing()
     runner.start(lab, finished)
-    for _ in range(WAIT * 100):  # until its child computes
-        computing = runs_computing()
-        if computing:
-            break
-        threading.Event().wait(0.01)
+    computing = new_run_computing(before)
     runner.cancel.clicks += 1
     assert finished.outcomes == [(None, CANCELLED)]  # said at once
     ended = threading.Event()
@@ -152,12 +170,9 @@ def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(serve
         get_lab("block-tables")(seed=3),
     )
     first, second, third = Finished(), Finished(), Finished()
+    before = runs_computing()
     runner.start(running, first)
-    for _ in range(WAIT * 100):  # until its child computes
-        computing = runs_computing()
-        if computing:
-            break
-        threading.Event().wait(0.01)
+    computing = new_run_computing(before)
     runner.start(waiting, second)  # the running one is cancelled: its child killed
     runner.start(newest, third)  # in place of the waiting one
     run_ticks(ticks, third.done)
@@ -166,23 +181,14 @@ def test_a_newer_run_kills_the_sessions_child_and_replaces_its_waiting_run(serve
     assert len(computing) == 1 and not os.path.exists(f"/proc/{computing[0]}")
 
 
-def end_session() -> None:
-    """What Bokeh does when it discards the current session (its page closed, or never connected)."""
-    for callback in pn.state.curdoc.session_destroyed_callbacks:
-        callback(None)
-
-
 def test_a_sessions_end_kills_its_child(served):
     """A bare request of a URL draws the URL's lab (app/router.py): if no page ever connects, its
     run must not go on holding a slot."""
     runner, ticks = served
     finished = Finished()
+    before = runs_computing()
     runner.start(get_lab("paged-equivalence")(requests=8, prompt_len=128, output_len=64), finished)
-    for _ in range(WAIT * 100):  # until its child computes
-        computing = runs_computing()
-        if computing:
-            break
-        threading.Event().wait(0.01)
+    computing = new_run_computing(before)
     end_session()
     ended = threading.Event()
     runner.pool.submit("probe", ended.set)  # one worker: this runs once the killed run has ended
