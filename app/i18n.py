@@ -158,7 +158,7 @@ _MESSAGES = [
         r"^weight_precision mxfp4 quantizes routed experts only \(as gpt-oss ships\); (\S+) has none: use (.*)$",
         "weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {0} has none: use {1}",
     ),
-    # the schedulers lab's speculative decoding (kvweb/labs/schedulers.py, kvweb/serving/spec_decode.py)
+    # the schedulers lab's speculative decoding (kvweb/labs/schedulers.py, kvweb/serving/schedulers/spec_decode.py)
     (
         r"^spec_tokens: (\S+) is not allowed with mode (\S+); speculative decoding \(spec_tokens > 0\) is simulated in "
         r"vllm-v1 only \(use 0\)$",
@@ -189,7 +189,7 @@ _MESSAGES = [
         "prefill_replicas: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
         "KV transfer is simulated for models whose layers are all alike only (use 0)",
     ),
-    # a trace file (kvweb/serving/traces.py) and the trace parameters (kvweb/labs/engine.py): the file's text stays as given
+    # a trace file (kvweb/serving/load/traces.py) and the trace parameters (kvweb/labs/engine.py): the file's text stays as given
     (
         r"^trace line (\d+), field (.+?): (.*) is not allowed; expected (.*)$",
         "trace line {0}, field {1}: {2} is not allowed; expected {3}",

@@ -1,6 +1,6 @@
 """The `trace_file` parameter's control: a trace file picked, or dropped on the picker, is read by the page's
 Python (the server's under `panel serve`, the web worker's in the static site), kept there
-(`kvweb.serving.traces.remember`) and named by its key, `name:rows:digest`: the parameter's value, which the
+(`kvweb.serving.load.traces.remember`) and named by its key, `name:rows:digest`: the parameter's value, which the
 share URL carries. What the picker says of the file is plain text, never markup.
 
 The browser keeps each file read in its own storage (IndexedDB, by key), so a share URL naming one reopens
@@ -25,7 +25,7 @@ from app.i18n import tr, tr_message
 from app.site.upstream import LinkedTextInput
 from app.text import plain
 from kvweb.lab import ParamError
-from kvweb.serving import traces
+from kvweb.serving.load import traces
 
 ACCEPT = ".jsonl,.json,.csv,.txt"
 KEEP_BYTES = 5_000_000  # larger files are not kept in the browser (Mooncake's conversation trace is about 3 MB)

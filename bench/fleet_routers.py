@@ -20,7 +20,7 @@ import numpy as np
 from kvweb.fleet.regret import decide
 from kvweb.fleet.routers import ROUTERS
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 
 class Replica:

@@ -24,7 +24,7 @@ from kvweb.budget import MAP_CELLS
 from kvweb.labs.schedulers import SchedulersLab, group_map_work
 from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
-from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.loop.engine_trace import TraceRecorder
 
 MODELS = ("gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b", "gpt-oss-120b")
 SETTINGS = {

@@ -23,7 +23,7 @@ import sys
 import kvweb.labs  # noqa: F401  (registers the labs)
 from bench.timing import best_of
 from kvweb.parsing import make
-from kvweb.serving.engine_setup import MEMORIES, Setup
+from kvweb.serving.loop.engine_setup import MEMORIES, Setup
 
 
 def speed_table() -> None:

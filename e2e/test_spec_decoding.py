@@ -8,7 +8,7 @@ from conftest import plain_text, table_header, table_rows, wait_ready
 
 from app.views.schedulers import LOOKAHEAD, STATES
 from kvweb.labs.schedulers import SchedulersLab
-from kvweb.serving.continuous_batching import AHEAD
+from kvweb.serving.loop.continuous_batching import AHEAD
 
 URL = "?lab=schedulers&spec_tokens=2&acceptance=0.8"
 STATE = "(name) => Array.from(Bokeh.documents[0].get_model_by_name(name).data.state)"

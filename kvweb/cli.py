@@ -16,7 +16,7 @@ from kvweb.budget import BUDGET_S
 from kvweb.jsonable import flatten, jsonable, number
 from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names, shown
 from kvweb.parsing import allowed, make, to_number
-from kvweb.serving import traces
+from kvweb.serving.load import traces
 
 COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "labs": [("kvweb labs", "list lab names, one per line")],
@@ -102,7 +102,7 @@ def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool
 
 
 def trace_file_key(path: str) -> str:
-    """--trace_file PATH: the file read and kept (kvweb/serving/traces.py); the lab names it by its key, as
+    """--trace_file PATH: the file read and kept (kvweb/serving/load/traces.py); the lab names it by its key, as
     the app names a file picked."""
     try:
         with open(path, "rb") as file:

@@ -215,7 +215,7 @@ def test_a_hybrid_models_maps_count_what_each_group_and_pool_holds():
     # 16, a page in each of 2 groups, 160 pages, far fewer than the pool's: 80 held on average, drawn twice
     # a frame, and the pool scanned twice. SGLang: 1,280 slots in each of its two pools (both larger than
     # DENSE_SLOTS: none scanned), 640 on average, drawn twice. Each mode: about 3 maps of 1,024 cells.
-    from kvweb.serving.hybrid_kv import kv_layout
+    from kvweb.serving.memory.hybrid_kv import kv_layout
 
     lab = LABS["schedulers"](
         scenario="B", model="gpt-oss-20b", workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16

@@ -10,7 +10,7 @@ from kvweb.lab import ParamError
 from kvweb.prefix.modes import MODES
 from kvweb.lab import no_progress
 from kvweb.parsing import make as make_texts
-from kvweb.serving.workload import closed_loop_workload
+from kvweb.serving.load.workload import closed_loop_workload
 from lab_json import cli_result
 
 

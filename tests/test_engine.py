@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
+from kvweb.serving.memory.allocator import ALLOCATORS
+from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler
 from kvweb.gpu import GPUS, MODELS, CostModel
-from kvweb.serving.paged_memory import PagedMemory
-from kvweb.serving.reserved_memory import ReservedMemory
-from kvweb.serving.workload import Request
+from kvweb.serving.memory.paged_memory import PagedMemory
+from kvweb.serving.memory.reserved_memory import ReservedMemory
+from kvweb.serving.load.workload import Request
 
 COST = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
 KV = COST.model.kv_bytes_per_token

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvweb.serving.engine_setup import Setup
-from kvweb.serving.metrics import summarize
+from kvweb.serving.loop.engine_setup import Setup
+from kvweb.serving.loop.metrics import summarize
 
 
 def throughput(scenario: str, memory: str, rate: float, n: int = 300, **knobs) -> dict:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvweb.serving.max_rate import max_rate
+from kvweb.serving.loop.max_rate import max_rate
 
 
 @settings(max_examples=100, deadline=None)

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.parsing import make
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
-from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder
-from kvweb.serving.paged_memory import PagedMemory
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler
+from kvweb.serving.loop.engine_trace import EVENT_KINDS, TraceRecorder
+from kvweb.serving.memory.paged_memory import PagedMemory
+from kvweb.serving.load.workload import Request
 
 COST = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
 KV = COST.model.kv_bytes_per_token

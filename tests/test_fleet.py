@@ -22,7 +22,7 @@ from kvweb.labs.schedulers import SchedulersLab
 from kvweb.prefix.modes import MODES
 from kvweb.parsing import make
 from kvweb.query import from_query
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 from lab_json import cli_result
 
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from kvweb.fleet.approximate_tree import ApproximateTree, Node
 from kvweb.fleet.regret import decide
-from kvweb.serving.v1_scheduler import block_pool_match
+from kvweb.serving.schedulers.v1_scheduler import block_pool_match
 from kvweb.fleet.routers import ROUTERS, CacheAware, CostRouter, ExactPrefix, LeastOutstanding, RoundRobin, prompt_of
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving.prefix_caching import BlockPool, chain_hashes
-from kvweb.serving.workload import Request
+from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
+from kvweb.serving.load.workload import Request
 
 
 def lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401  (registers the labs)
-from kvweb.serving.allocator import Buddy, FirstFit
-from kvweb.serving.ideal_arena import Ideal
-from kvweb.serving.fragmentation import arena_experiment, internal_waste
+from kvweb.serving.memory.allocator import Buddy, FirstFit
+from kvweb.serving.memory.ideal_arena import Ideal
+from kvweb.serving.memory.fragmentation import arena_experiment, internal_waste
 from kvweb.lab import ParamError
 from kvweb.parsing import make
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 ops_st = st.lists(st.tuples(st.booleans(), st.integers(1, 40), st.integers(0, 1000)), max_size=60)
 

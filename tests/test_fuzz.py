@@ -25,7 +25,7 @@ from kvweb.lab import LABS, ParamError, param_names, shown
 from kvweb.parsing import MAX_VALUE, make, parse, to_number
 from kvweb.query import MAX_MESSAGES, from_query
 from kvweb.kv.model import sample
-from kvweb.serving.workload import MAX_JSON_DEPTH, parse_trace
+from kvweb.serving.load.workload import MAX_JSON_DEPTH, parse_trace
 
 DEEP_JSON = "[" * 3000 + "]" * 3000
 WIDE_CSV = ",".join(["1"] * 3000)

@@ -1,4 +1,4 @@
-"""The host-memory tier of vLLM V1's and SGLang's prefix caches (serving/host_tier.py, issue 28
+"""The host-memory tier of vLLM V1's and SGLang's prefix caches (serving/memory/host_tier.py, issue 28
 part 3): it serves only what it holds, every prompt token comes from one place (GPU cache, host tier or computed),
 a prompt evicted from the GPU comes back from the host with its load time priced by hand, and the
 lab's size 0 is the lab as it was."""
@@ -16,12 +16,12 @@ from kvweb.lab import ParamError, no_progress
 from kvweb.parsing import make
 from kvweb.prefix.modes import SWAP_PRICES
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving import radix_scheduler, v1_scheduler
-from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTier, HostTree
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.step_cost import chunk_work, decode_coefficients
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers import radix_scheduler, v1_scheduler
+from kvweb.serving.memory.host_tier import LOAD_BACK_THRESHOLD, HostTier, HostTree
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.loop.step_cost import chunk_work, decode_coefficients
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Request
 from lab_json import cli_result
 from test_schedulers import check_v1, cost_with
 

@@ -15,12 +15,12 @@ from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.layers import Attention, LinearAttention
 from kvweb.gpu.specs import LLMSpec
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED
-from kvweb.serving.hybrid_kv import NULL, GroupedPool, KVGroup, KVLayout, kv_layout
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.step_cost import decode_coefficients
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, OTHER, SHARED
+from kvweb.serving.memory.hybrid_kv import NULL, GroupedPool, KVGroup, KVLayout, kv_layout
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.loop.step_cost import decode_coefficients
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Request, poisson_workload
 from lab_json import cli_result
 from test_schedulers import RetryingV1, requests_st, workload
 

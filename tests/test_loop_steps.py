@@ -9,10 +9,10 @@ import pytest
 import kvweb.labs  # noqa: F401  (registers the labs)
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.prefix.modes import MODES
-from kvweb.serving.continuous_batching import ContinuousBatching
-from kvweb.serving.engine_trace import TraceRecorder
-from kvweb.serving.sequence import Run
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.engine_trace import TraceRecorder
+from kvweb.serving.loop.sequence import Run
+from kvweb.serving.load.workload import Request
 from test_speed_exact import same_run
 
 

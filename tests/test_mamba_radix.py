@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.mamba_radix_cache import NO_STATE, MambaRadixCache
 from kvweb.prefix.sglang_pools import sglang_mamba_pool_sizes
-from kvweb.serving.mamba_scheduler import MambaRadixScheduler
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
-from kvweb.serving.radix_scheduler import RadixConfig
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers.mamba_scheduler import MambaRadixScheduler
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, SHARED
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig
+from kvweb.serving.load.workload import Request
 from lab_json import cli_result
 from test_hybrid_kv import TINY, content_requests
 from test_schedulers import requests_st, workload

@@ -17,9 +17,9 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache, TreeNode
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.sequence import Seq
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.loop.sequence import Seq
+from kvweb.serving.load.workload import Request
 
 from kvweb.labs.schedulers import CHECKED
 from parity import sglang_workloads  # scripts/parity/ (pytest's pythonpath holds scripts/)

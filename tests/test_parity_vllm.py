@@ -22,8 +22,8 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.labs.schedulers import CHECKED, VLLM_VERSION
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Request
 
 DATA = Path(__file__).parent / "data" / "parity" / f"vllm-{VLLM_VERSION}.json.gz"
 RECORDED = json.loads(gzip.decompress(DATA.read_bytes()))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvweb.fleet.routers import CacheAware
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 
 @dataclass

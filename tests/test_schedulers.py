@@ -17,14 +17,14 @@ from kvweb.lab import ParamError
 from kvweb.parsing import make
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.prefix.radix_cache import RadixCache
-from kvweb.serving.arrivals import Arrivals
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler
-from kvweb.serving.metrics import weighted_distribution
-from kvweb.serving.paged_memory import PagedMemory
-from kvweb.serving.prefix_caching import BlockPool
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.load.arrivals import Arrivals
+from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler
+from kvweb.serving.loop.metrics import weighted_distribution
+from kvweb.serving.memory.paged_memory import PagedMemory
+from kvweb.serving.memory.prefix_caching import BlockPool
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler, default_chunk_size
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler, default_token_budget
+from kvweb.serving.load.workload import Request, poisson_workload
 
 BASE = CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"])
 

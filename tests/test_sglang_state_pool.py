@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.sglang_pools import sglang_mamba_pool_sizes, sglang_pool_figures, sglang_scheduler, sglang_state_bytes
-from kvweb.serving.radix_scheduler import RadixConfig
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig
 
 H200 = GPUS["H200"]
 QWEN3_NEXT = CostModel(H200, MODELS["qwen3-next-80b-a3b"], weight_precision="int4")

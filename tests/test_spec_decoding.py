@@ -1,4 +1,4 @@
-"""Speculative decoding's memory side in vLLM V1 (kvweb/serving/spec_decode.py, issue 38 part 1):
+"""Speculative decoding's memory side in vLLM V1 (kvweb/serving/schedulers/spec_decode.py, issue 38 part 1):
 hand-computed steps of one request, the token budget shared by 1 + k tokens per decode, the
 lookahead slots held and the rejected ones rolled back, invariants over random workloads, the
 path at k = 0 against today's scheduler, TPOT against acceptance, and the lab's refusals."""
@@ -15,12 +15,12 @@ import kvweb.labs  # noqa: F401
 from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
 from kvweb.labs.schedulers import SchedulersLab
-from kvweb.serving.continuous_batching import AHEAD
-from kvweb.serving.metrics import SLO, summarize
-from kvweb.serving.spec_decode import Drafts, SpecV1Scheduler, drafter_blocks, parse_acceptance, verify_work
-from kvweb.serving.step_cost import decode_coefficients
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.loop.continuous_batching import AHEAD
+from kvweb.serving.loop.metrics import SLO, summarize
+from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler, drafter_blocks, parse_acceptance, verify_work
+from kvweb.serving.loop.step_cost import decode_coefficients
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Request, poisson_workload
 from test_schedulers import BASE, cost_with
 
 

@@ -24,12 +24,12 @@ from kvweb.labs import cache_schedule, cache_sweep, engine, fsm, max_rate
 from kvweb.prefix.cache_workload import dfs_order, few_shot, multi_turn, ordered_bytes
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.served_workload import multi_turn_traffic
-from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
-from kvweb.serving.engine_trace import TraceRecorder
-from kvweb.serving.metrics import summarize
-from kvweb.serving.paper_quiet import PaperQuietSteps
-from kvweb.serving.sequence import Run
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.engine_setup import MEMORIES, Setup, ignored_by
+from kvweb.serving.loop.engine_trace import TraceRecorder
+from kvweb.serving.loop.metrics import summarize
+from kvweb.serving.schedulers.paper_quiet import PaperQuietSteps
+from kvweb.serving.loop.sequence import Run
+from kvweb.serving.load.workload import Request
 
 MODEL = MiniModel()
 

@@ -12,9 +12,9 @@ from kvweb.memo import clear_memos
 from kvweb.parsing import make
 from kvweb.labs import max_rate, sweep
 from kvweb.labs.max_rate import Trial, trial
-from kvweb.serving.paper_scheduler import PaperScheduler
-from kvweb.serving.engine_setup import Setup
-from kvweb.serving.workload import Request
+from kvweb.serving.schedulers.paper_scheduler import PaperScheduler
+from kvweb.serving.loop.engine_setup import Setup
+from kvweb.serving.load.workload import Request
 from test_speed_exact import fresh, full_path, same_run, warm
 
 

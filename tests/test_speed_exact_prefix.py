@@ -20,7 +20,7 @@ from kvweb.prefix.cache_schedule import POLICIES, PrefixCache, RadixServer, Serv
 from kvweb.prefix.cache_workload import Request, dfs_order, few_shot, multi_turn
 from kvweb.prefix.prefix_hash import PrefixHashCache
 from kvweb.prefix.radix_cache import Match, RadixCache, TokenPool, TreeNode, _prefix_len
-from kvweb.serving.prefix_caching import chain_hashes
+from kvweb.serving.memory.prefix_caching import chain_hashes
 
 
 # -- the plain computations the quick paths replace ----------------------------------------------

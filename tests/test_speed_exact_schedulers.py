@@ -27,15 +27,15 @@ from kvweb.labs import schedulers
 from kvweb.labs.schedulers import SchedulersLab, opening_step, unread_by_workload
 from kvweb.prefix.modes import MODES, Settings
 from kvweb.prefix.radix_cache import RadixCache, TokenPool
-from kvweb.serving import radix_scheduler
-from kvweb.serving.continuous_batching import CACHED, FREE, K_FREE, MARKS, SHARED, ContinuousBatching, key_cells
-from kvweb.serving.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
-from kvweb.serving.host_tier import HostTree
-from kvweb.serving.metrics import SLO, attainment, summarize, throughput
-from kvweb.serving.prefix_caching import chain_hashes
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.schedulers import radix_scheduler
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, K_FREE, MARKS, SHARED, ContinuousBatching, key_cells
+from kvweb.serving.loop.engine_trace import EVENT_KINDS, TraceRecorder, blocks_to_cells, cell_group
+from kvweb.serving.memory.host_tier import HostTree
+from kvweb.serving.loop.metrics import SLO, attainment, summarize, throughput
+from kvweb.serving.memory.prefix_caching import chain_hashes
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Request, poisson_workload
 from test_schedulers import workload as small_workload
 from test_speed_exact import same_run
 

@@ -15,10 +15,10 @@ from collections import Counter
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.swa_radix_cache import NO_SWA, SWARadixCache
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
-from kvweb.serving.radix_scheduler import RadixConfig
-from kvweb.serving.swa_scheduler import SWARadixScheduler, swa_pool_sizes
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, SHARED
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig
+from kvweb.serving.schedulers.swa_scheduler import SWARadixScheduler, swa_pool_sizes
+from kvweb.serving.load.workload import Request, poisson_workload
 from lab_json import cli_result
 from test_hybrid_kv import TINY, all_full, content_requests
 from test_schedulers import requests_st, workload
@@ -303,7 +303,7 @@ def test_gpt_oss_at_long_context_holds_a_ninth_more_requests_than_its_all_full_t
     # of the whole last node of its prompt (SGLang's default: its leaf split is off), up to 8,000
     # tokens: 5 at once.
     from kvweb.prefix.radix_cache import RadixCache
-    from kvweb.serving.radix_scheduler import RadixScheduler
+    from kvweb.serving.schedulers.radix_scheduler import RadixScheduler
 
     requests = poisson_workload("fixed", 120, 1000.0, 16384, 0, 8000, 200)
     model = MODELS["gpt-oss-120b"]

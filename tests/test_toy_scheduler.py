@@ -13,10 +13,10 @@ from kvweb.fleet.candidate import Candidate, Workload, evaluate
 from kvweb.labs.plan import PlanLab
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.prefix.modes import MODES, Mode, Settings
-from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.continuous_batching import ContinuousBatching
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
-from kvweb.serving.reserved_memory import ReservedMemory
+from kvweb.serving.memory.allocator import ALLOCATORS
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
+from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
+from kvweb.serving.memory.reserved_memory import ReservedMemory
 
 
 def reserving(s: Settings) -> ContinuousBatching:

@@ -1,4 +1,4 @@
-"""Production traces as files (kvweb/serving/traces.py): each format against a hand-checked file,
+"""Production traces as files (kvweb/serving/load/traces.py): each format against a hand-checked file,
 the bounds, the messages naming line and field, and replay's invariants."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.lab import ParamError
-from kvweb.serving import traces
-from kvweb.serving.traces import HASH_BLOCK, read_trace, recall, remember, replay
+from kvweb.serving.load import traces
+from kvweb.serving.load.traces import HASH_BLOCK, read_trace, recall, remember, replay
 
 DATA = Path(__file__).parent / "data" / "traces"
 

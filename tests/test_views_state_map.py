@@ -18,7 +18,7 @@ import kvweb.labs  # noqa: E402, F401
 from app.views.schedulers import MODES, STATES, WHOLE_POOL, SchedulersView, StateMap, state_codes  # noqa: E402
 from figures_table import figures  # noqa: E402
 from kvweb.lab import LABS  # noqa: E402
-from kvweb.serving.continuous_batching import CACHED, FREE, OTHER, SHARED  # noqa: E402
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, OTHER, SHARED  # noqa: E402
 
 
 def test_each_owner_has_its_state():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvweb.lab import ParamError
-from kvweb.serving.workload import MAX_TRACE_ROWS, lengths, parse_trace, poisson_workload
+from kvweb.serving.load.workload import MAX_TRACE_ROWS, lengths, parse_trace, poisson_workload
 
 
 def test_same_seed_same_requests_and_rate_only_rescales_arrivals():

@@ -46,7 +46,7 @@ from app.view import (
 )
 from app.views.drawing import CELL, Cells, cell_boxes, indexed_color, legend_below, request_hover
 from kvweb.lab import Lab
-from kvweb.serving.engine_trace import EVENT_KINDS
+from kvweb.serving.loop.engine_trace import EVENT_KINDS
 
 FREE = "#ffffff"
 RUN_COLORS = ("#1f77b4", "#ff7f0e")  # the lab's `memory`, then `compare`

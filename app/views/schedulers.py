@@ -41,7 +41,7 @@ from app.views.drawing import CELL, LAYER_NAMES, Cells, indexed_color, legend_be
 from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.prefix.modes import MODES
-from kvweb.serving.continuous_batching import AHEAD, CACHED, OTHER, SHARED
+from kvweb.serving.loop.continuous_batching import AHEAD, CACHED, OTHER, SHARED
 
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 KEY_HEIGHT = 64  # pixels of the maps' key, two rows

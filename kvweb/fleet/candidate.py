@@ -19,10 +19,10 @@ from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.measured_cost import priced
 from kvweb.fleet.fleet import serve
 from kvweb.prefix.modes import MODES, Settings
-from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
-from kvweb.serving.metrics import SLO, attainment, distribution, throughput, tpot, ttft
-from kvweb.serving.traces import chosen, replay
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.loop.metrics import SLO, attainment, distribution, throughput, tpot, ttft
+from kvweb.serving.load.traces import chosen, replay
+from kvweb.serving.load.workload import Request, poisson_workload
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -74,7 +74,7 @@ class Workload:
     requests (from `seed`: common random numbers, so candidates are compared like with like)."""
 
     model: str
-    shape: str  # a length shape of serving/workload.py
+    shape: str  # a length shape of serving/load/workload.py
     requests: int
     rate: float  # target arrival rate, requests per second (Poisson)
     seed: int
@@ -86,7 +86,7 @@ class Workload:
     percentile: str = "p90"  # the SLO's TTFT and TPOT are read at this percentile
     attainment: float = 0.9  # share of requests meeting both (rejected ones count as misses), at least
     pricing: str = "roofline"  # how steps are priced: one of COST_MODELS (kvweb/gpu/measured_cost.py)
-    # shape "trace": trace_file, trace_preset, trace_scale, trace_start, trace_duration (serving/traces.py; a file
+    # shape "trace": trace_file, trace_preset, trace_scale, trace_start, trace_duration (serving/load/traces.py; a file
     # is found in the processes of this machine, a preset anywhere)
     trace: tuple[str, str, float, float, float] | None = None
 

@@ -39,14 +39,14 @@ import numpy as np
 
 from kvweb.fleet.fleet import NO_THINK_STEP_S, Replica
 from kvweb.fleet.routers import ROUTERS, lowest
-from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.continuous_batching import ContinuousBatching
-from kvweb.serving.metrics import SLO, distribution
-from kvweb.serving.prefix_caching import chain_hashes
-from kvweb.serving.radix_scheduler import RadixScheduler
-from kvweb.serving.sequence import TOKEN_BASE
-from kvweb.serving.v1_scheduler import V1Scheduler
-from kvweb.serving.workload import Request
+from kvweb.serving.load.arrivals import Arrivals, why_refused
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.metrics import SLO, distribution
+from kvweb.serving.memory.prefix_caching import chain_hashes
+from kvweb.serving.schedulers.radix_scheduler import RadixScheduler
+from kvweb.serving.loop.sequence import TOKEN_BASE
+from kvweb.serving.schedulers.v1_scheduler import V1Scheduler
+from kvweb.serving.load.workload import Request
 
 LINK_GB_S = 50.0
 LINK_LATENCY_US = 10.0

@@ -27,12 +27,12 @@ import numpy as np
 from kvweb.fleet.regret import Decision, decide
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import Progress, no_progress
-from kvweb.serving.arrivals import Arrivals
-from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
-from kvweb.serving.metrics import SLO, distribution, summarize
-from kvweb.serving.paged_memory import BLOCK_SIZE
-from kvweb.serving.sequence import ScheduledRun
-from kvweb.serving.workload import Request
+from kvweb.serving.load.arrivals import Arrivals
+from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.loop.metrics import SLO, distribution, summarize
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
+from kvweb.serving.loop.sequence import ScheduledRun
+from kvweb.serving.load.workload import Request
 
 MAX_REPLICAS = 32
 SAMPLES = 100  # points of each replica's series over time

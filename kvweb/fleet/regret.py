@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kvweb.fleet.replica_view import ReplicaView
 from kvweb.fleet.routers import Router, prompt_of
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 
 @dataclass(frozen=True)

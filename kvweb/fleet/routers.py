@@ -23,8 +23,8 @@ import numpy as np
 
 from kvweb.fleet.approximate_tree import ApproximateTree
 from kvweb.fleet.replica_view import ReplicaView
-from kvweb.serving.sequence import TOKEN_BASE
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.sequence import TOKEN_BASE
+from kvweb.serving.load.workload import Request
 
 NO_TOKENS = np.zeros(0, dtype=np.int64)
 

@@ -66,7 +66,7 @@ def total_bytes(gpu: GPUSpec) -> float:
 
 def vllm_token_budget(gpu: GPUSpec) -> int:
     """vLLM's default max_num_batched_tokens for an API server: 8192 on GPUs of 70 GiB and more except
-    A100s, else 2048 (the rule kvweb/serving/v1_scheduler.py `default_token_budget` follows)."""
+    A100s, else 2048 (the rule kvweb/serving/schedulers/v1_scheduler.py `default_token_budget` follows)."""
     return 8192 if gpu.hbm_bytes >= 70 * GiB and "A100" not in gpu.name else 2048
 
 
@@ -98,7 +98,7 @@ def sglang_defaults(gpu: GPUSpec, tp: int) -> tuple[int, int]:
     """SGLang's chunked_prefill_size and cuda_graph_max_bs by nvidia-smi's total (server_args.py
     `_handle_gpu_memory_settings`, 0.5.x): under 20 GiB 2048 and 8; under 35 GiB 2048 and 24 (80 from
     tp 4); under 60 GiB (A100-40GB) 4096 and 32 (160); under 160 GiB (H100, A100-80GB, H200) 8192 and
-    256 (512); above, 16384 and 512. (kvweb/serving/radix_scheduler.py `default_chunk_size` gives an
+    256 (512); above, 16384 and 512. (kvweb/serving/schedulers/radix_scheduler.py `default_chunk_size` gives an
     A100-40GB 8192.)"""
     gib = (gpu.reported_bytes or gpu.hbm_bytes) / GiB
     small = tp < 4

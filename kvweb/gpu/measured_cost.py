@@ -2,7 +2,7 @@
 
 The schedulers price a step as `step_time(flops, bytes)` of work summed over its requests
 (`CostModel.decode_work` and `prefill_work`, read once as per-request and per-token
-coefficients: `kvweb.serving.step_cost`). `MeasuredCostModel` keeps that interface and its
+coefficients: `kvweb.serving.loop.step_cost`). `MeasuredCostModel` keeps that interface and its
 memory and capacity figures (CostModel's), and gives the two sums other meanings, so every
 scheduler and its quiet stretches run unchanged:
 

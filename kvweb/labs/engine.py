@@ -17,15 +17,15 @@ import param
 from kvweb.gpu.calibration import parse_runs
 from kvweb.gpu.measured_cost import COST_MODELS, is_measured
 from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
-from kvweb.serving.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
+from kvweb.serving.loop.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.fragmentation import allocator_param
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.serving.metrics import SLO, summarize
-from kvweb.serving.traces import Trace, chosen, presets, replay
-from kvweb.serving.workload import SHAPES, Request, closed_loop_workload
-from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.loop.metrics import SLO, summarize
+from kvweb.serving.load.traces import Trace, chosen, presets, replay
+from kvweb.serving.load.workload import SHAPES, Request, closed_loop_workload
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 PAPER = (
     "vLLM paper (Kwon et al., SOSP 2023), section 6.2, Fig. 12, ShareGPT: vLLM sustains 1.7-2.7x "

@@ -31,9 +31,9 @@ from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
 from kvweb.prefix.modes import MODES
-from kvweb.serving.engine_setup import Setup
-from kvweb.serving.metrics import explain as explain_run
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.engine_setup import Setup
+from kvweb.serving.loop.metrics import explain as explain_run
+from kvweb.serving.load.workload import Request
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))

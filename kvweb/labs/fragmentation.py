@@ -6,13 +6,13 @@ from typing import Any
 
 import param
 
-from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.engine_setup import SCENARIOS
-from kvweb.serving.fragmentation import arena_experiment, internal_waste
+from kvweb.serving.memory.allocator import ALLOCATORS
+from kvweb.serving.loop.engine_setup import SCENARIOS
+from kvweb.serving.memory.fragmentation import arena_experiment, internal_waste
 from kvweb.budget import Estimate, constant
 from kvweb.lab import Lab, ParamError, Progress, no_progress
-from kvweb.serving.workload import poisson_workload
-from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.load.workload import poisson_workload
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 MEAN_SIZES = (512, 2048, 4096)
 ARENA_DOC = (

@@ -17,7 +17,7 @@ from kvweb.gpu.measured_cost import roofline
 from kvweb.gpu.layers import KINDS
 from kvweb.lab import ParamError, Progress, Text, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 GROWTH_POINTS = 33  # contexts drawn in the growth curve, 0 to `context`
 

@@ -10,13 +10,13 @@ from typing import Any
 import param
 
 from kvweb.budget import Estimate, work
-from kvweb.serving.engine_setup import MEMORIES, Setup, ignored_by
+from kvweb.serving.loop.engine_setup import MEMORIES, Setup, ignored_by
 from kvweb.lab import ParamError, Progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import PAPER, ServingLab
-from kvweb.serving.max_rate import max_rate
-from kvweb.serving.metrics import attainment, throughput
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.max_rate import max_rate
+from kvweb.serving.loop.metrics import attainment, throughput
+from kvweb.serving.load.workload import Request
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,17 @@ from kvweb.gpu import MODELS, CostModel
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.labs.engine import ServingLab, cost_model_param
 from kvweb.prefix.modes import MODES, SWAP_PRICES, Settings
-from kvweb.serving.continuous_batching import ContinuousBatching, prefix_figures
-from kvweb.serving.engine_setup import Setup
-from kvweb.serving.engine_trace import TraceRecorder
-from kvweb.serving.hybrid_kv import kv_layout
-from kvweb.serving.kv_capacity import kv_cache_groups
-from kvweb.serving.metrics import summarize
-from kvweb.serving.radix_scheduler import POLICIES, default_chunk_size
-from kvweb.serving.sequence import Run
-from kvweb.serving.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
-from kvweb.serving.v1_scheduler import default_token_budget
-from kvweb.serving.workload import SHAPES, Request
+from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_figures
+from kvweb.serving.loop.engine_setup import Setup
+from kvweb.serving.loop.engine_trace import TraceRecorder
+from kvweb.serving.memory.hybrid_kv import kv_layout
+from kvweb.serving.memory.kv_capacity import kv_cache_groups
+from kvweb.serving.loop.metrics import summarize
+from kvweb.serving.schedulers.radix_scheduler import POLICIES, default_chunk_size
+from kvweb.serving.loop.sequence import Run
+from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
+from kvweb.serving.schedulers.v1_scheduler import default_token_budget
+from kvweb.serving.load.workload import SHAPES, Request
 
 PREFIX_WORKLOADS = ("few-shot", "multi-turn")
 MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together

@@ -38,9 +38,9 @@ from kvweb.labs.engine import TraceReplay, batch_at_most, cost_model_param
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
 from kvweb.prefix.modes import MAX_SEQS, MODES
-from kvweb.serving.hybrid_kv import kv_layout
-from kvweb.serving.traces import mean_rate
-from kvweb.serving.workload import SHAPES, Request
+from kvweb.serving.memory.hybrid_kv import kv_layout
+from kvweb.serving.load.traces import mean_rate
+from kvweb.serving.load.workload import SHAPES, Request
 
 MAX_CANDIDATES = 4096  # grid points before pruning
 

@@ -13,7 +13,7 @@ from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.cache_schedule import CapacityLab
 from kvweb.prefix.prefix_hash import PrefixHashCache
-from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 BLOCK_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CACHES: dict[str, Callable[[int, int], PrefixCache]] = {

@@ -12,7 +12,7 @@ from kvweb.gpu.explain import Explanation
 from kvweb.budget import Estimate, constant
 from kvweb.lab import ADVANCED, ParamError, Progress, no_progress
 from kvweb.labs.paper_gpu import PaperGPULab
-from kvweb.serving.paged_memory import BLOCK_SIZE
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 
 class Roofline(PaperGPULab):

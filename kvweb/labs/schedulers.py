@@ -2,14 +2,14 @@
 same requests, the same paper GPU and the same SLO.
 
 `paper` is the engine of the lab `engine` (vLLM 2023: paged memory, whole prefills, preemption by
-recompute or swap, no prefix caching). `vllm-v1` is serving/v1_scheduler.py (token budget,
+recompute or swap, no prefix caching). `vllm-v1` is serving/schedulers/v1_scheduler.py (token budget,
 chunked prefill, automatic prefix caching, recompute-only preemption); `sglang` is
-serving/radix_scheduler.py on the pools its model needs (prefix/sglang_pools.py: a `RadixCache`, or
+serving/schedulers/radix_scheduler.py on the pools its model needs (prefix/sglang_pools.py: a `RadixCache`, or
 for window and linear layers SGLang's two pools). The lab runs every mode of the registry
 (prefix/modes.py, which makes each scheduler from the parameters) that can serve the model; the
 parameters, and each mode's scheduler, run and figures made from them, are `ModesLab`'s
 (labs/modes_lab.py), which the fleet lab reads too. `host_tier_gb` gives vLLM V1 and SGLang a
-host-memory tier (serving/host_tier.py).
+host-memory tier (serving/memory/host_tier.py).
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ from kvweb.labs.paper_gpu import PaperGPULab
 from kvweb.prefix.modes import MODES, SPEC, V1_ONLY
 from kvweb.prefix.sglang_pools import sglang_pool_figures
 from kvweb.prefix.served_workload import few_shot_traffic, multi_turn_traffic
-from kvweb.serving.continuous_batching import CACHED, FREE, SHARED
-from kvweb.serving.engine_trace import MAX_CELLS
-from kvweb.serving.hybrid_kv import kv_layout
-from kvweb.serving.kv_capacity import kv_blocks, max_concurrency
-from kvweb.serving.max_rate import search
-from kvweb.serving.metrics import attainment, throughput
-from kvweb.serving.metrics import explain as explain_run
-from kvweb.serving.radix_scheduler import DENSE_SLOTS
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.continuous_batching import CACHED, FREE, SHARED
+from kvweb.serving.loop.engine_trace import MAX_CELLS
+from kvweb.serving.memory.hybrid_kv import kv_layout
+from kvweb.serving.memory.kv_capacity import kv_blocks, max_concurrency
+from kvweb.serving.loop.max_rate import search
+from kvweb.serving.loop.metrics import attainment, throughput
+from kvweb.serving.loop.metrics import explain as explain_run
+from kvweb.serving.schedulers.radix_scheduler import DENSE_SLOTS
+from kvweb.serving.load.workload import Request
 
 PAPER = (
     "SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "

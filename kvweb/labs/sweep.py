@@ -10,9 +10,9 @@ from kvweb.budget import Estimate, work
 from kvweb.lab import ParamError, Progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import ServingLab
-from kvweb.serving.engine_setup import ignored_by
-from kvweb.serving.metrics import summarize
-from kvweb.serving.workload import Request
+from kvweb.serving.loop.engine_setup import ignored_by
+from kvweb.serving.loop.metrics import summarize
+from kvweb.serving.load.workload import Request
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 WATERMARKS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kvweb.serving.workload import lognormal
+from kvweb.serving.load.workload import lognormal
 
 VOCAB = 32000
 

@@ -18,7 +18,7 @@ cannot be cut at any token, kept only at some nodes (python/sglang/srt/mem_cache
   least recently used unlocked nodes holding one (parents first at equal stamps): an inner or a
   locked node keeps its KV without its state, an unlocked leaf goes whole.
 
-Simplified: the state pool counts states (their bytes are in `serving/mamba_scheduler.py`); SGLang's
+Simplified: the state pool counts states (their bytes are in `serving/schedulers/mamba_scheduler.py`); SGLang's
 `extra_buffer` mode (states tracked every `mamba_track_interval` tokens and at branching points)
 is not simulated; no host tier.
 """

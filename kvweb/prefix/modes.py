@@ -17,16 +17,16 @@ from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import LLMSpec
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.sglang_pools import sglang_pool_figures, sglang_scheduler
-from kvweb.serving.continuous_batching import ContinuousBatching
-from kvweb.serving.engine_setup import ignored_by
-from kvweb.serving.host_tier import HostTree
-from kvweb.serving.hybrid_kv import sglang_refusal
-from kvweb.serving.metrics import SLO
-from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
-from kvweb.serving.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
-from kvweb.serving.radix_scheduler import RadixConfig, default_chunk_size
-from kvweb.serving.spec_decode import Drafts, SpecV1Scheduler
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler, default_token_budget
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.engine_setup import ignored_by
+from kvweb.serving.memory.host_tier import HostTree
+from kvweb.serving.memory.hybrid_kv import sglang_refusal
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE, PagedMemory
+from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, default_chunk_size
+from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 
 MAX_SEQS = 256  # running requests at most (vLLM's max_num_seqs, SGLang's max_running_requests)
 
@@ -55,7 +55,7 @@ class Settings:
     prefix_caching: bool = True  # vLLM V1's automatic prefix caching, SGLang's radix cache
     host_tokens: int = 0  # a host-memory tier for the prefix cache, in tokens of KV (0: off)
     spec_tokens: int = 0  # speculative decoding's draft tokens per step (0: off), where a mode models it
-    acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/spec_decode.py)
+    acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/schedulers/spec_decode.py)
     seed: int = 0  # the draws of accepted drafts
 
 

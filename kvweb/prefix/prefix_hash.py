@@ -4,7 +4,7 @@ A full block's hash chains the previous block's hash with the block's tokens, so
 hashes mean equal whole prefixes. A hash table finds reusable blocks; only whole blocks
 are reused, so a shared prefix that ends inside a block loses that block. Blocks nobody
 references stay cached, in LRU order, until a new allocation takes them. The block pool is
-the serving simulator's (serving/prefix_caching.py); here requests are served one at a time.
+the serving simulator's (serving/memory/prefix_caching.py); here requests are served one at a time.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 
 from kvweb.memo import Memo
 from kvweb.prefix.cache_workload import Request
-from kvweb.serving.paged_memory import BLOCK_SIZE
-from kvweb.serving.prefix_caching import BlockPool, chain_hashes
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
+from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 
 
 class _Chain:

@@ -14,7 +14,7 @@ import numpy as np
 from kvweb.memo import Memo
 from kvweb.prefix.cache_workload import Request as CacheRequest
 from kvweb.prefix.cache_workload import few_shot, multi_turn
-from kvweb.serving.workload import Request, unit_arrivals
+from kvweb.serving.load.workload import Request, unit_arrivals
 
 # The drawn requests (tokens and all; only read), by what the drawing reads: not the rate, which
 # only times them, so a new rate reuses the requests of the last (drawing costs more than timing).

@@ -1,6 +1,6 @@
 """SGLang's scheduler on the pools a model needs: one token pool (`RadixCache`); a full and a
-window pool for sliding-window layers (`SWARadixCache`, serving/swa_scheduler.py); a token pool
-and a state pool for linear-attention layers (`MambaRadixCache`, serving/mamba_scheduler.py).
+window pool for sliding-window layers (`SWARadixCache`, serving/schedulers/swa_scheduler.py); a token pool
+and a state pool for linear-attention layers (`MambaRadixCache`, serving/schedulers/mamba_scheduler.py).
 Here because the serving part may not import the prefix part's trees; the schedulers lab and the
 fleet's candidates both build SGLang through it.
 
@@ -21,11 +21,11 @@ from kvweb.gpu.specs import BYTES_16
 from kvweb.prefix.mamba_radix_cache import MambaRadixCache
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.prefix.swa_radix_cache import SWARadixCache
-from kvweb.serving.host_tier import HostTree
-from kvweb.serving.mamba_scheduler import MAMBA_FULL_MEMORY_RATIO, MambaRadixScheduler
-from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.swa_scheduler import SWA_FULL_TOKENS_RATIO, SWARadixScheduler, model_window, swa_pool_sizes
+from kvweb.serving.memory.host_tier import HostTree
+from kvweb.serving.schedulers.mamba_scheduler import MAMBA_FULL_MEMORY_RATIO, MambaRadixScheduler
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
+from kvweb.serving.schedulers.swa_scheduler import SWA_FULL_TOKENS_RATIO, SWARadixScheduler, model_window, swa_pool_sizes
 
 
 SSM_BYTES = 4  # SGLang's default mamba_ssm_dtype, float32 (the convolution state: bfloat16, BYTES_16)

@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-from kvweb.serving.arena import ContiguousArena
-from kvweb.serving.buddy import Buddy
-from kvweb.serving.first_fit import FirstFit
-from kvweb.serving.ideal_arena import Ideal
+from kvweb.serving.memory.arena import ContiguousArena
+from kvweb.serving.memory.buddy import Buddy
+from kvweb.serving.memory.first_fit import FirstFit
+from kvweb.serving.memory.ideal_arena import Ideal
 
 ALLOCATORS: dict[str, type[ContiguousArena]] = {"ideal": Ideal, "first-fit": FirstFit, "buddy": Buddy}
 __all__ = ["ALLOCATORS", "Buddy", "FirstFit", "Ideal"]

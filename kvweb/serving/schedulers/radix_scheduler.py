@@ -28,7 +28,7 @@ until the rest have room for 20 decode steps (`release_req`). `new_token_ratio` 
 when the server idles. A finished request's prompt + output KV enters the tree, split at the
 prompt's end (the output's KV is evicted first), and is unlocked (`release_kv_cache`).
 
-With a host tier (`host`, HiCache's write_through: serving/host_tier.py) every prefix the tree
+With a host tier (`host`, HiCache's write_through: serving/memory/host_tier.py) every prefix the tree
 takes in is also written to a host tree, and a request whose prompt the host holds at least 10
 tokens further than the GPU's match loads them back once the budget has taken it: the batch waits.
 
@@ -47,14 +47,14 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, key_cells
-from kvweb.serving.engine_trace import cell_group
-from kvweb.serving.host_tier import LOAD_BACK_THRESHOLD, HostTree
-from kvweb.serving.hybrid_kv import sglang_refusal
-from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_quiet import RadixQuietSteps
-from kvweb.serving.sequence import Seq
-from kvweb.serving.step_cost import chunk_work
+from kvweb.serving.loop.continuous_batching import K_CACHED, K_FREE, K_SHARED, NOTHING, ContinuousBatching, key_cells
+from kvweb.serving.loop.engine_trace import cell_group
+from kvweb.serving.memory.host_tier import LOAD_BACK_THRESHOLD, HostTree
+from kvweb.serving.memory.hybrid_kv import sglang_refusal
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.schedulers.radix_quiet import RadixQuietSteps
+from kvweb.serving.loop.sequence import Seq
+from kvweb.serving.loop.step_cost import chunk_work
 
 POLICIES = ("lpm", "fcfs")
 LPM_QUEUE_LIMIT = 128  # longer waiting queues are served FCFS (prefix matching gets too costly)

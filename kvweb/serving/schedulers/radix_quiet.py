@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvweb.serving.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
 
 
 class RadixQuietSteps(ContinuousBatching):

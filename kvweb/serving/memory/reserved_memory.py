@@ -10,9 +10,9 @@ the contiguous allocator leaves between ranges.
 
 from __future__ import annotations
 
-from kvweb.serving.arena import ContiguousArena
-from kvweb.serving.engine_trace import cell_group, ranges_to_cells
-from kvweb.serving.sequence import Sequence
+from kvweb.serving.memory.arena import ContiguousArena
+from kvweb.serving.loop.engine_trace import cell_group, ranges_to_cells
+from kvweb.serving.loop.sequence import Sequence
 
 POLICIES = ("max", "pow2", "oracle")
 

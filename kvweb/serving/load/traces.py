@@ -35,7 +35,7 @@ import numpy as np
 from kvweb.lab import ParamError, shown
 from kvweb.memo import Memo
 from kvweb.parsing import to_number
-from kvweb.serving.workload import MAX_TRACE_LENGTH, Request, parse_trace
+from kvweb.serving.load.workload import MAX_TRACE_LENGTH, Request, parse_trace
 
 MAX_BYTES = 20_000_000  # Mooncake's conversation trace is about 3 MB; Azure's week-long files need a cut
 MAX_ROWS = 100_000
@@ -472,7 +472,7 @@ def mean_rate(requests: list[Request]) -> float:
 
 
 def presets() -> dict[str, Path]:
-    """The traces shipped with kvweb (kvweb/serving/trace_presets/), by name."""
+    """The traces shipped with kvweb (kvweb/serving/load/trace_presets/), by name."""
     return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.*")) if p.suffix in (".jsonl", ".csv", ".json")}
 
 

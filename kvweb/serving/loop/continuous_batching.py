@@ -30,13 +30,13 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.lab import Progress, no_progress
-from kvweb.serving.arrivals import Arrivals, why_refused
-from kvweb.serving.engine_trace import TraceRecorder
-from kvweb.serving.metrics import SLO
-from kvweb.serving.scheduler_interface import SchedulerInterface
-from kvweb.serving.sequence import Run, ScheduledRun, Seq, Tally
-from kvweb.serving.step_cost import decode_coefficients
-from kvweb.serving.workload import Request
+from kvweb.serving.load.arrivals import Arrivals, why_refused
+from kvweb.serving.loop.engine_trace import TraceRecorder
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.loop.scheduler_interface import SchedulerInterface
+from kvweb.serving.loop.sequence import Run, ScheduledRun, Seq, Tally
+from kvweb.serving.loop.step_cost import decode_coefficients
+from kvweb.serving.load.workload import Request
 
 # Memory-map owners besides request ids: cached KV nobody holds (reusable), free memory, and
 # KV running requests read from the prefix cache (blocks they hit or share, locked tree nodes);

@@ -17,7 +17,7 @@ from itertools import repeat
 
 import numpy as np
 
-from kvweb.serving.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
 
 
 class PaperQuietSteps(ContinuousBatching):

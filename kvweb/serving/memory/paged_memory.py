@@ -14,8 +14,8 @@ from itertools import chain
 
 import numpy as np
 
-from kvweb.serving.engine_trace import blocks_to_cells, cell_group
-from kvweb.serving.sequence import Sequence
+from kvweb.serving.loop.engine_trace import blocks_to_cells, cell_group
+from kvweb.serving.loop.sequence import Sequence
 
 BLOCK_SIZE = 16  # tokens per KV block: vLLM's default, and every block size's default here
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kvweb.lab import Progress
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 TOKEN_BASE = 1 << 40  # synthetic token ids of requests without content: above any vocabulary
 NO_SLOTS = np.zeros(0, dtype=np.int64)  # an empty prefix, shared (read only): only SGLang gives requests one

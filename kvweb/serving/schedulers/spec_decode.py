@@ -32,11 +32,11 @@ import random
 from dataclasses import dataclass
 
 from kvweb.gpu.cost import CostModel
-from kvweb.serving.metrics import SLO
-from kvweb.serving.prefix_caching import BlockPool
-from kvweb.serving.sequence import Seq
-from kvweb.serving.step_cost import Coefficients
-from kvweb.serving.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.memory.prefix_caching import BlockPool
+from kvweb.serving.loop.sequence import Seq
+from kvweb.serving.loop.step_cost import Coefficients
+from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 
 MAX_SPEC_TOKENS = 16  # vLLM's EAGLE drafters propose a few tokens; more only slows the verify step
 

@@ -35,10 +35,10 @@ import numpy as np
 
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
 from kvweb.gpu.specs import LLMSpec
-from kvweb.serving.engine_trace import GroupMap
-from kvweb.serving.host_tier import HostTree
-from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_scheduler import PAGE_OVERHEAD, Held, PrefixTree, RadixConfig, RadixScheduler, slot_cells
+from kvweb.serving.loop.engine_trace import GroupMap
+from kvweb.serving.memory.host_tier import HostTree
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.schedulers.radix_scheduler import PAGE_OVERHEAD, Held, PrefixTree, RadixConfig, RadixScheduler, slot_cells
 
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang's --swa-full-tokens-ratio default
 

@@ -15,7 +15,7 @@ from itertools import islice
 
 import numpy as np
 
-from kvweb.serving.continuous_batching import ContinuousBatching
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
 
 
 class V1QuietSteps(ContinuousBatching):

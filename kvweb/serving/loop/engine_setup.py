@@ -12,18 +12,18 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from kvweb.serving.allocator import ALLOCATORS
-from kvweb.serving.engine_trace import TraceRecorder
+from kvweb.serving.memory.allocator import ALLOCATORS
+from kvweb.serving.loop.engine_trace import TraceRecorder
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.gpu.calibration import BenchRun
 from kvweb.gpu.measured_cost import is_measured, priced
 from kvweb.lab import Progress, no_progress
-from kvweb.serving.metrics import SLO
-from kvweb.serving.paged_memory import BLOCK_SIZE, PagedMemory
-from kvweb.serving.paper_scheduler import MemoryManager, PaperConfig, PaperScheduler
-from kvweb.serving.reserved_memory import ReservedMemory
-from kvweb.serving.sequence import Run
-from kvweb.serving.workload import Request, poisson_workload
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE, PagedMemory
+from kvweb.serving.schedulers.paper_scheduler import MemoryManager, PaperConfig, PaperScheduler
+from kvweb.serving.memory.reserved_memory import ReservedMemory
+from kvweb.serving.loop.sequence import Run
+from kvweb.serving.load.workload import Request, poisson_workload
 
 
 @dataclass(frozen=True)

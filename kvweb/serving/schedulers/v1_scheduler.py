@@ -20,7 +20,7 @@ tokens):
    stay cached, free, until an allocation needs them. vLLM keeps one block out of use (the null
    block). With async scheduling a finished request keeps its blocks and batch slot through the
    next iteration (`leaving`).
-4. With a host tier (`host_blocks`, the OffloadingConnector: serving/host_tier.py) every block is
+4. With a host tier (`host_blocks`, the OffloadingConnector: serving/memory/host_tier.py) every block is
    also written to host memory as its hash is entered, and an admitted request's lookup runs on
    in the host after its GPU hits: those blocks are loaded into fresh GPU blocks (the step waits).
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import GPUSpec
-from kvweb.serving.continuous_batching import (
+from kvweb.serving.loop.continuous_batching import (
     K_AHEAD,
     K_CACHED,
     K_FREE,
@@ -51,15 +51,15 @@ from kvweb.serving.continuous_batching import (
     ContinuousBatching,
     key_cells,
 )
-from kvweb.serving.engine_trace import GroupMap, cell_group
-from kvweb.serving.host_tier import HostTier
-from kvweb.serving.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
-from kvweb.serving.metrics import SLO
-from kvweb.serving.paged_memory import BLOCK_SIZE
-from kvweb.serving.prefix_caching import BlockPool, chain_hashes
-from kvweb.serving.sequence import Seq
-from kvweb.serving.step_cost import chunk_work
-from kvweb.serving.v1_quiet import V1QuietSteps
+from kvweb.serving.loop.engine_trace import GroupMap, cell_group
+from kvweb.serving.memory.host_tier import HostTier
+from kvweb.serving.memory.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
+from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
+from kvweb.serving.loop.sequence import Seq
+from kvweb.serving.loop.step_cost import chunk_work
+from kvweb.serving.schedulers.v1_quiet import V1QuietSteps
 
 
 def default_token_budget(gpu: GPUSpec) -> int:
@@ -101,7 +101,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         super().__init__(cost, config.max_len, config.max_seqs, slo, give_up_after)
         self.config = config
         # Layers of several kinds (windows, linear states): vLLM's hybrid manager, its groups on one
-        # pool of blocks (serving/hybrid_kv.py), the block size raised for linear layers
+        # pool of blocks (serving/memory/hybrid_kv.py), the block size raised for linear layers
         layout = kv_layout(cost, config.block_size)
         self.bs = layout.block_size
         # vLLM keeps one block out of use, the null block (`BlockPool.null_block`, block 0)

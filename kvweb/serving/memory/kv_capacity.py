@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvweb.gpu.cost import CostModel
-from kvweb.serving.hybrid_kv import kv_layout
+from kvweb.serving.memory.hybrid_kv import kv_layout
 
 
 def kv_cache_groups(cost: CostModel, block_size: int, max_len: int) -> list[dict[str, Any]] | None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from kvweb.serving.allocator import ALLOCATORS
+from kvweb.serving.memory.allocator import ALLOCATORS
 from kvweb.lab import Progress, no_progress
-from kvweb.serving.reserved_memory import POLICIES, reservation
-from kvweb.serving.workload import Request
+from kvweb.serving.memory.reserved_memory import POLICIES, reservation
+from kvweb.serving.load.workload import Request
 
 
 def internal_waste(requests: list[Request], max_len: int, block_size: int) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from kvweb.parsing import json_depth, to_number
 class Request:
     """One submitted request. Ids follow arrival order (ties keep submission order), except a
     later chat turn's: it arrives `delay` seconds after the turn `after` finished (its `arrival`
-    is set then; see serving/arrivals.py). `tokens` (prompt then output ids) are given only
+    is set then; see serving/load/arrivals.py). `tokens` (prompt then output ids) are given only
     where content matters, for prefix caching; without them a request shares no prefix."""
 
     id: int
@@ -123,7 +123,7 @@ def closed_loop_workload(
     every client sends its first request at time 0 and its next the moment its previous one has
     finished (no think time), until n have been sent. Client k sends requests k, k + C, k + 2C, ...
     (C = concurrency): request i >= C is sent after request i - C, through the chat turns' mechanism
-    (serving/arrivals.py; its `arrival` is set during the run). So exactly min(C, n) requests are in
+    (serving/load/arrivals.py; its `arrival` is set during the run). So exactly min(C, n) requests are in
     the system until the first client has sent its last, and never more. A rejected request (longer
     than the model allows, or never fitting the memory) ends its client, as a rejected chat turn ends
     its conversation (with `fixed` lengths either every request is rejected or none)."""
@@ -140,7 +140,7 @@ def parse_trace(text: str, max_rows: int = MAX_TRACE_ROWS, max_chars: int = MAX_
     keys, or of [arrival, prompt_len, output_len] triples).
 
     Any bad row raises one ParamError naming the row (1 = first request) and the field. A file in
-    this format (serving/traces.py) may hold more rows and characters: `max_rows`, `max_chars`.
+    this format (serving/load/traces.py) may hold more rows and characters: `max_rows`, `max_chars`.
     """
     if len(text) > max_chars:
         raise ParamError(f"trace: {len(text):,} characters; at most {max_chars:,} are read")

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvweb.gpu import CostModel, LLMSpec
-from kvweb.serving.continuous_batching import NOTHING, ContinuousBatching
-from kvweb.serving.metrics import SLO
-from kvweb.serving.paged_memory import BLOCK_SIZE
-from kvweb.serving.paper_quiet import PaperQuietSteps
-from kvweb.serving.sequence import LoopSeq, Seq, Sequence
+from kvweb.serving.loop.continuous_batching import NOTHING, ContinuousBatching
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
+from kvweb.serving.schedulers.paper_quiet import PaperQuietSteps
+from kvweb.serving.loop.sequence import LoopSeq, Seq, Sequence
 
 
 class MemoryManager(Protocol):

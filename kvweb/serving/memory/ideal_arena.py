@@ -8,7 +8,7 @@ ranges. That is the bound the lecture's Orca baselines assume; first-fit and bud
 
 from __future__ import annotations
 
-from kvweb.serving.arena import ContiguousArena
+from kvweb.serving.memory.arena import ContiguousArena
 
 
 class Ideal(ContiguousArena):

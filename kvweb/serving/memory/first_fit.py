@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from kvweb.serving.arena import ContiguousArena
+from kvweb.serving.memory.arena import ContiguousArena
 
 
 class FirstFit(ContiguousArena):

@@ -45,10 +45,10 @@ import numpy as np
 
 from kvweb.gpu.cost import KV_PRECISIONS, CostModel
 from kvweb.gpu.specs import BYTES_16, LLMSpec
-from kvweb.serving.continuous_batching import K_CACHED, K_FREE, K_OTHER, K_SHARED, key_cells
-from kvweb.serving.engine_trace import GroupMap, cell_group
-from kvweb.serving.prefix_caching import BlockPool
-from kvweb.serving.sequence import Seq
+from kvweb.serving.loop.continuous_batching import K_CACHED, K_FREE, K_OTHER, K_SHARED, key_cells
+from kvweb.serving.loop.engine_trace import GroupMap, cell_group
+from kvweb.serving.memory.prefix_caching import BlockPool
+from kvweb.serving.loop.sequence import Seq
 
 ALIGN = 16  # vLLM's attention kernel block alignment: a raised block size is a multiple of it
 # vLLM's `_get_kv_cache_groups_uniform_page_size`: the most layers of any type are the group size when

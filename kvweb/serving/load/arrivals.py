@@ -12,7 +12,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from kvweb.serving.workload import Request
+from kvweb.serving.load.workload import Request
 
 
 class Arrivals:

@@ -26,10 +26,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
-from kvweb.serving.continuous_batching import K_CACHED, K_SHARED
-from kvweb.serving.engine_trace import GroupMap
-from kvweb.serving.metrics import SLO
-from kvweb.serving.radix_scheduler import Pool, PrefixTree, RadixConfig, RadixScheduler, slot_cells
+from kvweb.serving.loop.continuous_batching import K_CACHED, K_SHARED
+from kvweb.serving.loop.engine_trace import GroupMap
+from kvweb.serving.loop.metrics import SLO
+from kvweb.serving.schedulers.radix_scheduler import Pool, PrefixTree, RadixConfig, RadixScheduler, slot_cells
 
 MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's --mamba-full-memory-ratio default
 

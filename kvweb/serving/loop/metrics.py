@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from kvweb.gpu.explain import Explanation
-from kvweb.serving.sequence import Run, Sequence
+from kvweb.serving.loop.sequence import Run, Sequence
 
 
 @dataclass(frozen=True)

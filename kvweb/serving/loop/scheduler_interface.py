@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvweb.serving.engine_trace import GroupMap
-from kvweb.serving.sequence import LoopSeq, Seq
+from kvweb.serving.loop.engine_trace import GroupMap
+from kvweb.serving.loop.sequence import LoopSeq, Seq
 
 
 class SchedulerInterface:

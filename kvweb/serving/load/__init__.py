@@ -1,0 +1,1 @@
+"""What reaches the server: seeded workloads, their arrival times and production traces."""
