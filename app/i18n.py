@@ -138,7 +138,7 @@ _MESSAGES = [
         r"^what-if: the weights of (\S+) \((\S+) GB\) are left out of (\S+)'s (\S+) GB; for real it (fits|does not fit)$",
         "what-if: the weights of {0} ({1} GB) are left out of {2}'s {3} GB; for real it {4}",
     ),
-    # the schedulers lab's host tier (kvweb/labs/schedulers.py)
+    # the schedulers lab's host tier (kvweb/labs/modes_lab.py)
     (
         r"^host_tier_gb: (\S+) is not allowed with prefix_caching false; the host tier keeps prefix-cache blocks \(use 0\)$",
         "host_tier_gb: {0} is not allowed with prefix_caching false; the host tier keeps prefix-cache blocks (use 0)",
@@ -158,7 +158,7 @@ _MESSAGES = [
         r"^weight_precision mxfp4 quantizes routed experts only \(as gpt-oss ships\); (\S+) has none: use (.*)$",
         "weight_precision mxfp4 quantizes routed experts only (as gpt-oss ships); {0} has none: use {1}",
     ),
-    # the schedulers lab's speculative decoding (kvweb/labs/schedulers.py, kvweb/serving/schedulers/spec_decode.py)
+    # the schedulers lab's speculative decoding (kvweb/labs/modes_lab.py, kvweb/serving/schedulers/spec_decode.py)
     (
         r"^spec_tokens: (\S+) is not allowed with mode (\S+); speculative decoding \(spec_tokens > 0\) is simulated in "
         r"vllm-v1 only \(use 0\)$",
