@@ -18,22 +18,33 @@ from kvweb.serving.loop.engine_setup import Setup
 from kvweb.serving.loop.engine_trace import TraceRecorder
 from kvweb.serving.memory.hybrid_kv import kv_layout
 from kvweb.serving.memory.kv_capacity import kv_cache_groups
+from kvweb.serving.memory.lora import LORA_RANKS, TARGETS, LoraConfig, lora_refusal
 from kvweb.serving.loop.metrics import summarize
 from kvweb.serving.schedulers.radix_scheduler import POLICIES, default_chunk_size
 from kvweb.serving.loop.sequence import Run
 from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
 from kvweb.serving.schedulers.v1_scheduler import default_token_budget
-from kvweb.serving.load.workload import SHAPES, Request
+from kvweb.serving.load.workload import SHAPES, Request, with_adapters
 
 PREFIX_WORKLOADS = ("few-shot", "multi-turn")
 MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
+LORA_SETTINGS = ("max_loras", "lora_rank", "lora_targets")  # read only while requests use adapters
 SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
+LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 only"
+MAX_LORAS = 1000  # distinct adapters of a workload
+LORA_LABS = ("schedulers",)  # the fleet's routers do not know adapters yet
 
 # Smaller SGLang chunks make a run quadratic in a prompt's chunks (`check`): in CPython, scenario
 # A's long-context traffic takes 1.0 s at the default, 1.2 s in chunks of 256, 2.5 s of 64, 12 s of
 # 16, and the app would hang for minutes. vLLM's budget has a like floor (max_seqs, 256 by default).
 MIN_CHUNK = 256
+
+
+def unset(spec_tokens: int, loras: int) -> tuple[str, ...]:
+    """The settings of what is off: the drafts' acceptance without drafts, the adapters' slots
+    without adapters."""
+    return (*(() if spec_tokens else ("acceptance",)), *(() if loras else LORA_SETTINGS))
 
 
 class ModesLab(ServingLab):
@@ -140,6 +151,33 @@ class ModesLab(ServingLab):
         "rate in [0, 1], or one per draft position separated by commas (0.9,0.7,0.5); drawn with "
         "the seed",
     )
+    loras = param.Integer(
+        0,
+        bounds=(0, MAX_LORAS),
+        doc="vLLM V1: LoRA adapters the requests use (each request one of them, adapter i with weight "
+        "1 / i: a few adapters get most requests; a chat session keeps its adapter); the GPU keeps "
+        "max_loras adapter slots beside the KV cache, and a prefix cached under one adapter is no "
+        "hit for another; 0: off. The other modes do not model it and are not run",
+    )
+    max_loras = param.Integer(
+        1,
+        bounds=(1, 64),
+        doc="loras: vLLM's max_loras, the distinct adapters one batch may use and the GPU slots they "
+        "are loaded into (vLLM's default 1): a waiting request whose adapter would make one more "
+        "waits, and one not in a slot is copied over the host link before its step",
+    )
+    lora_rank = param.Selector(
+        objects=list(LORA_RANKS),
+        default=16,
+        doc="loras: vLLM's max_lora_rank, the rank every slot is allocated at",
+    )
+    lora_targets = param.Selector(
+        objects=list(TARGETS),
+        default="qkvo",
+        precedence=ADVANCED,
+        doc="loras: the modules each adapter adds its A and B to: the attention projections q, k, v, o, "
+        "or every linear layer (with the MLP's gate, up and down)",
+    )
     search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
     target = param.Number(
         0.9, bounds=(0.5, 0.999), precedence=ADVANCED, doc="search: SLO attainment the rate must keep"
@@ -225,14 +263,46 @@ class ModesLab(ServingLab):
             )
         if self.spec_tokens:
             self.check_spec()
+        if self.loras:
+            self.check_lora()
         if self.search and self.workload in ("trace", "closed-loop"):
             raise ParamError(
                 f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson arrivals"
             )
 
     def ignored(self) -> tuple[str, ...]:
-        """The engine labs' unread parameters, and `acceptance` while no draft tokens are proposed."""
-        return (*super().ignored(), *(() if self.spec_tokens else ("acceptance",)))
+        """The engine labs' unread parameters, `acceptance` while no draft tokens are proposed and the
+        adapters' settings while requests use none."""
+        return (*super().ignored(), *unset(self.spec_tokens, self.loras))
+
+    def check_lora(self) -> None:
+        """LoRA adapters: in a lab and mode that model them, alone, on a model they are simulated on."""
+        if self.lab_name not in LORA_LABS:
+            raise ParamError(
+                f"loras: {self.loras} is not allowed in the {self.lab_name} lab; LoRA adapters are simulated "
+                "in the schedulers lab only (use 0)"
+            )
+        if not any(MODES[m].adapters for m in self.priced_modes()):
+            raise ParamError(
+                f"loras: {self.loras} is not allowed with mode {self.priced_modes()[0]}; {LORA_REFUSAL} (use 0)"
+            )
+        if self.spec_tokens:
+            raise ParamError(
+                f"loras: {self.loras} is not allowed with spec_tokens {self.spec_tokens}; adapters and "
+                "speculative decoding together are not simulated (use 0 for one of them)"
+            )
+        why = lora_refusal(self.setup().cost_model().model, self.lora_targets)
+        if why:
+            raise ParamError(f"loras: {self.loras} is not allowed; {why} (use 0)")
+        if not self.lora().kv_blocks(self.setup().cost_model(), self.block_size) > 1:
+            raise ParamError(
+                f"max_loras: {self.max_loras} is not allowed; {self.max_loras} slots of rank {self.lora_rank} "
+                "leave no KV cache (use fewer or a lower lora_rank)"
+            )
+
+    def lora(self) -> LoraConfig | None:
+        """vLLM's LoRA settings (None: requests use no adapter)."""
+        return LoraConfig(self.max_loras, self.lora_rank, self.lora_targets) if self.loras else None
 
     def check_spec(self) -> None:
         """Speculative decoding: in a mode that models it, with rates it can read, on what it simulates."""
@@ -272,6 +342,8 @@ class ModesLab(ServingLab):
         """Why a mode cannot serve the model (or these parameters), or None."""
         if self.spec_tokens and not MODES[mode].speculative:
             return f"{mode}: {SPEC_REFUSAL}"
+        if self.loras and not MODES[mode].adapters:
+            return f"{mode}: {LORA_REFUSAL}"
         return MODES[mode].refusal(self.setup().cost_model().model)
 
     def scenario_info(self) -> dict[str, Any]:
@@ -327,6 +399,7 @@ class ModesLab(ServingLab):
                 spec_tokens=self.spec_tokens,
                 acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (),
                 seed=self.seed,
+                lora=self.lora(),
             )
         )
 
@@ -342,9 +415,10 @@ class ModesLab(ServingLab):
 
     def unread(self, mode: str) -> tuple[str, ...]:
         """The mode's `unread`: with a host tier a tiered mode reads the host link's prices too."""
-        unread = MODES[mode].unread
-        if not self.spec_tokens:  # no drafts: their rates are not read
-            unread = (*unread, "acceptance")
+        unread = (
+            *MODES[mode].unread,
+            *unset(self.spec_tokens, self.loras),
+        )  # no drafts, no adapters: their settings are not read
         if MODES[mode].tiered and self.host_blocks():
             return tuple(n for n in unread if n not in SWAP_PRICES)
         return unread
@@ -364,9 +438,13 @@ class ModesLab(ServingLab):
             curves = ("cached", "hit_rate") if MODES[mode].prefix_cache else ()
             recorder = TraceRecorder(horizon / 200, extra_curves=curves)
         scheduler = self.scheduler(mode, give_up_after)
-        run = scheduler.run(requests, progress, trace=recorder)
+        run = scheduler.run(with_adapters(requests, self.loras, self.seed), progress, trace=recorder)
         if isinstance(scheduler, SpecV1Scheduler):
             run.spec = scheduler.figures(run.sim_time)
+        slots = getattr(scheduler, "adapters", None)
+        if slots is not None:
+            times = [f["t"] for f in run.trace["frames"]] if trace else []
+            run.lora = {"loras": self.loras, **slots.figures(scheduler.pool.n_blocks + 1, times)}
         tier = getattr(scheduler, "tier", None)
         if tier is not None:
             times = run.trace["curves"]["t"] if trace else []
@@ -381,6 +459,8 @@ class ModesLab(ServingLab):
         out = {**summarize(run, self.setup().slo), **prefix_figures(run), "max_batch": run.max_batch}
         if hasattr(run, "spec"):
             out["spec"] = run.spec
+        if hasattr(run, "lora"):
+            out["lora"] = run.lora
         tier = getattr(run, "host_tier", None)
         if tier is not None:  # hits by tier: what the prompt tokens of first admissions came from
             host = tier["host_hit_tokens"]

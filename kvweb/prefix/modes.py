@@ -21,6 +21,7 @@ from kvweb.serving.loop.continuous_batching import ContinuousBatching
 from kvweb.serving.loop.engine_setup import ignored_by
 from kvweb.serving.memory.host_tier import HostTree
 from kvweb.serving.memory.hybrid_kv import sglang_refusal
+from kvweb.serving.memory.lora import LoraConfig
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
@@ -57,6 +58,7 @@ class Settings:
     spec_tokens: int = 0  # speculative decoding's draft tokens per step (0: off), where a mode models it
     acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/schedulers/spec_decode.py)
     seed: int = 0  # the draws of accepted drafts
+    lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras (None: off), where a mode models them
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class Mode:
     color: str  # its colour in the app
     pool_figures: Callable[[CostModel], dict[str, Any]] = lambda cost: {}  # its own pools, for the result
     speculative: bool = False  # it models speculative decoding's memory (spec_tokens > 0)
+    adapters: bool = False  # it models LoRA adapters' slots and max_loras (loras > 0)
 
 
 def paper(s: Settings) -> ContinuousBatching:
@@ -88,7 +91,8 @@ def paper(s: Settings) -> ContinuousBatching:
 
 
 def vllm_v1(s: Settings) -> ContinuousBatching:
-    """vLLM V1, its host tier in whole blocks; with draft tokens, speculative decoding's."""
+    """vLLM V1, its host tier in whole blocks; with draft tokens, speculative decoding's; with
+    adapters, their slots and max_loras."""
     config = V1Config(
         s.max_len,
         s.block_size,
@@ -98,6 +102,7 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
         s.full_prompt_check,
         s.async_scheduling,
         s.host_tokens // s.block_size,
+        s.lora,
     )
     if s.spec_tokens:
         return SpecV1Scheduler(s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed), s.slo, s.give_up_after)
@@ -128,10 +133,16 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # What each run does not read: the papers' engine has no token budget, chunking or prefix cache
 # (and paged memory no allocator); vLLM V1 and SGLang never swap (the swap prices and the engine's
 # watermark and preemption mode are not theirs), SGLang's slots are token-granular (no block
-# size), and the token budget and speculative decoding are vLLM's alone.
+# size), and the token budget, speculative decoding and LoRA adapters are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 SPEC = ("spec_tokens", "acceptance")  # read by the modes that are `speculative`; the others refuse spec_tokens > 0
+LORA = (
+    "loras",
+    "max_loras",
+    "lora_rank",
+    "lora_targets",
+)  # read by the modes with `adapters`; the others refuse loras > 0
 MODES: dict[str, Mode] = {
     m.name: m
     for m in (
@@ -149,6 +160,7 @@ MODES: dict[str, Mode] = {
                 *V1_ONLY,
                 "host_tier_gb",
                 *SPEC,
+                *LORA,
                 *ignored_by("paged"),
             ),
             cell="block",
@@ -175,13 +187,24 @@ MODES: dict[str, Mode] = {
             stepwise=True,
             color="#1f77b4",
             speculative=True,
+            adapters=True,
         ),
         Mode(
             "sglang",
             sglang,
             "sglang",
             sglang_refusal,
-            ("block_size", "watermark", "preemption", "allocator", "token_budget", *V1_ONLY, *SWAP_PRICES, *SPEC),
+            (
+                "block_size",
+                "watermark",
+                "preemption",
+                "allocator",
+                "token_budget",
+                *V1_ONLY,
+                *SWAP_PRICES,
+                *SPEC,
+                *LORA,
+            ),
             cell="token",
             prefix_cache=True,
             tiered=True,

@@ -35,11 +35,12 @@ class Request:
     tokens: np.ndarray | None = field(default=None, compare=False, repr=False)
     after: int | None = None
     delay: float = 0.0  # seconds
+    adapter: int = 0  # its LoRA adapter (0: the base model; serving/memory/lora.py)
 
     def arriving(self, t: float) -> Request:
         """The same request arriving at t (built directly: `dataclasses.replace` costs several
         times more, and runs build one per chat turn and searches thousands)."""
-        return Request(self.id, t, self.prompt, self.output, self.tokens, self.after, self.delay)
+        return Request(self.id, t, self.prompt, self.output, self.tokens, self.after, self.delay, self.adapter)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,23 @@ def poisson_workload(
     prompts, outputs = lengths(shape, n, max_len, seed, prompt_len, output_len)
     arrivals = unit_arrivals(n, seed) / rate
     return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+
+
+def with_adapters(requests: list[Request], loras: int, seed: int) -> list[Request]:
+    """The requests, each for one of `loras` LoRA adapters (1..loras; 0: every request the base
+    model's), adapter i drawn with weight 1 / i (Zipf's law, exponent 1, as S-LoRA's traces: a few
+    adapters get most requests), from a seeded stream of its own; a later chat turn keeps its
+    session's adapter."""
+    if not loras:
+        return requests
+    weights = 1.0 / np.arange(1, loras + 1)
+    drawn = np.random.default_rng([seed, 38]).choice(loras, len(requests), p=weights / weights.sum()) + 1
+    adapter: dict[int, int] = {}
+    out = []
+    for r, a in zip(requests, drawn):
+        adapter[r.id] = a = adapter[r.after] if r.after is not None else int(a)
+        out.append(Request(r.id, r.arrival, r.prompt, r.output, r.tokens, r.after, r.delay, a))
+    return out
 
 
 def closed_loop_workload(

@@ -22,10 +22,11 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 
 
-def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], blocks: int) -> None:
+def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], blocks: int, root: Hashable = 0) -> None:
     """Extend `hashes` (the chain of the first len(hashes) blocks of `tokens`, int64 ids) to
-    `blocks` blocks: each is hash(previous hash, this block's tokens)."""
-    prev = hashes[-1] if hashes else 0
+    `blocks` blocks: each is hash(previous hash, this block's tokens), the first block's previous
+    hash `root` (a LoRA adapter's: vLLM hashes the adapter's name into every block)."""
+    prev = hashes[-1] if hashes else root
     start = len(hashes) * block_size
     if blocks * block_size <= start:
         return

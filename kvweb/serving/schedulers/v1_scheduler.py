@@ -20,7 +20,14 @@ tokens):
    stay cached, free, until an allocation needs them. vLLM keeps one block out of use (the null
    block). With async scheduling a finished request keeps its blocks and batch slot through the
    next iteration (`leaving`).
-4. With a host tier (`host_blocks`, the OffloadingConnector: serving/memory/host_tier.py) every block is
+4. With LoRA adapters (`lora`, serving/memory/lora.py): the adapters' GPU slots come out of the
+   KV blocks; a waiting request whose adapter is not among the batch's, when the batch already
+   has `max_loras`, is skipped and stays waiting in its place, and the requests behind it are
+   still tried (vLLM's `scheduled_loras` check, its `skipped_waiting_requests` put back in front);
+   an adapter not in a slot is loaded over the host link, and the step waits for it. A block's
+   hash starts from the request's adapter (vLLM puts the LoRA's name in every block's hash,
+   `kv_cache_utils._gen_lora_extra_hash_keys`), so one adapter's prefix is no hit for another.
+5. With a host tier (`host_blocks`, the OffloadingConnector: serving/memory/host_tier.py) every block is
    also written to host memory as its hash is entered, and an admitted request's lookup runs on
    in the host after its GPU hits: those blocks are loaded into fresh GPU blocks (the step waits).
 
@@ -54,6 +61,7 @@ from kvweb.serving.loop.continuous_batching import (
 from kvweb.serving.loop.engine_trace import GroupMap, cell_group
 from kvweb.serving.memory.host_tier import HostTier
 from kvweb.serving.memory.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
+from kvweb.serving.memory.lora import AdapterSlots, LoraConfig
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
@@ -86,6 +94,7 @@ class V1Config:
     full_prompt_check: bool = True  # scheduler_reserve_full_isl (on by default since vLLM PR #37307)
     async_scheduling: bool = False  # AsyncScheduler (on by default in vLLM 0.33.0)
     host_blocks: int = 0  # the OffloadingConnector's CPU blocks (0: no host tier); needs prefix caching
+    lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras (None: requests carry none)
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
@@ -110,6 +119,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             if layout.hybrid
             else BlockPool(cost.kv_capacity_blocks(self.bs) - 1, self.bs)
         )
+        if config.lora:  # the adapters' slots are allocated before the KV cache
+            if layout.hybrid:
+                raise ValueError("LoRA under vLLM's KV cache groups (layers of several kinds) is not simulated")
+            self.pool = BlockPool(config.lora.kv_blocks(cost, self.bs) - 1, self.bs)
+        self.adapters = AdapterSlots(config.lora, cost) if config.lora else None
         self.width = len(layout.groups) if layout.hybrid else 1  # blocks a request's block takes, one per group
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
@@ -234,7 +248,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         batch = decoders
         chunked = False  # a request still prefilling got its next chunk
         fresh: list[Seq] = []
-        load_s = 0.0  # the host tier's loads: the step waits for them (see host_tier.py)
+        load_s = 0.0  # the host tier's and adapters' loads: the step waits for them (host_tier.py, lora.py)
         for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
             if seq not in self.prefilling:
                 continue  # preempted for an earlier one's chunk
@@ -259,8 +273,16 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 self._start_decoding(seq, fresh)
         if self.waiting and not preempted and not blocked:
             running = batch > 0  # running requests were scheduled in this step
-            while self.waiting and budget > 0 and len(self.running) + len(self.prefilling) + leaving < self.max_seqs:
-                seq = self.waiting[0]
+            skipped = 0  # waiting requests whose adapter the batch has no room for: they stay in place
+            while (
+                len(self.waiting) > skipped
+                and budget > 0
+                and len(self.running) + len(self.prefilling) + leaving < self.max_seqs
+            ):
+                seq = self.waiting[skipped]
+                if self.adapters and not self.adapters.admits(seq.req.adapter):
+                    skipped += 1
+                    continue
                 total = seq.tokens_to_compute
                 hits = self._hits(seq, total)
                 loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
@@ -281,7 +303,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                         losing_helps = total > budget and not self.config.full_prompt_check
                         pool.watch(hits if losing_helps else [], seq.hashes[: (total - 1) // bs])
                     break  # head-of-line blocking, as in vLLM
-                self.waiting.popleft()
+                del self.waiting[skipped]
+                if self.adapters:
+                    load_s += self.adapters.join(seq.req.adapter)
                 if seq.spans:
                     self.preempted -= 1
                 pool.touch(hits)
@@ -301,6 +325,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self._start_decoding(seq, fresh)
                 else:
                     self.prefilling.append(seq)
+            if self.adapters:
+                self.adapters.note(self.now, skipped)
         used = self.kv_tokens - pool.shared_extra * bs
         for seq in self.prefilling:
             used += seq.computed
@@ -353,7 +379,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             if seq.req.tokens is None:
                 seq.hashes += [(seq.id, i) for i in range(have, blocks)]
             else:
-                chain_hashes(seq.content(), self.bs, seq.hashes, blocks)
+                adapter = seq.req.adapter
+                chain_hashes(seq.content(), self.bs, seq.hashes, blocks, ("lora", adapter) if adapter else 0)
         return seq.hashes
 
     def _hits(self, seq: Seq, total: int) -> list[int]:
@@ -394,6 +421,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             self._register(seq, seq.computed)  # (a preempted request's blocks: `_preempt_tail`)
         seq.registered = 0
         self._due[seq.phase].pop(seq.id, None)
+        if self.adapters:
+            self.adapters.leave(seq.req.adapter)
         if finished and self.config.async_scheduling:
             self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
         else:
