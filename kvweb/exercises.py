@@ -330,6 +330,41 @@ def mode_row(result: dict[str, Any], mode: str = "vllm-v1") -> dict[str, Any]:
     return next(m for m in result["modes"] if m["mode"] == mode)
 
 
+def lora_slots(lab: Lab, progress: Progress) -> Answer:
+    """The lab's max_loras against one slot for every adapter (max_loras = loras), same requests: what
+    the slots take from the KV cache, and what waiting for a slot costs the first token."""
+    v = {}
+    for i, (name, slots) in enumerate((("yours", lab.max_loras), ("every_adapter", lab.loras))):
+        r = run(variant(lab, max_loras=slots), part_of(progress, i, 2))
+        lora = mode_row(r)["lora"]
+        v[name] = {
+            "max_loras": slots,
+            "kv_blocks": lora["kv_blocks"],
+            "loads": lora["loads"],
+            "ttft_p50_s": mode_row(r)["ttft_s"]["p50"],
+        }
+    v["kv_blocks_without"] = r["kv_blocks"]
+    v["slot_bytes"] = lora["slot_bytes"]
+    v["slot_blocks"] = lora["slot_bytes"] / (lab.setup().cost_model().kv_bytes_per_token_per_gpu * lab.block_size)
+    yours, every = v["yours"], v["every_adapter"]
+    return Answer(
+        v,
+        [
+            (
+                "one adapter slot: bytes / KV blocks",
+                f"{v['slot_bytes']:,} ({v['slot_bytes'] / 2**20:.0f} MiB) / {v['slot_blocks']:.1f}",
+            ),
+            (
+                "KV blocks: without adapters / your max_loras / a slot for every adapter",
+                f"{v['kv_blocks_without']:,} / {yours['kv_blocks']:,} / {every['kv_blocks']:,}",
+            ),
+            ("max_loras: yours / every adapter", f"{yours['max_loras']} / {every['max_loras']}"),
+            ("adapters loaded: yours / every adapter", f"{yours['loads']:,} / {every['loads']:,}"),
+            ("TTFT p50: yours / every adapter", f"{ms(yours['ttft_p50_s'])} / {ms(every['ttft_p50_s'])}"),
+        ],
+    )
+
+
 def max_concurrency(lab: Lab, progress: Progress) -> Answer:
     r = run(lab, progress)
     row = mode_row(r)
@@ -886,6 +921,36 @@ EXERCISES: tuple[Exercise, ...] = (
             "Which serves more tokens per second: vLLM V1 as set (preempting) or capped (never preempting)?",
             lambda a: a.values["faster"],
             choices=("preempting", "capped"),
+        ),
+    ),
+    Exercise(
+        "lora-slots",
+        "How many LoRA adapters fit beside the KV cache?",
+        "You serve eight LoRA adapters of rank 16 on Llama-3.1-8B's q, k, v and o from one H100 with vLLM. How "
+        "much of the KV cache does an adapter slot take, and what limits you: the memory or max_loras?",
+        "schedulers",
+        {
+            "scenario": "B",
+            "model": "llama-3.1-8b",
+            "workload": "multi-turn",
+            "rate": "4",
+            "requests": "200",
+            "loras": "8",
+            "max_loras": "1",
+            "lora_rank": "16",
+        },
+        ("loras", "max_loras", "lora_rank", "rate"),
+        "A slot holds A (rank x in) and B (out x rank) for each target module in each layer: 16 x (4096 + 4096) "
+        "for q and o, 16 x (4096 + 1024) for k and v, 425,984 parameters a layer, 32 layers, 2 bytes each: "
+        "27,262,976 bytes, the KV of 208 tokens (131,072 bytes each), 13 blocks of 16. vLLM allocates max_loras "
+        "slots before sizing the KV cache, so eight slots cost 104 of about 28,000 blocks. The limit is "
+        "max_loras: with its default 1 a batch serves one adapter at a time, requests of the others wait "
+        "(vLLM skips them in the waiting queue) and every switch copies an adapter over the host link.",
+        lora_slots,
+        Check(
+            "How many KV blocks of 16 tokens does one adapter slot take?",
+            lambda a: a.values["slot_blocks"],
+            tolerance=0.5,
         ),
     ),
 )

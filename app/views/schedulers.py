@@ -12,7 +12,9 @@ when free, orange while a running request holds it ahead of its KV (vLLM V1's sp
 slots for the drafts and lookahead, kept after the drafts are rejected). For a model whose layers
 are not all alike a mode's KV cache groups get a map each
 (`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
-so a window group's blocks are seen freed as it slides while a full group's grow.
+so a window group's blocks are seen freed as it slides while a full group's grow. With LoRA
+adapters (vLLM V1) a line gives the KV blocks left beside the adapters' slots, and the step's line
+the adapters in GPU slots and the requests waiting for a slot.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from kvweb.jsonable import number
 from kvweb.lab import Lab
 from kvweb.prefix.modes import MODES
 from kvweb.serving.loop.continuous_batching import AHEAD, CACHED, OTHER, SHARED
+from kvweb.serving.memory.lora import TARGETS
 
 HITS_HEIGHT = 230  # pixels of the hit-rate figure without a host tier
 KEY_HEIGHT = 64  # pixels of the maps' key, two rows
@@ -97,6 +100,7 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         (tr("of them found cached again"), lambda m: f"{m['resumed_hit_tokens']:,}"),
         *(host_tier_rows() if any("host_tier" in m for m in modes) else ()),
         *(spec_rows() if any("spec" in m for m in modes) else ()),
+        *(lora_rows() if any("lora" in m for m in modes) else ()),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"],
         common["finished"],
@@ -186,6 +190,44 @@ def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
         )
         for m in modes
         if "spec" in m
+    )
+
+
+def lora_rows() -> list[tuple[str, Any]]:
+    """LoRA adapters' rows ("-" for a mode that does not model them): the KV blocks beside the
+    adapters' slots, and the adapters loaded over the host link with the seconds steps waited."""
+
+    def lora(show: Any) -> Any:
+        return lambda m: show(m["lora"]) if "lora" in m else "-"
+
+    return [
+        (tr("KV blocks beside the LoRA adapters' slots"), lora(lambda d: f"{d['kv_blocks']:,}")),
+        (
+            tr("LoRA adapters loaded over the host link / seconds"),
+            lora(lambda d: f"{d['loads']:,} / {d['load_s']:.3f}"),
+        ),
+    ]
+
+
+def lora_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
+    """One line per mode that served LoRA adapters: the adapters, the slots' bytes and the KV blocks
+    they leave (`kv_blocks`: the GPU's without them)."""
+    return "\n".join(
+        f"{m['mode']}: "
+        + tr(
+            "{0} LoRA adapters of rank {1} on {2}; max_loras {3}: {3} slots of {4} MB beside the KV cache, "
+            "{5} blocks instead of {6}"
+        ).format(
+            d["loras"],
+            d["rank"],
+            ", ".join(TARGETS[d["targets"]]),
+            d["max_loras"],
+            f"{d['slot_bytes'] / 1e6:,.1f}",
+            f"{d['kv_blocks']:,}",
+            f"{kv_blocks:,}",
+        )
+        for m in modes
+        if (d := m.get("lora"))
     )
 
 
@@ -439,6 +481,8 @@ class SchedulersView(LabView):
         self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
         self.key_items[LOOKAHEAD].visible = False  # held ahead: shown with speculative decoding only
         self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's line (vLLM V1)
+        self.lora = plain(css_class="kv-schedulers-lora")  # LoRA adapters' line (vLLM V1)
+        self.adapters: dict[str, dict[str, Any]] = {}  # each mode's LoRA figures (none: no adapters)
         self.ahead = False  # whether a run mode's maps may hold blocks ahead
         self.key.add_layout(
             Legend(
@@ -565,6 +609,7 @@ class SchedulersView(LabView):
             self.explainer.layout,
             self.groups,
             self.spec,
+            self.lora,
             self.paper,
             self.checked,
             self.player,
@@ -588,9 +633,12 @@ class SchedulersView(LabView):
         self.names = [m["mode"] for m in modes]
         self.timeline = result["timeline"]
         self.ahead = any("spec" in m for m in modes)
+        self.adapters = {m["mode"]: m["lora"] for m in modes if "lora" in m}
         refused = (
             tr("not run: it does not model speculative decoding")
             if self.ahead
+            else tr("not run: it does not model LoRA adapters")
+            if self.adapters
             else tr("not run: its KV pool holds every layer alike")
         )
         for mode in result.get("refused", {}):
@@ -601,6 +649,7 @@ class SchedulersView(LabView):
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         self.spec.text = spec_text(modes, result["kv_blocks"])
+        self.lora.text = lora_text(modes, result["kv_blocks"])
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
@@ -700,6 +749,14 @@ class SchedulersView(LabView):
             counts = np.bincount(self.maps[mode].draw(frame), minlength=len(STATES))
             shown = [*range(WHOLE_POOL), *((LOOKAHEAD,) if self.ahead else ())]
             lines.append(f"{mode}: " + ", ".join(f"{tr(STATES[i][0])} {counts[i]}" for i in shown))
+            if mode in self.adapters:
+                lora = self.adapters[mode]
+                lines.append(
+                    f"{mode}: "
+                    + tr("LoRA adapters: {0} in GPU slots, requests waiting for a slot: {1}").format(
+                        lora["in_slots"][at[index]], lora["skipped"][at[index]]
+                    )
+                )
             if grouped:
                 self.group_maps[mode].draw(frame["groups"])
         for span in self.now:
