@@ -7,12 +7,20 @@ of blocks, budget and batch limit, one iteration per step vLLM computed somethin
 decide the same: the tokens each request computes, the requests admitted with their prefix-cache
 hits, the requests preempted and the requests finished. A failure names the first step that
 differs, with both decisions.
+
+Speculative decoding (`spec_workloads`, vLLM's `default` run): kvweb's `SpecV1Scheduler` serves
+them with the k and the lookahead vLLM used (EAGLE k, n-gram none), the drafter's layer not
+counted in the blocks (the recording's pool is `num_gpu_blocks`), and takes each verify's
+accepted drafts from the recording instead of drawing them. Besides the decisions above it must
+schedule the same draft tokens per request, leave each scheduled request holding the same
+number of blocks, and leave the same number of blocks free after every step.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +30,7 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.labs.schedulers import CHECKED, VLLM_VERSION
+from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.load.workload import Request
 
@@ -63,20 +72,63 @@ def requests_of(workload: dict[str, Any], run: str) -> list[tuple[int, Request]]
     return sorted(out, key=lambda x: (x[0], x[1].id))
 
 
+class SpecReplay(SpecV1Scheduler):
+    """kvweb's speculative decoding with the recorded acceptances, noting what each request was
+    scheduled: a decode's 1 + drafts (`_keep`), an admission's first chunk (`_first_chunk`, padded
+    to 1 + k with placeholder drafts beside decodes)."""
+
+    def __init__(self, cost: CostModel, config: V1Config, drafts: Drafts, lookahead: int) -> None:
+        super().__init__(cost, config, drafts)
+        self.lookahead = lookahead
+        self.recorded: dict[str, int] = {}  # this step's accepted drafts, from the recording
+        self.scheduled: dict[int, int] = {}  # this step's tokens of decodes and admissions
+        self._chunk = 0
+
+    def _keep(self, seq, n: int, step: int) -> None:  # noqa: ANN001
+        if n:
+            self.scheduled[seq.id] = n
+            accepted = self.recorded.get(str(seq.id), 0)
+            # the draw that accepts exactly the recorded count (kvweb accepts position j while u is
+            # below P(at least j + 1 accepted)); a count beyond kvweb's drafts shows as a difference
+            at_least = self._at_least[: n - 1]
+            self._random = random.Random()
+            self._random.random = lambda: at_least[accepted] if accepted < len(at_least) else 0.0
+        super()._keep(seq, n, step)
+
+    def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
+        self._chunk = super()._first_chunk(uncached, hit, budget, running, chunked)
+        return self._chunk
+
+    def _admitted(self, seq, hit: int) -> None:  # noqa: ANN001
+        self.scheduled[seq.id] = self._chunk
+        super()._admitted(seq, hit)
+
+
 def decisions(sched: V1Scheduler, before: dict[int, int], waiting: set[int]) -> dict[str, Any]:
     """One iteration's decisions in the recorder's form, read from the scheduler's state right after
     it. `before`: each running request's computed tokens before it (-1: decoding); `waiting`: the
-    waiting requests' ids before it."""
+    waiting requests' ids before it. With drafts, also each scheduled request's draft tokens (a
+    decode's beyond its one, an admission's placeholders beyond its prompt) and blocks."""
     tokens: dict[str, int] = {}
     admitted: dict[str, int] = {}
+    spec: dict[str, int] = {}
+    scheduled = sched.scheduled if isinstance(sched, SpecReplay) else None
     for seq in [*sched.running.values(), *sched.prefilling]:
-        if before.get(seq.id) == -1:
-            tokens[str(seq.id)] = 1  # a decode
+        rid = str(seq.id)
+        if before.get(seq.id) == -1:  # a decode: one token, with drafts 1 + its drafts (or none)
+            tokens[rid], known = (1, 1) if scheduled is None else (scheduled.get(seq.id, 0), 1)
         elif seq.id in before:
-            tokens[str(seq.id)] = seq.computed - before[seq.id]  # the next chunk
+            tokens[rid] = known = seq.computed - before[seq.id]  # the next chunk
         elif seq.id in waiting:
-            admitted[str(seq.id)] = seq.hit
-            tokens[str(seq.id)] = seq.computed - seq.hit
+            admitted[rid] = seq.hit
+            known = seq.computed - seq.hit
+            tokens[rid] = known if scheduled is None else scheduled[seq.id]
+        else:
+            continue
+        if not tokens[rid]:
+            del tokens[rid]
+        elif tokens[rid] > known:
+            spec[rid] = tokens[rid] - known
     now_waiting = {s.id for s in sched.waiting}
     out: dict[str, Any] = {"tokens": tokens}
     if admitted:
@@ -84,11 +136,16 @@ def decisions(sched: V1Scheduler, before: dict[int, int], waiting: set[int]) -> 
     preempted = [str(i) for i in sorted(before) if i in now_waiting]
     if preempted:
         out["preempted"] = preempted
+    if scheduled is not None:
+        held = {str(s.id): len(s.blocks) for s in [*sched.running.values(), *sched.prefilling]}
+        out["blocks"] = {rid: held[rid] for rid in tokens}
+        if spec:
+            out["spec"] = spec
     return out
 
 
-def first_divergence(workload: dict[str, Any], run: str) -> str | None:
-    """Replay a recorded run on kvweb; None if every step agrees, else where and how they differ."""
+def scheduler_for(workload: dict[str, Any], run: str) -> V1Scheduler:
+    """kvweb's scheduler with the recorded run's settings (and drafts, for a spec workload)."""
     c = workload["config"]
     config = V1Config(
         c["max_model_len"],
@@ -98,23 +155,39 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
         c["enable_prefix_caching"],
         **RUNS[run],
     )
-    sched = V1Scheduler(cost_with_blocks(c["num_gpu_blocks"], c["block_size"]), config)
+    cost = cost_with_blocks(c["num_gpu_blocks"], c["block_size"])
+    if "spec" not in workload:
+        return V1Scheduler(cost, config)
+    spec = workload["spec"]
+    k = spec["spec_tokens"]
+    drafts = Drafts(k, tuple(spec["acceptance"]), spec["seed"], layers=0)
+    return SpecReplay(cost, config, drafts, k if spec["method"] == "eagle" else 0)
+
+
+def first_divergence(workload: dict[str, Any], run: str) -> str | None:
+    """Replay a recorded run on kvweb; None if every step agrees, else where and how they differ."""
+    sched = scheduler_for(workload, run)
+    compared = (
+        "tokens",
+        "admitted",
+        "preempted",
+        "finished",
+        *(("spec", "blocks", "free") if "spec" in workload else ()),
+    )
     arrivals = requests_of(workload, run)
     steps = workload["runs"][run]
     late = RUNS[run].get("async_scheduling", False)  # the engine reads a step's output one step later
     finished: list[str] = []  # kvweb's, as the engine reports them at the current step
     for index, expected in enumerate(steps):
-        want = {
-            k: sorted(v, key=int) if isinstance(v, list) else v
-            for k, v in expected.items()
-            if k in ("tokens", "admitted", "preempted", "finished")
-        }
+        want = {k: sorted(v, key=int) if isinstance(v, list) else v for k, v in expected.items() if k in compared}
         got: dict[str, Any] = {}
         if expected.get("tokens"):  # else vLLM computed nothing (idle, or waiting for blocks to be freed)
             while arrivals and arrivals[0][0] <= index:
                 sched._submit(arrivals.pop(0)[1])
             before = {i: -1 for i in sched.running} | {s.id: s.computed for s in sched.prefilling}
             waiting = {s.id for s in sched.waiting}
+            if isinstance(sched, SpecReplay):
+                sched.recorded, sched.scheduled = expected.get("accepted", {}), {}
             sched.step += 1
             sched._iterate()
             got = decisions(sched, before, waiting)
@@ -125,6 +198,8 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
                 finished += [str(i) for i in sorted(seq.id for seq in leaving)]
         if finished:
             got["finished"] = finished
+        if "free" in compared:
+            got["free"] = len(sched.pool.free)
         if got != want:
             context = json.dumps(steps[max(0, index - 2) : index], separators=(",", ":"))[:600]
             return (
@@ -138,8 +213,9 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
     return None
 
 
-CASES = [(w["name"], run) for w in RECORDED["workloads"] for run in w["runs"] if run in RUNS]
-WORKLOADS = {w["name"]: w for w in RECORDED["workloads"]}
+ALL = RECORDED["workloads"] + RECORDED["spec_workloads"]
+CASES = [(w["name"], run) for w in ALL for run in w["runs"] if run in RUNS]
+WORKLOADS = {w["name"]: w for w in ALL}
 
 
 @pytest.mark.parametrize(("name", "run"), CASES, ids=[f"{n}-{r}" for n, r in CASES])
@@ -173,3 +249,22 @@ def test_the_lab_says_what_was_checked():
     assert RECORDED["version"] == VLLM_VERSION and {r for w in RECORDED["workloads"] for r in w["runs"]} == set(RUNS)
     assert f"{len(RECORDED['workloads'])} recorded workloads" in CHECKED
     assert f"{computed:,} steps" in CHECKED and f"{preempted:,} preemptions" in CHECKED
+
+
+def test_the_spec_recording_covers_what_the_issue_asks():
+    """At least 12 seeded workloads with drafts: k from 1 to 4, EAGLE (lookahead slots) and n-gram
+    (none), prefix caching on and off, memory that preempts, budgets that cut a request's drafts or
+    leave it out, and one-token admissions padded to 1 + k; every acceptance in [0, 1]."""
+    spec = RECORDED["spec_workloads"]
+    steps = [(w, s) for w in spec for s in w["runs"]["default"]]
+    assert len(spec) >= 12 and all(set(w["runs"]) == {"default"} for w in spec)
+    assert {w["spec"]["spec_tokens"] for w in spec} == {1, 2, 3, 4}
+    assert {w["spec"]["method"] for w in spec} == {"eagle", "ngram"}
+    assert {w["config"]["enable_prefix_caching"] for w in spec} == {True, False}
+    assert all(len(w["spec"]["acceptance"]) == w["spec"]["spec_tokens"] for w in spec)
+    assert {r for w in spec for r in w["spec"]["acceptance"]} >= {0.0, 1.0}
+    assert sum(len(s.get("preempted", ())) for _, s in steps) > 0
+    cut = [n for w, s in steps for n in s.get("spec", {}).values() if n < w["spec"]["spec_tokens"]]
+    padded = [r for _, s in steps for r in s.get("spec", {}) if r in s.get("admitted", {})]
+    assert cut and padded
+    assert all(0 <= s["accepted"][r] <= n for _, s in steps for r, n in s.get("spec", {}).items())

@@ -30,6 +30,18 @@ steps where the scheduler has no requests left only drain the batch queue). Requ
   free      number of free blocks in vLLM's block pool after the step (free queue length: blocks no
             request holds, cached ones included; the null block is never free)
 A run ends with the step in which its last request is reported finished.
+
+Speculative decoding (the workloads of `SPEC_WORKLOADS`, under `spec_workloads`, run `default`
+only): `SpeculativeConfig(method, num_speculative_tokens=k)` (EAGLE's draft model is the same tiny
+config), and a stand-in drafter: after each step that computed something, every scheduled request
+gets k draft tokens (`Scheduler.update_draft_token_ids`, as `EngineCore.post_step` does; vLLM
+ignores them for a prefill chunk); a request verifying drafts samples 1 + accepted tokens, the
+accepted count drawn per request in scheduled order with `random.Random(seed)` and
+`workloads.accepted_drafts` (placeholder drafts of a padded admission, -1, are never accepted).
+Its step records also have:
+  spec      {req_id: draft tokens scheduled (len(scheduled_spec_decode_tokens[req_id]))}
+  accepted  {req_id: of them, accepted}: the replay feeds these counts to kvweb
+  blocks    {req_id: blocks the request holds after schedule()}, for every scheduled request
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -50,14 +63,22 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.config import (  # noqa: E402
+    CacheConfig,
+    DeviceConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
@@ -79,9 +100,23 @@ TINY_MODEL = {  # a config only: no weights are read
 }
 VARIANTS = ("default", "no_full_isl", "async")
 MAX_STEPS = 50_000
+FILLER = 3  # the token a stand-in draft or sample holds past a request's fixed output (vLLM trims it)
 
 
-def build(cfg: dict, variant: str, model_dir: str) -> Scheduler:
+def speculative(spec: dict, mc: ModelConfig, model_dir: str) -> SpeculativeConfig:
+    """As few settings as the scheduler reads: the method and k (EAGLE's head needs a draft model
+    config: the target's tiny one; n-gram its prompt-lookup window)."""
+    extra = {"model": model_dir} if spec["method"] == "eagle" else {"prompt_lookup_max": 3, "prompt_lookup_min": 1}
+    return SpeculativeConfig(
+        method=spec["method"],
+        num_speculative_tokens=spec["spec_tokens"],
+        target_model_config=mc,
+        target_parallel_config=ParallelConfig(),
+        **extra,
+    )
+
+
+def build(cfg: dict, variant: str, model_dir: str, spec: dict | None = None) -> Scheduler:
     mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, max_model_len=cfg["max_model_len"], dtype="float32")
     sc = SchedulerConfig(
         max_num_seqs=cfg["max_num_seqs"],
@@ -95,10 +130,16 @@ def build(cfg: dict, variant: str, model_dir: str) -> Scheduler:
     )
     cc = CacheConfig(block_size=cfg["block_size"], enable_prefix_caching=cfg["enable_prefix_caching"])
     cc.num_gpu_blocks = cfg["num_gpu_blocks"]
-    vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc, device_config=DeviceConfig(device="cpu"))
+    vc = VllmConfig(
+        model_config=mc,
+        scheduler_config=sc,
+        cache_config=cc,
+        device_config=DeviceConfig(device="cpu"),
+        speculative_config=speculative(spec, mc, model_dir) if spec else None,
+    )
     assert vc.scheduler_config.async_scheduling == (variant == "async")
     assert vc.scheduler_config.scheduler_reserve_full_isl == (variant != "no_full_isl")
-    assert vc.speculative_config is None and vc.kv_transfer_config is None
+    assert (vc.speculative_config is None) == (spec is None) and vc.kv_transfer_config is None
     kv = KVCacheConfig(
         num_blocks=cfg["num_gpu_blocks"],
         kv_cache_tensors=[],
@@ -118,6 +159,20 @@ def build(cfg: dict, variant: str, model_dir: str) -> Scheduler:
         log_stats=False,
     )
     assert sched.kv_cache_manager.block_pool.num_gpu_blocks == cfg["num_gpu_blocks"]
+    if spec:
+        eagle = spec["method"] == "eagle"
+        assert sched.num_spec_tokens == spec["spec_tokens"]
+        assert sched.num_lookahead_tokens == (spec["spec_tokens"] if eagle else 0)
+        # vLLM's model runner V2 (its default here) drafts nothing in a step whose drafts would all
+        # go unused (`SchedulerOutput.skip_drafts`); only drafters with lookahead slots skip
+        assert sched.can_skip_drafts == (eagle and sched.use_v2_model_runner)
+        # EAGLE with prefix caching: each block's hash also covers the token after it (its drafter
+        # KV reads it), instead of dropping a hit's last block; without caching nothing is hit
+        lookahead_hashes = eagle and cfg["enable_prefix_caching"]
+        assert vc.num_hash_lookahead_tokens == int(lookahead_hashes) and sched.use_eagle == eagle
+        assert sched.use_eagle_block_drop == (eagle and not lookahead_hashes)
+        assert sched.max_num_scheduled_tokens == cfg["max_num_batched_tokens"]
+        assert vc.speculative_config.max_num_new_slots_for_drafting == 0
     return sched
 
 
@@ -127,12 +182,15 @@ class Run:
     def __init__(self, wl: dict, variant: str, model_dir: str) -> None:
         self.wl, self.variant = wl, variant
         cfg = wl["config"]
-        self.sched = build(cfg, variant, model_dir)
+        self.spec = wl.get("spec")
+        self.sched = build(cfg, variant, model_dir, self.spec)
+        self.draws = random.Random(self.spec["seed"]) if self.spec else None
         self.hasher = None
         if cfg["enable_prefix_caching"]:  # as EngineCore.__init__ does
             hash_fn = get_hash_fn_by_name(self.sched.cache_config.prefix_caching_hash_algo)
             init_none_hash(hash_fn)
-            self.hasher = get_request_block_hasher(cfg["block_size"], hash_fn, 0)
+            lookahead = self.sched.vllm_config.num_hash_lookahead_tokens
+            self.hasher = get_request_block_hasher(cfg["block_size"], hash_fn, lookahead)
         self.reqs = {str(q["id"]): q for q in wl["requests"]}
         self.prompt = {rid: W.tokens(q["prompt"]) for rid, q in self.reqs.items()}
         self.output = {rid: W.tokens(q["output"]) for rid, q in self.reqs.items()}
@@ -151,10 +209,10 @@ class Run:
         self.steps: list[dict] = []
 
     # -- the stand-in model runner -------------------------------------------------
-    def execute(self, so) -> ModelRunnerOutput:
+    def execute(self, so, rec: dict) -> ModelRunnerOutput:
         """Right after schedule(): a request whose scheduled tokens reach the end of its known
         tokens samples the output token at the position after them; a partial prefill chunk
-        samples nothing."""
+        samples nothing. A request verifying drafts samples 1 + accepted tokens from there."""
         req_ids, sampled = [], []
         for rid in so.num_scheduled_tokens:
             req = self.sched.requests[rid]
@@ -163,9 +221,12 @@ class Run:
                 sampled.append([])
             else:
                 # num_computed_tokens already counts this step (and, in async, the positions of
-                # tokens not yet sampled): the token sampled now sits at that position.
-                k = req.num_computed_tokens - req.num_prompt_tokens
-                sampled.append([self.output[rid][k]])
+                # tokens not yet sampled, and the drafts): the token sampled now sits at that
+                # position less the drafts.
+                drafts = so.scheduled_spec_decode_tokens.get(rid, [])
+                k = req.num_computed_tokens - len(drafts) - req.num_prompt_tokens
+                accepted = self.accept(rid, drafts, rec)
+                sampled.append(self.fixed(rid, k, 1 + accepted))
         return ModelRunnerOutput(
             req_ids=req_ids,
             req_id_to_index={r: i for i, r in enumerate(req_ids)},
@@ -174,6 +235,34 @@ class Run:
             prompt_logprobs_dict={},
             pooler_output=[],
         )
+
+    def fixed(self, rid: str, start: int, n: int) -> list[int]:
+        """n tokens of the request's fixed output from index `start` (FILLER past its end)."""
+        return (self.output[rid][start : start + n] + [FILLER] * n)[:n]
+
+    def accept(self, rid: str, drafts: list[int], rec: dict) -> int:
+        """Drafts accepted, drawn (one draw per request verifying real drafts, in scheduled order)
+        and noted in the step record; padding's placeholder drafts (-1) are all rejected."""
+        if not drafts:
+            return 0
+        accepted = 0
+        if drafts[0] != -1:
+            accepted = W.accepted_drafts(self.draws.random(), self.spec["acceptance"], len(drafts))
+        rec.setdefault("spec", {})[rid] = len(drafts)
+        rec.setdefault("accepted", {})[rid] = accepted
+        return accepted
+
+    def propose(self, so) -> None:
+        """The stand-in drafter, after the step (EngineCore.post_step): k drafts for every request
+        scheduled, the true next tokens of its fixed output; none when `skip_drafts` (each would go
+        unused: a prefill chunk's, or a request's that samples its last token)."""
+        k, req_ids, drafts = self.spec["spec_tokens"], [], []
+        for rid in () if so.skip_drafts else so.num_scheduled_tokens:
+            req = self.sched.requests.get(rid)
+            if req is not None:
+                req_ids.append(rid)
+                drafts.append(self.fixed(rid, len(req.output_token_ids), k))
+        self.sched.update_draft_token_ids(DraftTokenIds(req_ids, drafts))
 
     # -- arrivals -------------------------------------------------------------------
     def add_arrivals(self, step: int, rec: dict) -> None:
@@ -208,6 +297,9 @@ class Run:
             rec["admitted"] = admitted
         if so.preempted_req_ids:
             rec["preempted"] = sorted(so.preempted_req_ids, key=int)
+        if self.spec and so.num_scheduled_tokens:
+            held = sched.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
+            rec["blocks"] = {rid: len(held[rid]) for rid in so.num_scheduled_tokens}
         return so
 
     def update(self, so, mro, step: int, rec: dict) -> None:
@@ -250,7 +342,9 @@ class Run:
             rec: dict = {}
             self.add_arrivals(step, rec)
             so = self.schedule(rec)
-            self.update(so, self.execute(so), step, rec)
+            self.update(so, self.execute(so, rec), step, rec)
+            if self.spec and so.total_num_scheduled_tokens > 0:
+                self.propose(so)
             self._end_step(rec)
             step += 1
 
@@ -269,7 +363,7 @@ class Run:
             if sched.has_requests():
                 so = self.schedule(rec)
                 executed = so.total_num_scheduled_tokens > 0
-                queue.appendleft((so, self.execute(so)))
+                queue.appendleft((so, self.execute(so, rec)))
                 if len(queue) < size and (executed or sched.has_requests()):
                     pop = False
             elif not queue:
@@ -288,8 +382,10 @@ class Run:
         assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1  # all but the null block
         assert not self.pending
         # the records tell each request's story: admitted with its hit, computes its scheduled
-        # tokens, loses them when preempted, ends with prompt + output - 1 computed
+        # tokens less its rejected drafts, loses them when preempted, ends with prompt + output - 1
+        # computed (plus, with drafts, those accepted past its last token: vLLM trims their output)
         computed: dict[str, int | None] = {}
+        excess = range(self.spec["spec_tokens"] + 1 if self.spec else 1)
         for rec in self.steps:
             for rid in rec.get("arrived", ()):
                 computed[rid] = None
@@ -300,9 +396,9 @@ class Run:
                 assert computed[rid] is None and hit % self.wl["config"]["block_size"] == 0
                 computed[rid] = hit
             for rid, n in rec.get("tokens", {}).items():
-                computed[rid] += n
+                computed[rid] += n - rec.get("spec", {}).get(rid, 0) + rec.get("accepted", {}).get(rid, 0)
             for rid in rec.get("finished", ()):
-                assert computed.pop(rid) == len(self.prompt[rid]) + len(self.output[rid]) - 1, rid
+                assert computed.pop(rid) - (len(self.prompt[rid]) + len(self.output[rid]) - 1) in excess, rid
         assert not computed
 
 
@@ -319,28 +415,34 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
     }
     assert vllm.__version__ == VERSION, vllm.__version__
     t0 = time.time()
-    for wl in W.WORKLOADS:
-        if names and wl["name"] not in names:
-            continue
-        entry = {k: wl[k] for k in ("name", "category", "config", "requests")}
-        entry["runs"], entry["arrivals"] = {}, {}
-        for variant in variants:
-            t = time.time()
-            run = Run(wl, variant, model_dir)
-            entry["runs"][variant] = run.run()
-            entry["arrivals"][variant] = {rid: s for rid, s in sorted(run.arrival.items(), key=lambda x: int(x[0]))}
-            steps = entry["runs"][variant]
-            n_pre = sum(len(s.get("preempted", ())) for s in steps)
-            print(
-                f"{wl['name']:20} {variant:12} {len(steps):5} steps {n_pre:4} preemptions {time.time() - t:6.1f} s",
-                flush=True,
-            )
-        # requests: the arrival step of the default run for follow-up turns
-        entry["requests"] = [dict(q) for q in wl["requests"]]
-        for q in entry["requests"]:
-            if q["arrival_step"] is None and "default" in entry["arrivals"]:
-                q["arrival_step"] = entry["arrivals"]["default"][str(q["id"])]
-        data["workloads"].append(entry)
+    spec_variants = tuple(v for v in variants if v == "default")  # kvweb simulates drafts synchronously only
+    for key, workloads, wl_variants in (
+        ("workloads", W.WORKLOADS, variants),
+        ("spec_workloads", W.SPEC_WORKLOADS, spec_variants),
+    ):
+        entries = data.setdefault(key, [])
+        for wl in workloads:
+            if names and wl["name"] not in names or not wl_variants:
+                continue
+            entry = {k: wl[k] for k in ("name", "category", "config", "spec", "requests") if k in wl}
+            entry["runs"], entry["arrivals"] = {}, {}
+            for variant in wl_variants:
+                t = time.time()
+                run = Run(wl, variant, model_dir)
+                entry["runs"][variant] = run.run()
+                entry["arrivals"][variant] = {rid: s for rid, s in sorted(run.arrival.items(), key=lambda x: int(x[0]))}
+                steps = entry["runs"][variant]
+                n_pre = sum(len(s.get("preempted", ())) for s in steps)
+                print(
+                    f"{wl['name']:20} {variant:12} {len(steps):5} steps {n_pre:4} preemptions {time.time() - t:6.1f} s",
+                    flush=True,
+                )
+            # requests: the arrival step of the default run for follow-up turns
+            entry["requests"] = [dict(q) for q in wl["requests"]]
+            for q in entry["requests"]:
+                if q["arrival_step"] is None and "default" in entry["arrivals"]:
+                    q["arrival_step"] = entry["arrivals"]["default"][str(q["id"])]
+            entries.append(entry)
     print(f"total {time.time() - t0:.1f} s", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     raw = json.dumps(data, separators=(",", ":")).encode()

@@ -24,6 +24,13 @@ it arrives `delay` steps after the step at which the earlier request is reported
 Config keys follow vLLM's names: block_size, num_gpu_blocks (the KV cache holds exactly this many
 blocks, block 0 of which vLLM reserves as its null block), max_num_seqs, max_num_batched_tokens
 (the token budget), enable_prefix_caching, max_model_len.
+
+Speculative decoding (`SPEC_WORKLOADS`, recorded apart from `WORKLOADS`). Such a workload also
+has `spec: {method, spec_tokens, acceptance, seed}`: vLLM's drafter method ("eagle": EAGLE's
+head, which reserves `spec_tokens` lookahead slots and drops the last block of a prefix-cache hit;
+"ngram": prompt lookup, neither), the draft tokens a step (k), each draft position's acceptance
+rate given the ones before it were accepted (k rates), and the seed of the draws
+(`accepted_drafts`).
 """
 
 from __future__ import annotations
@@ -509,6 +516,8 @@ def _check(wl: dict) -> None:
     for q in wl["requests"]:
         n = total(q["prompt"]) + total(q["output"])
         assert n <= cfg["max_model_len"], (wl["name"], q["id"], n)
+        if "spec" in wl:  # its last step's slots: its drafts and the lookahead past its last token
+            n = min(n + 2 * wl["spec"]["spec_tokens"], cfg["max_model_len"])
         assert -(-n // cfg["block_size"]) <= usable, (wl["name"], q["id"], "never fits")
         assert (q["arrival_step"] is None) == ("after" in q), (wl["name"], q["id"])
 
@@ -516,11 +525,177 @@ def _check(wl: dict) -> None:
 WORKLOADS: list[dict] = _build()
 
 
+def accepted_drafts(u: float, acceptance: list[float], drafts: int) -> int:
+    """Drafts accepted of `drafts` verified, from one uniform draw `u` in [0, 1): position j is
+    accepted while u < the product of the first j + 1 rates (each position's rate given the ones
+    before it were accepted). The rule kvweb's `SpecV1Scheduler` draws with; the recording keeps
+    the counts, so the replay does not depend on the order of the draws."""
+    p, accepted = 1.0, 0
+    for rate in acceptance[:drafts]:
+        p *= rate
+        accepted += u < p
+    return accepted
+
+
+def _spec(wl: dict, name: str, method: str, k: int, acceptance: list[float], seed: int) -> dict:
+    assert method in ("eagle", "ngram") and 1 <= k <= 4 and len(acceptance) == k
+    spec = {"method": method, "spec_tokens": k, "acceptance": acceptance, "seed": seed}
+    return {**wl, "name": name, "category": "spec", "spec": spec}
+
+
+def _build_spec() -> list[dict]:
+    """k in 1-4, one rate or one per position, EAGLE and n-gram, prefix caching on and off, memory
+    that preempts, budgets that cut drafts, prompts that fill max_model_len."""
+    c = _config
+    w = [
+        _spec(_random("", 2001, 24, (20, 300), (20, 150), 30, c(), ""), "spec-k1", "eagle", 1, [0.7], 11),
+        _spec(
+            _random("", 2002, 24, (20, 300), (20, 150), 30, c(enable_prefix_caching=False), ""),
+            "spec-k2-off",
+            "eagle",
+            2,
+            [0.5, 0.5],
+            12,
+        ),
+        _spec(
+            _random("", 2003, 24, (20, 300), (20, 150), 30, c(block_size=8), ""), "spec-k3", "eagle", 3, [0.6] * 3, 13
+        ),
+        _spec(
+            _random("", 2004, 24, (20, 300), (20, 150), 30, c(block_size=32), ""),
+            "spec-k4-per-position",
+            "eagle",
+            4,
+            [0.9, 0.7, 0.5, 0.3],
+            14,
+        ),
+        _spec(
+            _random("", 2005, 30, (50, 400), (50, 200), 10, c(num_gpu_blocks=120, enable_prefix_caching=False), ""),
+            "spec-tight-1",
+            "eagle",
+            3,
+            [0.6] * 3,
+            15,
+        ),
+        _spec(
+            _random("", 2006, 30, (50, 300), (50, 200), 10, c(block_size=8, num_gpu_blocks=200), ""),
+            "spec-tight-2",
+            "eagle",
+            2,
+            [0.8, 0.6],
+            16,
+        ),
+        _spec(
+            _random("", 2007, 20, (2, 20), (60, 150), 3, c(max_num_seqs=16, max_num_batched_tokens=30), ""),
+            "spec-budget-1",
+            "eagle",
+            3,
+            [0.7] * 3,
+            17,
+        ),
+        _spec(
+            _random("", 2008, 20, (2, 30), (60, 150), 3, c(max_num_seqs=12, max_num_batched_tokens=42), ""),
+            "spec-budget-2",
+            "eagle",
+            4,
+            [0.95, 0.8, 0.6, 0.4],
+            18,
+        ),
+        _spec(
+            _few_shot("", 2009, 3, 8, 100, (200, 400), (10, 50), (20, 80), 20, c(num_gpu_blocks=400)),
+            "spec-few-shot",
+            "eagle",
+            3,
+            [0.6] * 3,
+            19,
+        ),
+        _spec(
+            _multi_turn("", 2010, 5, 3, 60, (50, 200), (10, 40), (20, 60), 10, (1, 5), c(num_gpu_blocks=300)),
+            "spec-multi-turn",
+            "eagle",
+            2,
+            [0.7, 0.5],
+            20,
+        ),
+        _spec(_random("", 2011, 24, (20, 300), (20, 150), 30, c(), ""), "spec-ngram-k3", "ngram", 3, [0.6] * 3, 21),
+        _spec(
+            _random("", 2012, 30, (50, 300), (50, 200), 10, c(block_size=8, num_gpu_blocks=180), ""),
+            "spec-ngram-tight",
+            "ngram",
+            2,
+            [0.7, 0.7],
+            22,
+        ),
+        _spec(
+            _few_shot("", 2013, 3, 8, 100, (200, 400), (10, 50), (20, 80), 20, c(num_gpu_blocks=400)),
+            "spec-ngram-few-shot",
+            "ngram",
+            4,
+            [0.8, 0.6, 0.5, 0.4],
+            23,
+        ),
+        _spec(
+            _random("", 2014, 16, (20, 200), (20, 100), 20, c(max_num_batched_tokens=64), ""),
+            "spec-all-accepted",
+            "eagle",
+            3,
+            [1.0] * 3,
+            24,
+        ),
+        _spec(
+            _random("", 2015, 16, (20, 200), (20, 100), 20, c(max_num_batched_tokens=64), ""),
+            "spec-none-accepted",
+            "eagle",
+            2,
+            [0.0] * 2,
+            25,
+        ),
+        _spec(
+            _random("", 2016, 16, (150, 200), (20, 56), 20, c(max_model_len=256, num_gpu_blocks=150), ""),
+            "spec-model-len",
+            "eagle",
+            4,
+            [0.8] * 4,
+            26,
+        ),
+        _spec(
+            _staggered("", 2017, 20, (20, 200), (20, 80), 4, c(max_num_batched_tokens=128)),
+            "spec-staggered",
+            "eagle",
+            2,
+            [0.6] * 2,
+            27,
+        ),
+        # prompts one token past whole blocks, sent again: the hit leaves one token, padded to 1 + k
+        _spec(
+            _repeats("", 2018, [161, 97], 8, (20, 80), 40, c(max_num_batched_tokens=128)),
+            "spec-padded",
+            "eagle",
+            3,
+            [0.6] * 3,
+            28,
+        ),
+        _spec(
+            _repeats("", 2019, [129, 65, 33], 6, (20, 80), 40, c(max_num_batched_tokens=64)),
+            "spec-ngram-padded",
+            "ngram",
+            2,
+            [0.7, 0.5],
+            29,
+        ),
+    ]
+    for wl in w:
+        _check(wl)
+    return w
+
+
+SPEC_WORKLOADS: list[dict] = _build_spec()
+
+
 if __name__ == "__main__":
     from collections import Counter
 
-    print(len(WORKLOADS), "workloads;", dict(Counter(w["category"] for w in WORKLOADS)))
-    for wl in WORKLOADS:
+    print(len(WORKLOADS), "workloads;", dict(Counter(w["category"] for w in WORKLOADS)), len(SPEC_WORKLOADS), "spec")
+    for wl in WORKLOADS + SPEC_WORKLOADS:
         p = [total(q["prompt"]) for q in wl["requests"]]
         o = [total(q["output"]) for q in wl["requests"]]
         print(f"{wl['name']:20} {len(p):3} reqs, prompt {min(p)}-{max(p)}, output {min(o)}-{max(o)}, {wl['config']}")
