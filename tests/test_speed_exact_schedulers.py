@@ -519,6 +519,15 @@ UNREAD_CHANGES = {
     "host_tier_gb": 20.0,
     "spec_tokens": 2,
     "acceptance": "0.5",
+    "loras": 3,
+    "max_loras": 2,
+    "lora_rank": 32,
+    "lora_targets": "all-linear",
+    "images": 1,
+    "image_tokens": 100,
+    "image_pool": 3,
+    "encoder_budget": 4096,
+    "encoder_cache": 4096,
 }
 
 
@@ -607,6 +616,8 @@ def test_requests_are_rebuilt_field_by_field():
         "tokens",
         "after",
         "delay",
+        "adapter",
+        "images",
     ]
 
 

@@ -18,13 +18,14 @@ from kvweb.serving.loop.engine_setup import Setup
 from kvweb.serving.loop.engine_trace import TraceRecorder
 from kvweb.serving.memory.hybrid_kv import kv_layout
 from kvweb.serving.memory.kv_capacity import kv_cache_groups
+from kvweb.serving.memory.encoder_cache import EncoderConfig
 from kvweb.serving.memory.lora import LORA_RANKS, TARGETS, LoraConfig, lora_refusal
 from kvweb.serving.loop.metrics import summarize
 from kvweb.serving.schedulers.radix_scheduler import POLICIES, default_chunk_size
 from kvweb.serving.loop.sequence import Run
 from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
 from kvweb.serving.schedulers.v1_scheduler import default_token_budget
-from kvweb.serving.load.workload import SHAPES, Request, with_adapters
+from kvweb.serving.load.workload import SHAPES, Request, with_adapters, with_images
 
 PREFIX_WORKLOADS = ("few-shot", "multi-turn")
 MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together
@@ -34,6 +35,9 @@ SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 o
 LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 only"
 MAX_LORAS = 1000  # distinct adapters of a workload
 LORA_LABS = ("schedulers",)  # the fleet's routers do not know adapters yet
+IMAGE_SETTINGS = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images
+IMAGE_REFUSAL = "images (images > 0) are simulated in vllm-v1 only"
+IMAGE_LABS = ("schedulers",)  # the fleet's routers do not know images yet
 
 # Smaller SGLang chunks make a run quadratic in a prompt's chunks (`check`): in CPython, scenario
 # A's long-context traffic takes 1.0 s at the default, 1.2 s in chunks of 256, 2.5 s of 64, 12 s of
@@ -41,10 +45,14 @@ LORA_LABS = ("schedulers",)  # the fleet's routers do not know adapters yet
 MIN_CHUNK = 256
 
 
-def unset(spec_tokens: int, loras: int) -> tuple[str, ...]:
+def unset(spec_tokens: int, loras: int, images: int) -> tuple[str, ...]:
     """The settings of what is off: the drafts' acceptance without drafts, the adapters' slots
-    without adapters."""
-    return (*(() if spec_tokens else ("acceptance",)), *(() if loras else LORA_SETTINGS))
+    without adapters, the images' sizes and the encoder's without images."""
+    return (
+        *(() if spec_tokens else ("acceptance",)),
+        *(() if loras else LORA_SETTINGS),
+        *(() if images else IMAGE_SETTINGS),
+    )
 
 
 class ModesLab(ServingLab):
@@ -178,6 +186,39 @@ class ModesLab(ServingLab):
         doc="loras: the modules each adapter adds its A and B to: the attention projections q, k, v, o, "
         "or every linear layer (with the MLP's gate, up and down)",
     )
+    images = param.Integer(
+        0,
+        bounds=(0, 8),
+        doc="vLLM V1: images in each request's prompt (after the system prompt in few-shot and "
+        "multi-turn, else first), each image_tokens placeholder tokens whose embeddings a vision "
+        "encoder computes, drawn from image_pool distinct images (so some repeat; a chat session "
+        "keeps its images); the encoder cache keeps embeddings by image, so a request with an image "
+        "already encoded skips the encoder; 0: off. The other modes do not model it and are not run",
+    )
+    image_tokens = param.Integer(
+        576,
+        bounds=(1, 16384),
+        doc="images: placeholder tokens (and embeddings) of each image (576: LLaVA-1.5's 336 x 336 image)",
+    )
+    image_pool = param.Integer(
+        20, bounds=(1, 100_000), doc="images: distinct images the requests' images are drawn from (uniformly)"
+    )
+    encoder_budget = param.Integer(
+        0,
+        bounds=(0, 65536),
+        precedence=ADVANCED,
+        doc="images: vLLM's max_num_encoder_input_tokens, the embeddings the encoder may compute in one "
+        "step (a chunk needing an image beyond it stops before the image); 0: the token budget; "
+        "raised to image_tokens, as vLLM does",
+    )
+    encoder_cache = param.Integer(
+        0,
+        bounds=(0, 1_000_000),
+        precedence=ADVANCED,
+        doc="images: vLLM's encoder_cache_size, the embeddings the encoder cache holds (images no running "
+        "request needs are evicted oldest first when room is needed); 0: the encoder budget; "
+        "raised to image_tokens, as vLLM does",
+    )
     search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
     target = param.Number(
         0.9, bounds=(0.5, 0.999), precedence=ADVANCED, doc="search: SLO attainment the rate must keep"
@@ -215,16 +256,17 @@ class ModesLab(ServingLab):
             for mode in self.priced_modes():
                 self.scheduler_cost(mode)  # each engine's kernels, or a ParamError naming what is missing
         max_len = self.setup().spec.max_len
+        pictures = self.images * self.image_tokens
         longest = {
-            "few-shot": self.system_len + self.examples_len + self.question_len + self.output_len,
-            "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len),
+            "few-shot": self.system_len + self.examples_len + self.question_len + self.output_len + pictures,
+            "multi-turn": self.system_len + self.turns * (self.question_len + self.output_len) + pictures,
         }
         if self.workload in longest and longest[self.workload] > max_len:
             sizes = (
                 "system_len + examples_len + question_len + output_len"
                 if self.workload == "few-shot"
                 else "system_len + turns x (question_len + output_len)"
-            )
+            ) + (" + images x image_tokens" if pictures else "")
             raise ParamError(
                 f"{sizes}: {longest[self.workload]} tokens in the longest request is not allowed; "
                 f"scenario {self.scenario} allows at most {max_len}"
@@ -265,6 +307,8 @@ class ModesLab(ServingLab):
             self.check_spec()
         if self.loras:
             self.check_lora()
+        if self.images:
+            self.check_images()
         if self.search and self.workload in ("trace", "closed-loop"):
             raise ParamError(
                 f"search: true is not allowed with workload {self.workload}; a rate search needs Poisson arrivals"
@@ -273,7 +317,7 @@ class ModesLab(ServingLab):
     def ignored(self) -> tuple[str, ...]:
         """The engine labs' unread parameters, `acceptance` while no draft tokens are proposed and the
         adapters' settings while requests use none."""
-        return (*super().ignored(), *unset(self.spec_tokens, self.loras))
+        return (*super().ignored(), *unset(self.spec_tokens, self.loras, self.images))
 
     def check_lora(self) -> None:
         """LoRA adapters: in a lab and mode that model them, alone, on a model they are simulated on."""
@@ -303,6 +347,46 @@ class ModesLab(ServingLab):
     def lora(self) -> LoraConfig | None:
         """vLLM's LoRA settings (None: requests use no adapter)."""
         return LoraConfig(self.max_loras, self.lora_rank, self.lora_targets) if self.loras else None
+
+    def check_images(self) -> None:
+        """Images: in a lab and mode that model them, without drafts, on a model whose layers are all
+        alike, and within the model's length."""
+        if self.lab_name not in IMAGE_LABS:
+            raise ParamError(
+                f"images: {self.images} is not allowed in the {self.lab_name} lab; images are simulated "
+                "in the schedulers lab only (use 0)"
+            )
+        if not any(MODES[m].multimodal for m in self.priced_modes()):
+            raise ParamError(
+                f"images: {self.images} is not allowed with mode {self.priced_modes()[0]}; {IMAGE_REFUSAL} (use 0)"
+            )
+        if self.spec_tokens:
+            raise ParamError(
+                f"images: {self.images} is not allowed with spec_tokens {self.spec_tokens}; images and "
+                "speculative decoding together are not simulated (use 0 for one of them)"
+            )
+        if kv_layout(self.setup().cost_model(), self.block_size).hybrid:
+            raise ParamError(
+                f"images: {self.images} is not allowed with model {self.model}; its layers mix kinds (vLLM's "
+                "KV cache groups), and images are simulated for models whose layers are all alike only (use 0)"
+            )
+        max_len = self.setup().spec.max_len
+        if self.images * self.image_tokens >= max_len:
+            raise ParamError(
+                f"image_tokens: {self.images} images of {self.image_tokens} tokens is not allowed; scenario "
+                f"{self.scenario} allows at most {max_len} tokens a request, text and output included"
+            )
+
+    def encoder(self) -> EncoderConfig | None:
+        """vLLM's encoder budget and cache size, each raised to an image's embeddings (None: no images)."""
+        if not self.images:
+            return None
+        budget = max(self.encoder_budget or self.budget(), self.image_tokens)
+        return EncoderConfig(budget, max(self.encoder_cache or budget, self.image_tokens))
+
+    def image_at(self) -> int:
+        """Where the images go in a prompt: after the system prompt every request shares, else first."""
+        return self.system_len if self.workload in PREFIX_WORKLOADS else 0
 
     def check_spec(self) -> None:
         """Speculative decoding: in a mode that models it, with rates it can read, on what it simulates."""
@@ -344,6 +428,8 @@ class ModesLab(ServingLab):
             return f"{mode}: {SPEC_REFUSAL}"
         if self.loras and not MODES[mode].adapters:
             return f"{mode}: {LORA_REFUSAL}"
+        if self.images and not MODES[mode].multimodal:
+            return f"{mode}: {IMAGE_REFUSAL}"
         return MODES[mode].refusal(self.setup().cost_model().model)
 
     def scenario_info(self) -> dict[str, Any]:
@@ -400,6 +486,7 @@ class ModesLab(ServingLab):
                 acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (),
                 seed=self.seed,
                 lora=self.lora(),
+                encoder=self.encoder(),
             )
         )
 
@@ -417,8 +504,8 @@ class ModesLab(ServingLab):
         """The mode's `unread`: with a host tier a tiered mode reads the host link's prices too."""
         unread = (
             *MODES[mode].unread,
-            *unset(self.spec_tokens, self.loras),
-        )  # no drafts, no adapters: their settings are not read
+            *unset(self.spec_tokens, self.loras, self.images),
+        )  # no drafts, no adapters, no images: their settings are not read
         if MODES[mode].tiered and self.host_blocks():
             return tuple(n for n in unread if n not in SWAP_PRICES)
         return unread
@@ -438,13 +525,24 @@ class ModesLab(ServingLab):
             curves = ("cached", "hit_rate") if MODES[mode].prefix_cache else ()
             recorder = TraceRecorder(horizon / 200, extra_curves=curves)
         scheduler = self.scheduler(mode, give_up_after)
-        run = scheduler.run(with_adapters(requests, self.loras, self.seed), progress, trace=recorder)
+        served = with_adapters(requests, self.loras, self.seed)
+        if MODES[mode].multimodal:  # (a mode that refuses images never runs with them)
+            served = with_images(served, self.images, self.image_tokens, self.image_pool, self.seed, self.image_at())
+        run = scheduler.run(served, progress, trace=recorder)
         if isinstance(scheduler, SpecV1Scheduler):
             run.spec = scheduler.figures(run.sim_time)
         slots = getattr(scheduler, "adapters", None)
         if slots is not None:
             times = [f["t"] for f in run.trace["frames"]] if trace else []
             run.lora = {"loras": self.loras, **slots.figures(scheduler.pool.n_blocks + 1, times)}
+        encoder = getattr(scheduler, "encoder", None)
+        if encoder is not None:
+            times = [f["t"] for f in run.trace["frames"]] if trace else []
+            run.encoder = {
+                "images": self.images,
+                "image_tokens": self.image_tokens,
+                **encoder.figures(scheduler.config.encoder.budget, times),
+            }
         tier = getattr(scheduler, "tier", None)
         if tier is not None:
             times = run.trace["curves"]["t"] if trace else []
@@ -461,6 +559,8 @@ class ModesLab(ServingLab):
             out["spec"] = run.spec
         if hasattr(run, "lora"):
             out["lora"] = run.lora
+        if hasattr(run, "encoder"):
+            out["encoder"] = run.encoder
         tier = getattr(run, "host_tier", None)
         if tier is not None:  # hits by tier: what the prompt tokens of first admissions came from
             host = tier["host_hit_tokens"]

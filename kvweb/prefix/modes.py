@@ -21,6 +21,7 @@ from kvweb.serving.loop.continuous_batching import ContinuousBatching
 from kvweb.serving.loop.engine_setup import ignored_by
 from kvweb.serving.memory.host_tier import HostTree
 from kvweb.serving.memory.hybrid_kv import sglang_refusal
+from kvweb.serving.memory.encoder_cache import EncoderConfig
 from kvweb.serving.memory.lora import LoraConfig
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE, PagedMemory
@@ -59,6 +60,7 @@ class Settings:
     acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/schedulers/spec_decode.py)
     seed: int = 0  # the draws of accepted drafts
     lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras (None: off), where a mode models them
+    encoder: EncoderConfig | None = None  # images' encoder budget and cache (None: no images), where modelled
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Mode:
     pool_figures: Callable[[CostModel], dict[str, Any]] = lambda cost: {}  # its own pools, for the result
     speculative: bool = False  # it models speculative decoding's memory (spec_tokens > 0)
     adapters: bool = False  # it models LoRA adapters' slots and max_loras (loras > 0)
+    multimodal: bool = False  # it models images' encoder budget and cache (images > 0)
 
 
 def paper(s: Settings) -> ContinuousBatching:
@@ -92,7 +95,7 @@ def paper(s: Settings) -> ContinuousBatching:
 
 def vllm_v1(s: Settings) -> ContinuousBatching:
     """vLLM V1, its host tier in whole blocks; with draft tokens, speculative decoding's; with
-    adapters, their slots and max_loras."""
+    adapters, their slots and max_loras; with images, the encoder's budget and cache."""
     config = V1Config(
         s.max_len,
         s.block_size,
@@ -103,6 +106,7 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
         s.async_scheduling,
         s.host_tokens // s.block_size,
         s.lora,
+        s.encoder,
     )
     if s.spec_tokens:
         return SpecV1Scheduler(s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed), s.slo, s.give_up_after)
@@ -133,7 +137,7 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # What each run does not read: the papers' engine has no token budget, chunking or prefix cache
 # (and paged memory no allocator); vLLM V1 and SGLang never swap (the swap prices and the engine's
 # watermark and preemption mode are not theirs), SGLang's slots are token-granular (no block
-# size), and the token budget, speculative decoding and LoRA adapters are vLLM's alone.
+# size), and the token budget, speculative decoding, LoRA adapters and images are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 SPEC = ("spec_tokens", "acceptance")  # read by the modes that are `speculative`; the others refuse spec_tokens > 0
@@ -143,6 +147,7 @@ LORA = (
     "lora_rank",
     "lora_targets",
 )  # read by the modes with `adapters`; the others refuse loras > 0
+IMAGES = ("images", "image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # `multimodal` modes read them
 MODES: dict[str, Mode] = {
     m.name: m
     for m in (
@@ -161,6 +166,7 @@ MODES: dict[str, Mode] = {
                 "host_tier_gb",
                 *SPEC,
                 *LORA,
+                *IMAGES,
                 *ignored_by("paged"),
             ),
             cell="block",
@@ -188,6 +194,7 @@ MODES: dict[str, Mode] = {
             color="#1f77b4",
             speculative=True,
             adapters=True,
+            multimodal=True,
         ),
         Mode(
             "sglang",
@@ -204,6 +211,7 @@ MODES: dict[str, Mode] = {
                 *SWAP_PRICES,
                 *SPEC,
                 *LORA,
+                *IMAGES,
             ),
             cell="token",
             prefix_cache=True,

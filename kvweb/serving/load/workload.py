@@ -22,6 +22,16 @@ from kvweb.parsing import json_depth, to_number
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image in a request's prompt: its placeholder tokens (from `offset`, `length` of them, one
+    embedding each) and which image it is (vLLM's mm hash; serving/memory/encoder_cache.py)."""
+
+    offset: int
+    length: int
+    mm_hash: int
+
+
+@dataclass(frozen=True)
 class Request:
     """One submitted request. Ids follow arrival order (ties keep submission order), except a
     later chat turn's: it arrives `delay` seconds after the turn `after` finished (its `arrival`
@@ -36,11 +46,14 @@ class Request:
     after: int | None = None
     delay: float = 0.0  # seconds
     adapter: int = 0  # its LoRA adapter (0: the base model; serving/memory/lora.py)
+    images: tuple[Image, ...] = ()  # images in its prompt, in order (serving/memory/encoder_cache.py)
 
     def arriving(self, t: float) -> Request:
         """The same request arriving at t (built directly: `dataclasses.replace` costs several
         times more, and runs build one per chat turn and searches thousands)."""
-        return Request(self.id, t, self.prompt, self.output, self.tokens, self.after, self.delay, self.adapter)
+        return Request(
+            self.id, t, self.prompt, self.output, self.tokens, self.after, self.delay, self.adapter, self.images
+        )
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,38 @@ def with_adapters(requests: list[Request], loras: int, seed: int) -> list[Reques
     out = []
     for r, a in zip(requests, drawn):
         adapter[r.id] = a = adapter[r.after] if r.after is not None else int(a)
-        out.append(Request(r.id, r.arrival, r.prompt, r.output, r.tokens, r.after, r.delay, a))
+        out.append(Request(r.id, r.arrival, r.prompt, r.output, r.tokens, r.after, r.delay, a, r.images))
+    return out
+
+
+IMAGE_TOKEN = 32000  # the placeholder token: the first id past the workloads' vocabulary (cache_workload.VOCAB)
+
+
+def with_images(
+    requests: list[Request], images: int, image_tokens: int, image_pool: int, seed: int, at: int = 0
+) -> list[Request]:
+    """The requests, each with `images` images of `image_tokens` placeholder tokens inserted at
+    token `at` of its prompt (at most its length), each drawn uniformly from `image_pool` distinct
+    images with a seeded stream of its own (so some repeat); a later chat turn keeps its session's
+    images where they were (its prompt holds the earlier turn's). 0 images: the requests as given."""
+    if not images:
+        return requests
+    drawn = np.random.default_rng([seed, 39]).integers(1, image_pool + 1, (len(requests), images))
+    size = images * image_tokens
+    session: dict[int, tuple[Image, ...]] = {}
+    out = []
+    for r, hashes in zip(requests, drawn):
+        if r.after is not None and r.after in session:
+            placed = session[r.after]
+        else:
+            start = min(at, r.prompt)
+            placed = tuple(Image(start + k * image_tokens, image_tokens, int(h)) for k, h in enumerate(hashes))
+        session[r.id] = placed
+        start = placed[0].offset
+        tokens = r.tokens
+        if tokens is not None:
+            tokens = np.concatenate([tokens[:start], np.full(size, IMAGE_TOKEN, dtype=tokens.dtype), tokens[start:]])
+        out.append(Request(r.id, r.arrival, r.prompt + size, r.output, tokens, r.after, r.delay, r.adapter, placed))
     return out
 
 

@@ -17,15 +17,24 @@ block of a hash still cached, and when that one is evicted the next copy takes i
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 
-def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], blocks: int, root: Hashable = 0) -> None:
+def chain_hashes(
+    tokens: np.ndarray,
+    block_size: int,
+    hashes: list[Hashable],
+    blocks: int,
+    root: Hashable = 0,
+    extra: Mapping[int, Hashable] | None = None,
+) -> None:
     """Extend `hashes` (the chain of the first len(hashes) blocks of `tokens`, int64 ids) to
     `blocks` blocks: each is hash(previous hash, this block's tokens), the first block's previous
-    hash `root` (a LoRA adapter's: vLLM hashes the adapter's name into every block)."""
+    hash `root` (a LoRA adapter's: vLLM hashes the adapter's name into every block); a block with
+    an `extra` key (by block index) hashes it too (the images its tokens hold a placeholder of:
+    vLLM's `_gen_mm_extra_hash_keys`)."""
     prev = hashes[-1] if hashes else root
     start = len(hashes) * block_size
     if blocks * block_size <= start:
@@ -33,6 +42,12 @@ def chain_hashes(tokens: np.ndarray, block_size: int, hashes: list[Hashable], bl
     # the blocks' bytes in one piece, cut in Python: a numpy slice per block costs more than its hash
     data = tokens[start : blocks * block_size].tobytes()
     width = block_size * tokens.itemsize
+    if extra:
+        for i, at in enumerate(range(0, (blocks * block_size - start) * tokens.itemsize, width), len(hashes)):
+            key = extra.get(i)
+            prev = hash((prev, data[at : at + width]) if key is None else (prev, data[at : at + width], key))
+            hashes.append(prev)
+        return
     for at in range(0, (blocks * block_size - start) * tokens.itemsize, width):
         prev = hash((prev, data[at : at + width]))
         hashes.append(prev)

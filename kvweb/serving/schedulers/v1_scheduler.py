@@ -27,7 +27,15 @@ tokens):
    an adapter not in a slot is loaded over the host link, and the step waits for it. A block's
    hash starts from the request's adapter (vLLM puts the LoRA's name in every block's hash,
    `kv_cache_utils._gen_lora_extra_hash_keys`), so one adapter's prefix is no hit for another.
-5. With a host tier (`host_blocks`, the OffloadingConnector: serving/memory/host_tier.py) every block is
+5. With images (`encoder`, serving/memory/encoder_cache.py): a chunk overlapping an image's
+   placeholders needs its embeddings, from the encoder cache (by mm hash: a second request with the
+   same image hits) or computed in this step within the encoder budget and the cache's room; else
+   the chunk is cut just before the image (`_try_schedule_encoder_inputs`, for running and waiting
+   requests alike: a running request cut to nothing is passed over, a waiting one stops admission).
+   A request releases an image once its computed tokens pass it (`_free_encoder_inputs`, after
+   the step), or when it leaves. The encoder's time is added to the step's. A block holding an
+   image's placeholders hashes the image's mm hash too (`_gen_mm_extra_hash_keys`).
+6. With a host tier (`host_blocks`, the OffloadingConnector: serving/memory/host_tier.py) every block is
    also written to host memory as its hash is entered, and an admitted request's lookup runs on
    in the host after its GPU hits: those blocks are loaded into fresh GPU blocks (the step waits).
 
@@ -59,6 +67,7 @@ from kvweb.serving.loop.continuous_batching import (
     key_cells,
 )
 from kvweb.serving.loop.engine_trace import GroupMap, cell_group
+from kvweb.serving.memory.encoder_cache import EncoderCache, EncoderConfig, encoder_seconds, image_block_keys
 from kvweb.serving.memory.host_tier import HostTier
 from kvweb.serving.memory.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
 from kvweb.serving.memory.lora import AdapterSlots, LoraConfig
@@ -95,6 +104,7 @@ class V1Config:
     async_scheduling: bool = False  # AsyncScheduler (on by default in vLLM 0.33.0)
     host_blocks: int = 0  # the OffloadingConnector's CPU blocks (0: no host tier); needs prefix caching
     lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras (None: requests carry none)
+    encoder: EncoderConfig | None = None  # images' encoder budget and cache (None: requests carry none)
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
@@ -124,6 +134,10 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 raise ValueError("LoRA under vLLM's KV cache groups (layers of several kinds) is not simulated")
             self.pool = BlockPool(config.lora.kv_blocks(cost, self.bs) - 1, self.bs)
         self.adapters = AdapterSlots(config.lora, cost) if config.lora else None
+        if config.encoder and layout.hybrid:
+            raise ValueError("images under vLLM's KV cache groups (layers of several kinds) are not simulated")
+        self.encoder = EncoderCache(config.encoder.cache_size) if config.encoder else None
+        self._encoded: list[Seq] = []  # requests with images that computed tokens in this step
         self.width = len(layout.groups) if layout.hybrid else 1  # blocks a request's block takes, one per group
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
@@ -249,12 +263,21 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         chunked = False  # a request still prefilling got its next chunk
         fresh: list[Seq] = []
         load_s = 0.0  # the host tier's and adapters' loads: the step waits for them (host_tier.py, lora.py)
+        encode: list[int] = []  # images the encoder computes in this step, their lengths
+        encoder_budget = self.config.encoder.budget if self.encoder else 0
         for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
             if seq not in self.prefilling:
                 continue  # preempted for an earlier one's chunk
             n = min(seq.tokens_to_compute - seq.computed, budget)
             if n <= 0:
                 break  # the budget is spent (vLLM schedules running requests while budget is left)
+            images: list = []
+            if seq.req.images:
+                n, encoder_budget = self.encoder.schedule(
+                    seq.id, seq.req.images, seq.computed, n, encoder_budget, images
+                )
+                if not n:
+                    continue  # its image cannot be computed in this step: passed over
             # a running request's chunk takes its lookahead's slots too (`allocate_slots`)
             need = max(-(-min(seq.computed + n + self.lookahead, self.max_len) // bs) - len(seq.blocks), 0)
             while need * self.width > len(pool.free) and self._preempt_tail() is not seq:
@@ -264,6 +287,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 break
             seq.blocks += pool.take(need)
             chunked = True
+            if seq.req.images:
+                encode += self._encode(seq, images)
             f, b = chunk_work(self.cost, self.weights, n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
@@ -288,6 +313,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
                 hit = (len(hits) + len(loaded)) * bs
                 n = self._first_chunk(total - hit, hit, budget, running, chunked)
+                images = []
+                if n and seq.req.images:
+                    n, new_budget = self.encoder.schedule(seq.id, seq.req.images, hit, n, encoder_budget, images)
                 if not n:
                     break
                 # its first chunk's slots and its lookahead's (`allocate_slots`)
@@ -295,6 +323,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 # the whole prompt must fit too (vLLM's `full_sequence_must_fit`), or only its first chunk
                 must_fit = max(-(-total // bs) - len(hits), new) if self.config.full_prompt_check else new
                 if must_fit * self.width + pool.evictable(hits) > len(pool.free):
+                    if self.encoder:  # its images' references and evictions: tried again each step, as in vLLM
+                        break
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
                         # Losing a found block that is free (the only kind an allocation takes) costs a
@@ -310,6 +340,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self.preempted -= 1
                 pool.touch(hits)
                 seq.blocks = hits + pool.take(new)
+                if seq.req.images:
+                    encoder_budget = new_budget
+                    encode += self._encode(seq, images)
                 seq.registered = len(hits)
                 if loaded:
                     load_s += self.tier.load(loaded)
@@ -327,17 +360,35 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self.prefilling.append(seq)
             if self.adapters:
                 self.adapters.note(self.now, skipped)
+        if self.encoder:
+            self._after_encoding()
         used = self.kv_tokens - pool.shared_extra * bs
         for seq in self.prefilling:
             used += seq.computed
         return (
-            self.cost.step_time(flops, nbytes) + load_s,
+            self.cost.step_time(flops, nbytes) + load_s + encoder_seconds(self.cost, encode),
             batch,
             fresh,
             (pool.n_blocks - len(pool.free)) * bs,
             used,
             pool.reusable * bs,
         )
+
+    def _encode(self, seq: Seq, images: list) -> list[int]:
+        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room);
+        their lengths. It releases the images it passes after the step (`_after_encoding`)."""
+        for image in images:
+            self.encoder.allocate(image, seq.id)
+        self._encoded.append(seq)
+        return [image.length for image in images]
+
+    def _after_encoding(self) -> None:
+        """After the step (vLLM's `update_from_output`): the requests that computed tokens release
+        the images they have passed; the cache's figures are noted."""
+        for seq in self._encoded:
+            self.encoder.passed(seq.id, seq.req.images, seq.computed)
+        self._encoded = []
+        self.encoder.note(self.now)
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         """The tokens a waiting request computes in this step, its `uncached` tokens after `hit` cached
@@ -379,8 +430,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             if seq.req.tokens is None:
                 seq.hashes += [(seq.id, i) for i in range(have, blocks)]
             else:
-                adapter = seq.req.adapter
-                chain_hashes(seq.content(), self.bs, seq.hashes, blocks, ("lora", adapter) if adapter else 0)
+                adapter, images = seq.req.adapter, seq.req.images
+                extra = image_block_keys(images, self.bs) if images else None
+                chain_hashes(seq.content(), self.bs, seq.hashes, blocks, ("lora", adapter) if adapter else 0, extra)
         return seq.hashes
 
     def _hits(self, seq: Seq, total: int) -> list[int]:
@@ -423,6 +475,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         self._due[seq.phase].pop(seq.id, None)
         if self.adapters:
             self.adapters.leave(seq.req.adapter)
+        if seq.req.images:
+            self.encoder.leave(seq.id, seq.req.images)
         if finished and self.config.async_scheduling:
             self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
         else:
