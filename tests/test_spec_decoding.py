@@ -5,7 +5,13 @@ path at k = 0 against today's scheduler, TPOT against acceptance, and the lab's 
 
 from __future__ import annotations
 
+import gzip
+import json
+import random
 from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +28,8 @@ from kvweb.serving.loop.step_cost import decode_coefficients
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.load.workload import Request, poisson_workload
 from test_schedulers import BASE, cost_with
+
+PARITY = Path(__file__).parent / "data" / "parity" / "vllm-0.33.0.json.gz"
 
 
 def spec(k: int, rate: float, tokens: int = 4096, seed: int = 0, **config) -> SpecV1Scheduler:
@@ -63,6 +71,79 @@ def test_none_accepted_keeps_one_token_a_step_and_the_rejected_slots_roll_back()
     assert (s.verifies, s.drafted, s.accepted, s.kept) == (5, 10, 0, 5)
     ahead = [held - -(-kv // 16) for row in seen for kv, held in row.values()]
     assert ahead == [0, 1, 1, 0, 0]
+
+
+def test_one_request_at_k3_and_06_over_ten_steps_by_hand():
+    """Issue 38's hand check: prompt 30, output 40, blocks of 16, k = 3 (EAGLE: 3 lookahead slots),
+    every position accepted at 0.6 given the ones before: P(at least 1, 2, 3 accepted) = 0.6,
+    0.36, 0.216. Seed 0's draws, one a verify step: 0.8444, 0.7580, 0.4206, 0.2589, 0.5113,
+    0.4049, 0.7838, 0.3033, 0.4766 -> accepted (u below how many of 0.6, 0.36, 0.216)
+    0, 0, 1, 2, 1, 1, 0, 2, 1.
+    Step 1 (prefill): KV 30, slots for 30 + 3 lookahead = 33 -> 3 blocks (48 slots).
+    Each verify step from KV v: 4 tokens (the sampled one + 3 drafts) at v..v+3, slots for
+    v + 4 + 3 -> ceil((v + 7) / 16) blocks; keeps 1 + accepted (KV v + 1 + a); the 3 - a rejected
+    drafts' slots are freed back (num_computed_tokens rolled back; written again next step) and
+    their blocks stay with the request:
+      step  v   slots  blocks  a  rejected  KV after  slots held past the KV
+       2    30   37      3     0     3        31        48 - 31 = 17
+       3    31   38      3     0     3        32        16
+       4    32   39      3     1     2        34        14
+       5    34   41      3     2     1        37        11
+       6    37   44      3     1     2        39         9
+       7    39   46      3     1     2        41         7
+       8    41   48      3     0     3        42         6
+       9    42   49      4     2     1        45        64 - 45 = 19 (a fourth block for slot 49)
+      10    45   52      4     1     2        47        17
+    vLLM's own scheduler, recorded on the same request with the same draws (`spec-one-request` in
+    the parity recording), allocates the same blocks and keeps the same tokens."""
+    draws = random.Random(0)
+    assert [round(draws.random(), 4) for _ in range(9)] == [
+        0.8444,
+        0.758,
+        0.4206,
+        0.2589,
+        0.5113,
+        0.4049,
+        0.7838,
+        0.3033,
+        0.4766,
+    ]
+    accepted = [0, 0, 1, 2, 1, 1, 0, 2, 1]
+    kv = [30, 31, 32, 34, 37, 39, 41, 42, 45, 47]
+    blocks = [3, 3, 3, 3, 3, 3, 3, 3, 4, 4]
+    s = spec(3, 0.6)
+    seen = steps_of(s, [Request(0, 0.0, 30, 40)])[:10]
+    assert seen == [{0: (v, b)} for v, b in zip(kv, blocks)]
+    assert [16 * b - v for v, b in zip(kv, blocks)] == [18, 17, 16, 14, 11, 9, 7, 6, 19, 17]
+    assert [after - before - 1 for before, after in zip(kv, kv[1:])] == accepted
+    recorded = json.loads(gzip.decompress(PARITY.read_bytes()))
+    (vllm,) = [w for w in recorded["spec_workloads"] if w["name"] == "spec-one-request"]
+    assert vllm["spec"] == {"method": "eagle", "spec_tokens": 3, "acceptance": [0.6] * 3, "seed": 0}
+    steps = vllm["runs"]["default"][:10]
+    assert [step["tokens"]["0"] for step in steps] == [30] + [4] * 9
+    assert [step["blocks"]["0"] for step in steps] == blocks
+    assert [step["accepted"]["0"] for step in steps[1:]] == accepted
+
+
+def test_eagle_hashes_each_block_with_the_token_after_it():
+    """With EAGLE and prefix caching vLLM hashes each block with the next token too: B shares A's
+    first 32 tokens (two blocks of 16) and then differs, so B finds one block (16 tokens), the
+    second's hash covering token 32, where they differ; without lookahead slots (n-gram) or
+    drafts, both blocks (32). A router's look-up (`cached_prefix`) reads the cache the same way."""
+    shared = np.arange(1, 33)
+    a = np.concatenate([shared, np.arange(100, 115)])  # prompt 42 + output 5
+    b = np.concatenate([shared, np.arange(200, 215)])
+    requests = [Request(0, 0.0, 42, 5, tokens=a), Request(1, 10.0, 42, 5, tokens=b)]
+    eagle = spec(2, 0.5, prefix_caching=True)
+    eagle.run(requests)
+    ngram = spec(2, 0.5, prefix_caching=True)
+    ngram.lookahead = 0
+    ngram.run(requests)
+    plain = V1Scheduler(cost_with(4096), V1Config(512, prefix_caching=True))
+    plain.run(requests)
+    assert (eagle.hit_tokens, ngram.hit_tokens, plain.hit_tokens) == (16, 32, 32)
+    c = np.concatenate([shared, np.arange(300, 310)])  # a third prompt, for a router's look-up
+    assert (eagle.cached_prefix(c), plain.cached_prefix(c), eagle.cached_prefix(b[:34])) == (16, 32, 32)
 
 
 def test_the_map_shows_blocks_held_ahead():

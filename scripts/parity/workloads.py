@@ -537,6 +537,12 @@ def accepted_drafts(u: float, acceptance: list[float], drafts: int) -> int:
     return accepted
 
 
+def _one(seed: int, prompt: int, out: int, cfg: dict) -> dict:
+    b = _Builder(seed)
+    b.add(0, [b.seg(prompt)], out)
+    return {"name": "", "category": "", "config": cfg, "requests": b.requests}
+
+
 def _spec(wl: dict, name: str, method: str, k: int, acceptance: list[float], seed: int) -> dict:
     assert method in ("eagle", "ngram") and 1 <= k <= 4 and len(acceptance) == k
     spec = {"method": method, "spec_tokens": k, "acceptance": acceptance, "seed": seed}
@@ -665,6 +671,27 @@ def _build_spec() -> list[dict]:
             [0.6] * 2,
             27,
         ),
+        # a shared prefix of whole blocks (system 128 + examples 64): with EAGLE each block's hash also
+        # covers the token after it, so the prefix's last block is found only by a prompt that
+        # goes on alike
+        _spec(
+            _few_shot("", 2020, 2, 8, 128, (64, 64), (10, 40), (20, 60), 20, c(num_gpu_blocks=400)),
+            "spec-aligned-prefix",
+            "eagle",
+            3,
+            [0.6] * 3,
+            30,
+        ),
+        _spec(
+            _few_shot("", 2021, 2, 8, 128, (64, 64), (10, 40), (20, 60), 20, c(num_gpu_blocks=400)),
+            "spec-ngram-aligned-prefix",
+            "ngram",
+            3,
+            [0.6] * 3,
+            31,
+        ),
+        # one request (prompt 30, output 40): tests/test_spec_decoding.py checks its first 10 steps by hand
+        _spec(_one(2022, 30, 40, c()), "spec-one-request", "eagle", 3, [0.6] * 3, 0),
         # prompts one token past whole blocks, sent again: the hit leaves one token, padded to 1 + k
         _spec(
             _repeats("", 2018, [161, 97], 8, (20, 80), 40, c(max_num_batched_tokens=128)),

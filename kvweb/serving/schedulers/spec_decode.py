@@ -12,6 +12,9 @@ one token more (the bonus): the request keeps 1 + accepted tokens, at most the o
 needs. `update_from_output` rolls `num_computed_tokens` back by the rejected drafts; their slots
 are written again next step, and the blocks they took stay with the request (vLLM frees a
 request's blocks only when it finishes or is preempted): the map shows those held ahead of its KV.
+With prefix caching, EAGLE's blocks are hashed with the token after them too (the drafter's KV at a
+block's last position reads it; `VllmConfig.num_hash_lookahead_tokens` = 1): a block is found only
+by a prompt that goes on alike, so a shared prefix of whole blocks is found a block short.
 
 The verify step is priced as a decode whose each request computes 1 + k tokens: per-token work
 k + 1 times, each token attending to the context before it and the ones verified before it, the
@@ -29,11 +32,14 @@ SGLang's speculative decoding.
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable
 from dataclasses import dataclass
+
+import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.serving.loop.metrics import SLO
-from kvweb.serving.memory.prefix_caching import BlockPool
+from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.loop.step_cost import Coefficients
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
@@ -72,6 +78,13 @@ def drafter_blocks(cost: CostModel, block_size: int, layers: int) -> int:
     L = cost.model.layers
     tokens = int(cost.kv_bytes_free_per_gpu * L // (cost.kv_bytes_per_token_per_gpu * (L + layers)))
     return tokens * (cost.tp if cost.attention_dp else 1) // block_size
+
+
+def cover_next_token(hashes: list[Hashable], tokens: np.ndarray, block_size: int) -> None:
+    """The last block's hash, made to cover the token after the block as well (vLLM's
+    `get_request_block_hasher` with one lookahead token); the chain goes on from it."""
+    i = len(hashes) - 1
+    hashes[i] = hash((hashes[i], int(tokens[(i + 1) * block_size])))
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,30 @@ class SpecV1Scheduler(V1Scheduler):
 
     def may_be_quiet(self) -> bool:
         return False
+
+    @property
+    def lookahead_hashes(self) -> bool:
+        """Blocks hashed with the token after them: EAGLE (lookahead slots) under prefix caching."""
+        return bool(self.lookahead and self.config.prefix_caching)
+
+    def _hashes(self, seq: Seq, blocks: int) -> list:
+        if not self.lookahead_hashes or seq.req.tokens is None:
+            return super()._hashes(seq, blocks)
+        tokens = seq.content()
+        while len(seq.hashes) < blocks:  # one block at a time: each chains on the one covering its next token
+            super()._hashes(seq, len(seq.hashes) + 1)
+            cover_next_token(seq.hashes, tokens, self.bs)
+        return seq.hashes
+
+    def cached_prefix(self, tokens: np.ndarray) -> int:
+        if not self.lookahead_hashes:
+            return super().cached_prefix(tokens)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        hashes: list[Hashable] = []
+        for blocks in range(1, (len(tokens) - 1) // self.bs + 1):  # the last token is no block's next
+            chain_hashes(tokens, self.bs, hashes, blocks)
+            cover_next_token(hashes, tokens, self.bs)
+        return len(self.pool.lookup(hashes)) * self.bs
 
     def never_fits(self, final_kv: int) -> str | None:
         # its last step holds slots for its drafts and lookahead past its last token
