@@ -134,6 +134,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 raise ValueError("LoRA under vLLM's KV cache groups (layers of several kinds) is not simulated")
             self.pool = BlockPool(config.lora.kv_blocks(cost, self.bs) - 1, self.bs)
         self.adapters = AdapterSlots(config.lora, cost) if config.lora else None
+        self._passed_over: tuple | None = None  # the waiting queue and adapters when every waiting request was skipped
         if config.encoder and layout.hybrid:
             raise ValueError("images under vLLM's KV cache groups (layers of several kinds) are not simulated")
         self.encoder = EncoderCache(config.encoder.cache_size) if config.encoder else None
@@ -299,6 +300,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         if self.waiting and not preempted and not blocked:
             running = batch > 0  # running requests were scheduled in this step
             skipped = 0  # waiting requests whose adapter the batch has no room for: they stay in place
+            # Every one was skipped in the last scan, and since then no request joined the queue at either
+            # end, none left it and the batch's adapters are the same: each is skipped again.
+            if self.adapters:
+                passed = (len(self.waiting), self.waiting[0], self.waiting[-1], self.adapters.users.keys())
+                if passed == self._passed_over:
+                    skipped = len(self.waiting)
             while (
                 len(self.waiting) > skipped
                 and budget > 0
@@ -360,6 +367,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self.prefilling.append(seq)
             if self.adapters:
                 self.adapters.note(self.now, skipped)
+                self._passed_over = (
+                    (len(self.waiting), self.waiting[0], self.waiting[-1], set(self.adapters.users))
+                    if skipped and skipped == len(self.waiting)
+                    else None
+                )
         if self.encoder:
             self._after_encoding()
         used = self.kv_tokens - pool.shared_extra * bs
