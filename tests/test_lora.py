@@ -6,6 +6,8 @@ of adapters, invariants over random workloads, and the lab's refusals."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -152,6 +154,22 @@ def test_every_request_finishes_and_a_batch_never_holds_more_than_max_loras(max_
     assert len(s.finished) == len(reqs)
     assert len(s.adapters.resident) <= max_loras and not s.adapters.users
     assert s.adapters.loads >= len({r.adapter for r in reqs})
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 1000), max_loras=st.integers(1, 3), caching=st.booleans())
+def test_one_adapter_runs_as_the_base_model_on_the_same_pool(seed, max_loras, caching):
+    """Every request of adapter 1 (always admitted, all prefixes under one key) on a host link so fast
+    that the load is free: the same run, step for step, as today's scheduler on a pool of as many blocks."""
+    reqs = [replace(r, adapter=1) for r in multi_turn_traffic(40, 8.0, seed, 4, 200, 50, 64, 1.0)]
+    lora = lora_v1(max_loras, tokens=2048, prefix_caching=caching)
+    lora.adapters.load_s_each = 0.0
+    base = V1Scheduler(cost_with(lora.pool.n_blocks * 16 + 16), V1Config(max_len=2048, prefix_caching=caching))
+    assert base.pool.n_blocks == lora.pool.n_blocks
+    a, b = lora.run(reqs), base.run([replace(r, adapter=0) for r in reqs])
+    assert (a.steps, a.preemptions, a.hit_tokens, a.generated) == (b.steps, b.preemptions, b.hit_tokens, b.generated)
+    assert [q.first_token_t for q in a.sequences] == [q.first_token_t for q in b.sequences]
+    assert lora.adapters.loads == 1
 
 
 def test_the_lab_runs_adapters_in_vllm_v1_only():
