@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.labs.schedulers import CHECKED, VLLM_VERSION
+from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.load.workload import Request
@@ -72,6 +72,16 @@ def requests_of(workload: dict[str, Any], run: str) -> list[tuple[int, Request]]
     return sorted(out, key=lambda x: (x[0], x[1].id))
 
 
+class Drawn:
+    """A stand-in for the scheduler's random draws: always `u`."""
+
+    def __init__(self, u: float) -> None:
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
+
+
 class SpecReplay(SpecV1Scheduler):
     """kvweb's speculative decoding with the recorded acceptances, noting what each request was
     scheduled: a decode's 1 + drafts (`_keep`), an admission's first chunk (`_first_chunk`, padded
@@ -84,22 +94,21 @@ class SpecReplay(SpecV1Scheduler):
         self.scheduled: dict[int, int] = {}  # this step's tokens of decodes and admissions
         self._chunk = 0
 
-    def _keep(self, seq, n: int, step: int) -> None:  # noqa: ANN001
+    def _keep(self, seq: Seq, n: int, step: int) -> None:
         if n:
             self.scheduled[seq.id] = n
             accepted = self.recorded.get(str(seq.id), 0)
             # the draw that accepts exactly the recorded count (kvweb accepts position j while u is
             # below P(at least j + 1 accepted)); a count beyond kvweb's drafts shows as a difference
             at_least = self._at_least[: n - 1]
-            self._random = random.Random()
-            self._random.random = lambda: at_least[accepted] if accepted < len(at_least) else 0.0
+            self._random = Drawn(at_least[accepted] if accepted < len(at_least) else 0.0)
         super()._keep(seq, n, step)
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         self._chunk = super()._first_chunk(uncached, hit, budget, running, chunked)
         return self._chunk
 
-    def _admitted(self, seq, hit: int) -> None:  # noqa: ANN001
+    def _admitted(self, seq: Seq, hit: int) -> None:
         self.scheduled[seq.id] = self._chunk
         super()._admitted(seq, hit)
 
