@@ -182,6 +182,33 @@ _MESSAGES = [
         "spec_tokens: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and speculative "
         "decoding is simulated for models whose layers are all alike only (use 0)",
     ),
+    # the schedulers lab's images (kvweb/labs/modes_lab.py, kvweb/serving/memory/encoder_cache.py)
+    (
+        r"^images: (\S+) is not allowed in the (\S+) lab; images are simulated in the schedulers lab only \(use 0\)$",
+        "images: {0} is not allowed in the {1} lab; images are simulated in the schedulers lab only (use 0)",
+    ),
+    (
+        r"^images: (\S+) is not allowed with mode (\S+); images \(images > 0\) are simulated in vllm-v1 only \(use 0\)$",
+        "images: {0} is not allowed with mode {1}; images (images > 0) are simulated in vllm-v1 only (use 0)",
+    ),
+    (
+        r"^images: (\S+) is not allowed with spec_tokens (\S+); images and speculative decoding together are not "
+        r"simulated \(use 0 for one of them\)$",
+        "images: {0} is not allowed with spec_tokens {1}; images and speculative decoding together are not simulated "
+        "(use 0 for one of them)",
+    ),
+    (
+        r"^images: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and images "
+        r"are simulated for models whose layers are all alike only \(use 0\)$",
+        "images: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and images are "
+        "simulated for models whose layers are all alike only (use 0)",
+    ),
+    (
+        r"^image_tokens: (\S+) images of (\S+) tokens is not allowed; scenario (\S+) allows at most (\S+) tokens a "
+        r"request, text and output included$",
+        "image_tokens: {0} images of {1} tokens is not allowed; scenario {2} allows at most {3} tokens a request, "
+        "text and output included",
+    ),
     # the fleet lab's disaggregation (kvweb/labs/fleet.py)
     (
         r"^prefill_replicas: (\S+) is not allowed with model (\S+); its layers mix kinds \(vLLM's KV cache groups\), and "

@@ -365,6 +365,41 @@ def lora_slots(lab: Lab, progress: Progress) -> Answer:
     )
 
 
+def same_image(lab: Lab, progress: Progress) -> Answer:
+    """The lab's images against every request's image its own (a pool larger than the requests): the
+    embeddings the encoder computed, the encoder cache's hits, the prefix hit rate and the first token."""
+    v = {}
+    for i, (name, pool) in enumerate((("yours", lab.image_pool), ("all_distinct", 100_000))):
+        row = mode_row(run(variant(lab, image_pool=pool), part_of(progress, i, 2)))
+        v[name] = {
+            "image_pool": pool,
+            "computed": row["encoder"]["computed"],
+            "hits": row["encoder"]["hits"],
+            "prefix_hit_rate": row["prefix_hit_rate"],
+            "ttft_p50_s": row["ttft_s"]["p50"],
+        }
+    yours, distinct = v["yours"], v["all_distinct"]
+    return Answer(
+        v,
+        [
+            ("distinct images: yours / every request its own", f"{yours['image_pool']:,} / {distinct['image_pool']:,}"),
+            (
+                "embeddings the encoder computed: yours / every request its own",
+                f"{yours['computed']:,} / {distinct['computed']:,}",
+            ),
+            ("encoder cache hits: yours / every request its own", f"{yours['hits']:,} / {distinct['hits']:,}"),
+            (
+                "prefix hit rate: yours / every request its own",
+                f"{pct(yours['prefix_hit_rate'])} / {pct(distinct['prefix_hit_rate'])}",
+            ),
+            (
+                "TTFT p50: yours / every request its own",
+                f"{ms(yours['ttft_p50_s'])} / {ms(distinct['ttft_p50_s'])}",
+            ),
+        ],
+    )
+
+
 def max_concurrency(lab: Lab, progress: Progress) -> Answer:
     r = run(lab, progress)
     row = mode_row(r)
@@ -951,6 +986,36 @@ EXERCISES: tuple[Exercise, ...] = (
             "How many KV blocks of 16 tokens does one adapter slot take?",
             lambda a: a.values["slot_blocks"],
             tolerance=0.5,
+        ),
+    ),
+    Exercise(
+        "same-image",
+        "Why is the second request with the same image faster?",
+        "Your users send the same image of 576 tokens with different questions after a shared system prompt, "
+        "and vLLM answers the second request much sooner than the first. Which caches make it faster, and how "
+        "many image embeddings does the vision encoder compute over 200 such requests?",
+        "schedulers",
+        {
+            "workload": "few-shot",
+            "requests": "200",
+            "rate": "2",
+            "images": "1",
+            "image_tokens": "576",
+            "image_pool": "1",
+        },
+        ("image_pool", "image_tokens", "rate", "prefix_caching", "encoder_cache"),
+        "Two caches. The prefix cache: a block holding an image's placeholder tokens is hashed with the image's "
+        "hash (vLLM's _gen_mm_extra_hash_keys), so a request with the same text before the image and the same "
+        "image finds the KV of its blocks through the image and prefills none of them. The encoder cache: a "
+        "request whose cached prefix stops before the image's end still finds the image's embeddings by its "
+        "hash (EncoderCacheManager.check_and_update_cache) and skips the vision encoder. So the encoder computes "
+        "the 576 embeddings once: the cache keeps them until their room is needed, and one image never needs "
+        "more. With every request's image its own, the encoder computes 200 x 576 = 115,200, the prefix cache "
+        "hits only the system prompt before the image, and the first token waits seconds.",
+        same_image,
+        Check(
+            "How many image embeddings does the encoder compute over the 200 requests?",
+            lambda a: a.values["yours"]["computed"],
         ),
     ),
 )

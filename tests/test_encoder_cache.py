@@ -206,3 +206,15 @@ def test_the_lab_reports_the_encoder_and_refuses_elsewhere():
         SchedulersLab(images=8, image_tokens=4096, workload="sharegpt").check()
     with pytest.raises(ParamError, match=r"\+ images x image_tokens: 5364 tokens"):
         SchedulersLab(images=1, image_tokens=4096).check()
+
+
+def test_the_same_image_exercise():
+    """200 few-shot requests with one image of 576 after the system prompt: the encoder computes it
+    once (both caches at work), against 200 x 576 = 115,200 when every request's image is its own,
+    whose prefix hits stop at the system prompt's 12 whole blocks (192 of 1,426 prompt tokens)."""
+    from kvweb.exercises import BY_KEY
+
+    v = BY_KEY["same-image"].answer().values
+    assert (v["yours"]["computed"], v["all_distinct"]["computed"]) == (576, 200 * 576)
+    assert v["all_distinct"]["prefix_hit_rate"] < 192 / 1426 + 1e-9 < v["yours"]["prefix_hit_rate"]
+    assert v["yours"]["ttft_p50_s"] < v["all_distinct"]["ttft_p50_s"]

@@ -101,6 +101,7 @@ def figures_table(modes: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         *(host_tier_rows() if any("host_tier" in m for m in modes) else ()),
         *(spec_rows() if any("spec" in m for m in modes) else ()),
         *(lora_rows() if any("lora" in m for m in modes) else ()),
+        *(encoder_rows() if any("encoder" in m for m in modes) else ()),
         (tr("max rate within the SLO (requests/s)"), lambda m: number(m["max_rate"], 3) if "max_rate" in m else "-"),
         common["time"],
         common["finished"],
@@ -228,6 +229,41 @@ def lora_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
         )
         for m in modes
         if (d := m.get("lora"))
+    )
+
+
+def encoder_rows() -> list[tuple[str, Any]]:
+    """Images' rows ("-" for a mode that does not model them): the encoder cache's hits against the
+    embeddings the encoder computed, and the chunks cut for the encoder and the images evicted."""
+
+    def encoder(show: Any) -> Any:
+        return lambda m: show(m["encoder"]) if "encoder" in m else "-"
+
+    return [
+        (tr("encoder cache hits / embeddings computed"), encoder(lambda d: f"{d['hits']:,} / {d['computed']:,}")),
+        (
+            tr("chunks cut for the encoder / images evicted"),
+            encoder(lambda d: f"{d['cut_chunks']:,} / {d['evicted']:,}"),
+        ),
+    ]
+
+
+def encoder_text(modes: list[dict[str, Any]]) -> str:
+    """One line per mode that served images: the images, the encoder budget and the cache's size."""
+    return "\n".join(
+        f"{m['mode']}: "
+        + tr(
+            "{0} images of {1} tokens in each request, drawn from {2} distinct images; encoder budget {3} "
+            "embeddings a step, encoder cache {4} embeddings"
+        ).format(
+            d["images"],
+            f"{d['image_tokens']:,}",
+            f"{d['image_pool']:,}",
+            f"{d['encoder_budget']:,}",
+            f"{d['encoder_cache']:,}",
+        )
+        for m in modes
+        if (d := m.get("encoder"))
     )
 
 
@@ -483,6 +519,24 @@ class SchedulersView(LabView):
         self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's line (vLLM V1)
         self.lora = plain(css_class="kv-schedulers-lora")  # LoRA adapters' line (vLLM V1)
         self.adapters: dict[str, dict[str, Any]] = {}  # each mode's LoRA figures (none: no adapters)
+        self.images = plain(css_class="kv-schedulers-images")  # images' line (vLLM V1)
+        self.encoders: dict[str, dict[str, Any]] = {}  # each mode's encoder figures (none: no images)
+        # The encoder cache's strip under the maps: the embeddings held at the step, of the cache's size
+        self.encoder_source = ColumnDataSource({"held": [0.0]}, name="schedulers-encoder-cache")
+        self.encoder_strip = figure(
+            title=tr("encoder cache (embeddings held)"),
+            height=70,
+            sizing_mode="stretch_width",
+            toolbar_location=None,
+            tools="",
+            x_range=Range1d(0, 1),
+            y_range=Range1d(0, 1),
+            visible=False,
+            name="schedulers-encoder-strip",
+        )
+        self.encoder_strip.quad(left=0, right="held", bottom=0, top=1, source=self.encoder_source, color="#2ca02c")
+        self.encoder_strip.yaxis.visible = False
+        self.encoder_strip.grid.visible = False
         self.ahead = False  # whether a run mode's maps may hold blocks ahead
         self.key.add_layout(
             Legend(
@@ -610,12 +664,14 @@ class SchedulersView(LabView):
             self.groups,
             self.spec,
             self.lora,
+            self.images,
             self.paper,
             self.checked,
             self.player,
             self.step_text,
             self.key,
             maps,
+            self.encoder_strip,
             self.group_note,
             # one under another: two side by side leave a phone's band names cut off
             pn.Column(*(g.figure for g in self.group_maps.values()), sizing_mode="stretch_width"),
@@ -634,11 +690,14 @@ class SchedulersView(LabView):
         self.timeline = result["timeline"]
         self.ahead = any("spec" in m for m in modes)
         self.adapters = {m["mode"]: m["lora"] for m in modes if "lora" in m}
+        self.encoders = {m["mode"]: m["encoder"] for m in modes if "encoder" in m}
         refused = (
             tr("not run: it does not model speculative decoding")
             if self.ahead
             else tr("not run: it does not model LoRA adapters")
             if self.adapters
+            else tr("not run: it does not model images")
+            if self.encoders
             else tr("not run: its KV pool holds every layer alike")
         )
         for mode in result.get("refused", {}):
@@ -650,6 +709,10 @@ class SchedulersView(LabView):
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         self.spec.text = spec_text(modes, result["kv_blocks"])
         self.lora.text = lora_text(modes, result["kv_blocks"])
+        self.images.text = encoder_text(modes)
+        self.encoder_strip.visible = bool(self.encoders)
+        if self.encoders:
+            set_range(self.encoder_strip.x_range, max(d["encoder_cache"] for d in self.encoders.values()))
         for m in modes:  # titles before new data: in the page a title after data waits a task (handler.js)
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
@@ -757,6 +820,16 @@ class SchedulersView(LabView):
                         lora["in_slots"][at[index]], lora["skipped"][at[index]]
                     )
                 )
+            if mode in self.encoders:
+                encoder = self.encoders[mode]
+                held = encoder["held"][at[index]]
+                lines.append(
+                    f"{mode}: "
+                    + tr("encoder cache: {0} of {1} embeddings held, {2} hits").format(
+                        f"{held:,}", f"{encoder['encoder_cache']:,}", f"{encoder['hits_at'][at[index]]:,}"
+                    )
+                )
+                self.encoder_source.data = {"held": [float(held)]}
             if grouped:
                 self.group_maps[mode].draw(frame["groups"])
         for span in self.now:

@@ -541,6 +541,7 @@ class ModesLab(ServingLab):
             run.encoder = {
                 "images": self.images,
                 "image_tokens": self.image_tokens,
+                "image_pool": self.image_pool,
                 **encoder.figures(scheduler.config.encoder.budget, times),
             }
         tier = getattr(scheduler, "tier", None)
