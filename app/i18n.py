@@ -153,6 +153,40 @@ _MESSAGES = [
         "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
         "host tier is simulated for models whose layers are all alike only (use 0)",
     ),
+    # the schedulers lab's LoRA adapters (kvweb/labs/modes_lab.py, kvweb/serving/memory/lora.py)
+    (
+        r"^loras: (\S+) is not allowed in the (\S+) lab; LoRA adapters are simulated in the schedulers lab "
+        r"only \(use 0\)$",
+        "loras: {0} is not allowed in the {1} lab; LoRA adapters are simulated in the schedulers lab only (use 0)",
+    ),
+    (
+        r"^loras: (\S+) is not allowed with mode (\S+); LoRA adapters \(loras > 0\) are simulated in vllm-v1 "
+        r"only \(use 0\)$",
+        "loras: {0} is not allowed with mode {1}; LoRA adapters (loras > 0) are simulated in vllm-v1 only (use 0)",
+    ),
+    (
+        r"^loras: (\S+) is not allowed with spec_tokens (\S+); adapters and speculative decoding together are "
+        r"not simulated \(use 0 for one of them\)$",
+        "loras: {0} is not allowed with spec_tokens {1}; adapters and speculative decoding together are not "
+        "simulated (use 0 for one of them)",
+    ),
+    (
+        r"^loras: (\S+) is not allowed with model (\S+); its layers are not all full attention, and LoRA is "
+        r"simulated on models whose layers are \(use 0\)$",
+        "loras: {0} is not allowed with model {1}; its layers are not all full attention, and LoRA is "
+        "simulated on models whose layers are (use 0)",
+    ),
+    (
+        r"^loras: (\S+) is not allowed with model (\S+); it is a mixture of experts, and its experts' adapters "
+        r"are not simulated \(use lora_targets qkvo\)$",
+        "loras: {0} is not allowed with model {1}; it is a mixture of experts, and its experts' adapters are "
+        "not simulated (use lora_targets qkvo)",
+    ),
+    (
+        r"^max_loras: (\S+) is not allowed; (\S+) slots of rank (\S+) leave no KV cache \(use fewer or a lower "
+        r"lora_rank\)$",
+        "max_loras: {0} is not allowed; {1} slots of rank {2} leave no KV cache (use fewer or a lower lora_rank)",
+    ),
     # a weight precision the model cannot take (kvweb/gpu/cost.py)
     (
         r"^weight_precision mxfp4 quantizes routed experts only \(as gpt-oss ships\); (\S+) has none: use (.*)$",

@@ -184,3 +184,10 @@ def test_the_lab_runs_adapters_in_vllm_v1_only():
         SchedulersLab(loras=4, spec_tokens=2).check()
     with pytest.raises(ParamError, match="loras: 2 is not allowed in the fleet lab"):
         FleetLab(loras=2).check()
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with model gpt-oss-20b; its layers are not all full"):
+        SchedulersLab(loras=2, model="gpt-oss-20b").check()
+    with pytest.raises(ParamError, match=r"model mixtral-8x7b; it is a mixture of experts.*\(use lora_targets qkvo\)"):
+        SchedulersLab(loras=2, model="mixtral-8x7b", lora_targets="all-linear").check()
+    with pytest.raises(ParamError, match="max_loras: 64 is not allowed; 64 slots of rank 256 leave no KV cache"):
+        SchedulersLab(loras=2, max_loras=64, lora_rank=256, lora_targets="all-linear").check()
+    SchedulersLab(loras=2, model="mixtral-8x7b", scenario="B", tp=2).check()  # its attention's adapters are

@@ -258,6 +258,13 @@ def test_the_lab_says_what_was_checked():
     assert RECORDED["version"] == VLLM_VERSION and {r for w in RECORDED["workloads"] for r in w["runs"]} == set(RUNS)
     assert f"{len(RECORDED['workloads'])} recorded workloads" in CHECKED
     assert f"{computed:,} steps" in CHECKED and f"{preempted:,} preemptions" in CHECKED
+    spec = [s for w in RECORDED["spec_workloads"] for s in w["runs"].values()]
+    spec_computed = sum(1 for run in spec for step in run if step.get("tokens"))
+    spec_preempted = sum(len(step.get("preempted", ())) for run in spec for step in run)
+    assert (
+        f"{len(RECORDED['spec_workloads'])} more with speculative decoding, {spec_computed:,} steps and "
+        f"{spec_preempted:,} preemptions" in CHECKED
+    )
 
 
 def test_the_spec_recording_covers_what_the_issue_asks():

@@ -335,10 +335,11 @@ class ModesLab(ServingLab):
                 f"loras: {self.loras} is not allowed with spec_tokens {self.spec_tokens}; adapters and "
                 "speculative decoding together are not simulated (use 0 for one of them)"
             )
-        why = lora_refusal(self.setup().cost_model().model, self.lora_targets)
+        cost = self.setup().cost_model()
+        why = lora_refusal(cost.model, self.lora_targets)
         if why:
-            raise ParamError(f"loras: {self.loras} is not allowed; {why} (use 0)")
-        if not self.lora().kv_blocks(self.setup().cost_model(), self.block_size) > 1:
+            raise ParamError(f"loras: {self.loras} is not allowed with model {cost.model.name}; {why}")
+        if cost.kv_capacity_blocks(self.block_size) > 1 >= self.lora().kv_blocks(cost, self.block_size):
             raise ParamError(
                 f"max_loras: {self.max_loras} is not allowed; {self.max_loras} slots of rank {self.lora_rank} "
                 "leave no KV cache (use fewer or a lower lora_rank)"

@@ -69,9 +69,9 @@ def adapter_bytes(model: LLMSpec, rank: int, targets: str, tp: int = 1) -> int:
 def lora_refusal(model: LLMSpec, targets: str) -> str | None:
     """Why adapters are not simulated on this model, or None."""
     if model.layer_types:
-        return f"model {model.name} has layers of several kinds; LoRA is simulated on full-attention models only"
+        return "its layers are not all full attention, and LoRA is simulated on models whose layers are (use 0)"
     if model.experts > 1 and "gate" in TARGETS[targets]:
-        return f"model {model.name} is a mixture of experts; its MLPs' adapters are not simulated (use qkvo)"
+        return "it is a mixture of experts, and its experts' adapters are not simulated (use lora_targets qkvo)"
     return None
 
 
