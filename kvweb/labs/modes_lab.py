@@ -58,7 +58,11 @@ def unset(spec_tokens: int, loras: int, images: int) -> tuple[str, ...]:
 class ModesLab(ServingLab):
     """A lab serving requests on the registry's modes: the schedulers' knobs, the prefix workloads'
     lengths, each mode's refusals and unread parameters, its scheduler made from the parameters, and
-    a run of it with its figures. No lab of its own (`SchedulersLab` and `FleetLab` are)."""
+    a run of it with its figures. No lab of its own (`SchedulersLab` and `FleetLab` are).
+
+    methods: 24, because each of vLLM V1's optional mechanisms (drafts, LoRA adapters, images) has its
+    parameters checked against the others' and its settings made here, where the one schema of the
+    schedulers' parameters lives, two or three methods each."""
 
     cost_model = cost_model_param("auto")
     model = param.Selector(
@@ -385,6 +389,10 @@ class ModesLab(ServingLab):
         budget = max(self.encoder_budget or self.budget(), self.image_tokens)
         return EncoderConfig(budget, max(self.encoder_cache or budget, self.image_tokens))
 
+    def imaged(self, requests: list[Request]) -> list[Request]:
+        """The requests with the lab's images, as a mode that models them serves them."""
+        return with_images(requests, self.images, self.image_tokens, self.image_pool, self.seed, self.image_at())
+
     def image_at(self) -> int:
         """Where the images go in a prompt: after the system prompt every request shares, else first."""
         return self.system_len if self.workload in PREFIX_WORKLOADS else 0
@@ -528,7 +536,7 @@ class ModesLab(ServingLab):
         scheduler = self.scheduler(mode, give_up_after)
         served = with_adapters(requests, self.loras, self.seed)
         if MODES[mode].multimodal:  # (a mode that refuses images never runs with them)
-            served = with_images(served, self.images, self.image_tokens, self.image_pool, self.seed, self.image_at())
+            served = self.imaged(served)
         run = scheduler.run(served, progress, trace=recorder)
         if isinstance(scheduler, SpecV1Scheduler):
             run.spec = scheduler.figures(run.sim_time)
