@@ -191,3 +191,18 @@ def test_the_lab_runs_adapters_in_vllm_v1_only():
     with pytest.raises(ParamError, match="max_loras: 64 is not allowed; 64 slots of rank 256 leave no KV cache"):
         SchedulersLab(loras=2, max_loras=64, lora_rank=256, lora_targets="all-linear").check()
     SchedulersLab(loras=2, model="mixtral-8x7b", scenario="B", tp=2).check()  # its attention's adapters are
+
+
+def test_the_exercise_answers_13_blocks_a_slot_and_max_loras_the_limit():
+    """Exercise lora-slots (Llama-3.1-8B on an H100, 8 adapters of rank 16): a slot is 13 blocks, eight
+    take 104 of the KV cache's; one slot per batch makes the first token wait far longer than eight."""
+    from kvweb.exercises import BY_KEY
+
+    exercise = BY_KEY["lora-slots"]
+    answer = exercise.solve(exercise.make_lab(), lambda f, m: None)
+    v = answer.values
+    assert v["slot_bytes"] == RANK16_QKVO and exercise.check.expected(answer) == 13
+    assert v["kv_blocks_without"] - v["yours"]["kv_blocks"] == 13
+    assert v["kv_blocks_without"] - v["every_adapter"]["kv_blocks"] == 104
+    assert v["every_adapter"]["loads"] == 8 < v["yours"]["loads"]
+    assert v["yours"]["ttft_p50_s"] > 10 * v["every_adapter"]["ttft_p50_s"]
