@@ -172,8 +172,9 @@ class SchedulersLab(ModesLab):
 
     def estimate(self) -> Estimate:
         """Each mode's traced run, with the pool it sets up (a map cell per block), and, with `search`,
-        its search's runs (`MaxRateLab.estimate`)."""
-        requests, cost = self.requests_at(self.rate), self.setup().cost_model()
+        its search's runs (`MaxRateLab.estimate`); with images, each prompt holds their tokens (only
+        vLLM V1 runs)."""
+        requests, cost = self.imaged(self.requests_at(self.rate)), self.setup().cost_model()
         hybrid, tokens = kv_layout(cost, self.block_size).hybrid, self.distinct_tokens(requests)
         modes = {m: self.map_work(m, cost, hybrid, tokens) for m in MODES if not self.refusal(m)}
         pools = {
@@ -195,7 +196,7 @@ class SchedulersLab(ModesLab):
             ]
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
-            base = self.requests_at(1.0)
+            base = self.imaged(self.requests_at(1.0))
             runs += [
                 [(n * searches, unit) for n, unit in self.served_work(base, block, stepwise=stepwise)]
                 for block, _, _, stepwise in modes.values()

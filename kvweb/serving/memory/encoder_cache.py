@@ -79,7 +79,7 @@ class EncoderCache:
         self.cached: dict[int, set[int]] = {}  # mm hash -> ids of the requests referencing it
         self.lengths: dict[int, int] = {}  # mm hash -> its embeddings
         self.freeable: OrderedDict[int, None] = OrderedDict()  # unreferenced images, oldest first
-        self.hits = 0  # images a request found cached (computed by another request, or earlier)
+        self.hits = 0  # images a scheduled request found cached that it did not reference yet
         self.computed = 0  # embeddings the encoder computed
         self.evicted = 0  # images evicted to make room
         self.cut = 0  # chunks cut short (or not scheduled) for want of encoder budget or cache room
@@ -89,9 +89,9 @@ class EncoderCache:
     def held(self) -> int:
         return self.size - self.free
 
-    def check(self, image: Image, seq: int) -> bool:
-        """Whether `image` is cached; if so `seq` references it (`check_and_update_cache`), and a
-        first reference of this request to an image it did not compute is a hit."""
+    def check(self, image: Image, seq: int, found: list[Image]) -> bool:
+        """Whether `image` is cached; if so `seq` references it (`check_and_update_cache`), and it is
+        appended to `found` if `seq` did not reference it yet (a hit, once the request is scheduled)."""
         refs = self.cached.get(image.mm_hash)
         if refs is None:
             return False
@@ -100,7 +100,7 @@ class EncoderCache:
             self.freeable_slots -= image.length
         if seq not in refs:
             refs.add(seq)
-            self.hits += 1
+            found.append(image)
         return True
 
     def can_allocate(self, image: Image, budget: int, scheduled: int) -> bool:
@@ -121,6 +121,12 @@ class EncoderCache:
             self.evicted += 1
         return True
 
+    def commit(self, seq: int, scheduled: list[Image], found: list[Image]) -> None:
+        """`seq` is scheduled: the encoder computes the `scheduled` images, and the `found` ones are hits."""
+        for image in scheduled:
+            self.allocate(image, seq)
+        self.hits += len(found)
+
     def allocate(self, image: Image, seq: int) -> None:
         """The encoder computes `image` for `seq` in this step; its embeddings take their slots."""
         self.cached.setdefault(image.mm_hash, set()).add(seq)
@@ -140,12 +146,20 @@ class EncoderCache:
             self.freeable_slots += image.length
 
     def schedule(
-        self, seq: int, images: Sequence[Image], computed: int, new: int, budget: int, scheduled: list[Image]
+        self,
+        seq: int,
+        images: Sequence[Image],
+        computed: int,
+        new: int,
+        budget: int,
+        scheduled: list[Image],
+        found: list[Image],
     ) -> tuple[int, int]:
         """vLLM's `_try_schedule_encoder_inputs` for a request with `computed` tokens computed that
         would compute `new` more: the images those tokens overlap that are not cached are appended
-        to `scheduled` (to `allocate` if the request is scheduled). Returns the new tokens (cut just
-        before an image that cannot be computed, 0 if already past its start) and the budget left."""
+        to `scheduled`, the cached ones it did not reference yet to `found` (to `commit` if the
+        request is scheduled). Returns the new tokens (cut just before an image that cannot be
+        computed, 0 if already past its start) and the budget left."""
         end = computed + new
         embeds = 0
         for image in images:
@@ -153,7 +167,7 @@ class EncoderCache:
                 break
             if image.offset + image.length <= computed or any(i.mm_hash == image.mm_hash for i in scheduled):
                 continue
-            if self.check(image, seq):
+            if self.check(image, seq, found):
                 continue
             if not self.can_allocate(image, budget, embeds):
                 self.cut += 1

@@ -272,10 +272,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             n = min(seq.tokens_to_compute - seq.computed, budget)
             if n <= 0:
                 break  # the budget is spent (vLLM schedules running requests while budget is left)
-            images: list = []
+            images: list = []  # the images the encoder computes for it, and those it finds cached
+            found: list = []
             if seq.req.images:
                 n, encoder_budget = self.encoder.schedule(
-                    seq.id, seq.req.images, seq.computed, n, encoder_budget, images
+                    seq.id, seq.req.images, seq.computed, n, encoder_budget, images, found
                 )
                 if not n:
                     continue  # its image cannot be computed in this step: passed over
@@ -289,7 +290,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             seq.blocks += pool.take(need)
             chunked = True
             if seq.req.images:
-                encode += self._encode(seq, images)
+                encode += self._encode(seq, images, found)
             f, b = chunk_work(self.cost, self.weights, n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
@@ -320,9 +321,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
                 hit = (len(hits) + len(loaded)) * bs
                 n = self._first_chunk(total - hit, hit, budget, running, chunked)
-                images = []
+                images, found = [], []
                 if n and seq.req.images:
-                    n, new_budget = self.encoder.schedule(seq.id, seq.req.images, hit, n, encoder_budget, images)
+                    n, new_budget = self.encoder.schedule(seq.id, seq.req.images, hit, n, encoder_budget, images, found)
                 if not n:
                     break
                 # its first chunk's slots and its lookahead's (`allocate_slots`)
@@ -330,7 +331,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 # the whole prompt must fit too (vLLM's `full_sequence_must_fit`), or only its first chunk
                 must_fit = max(-(-total // bs) - len(hits), new) if self.config.full_prompt_check else new
                 if must_fit * self.width + pool.evictable(hits) > len(pool.free):
-                    if self.encoder:  # its images' references and evictions: tried again each step, as in vLLM
+                    if self.encoder:  # tried again each step (its images' references and evictions), as in vLLM
+                        self.encoder.leave(seq.id, seq.req.images)  # (vLLM frees its references here)
                         break
                     self._blocked = (seq, len(pool.free), pool.version if self._may_hit(seq) else None, budget)
                     if self._may_hit(seq):
@@ -349,7 +351,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 seq.blocks = hits + pool.take(new)
                 if seq.req.images:
                     encoder_budget = new_budget
-                    encode += self._encode(seq, images)
+                    encode += self._encode(seq, images, found)
                 seq.registered = len(hits)
                 if loaded:
                     load_s += self.tier.load(loaded)
@@ -386,11 +388,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             pool.reusable * bs,
         )
 
-    def _encode(self, seq: Seq, images: list) -> list[int]:
-        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room);
-        their lengths. It releases the images it passes after the step (`_after_encoding`)."""
-        for image in images:
-            self.encoder.allocate(image, seq.id)
+    def _encode(self, seq: Seq, images: list, found: list) -> list[int]:
+        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room),
+        the `found` ones are hits; their lengths. It releases the images it passes after the step
+        (`_after_encoding`)."""
+        self.encoder.commit(seq.id, images, found)
         self._encoded.append(seq)
         return [image.length for image in images]
 
