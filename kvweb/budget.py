@@ -125,6 +125,14 @@ V1_POOL_SETUP = Unit("blocks set up in vLLM V1's replicas' pools", 3.2e-7, bytes
 PAGED_SETUP = Unit("blocks set up in the papers' engine's replicas' pools", 4.5e-8, bytes=45)
 # ... SGLang's: arrays of token slots, quick to make (not counted in time), 5.1-5.3 bytes a slot on 8 and 32 replicas
 SLOT_SETUP = Unit("token slots set up in SGLang's replicas' pools", 0.0, bytes=5.5)
+# A trace's requests carry their token ids (int64) for as long as the lab runs; a trace, bounded only by its
+# MAX_TOKENS, can bring gigabytes, where the generated workloads' caps keep theirs to a few MB (not counted). 10
+# bytes a token: the id's 8, and what a fleet run's caches and records grow by with the trace (docs/traces.md: a
+# whole Mooncake-sized trace, 144 M ids, and windows of it: peak / estimate 0.90-0.94). SGLang's replicas fill
+# their pools with the trace's prompts: a radix tree's keys as bytes, its slots and the slot arrays they are cut
+# from, 26 bytes a slot on the same runs.
+TRACE_TOKENS = Unit("token ids a trace's requests carry", 0.0, bytes=10)
+TRACE_SLOTS = Unit("token slots of SGLang's replicas' pools caching a trace", 0.0, bytes=26)
 
 
 def constant(seconds: float) -> Estimate:
@@ -170,5 +178,5 @@ def memory_refusal(estimate: Estimate, memory_mb: float) -> str:
     return (
         f"{', '.join(estimate.lower + estimate.higher) or 'memory'}: this run is estimated at "
         f"{estimate.bytes / MB:,.0f} MB of memory{_counted(estimate.held)}, over the budget of {memory_mb:,.0f} MB; "
-        f"{_change(estimate, 'lower the work')}"
+        f"{_change(estimate, 'raise --memory-budget')}"
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import kvweb.labs  # noqa: F401  (registers every lab)
-from kvweb.budget import BUDGET_S
+from kvweb.budget import BUDGET_S, MEMORY_MB
 from kvweb.jsonable import flatten, jsonable, number
 from kvweb.lab import LABS, Lab, ParamError, get_lab, param_names, shown
 from kvweb.parsing import allowed, make, to_number
@@ -23,6 +23,7 @@ COMMANDS = {  # command -> its usage lines (synopsis, what it does)
     "run": [
         ("kvweb run LAB [--PARAM VALUE ...] [--json]", "run a lab; a table, or one JSON object"),
         ("", f"[--budget SECONDS]: refuse runs estimated over it (default {BUDGET_S:g})"),
+        ("", f"[--memory-budget MB]: ... or over this peak memory (default {MEMORY_MB:g})"),
         ("", "serving labs: --workload trace --trace_file PATH reads a trace file"),
         ("kvweb run LAB --help", "the lab's parameters, defaults and limits"),
     ],
@@ -34,6 +35,7 @@ COMMANDS = {  # command -> its usage lines (synopsis, what it does)
         ("", "[--workers N] local processes or local Ray CPUs (default:"),
         ("", "this machine's CPUs) [--address ADDR] a Ray cluster"),
         ("", "(pip install kvweb[ray]) [--budget SECONDS]"),
+        ("", "[--memory-budget MB]"),
         ("", "figures are the same on every backend"),
         ("kvweb plan --help", "these lines and the lab's parameters"),
     ],
@@ -62,8 +64,8 @@ class UsageError(ParamError):
     pass
 
 
-def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool, float]:
-    """Split `LAB --name value --name=value --json --help --budget S` into its parts.
+def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool, float, float]:
+    """Split `LAB --name value --name=value --json --help --budget S --memory-budget MB` into its parts.
 
     A boolean flag given without a value means true.
     """
@@ -98,7 +100,8 @@ def parse_run_args(args: Sequence[str]) -> tuple[str, dict[str, str], bool, bool
         texts[key] = value
     if "trace_file" in param_names(cls) and os.path.isfile(texts.get("trace_file", "")):
         texts["trace_file"] = trace_file_key(texts["trace_file"])  # else the lab says what it lacks
-    return lab, texts, as_json, want_help, budget_seconds(texts.pop("budget", str(BUDGET_S)))
+    budget_s = budget_seconds(texts.pop("budget", str(BUDGET_S)))
+    return lab, texts, as_json, want_help, budget_s, budget_megabytes(texts.pop("memory_budget", str(MEMORY_MB)))
 
 
 def trace_file_key(path: str) -> str:
@@ -124,6 +127,16 @@ def budget_seconds(text: str) -> float:
     return seconds
 
 
+def budget_megabytes(text: str) -> float:
+    """--memory-budget: the MB of estimated peak memory a run may take above the library's (kvweb/budget.py)."""
+    megabytes = to_number(text)
+    if megabytes is None or megabytes <= 0:
+        raise UsageError(
+            f"--memory-budget: {shown(text)} is not allowed; expected megabytes (2**20 bytes), a number above 0"
+        )
+    return megabytes
+
+
 def describe(cls: type[Lab]) -> str:
     lines = [f"{cls.lab_name}: {cls.title}", cls.summary, "", "parameters:"]
     for name in param_names(cls):
@@ -134,6 +147,9 @@ def describe(cls: type[Lab]) -> str:
     lines += [
         f"  --budget SECONDS (default {BUDGET_S:g})",
         "      refuse a run whose work is estimated over this many seconds; raise it to allow a larger run",
+        f"  --memory-budget MB (default {MEMORY_MB:g})",
+        "      refuse a run whose peak memory (above the library's) is estimated over this many MB (2**20 bytes);",
+        "      raise it to allow a larger run",
     ]
     return "\n".join(lines) + "\n"
 
@@ -258,13 +274,13 @@ def plan_command(args: Sequence[str], out: TextIO, err: TextIO) -> int:
     if {"-h", "--help"} & set(args):
         out.write(usage("plan") + "\n" + describe(get_lab("plan")))
         return 0
-    name, texts, as_json, _, budget_s = parse_run_args(["plan", *args])
+    name, texts, as_json, _, budget_s, memory_mb = parse_run_args(["plan", *args])
     options = {k: texts.pop(k) for k in PLAN_OPTIONS if k in texts}
     workers = to_number(options.get("workers", str(os.cpu_count() or 1)), integer=True)
     if workers is None or not 1 <= workers <= 1024:
         raise UsageError(f"--workers: {shown(options['workers'])} is not allowed; expected an integer from 1 to 1024")
     where = backend(options.get("backend", "processes"), workers, options.get("address") or None)
-    lab = make(name, texts, budget_s)
+    lab = make(name, texts, budget_s, memory_mb)
     result = jsonable(lab.plan(progress_to(err), where))
     if as_json:
         used = {"backend": where.name, "workers": workers, "address": options.get("address")}
@@ -360,11 +376,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextI
             return train_mini_command(rest, out, err)
         if command != "run":
             raise UsageError(f"unknown command '{command}'; allowed: labs, run, plan, reproduce, train-mini")
-        name, texts, as_json, want_help, budget_s = parse_run_args(rest)
+        name, texts, as_json, want_help, budget_s, memory_mb = parse_run_args(rest)
         if want_help:
             out.write(describe(get_lab(name)))
             return 0
-        lab = make(name, texts, budget_s)
+        lab = make(name, texts, budget_s, memory_mb)
         result = jsonable(lab.run(progress_to(err)))
     except ParamError as error:
         err.write(f"kvweb: {error}\n")

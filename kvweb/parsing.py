@@ -14,7 +14,7 @@ from typing import Any
 
 import param
 
-from kvweb.budget import BUDGET_S
+from kvweb.budget import BUDGET_S, MEMORY_MB
 from kvweb.lab import Lab, ParamError, Text, get_lab, param_names, shown
 
 
@@ -101,10 +101,12 @@ def parse(lab: type[Lab], name: str, text: str) -> Any:
     return text
 
 
-def make(lab: type[Lab] | str, texts: Mapping[str, str], budget_s: float = BUDGET_S) -> Lab:
+def make(
+    lab: type[Lab] | str, texts: Mapping[str, str], budget_s: float = BUDGET_S, memory_mb: float = MEMORY_MB
+) -> Lab:
     """Strictly build a lab from outside text (CLI, the app's widgets): any bad value, or work over
-    the budget (seconds), is an error."""
+    the budgets (seconds, MB of memory), is an error."""
     cls = get_lab(lab) if isinstance(lab, str) else lab
     instance = cls(**{k: parse(cls, k, v) for k, v in texts.items()})
-    instance.admit(budget_s)
+    instance.admit(budget_s, memory_mb)
     return instance

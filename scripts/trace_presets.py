@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvweb.serving.traces import HASH_BLOCK, PRESETS_DIR
+from kvweb.serving.load.traces import HASH_BLOCK, PRESETS_DIR
 
 SCENARIO_A, SCENARIO_B = 2048, 8192  # the scenarios' limits on prompt + output: a preset keeps within one
 

@@ -19,6 +19,7 @@ from kvweb.budget import (
     ENGINE_BLOCKS,
     ENGINE_REQUESTS,
     FIXED,
+    MB,
     FLEET_REQUESTS,
     GROUP_PAGES,
     GROUP_STEPS,
@@ -39,6 +40,7 @@ from kvweb.budget import (
     Estimate,
     Unit,
     refusal,
+    refused,
     work,
 )
 from kvweb.cli import main
@@ -337,6 +339,47 @@ def test_cli_budget_must_be_positive_seconds(value):
 def test_help_says_how_to_raise_the_budget():
     assert "--budget SECONDS" in cli("run", "--help")[1]
     assert "--budget SECONDS (default 20)" in cli("run", "engine", "--help")[1]
+
+
+# scenario B's KV memory (449,936 tokens) in one-token blocks on 2 vLLM V1 replicas, 160 bytes a block: 137.3 MB
+BIG_POOLS = [
+    "--scenario=B",
+    "--mode=vllm-v1",
+    "--block_size=1",
+    "--replicas=2",
+    "--requests=5",
+    "--routers=round-robin",
+]
+
+
+def test_cli_refuses_over_the_memory_budget_and_memory_budget_raises_it():
+    with mock.patch.object(LABS["fleet"], "run", lambda self, progress=None: {"stubbed": True}):
+        assert cli("run", "fleet", *BIG_POOLS)[0] == 0
+        code, out, err = cli("run", "fleet", *BIG_POOLS, "--memory-budget", "100")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "137 MB of memory (899,872 blocks set up in vLLM V1's replicas' pools), over the budget of 100 MB" in err
+        assert cli("run", "fleet", *BIG_POOLS, "--memory-budget=138", "--budget", "30")[0] == 0
+
+
+def test_a_memory_refusal_with_nothing_else_to_change_names_the_flag():
+    held = Unit("held things", 0.0, bytes=MB)
+    assert refused(work((1000, held)), BUDGET_S, 999) == (
+        "memory: this run is estimated at 1,000 MB of memory (1,000 held things), over the budget of 999 MB; "
+        "raise --memory-budget"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "lots", "1e309", ""])
+def test_cli_memory_budget_must_be_positive_megabytes(value):
+    code, out, err = cli("run", "roofline", "--memory-budget", value)
+    assert (code, out) == (2, "") and err == (
+        f"kvweb: --memory-budget: '{value}' is not allowed; expected megabytes (2**20 bytes), a number above 0\n"
+    )
+
+
+def test_help_says_how_to_raise_the_memory_budget():
+    assert "[--memory-budget MB]" in cli("run", "--help")[1] and "[--memory-budget MB]" in cli("plan", "--help")[1]
+    assert "--memory-budget MB (default 768)" in cli("run", "engine", "--help")[1]
 
 
 def test_constant_estimates_are_the_seconds_themselves():

@@ -279,7 +279,7 @@ def tenants_consistent(tree: ApproximateTree) -> None:
     stack: list[Node] = list(tree.root.children.values())
     while stack:
         node = stack.pop()
-        assert node.tenants and node.key
+        assert node.tenants and len(node.key)
         if node.parent is not tree.root:
             assert set(node.tenants) <= set(node.parent.tenants)  # type: ignore[union-attr]
         for t in node.tenants:

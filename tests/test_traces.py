@@ -332,3 +332,65 @@ def test_the_served_app_takes_the_largest_trace_file_in_one_websocket_message():
     limit = int(re.search(r"--websocket-max-message-size (\d+)", script).group(1))
     base64 = -(-traces.MAX_BYTES // 3) * 4
     assert base64 == 26_666_668 and limit >= base64 + 1_000_000 > 20 * 2**20  # room for the message's JSON
+
+
+def test_a_trace_runs_estimate_holds_its_token_ids_and_sglangs_pools_caching_them() -> None:
+    from kvweb.budget import SLOT_SETUP, TRACE_SLOTS, TRACE_TOKENS
+    from kvweb.labs.engine import EngineLab
+    from kvweb.labs.fleet import FleetLab
+
+    key = remember((DATA / "mooncake.jsonl").read_bytes(), "mooncake.jsonl").key
+    ids = 1000 + 10 + 1200 + 20 + 600 + 5 + 300 + 7  # prompt and output of the four rows: 3,142 ids
+    slots = 2 * 11_969  # scenario A's KV memory, in token slots, on each of 2 replicas
+    fleet = FleetLab(workload="trace", trace_file=key, replicas=2, routers="round-robin,cache-aware").estimate()
+    assert fleet.held == ((slots, SLOT_SETUP), (ids, TRACE_TOKENS), (slots, TRACE_SLOTS))
+    assert fleet.bytes == pytest.approx(slots * 5.5 + ids * 10 + slots * 26)  # 748 KB: one fleet run's
+    v1 = FleetLab(workload="trace", trace_file=key, replicas=2, mode="vllm-v1").estimate()
+    assert (ids, TRACE_TOKENS) in v1.held and all(unit is not TRACE_SLOTS for _, unit in v1.held)
+    engine = EngineLab(workload="trace", trace_file=key, compare="none").estimate()
+    assert [n for n, unit in engine.held if unit is TRACE_TOKENS] == [ids]  # once, however many runs (and maps)
+    assert all(u not in (TRACE_TOKENS, TRACE_SLOTS) for _, u in FleetLab(workload="multi-turn").estimate().held)
+
+
+def fleet_figures(requests: list, router: str) -> dict:
+    from kvweb.fleet.fleet import serve
+    from kvweb.labs.fleet import FleetLab
+    from kvweb.serving.loop.metrics import SLO
+
+    lab = FleetLab(mode="sglang")
+    return serve(requests, lambda: lab.scheduler("sglang"), 2, router).figures(SLO(2.0, 0.1))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4000), st.integers(1, 1500), st.integers(1, 40)), min_size=1, max_size=12))
+def test_the_router_trees_views_of_the_requests_tokens_serve_as_copies_would(rows: list) -> None:
+    """The cache-aware router's tree keeps views of each request's tokens (not copies: a whole
+    Mooncake trace's router held 1.7 GB of Python ints); the same fleet on copies gives the same figures,
+    and a finished request keeps no slot array alive."""
+    from kvweb.serving.load.workload import Request
+
+    requests = traces.requests(read_trace(mooncake_text(rows)))
+    copied = [Request(r.id, r.arrival, r.prompt, r.output, np.array(r.tokens.tolist())) for r in requests]
+    assert fleet_figures(requests, "cache-aware") == fleet_figures(copied, "cache-aware")
+
+
+def test_the_router_tree_shares_the_requests_tokens_and_finished_requests_let_go_of_their_slots() -> None:
+    from kvweb.fleet.fleet import serve
+    from kvweb.fleet.routers import CacheAware
+    from kvweb.labs.fleet import FleetLab
+
+    requests = traces.requests(load("mooncake.jsonl"))
+    lab = FleetLab(mode="sglang")
+    fleet = serve(requests, lambda: lab.scheduler("sglang"), 2, "cache-aware")
+    sequences = [s for run in fleet.runs for s in run.sequences]
+    assert len(sequences) == 4 and all(len(s.prefix) == 0 and s.prefix.base is None and not s.own for s in sequences)
+    router = CacheAware(2)
+    for r in requests:
+        router.tree.insert(r.tokens[: r.prompt], 0, r.arrival)
+    stack, keys = list(router.tree.root.children.values()), []
+    while stack:
+        node = stack.pop()
+        keys.append(node.key)
+        stack.extend(node.children.values())
+    # 46 47 | 48, 99, and 7: every edge a view of some request's own tokens
+    assert len(keys) == 5 and all(any(np.shares_memory(k, r.tokens) for r in requests) for k in keys)

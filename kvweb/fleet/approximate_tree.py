@@ -10,7 +10,8 @@ that tenant's leaf); a node no tenant holds any more is cut off.
 
 A tenant's nodes form a subtree that includes the root's side of each of its nodes, so the
 tenant a match names has every matched token on a path it was sent. SGLang matches characters of
-the request text; kvweb's requests are token ids, so tokens stand in for characters here.
+the request text; kvweb's requests are token ids, so tokens stand in for characters here. An edge holds its run as an int64 array, most often a view of the
+request's own tokens (a tuple of Python ints took 40 bytes a token: 1.7 GB of a whole Mooncake trace's router).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kvweb.prefix.radix_cache import _prefix_len
+
 Tokens = Sequence[int] | np.ndarray
 
 
@@ -29,7 +32,7 @@ class Node:
 
     __slots__ = ("key", "children", "tenants", "parent", "id")
 
-    def __init__(self, key: tuple[int, ...], parent: Node | None, node_id: int) -> None:
+    def __init__(self, key: np.ndarray, parent: Node | None, node_id: int) -> None:
         self.key = key
         self.children: dict[int, Node] = {}
         self.tenants: dict[int, float] = {}  # tenant -> last access time
@@ -40,7 +43,7 @@ class Node:
 class ApproximateTree:
     def __init__(self, n_tenants: int) -> None:
         self._ids = itertools.count()
-        self.root = Node((), None, next(self._ids))
+        self.root = Node(_run(()), None, next(self._ids))
         self.size = [0] * n_tenants  # tokens per tenant (SGLang's tenant_char_count)
 
     def insert(self, tokens: Tokens, tenant: int, now: float) -> None:
@@ -48,13 +51,14 @@ class ApproximateTree:
         run = _run(tokens)
         node, i = self.root, 0
         while i < len(run):
-            child = node.children.get(run[i])
+            first = int(run[i])
+            child = node.children.get(first)
             if child is None:
                 child = Node(run[i:], node, next(self._ids))
-                node.children[run[i]] = child
+                node.children[first] = child
                 i = len(run)
             else:
-                k = _common(child.key, run, i)
+                k = _prefix_len(child.key, run[i:])
                 if k < len(child.key):
                     child = self._split(child, k)
                 i += k
@@ -71,10 +75,10 @@ class ApproximateTree:
         run = _run(tokens)
         node, i = self.root, 0
         while i < len(run):
-            child = node.children.get(run[i])
+            child = node.children.get(int(run[i]))
             if child is None:
                 break
-            k = _common(child.key, run, i)
+            k = _prefix_len(child.key, run[i:])
             i, node = i + k, child
             if k < len(child.key):
                 break
@@ -107,7 +111,7 @@ class ApproximateTree:
             parent = node.parent
             assert parent is not None
             if not node.tenants:
-                del parent.children[node.key[0]]
+                del parent.children[int(node.key[0])]
             if parent is not self.root and tenant in self._leaf_tenants(parent):
                 heapq.heappush(heap, (parent.tenants[tenant], parent.id, tenant, parent))
 
@@ -118,8 +122,8 @@ class ApproximateTree:
         upper = Node(child.key[:k], parent, next(self._ids))
         upper.tenants = dict(child.tenants)
         child.key, child.parent = child.key[k:], upper
-        upper.children[child.key[0]] = child
-        parent.children[upper.key[0]] = upper
+        upper.children[int(child.key[0])] = child
+        parent.children[int(upper.key[0])] = upper
         return upper
 
     def _nodes(self) -> list[Node]:
@@ -137,18 +141,6 @@ class ApproximateTree:
         return set(node.tenants) - below
 
 
-def _run(tokens: Tokens) -> tuple[int, ...]:
-    """Tokens as a tuple of Python ints (numpy's hash and compare slower, one by one)."""
-    return tuple(tokens.tolist() if isinstance(tokens, np.ndarray) else tokens)
-
-
-def _common(key: tuple[int, ...], run: tuple[int, ...], i: int) -> int:
-    """Length of the common prefix of `key` and run[i:]."""
-    if run[i : i + len(key)] == key:  # the whole edge, most often: asked in one comparison
-        return len(key)
-    k = 0
-    for a, b in zip(key, run[i:]):
-        if a != b:
-            break
-        k += 1
-    return k
+def _run(tokens: Tokens) -> np.ndarray:
+    """Tokens as int64 ids (an int64 array as it is: its edges are views of it)."""
+    return np.asarray(tokens, dtype=np.int64)

@@ -16,7 +16,18 @@ import param
 
 from kvweb.gpu.calibration import parse_runs
 from kvweb.gpu.measured_cost import COST_MODELS, is_measured
-from kvweb.budget import ENGINE_BLOCKS, ENGINE_REQUESTS, HASHED_BLOCKS, MAP_CELLS, STEP_TOKENS, Estimate, Unit, work
+from kvweb.budget import (
+    ENGINE_BLOCKS,
+    ENGINE_REQUESTS,
+    HASHED_BLOCKS,
+    MAP_CELLS,
+    STEP_TOKENS,
+    TRACE_SLOTS,
+    TRACE_TOKENS,
+    Estimate,
+    Unit,
+    work,
+)
 from kvweb.serving.loop.engine_setup import MEMORIES, PREEMPTIONS, SCENARIOS, Setup, ignored_by
 from kvweb.lab import ADVANCED, ParamError, Progress, Text, no_progress
 from kvweb.memo import Memo
@@ -54,6 +65,13 @@ def cost_model_param(default: str = "roofline") -> param.Selector:
         "or auto (measured where kernels exist for the GPU, model and precision, else roofline; "
         "the result's step_cost says which)",
     )
+
+
+def trace_held(requests: list[Request], slots: float = 0.0) -> list[tuple[float, Unit]]:
+    """The memory a trace's requests hold while a run lasts: their token ids, and `slots` of SGLang's pools
+    caching them (kvweb/budget.py, TRACE_TOKENS)."""
+    ids = sum(len(r.tokens) for r in requests if r.tokens is not None)
+    return [(ids, TRACE_TOKENS), (slots if ids else 0.0, TRACE_SLOTS)]
 
 
 class TraceReplay(param.Parameterized):
@@ -351,7 +369,8 @@ class EngineLab(ServingLab):
             else self.served_work(requests, 0, 1024)
             for kind in kinds
         ]
-        return work(*(part for run in runs for part in run), **self.work_knobs())
+        held = trace_held(requests) if self.workload == "trace" else []
+        return work(*(part for run in runs for part in run), *held, **self.work_knobs())
 
     def serve(self, progress: Progress) -> dict[str, Any]:
         requests = self.workload_at(self.rate)

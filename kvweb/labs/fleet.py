@@ -160,6 +160,7 @@ class FleetLab(SchedulersLab):
             rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
         cost = self.setup().cost_model()
         kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
+        trace = self.workload == "trace"
         runs = [
             fleet_work(
                 requests,
@@ -171,6 +172,7 @@ class FleetLab(SchedulersLab):
                 self.block_size,
                 rounds,
                 groups=groups,
+                trace=trace,
             )
             for _ in self.router_list()
         ]
@@ -186,11 +188,14 @@ class FleetLab(SchedulersLab):
                 rounds,
                 transfers=True,
                 groups=groups,
+                trace=trace,
             )
             for prefill in splits
         ]
         knobs = self.work_knobs()
-        single = fleet_work(requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups)
+        single = fleet_work(
+            requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups, trace=trace
+        )
         return in_turn(
             *runs,
             single,

@@ -34,7 +34,7 @@ from kvweb.fleet.planner import GPU_PRICES, LATENCIES, grid, plan, pricing, roof
 from kvweb.fleet.routers import ROUTERS
 from kvweb.gpu import GPUS, KV_PRECISIONS, MODELS, TP_SIZES, WEIGHT_PRECISIONS, CostModel
 from kvweb.gpu.explain import Explanation
-from kvweb.labs.engine import TraceReplay, batch_at_most, cost_model_param
+from kvweb.labs.engine import TraceReplay, batch_at_most, cost_model_param, trace_held
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, Text, no_progress, shown
 from kvweb.parsing import to_number
 from kvweb.prefix.modes import MAX_SEQS, MODES
@@ -63,6 +63,7 @@ def fleet_work(
     rounds: float = 0.0,
     transfers: bool = False,
     groups: int = 0,
+    trace: bool = False,
 ) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
     requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
@@ -72,7 +73,9 @@ def fleet_work(
     and at `rounds` more times, and each decision's prefix probes: the prompt's blocks read on
     `probed` replicas (a request without content is shared with none: nothing to read), and each
     replica's pool of `kv_tokens` in blocks (SGLang's: in token slots, arrays, memory only), set up whatever
-    the requests and held until the run ends; with `groups` (`kv_groups`), each decode step slides every group. The figures, estimate beside CPU time: docs/fleet.md,
+    the requests and held until the run ends; with `groups` (`kv_groups`), each decode step slides every group;
+    with `trace` (requests replayed from a trace), the token ids its requests carry and SGLang's pools caching them
+    (`trace_held`). The figures, estimate beside CPU time: docs/fleet.md,
     `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
@@ -88,6 +91,7 @@ def fleet_work(
         (hashed, POOL_BLOCKS),
         ((len(requests) + rounds) * replicas, ADVANCES),
         (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS),
+        *(trace_held(requests, pools if not blocks else 0) if trace else ()),
     ]
 
 
@@ -274,6 +278,7 @@ class PlanLab(Lab, TraceReplay):
                     MAX_SEQS,
                     c.scheduler,
                     groups=kv_groups(cost, c.scheduler),
+                    trace=self.workload == "trace",
                 )
                 for c, cost in zip(left, costs)
             ),

@@ -24,7 +24,7 @@ from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.lab import Progress, no_progress
 from kvweb.memo import Memo
-from kvweb.labs.engine import timeline
+from kvweb.labs.engine import timeline, trace_held
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.modes_lab import PREFIX_WORKLOADS, ModesLab
 from kvweb.labs.paper_gpu import PaperGPULab
@@ -204,6 +204,7 @@ class SchedulersLab(ModesLab):
         knobs = self.work_knobs()
         return work(
             *(part for run in runs for part in run),
+            *(trace_held(requests) if self.workload == "trace" else ()),
             lower=(*knobs["lower"], *self.workload_lengths()),
             higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()),
         )

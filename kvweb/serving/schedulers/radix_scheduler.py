@@ -53,7 +53,7 @@ from kvweb.serving.memory.host_tier import LOAD_BACK_THRESHOLD, HostTree
 from kvweb.serving.memory.hybrid_kv import sglang_refusal
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.schedulers.radix_quiet import RadixQuietSteps
-from kvweb.serving.loop.sequence import Seq
+from kvweb.serving.loop.sequence import NO_SLOTS, Seq
 from kvweb.serving.loop.step_cost import chunk_work
 
 POLICIES = ("lpm", "fcfs")
@@ -311,7 +311,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             self.waiting.remove(seq)
             if seq.spans:
                 self.preempted -= 1
-            seq.node, seq.prefix = (match.node, match.slots[:hit]) if match else (None, seq.prefix[:0])
+            seq.node, seq.prefix = (match.node, match.slots[:hit]) if match else (None, NO_SLOTS)
             seq.computed = seq.mat = hit
             self._admitted(seq, hit)
             if self.tier is not None and len(seq.spans) == 1:
@@ -465,7 +465,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 self.pool.free(np.concatenate(seq.own))
         if seq.node is not None:
             self.tree.unlock(seq.node)
-        seq.node, seq.prefix, seq.own, seq.mat = None, seq.prefix[:0], [], 0
+        seq.node, seq.prefix, seq.own, seq.mat = None, NO_SLOTS, [], 0  # not a view: it would keep the slots
 
     # -- figures and the memory map ----------------------------------------------------
     @property
