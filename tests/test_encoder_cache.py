@@ -132,7 +132,7 @@ def test_block_hashes_hold_the_images_they_cover():
     assert keys == {0: (1,), 1: (1, 2), 2: (2,)}
 
 
-def test_a_running_request_cut_to_nothing_is_passed_over():
+def test_a_chunk_stops_before_the_image_the_budget_cannot_take_and_the_next_step_computes_it():
     """A budget of 600 for two images of 576 in one prompt: the first chunk (2048 tokens) computes the
     first image and stops before the second (at 608); the next step computes it."""
     reqs = [Request(0, 0.0, 1400, 4, images=(Image(32, N, 1), Image(608, N, 2)))]

@@ -64,7 +64,7 @@ def encoder_seconds(cost: CostModel, images: Sequence[int]) -> float:
     if not images:
         return 0.0
     flops, nbytes = VIT.work(images, cost.tp)
-    return max(flops / (cost.peak_flops * cost.compute_eff), nbytes / (cost.gpu.hbm_bandwidth * cost.memory_eff))
+    return float(max(flops / (cost.peak_flops * cost.compute_eff), nbytes / (cost.gpu.hbm_bandwidth * cost.memory_eff)))
 
 
 class EncoderCache:
