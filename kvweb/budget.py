@@ -128,7 +128,7 @@ SLOT_SETUP = Unit("token slots set up in SGLang's replicas' pools", 0.0, bytes=5
 # A trace's requests carry their token ids (int64) for as long as the lab runs; a trace, bounded only by its
 # MAX_TOKENS, can bring gigabytes, where the generated workloads' caps keep theirs to a few MB (not counted). 10
 # bytes a token: the id's 8, and what a fleet run's caches and records grow by with the trace (docs/traces.md: a
-# whole Mooncake-sized trace, 144 M ids, and windows of it: peak / estimate 0.90-0.94). SGLang's replicas fill
+# whole Mooncake-sized trace, 144 M ids, and windows of it: peak / estimate 0.93-0.98). SGLang's replicas fill
 # their pools with the trace's prompts: a radix tree's keys as bytes, its slots and the slot arrays they are cut
 # from, 26 bytes a slot on the same runs.
 TRACE_TOKENS = Unit("token ids a trace's requests carry", 0.0, bytes=10)
