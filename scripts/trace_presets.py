@@ -1,4 +1,4 @@
-"""Write the trace presets kvweb ships (kvweb/serving/trace_presets/): synthetic traces in the published formats of
+"""Write the trace presets kvweb ships (kvweb/serving/load/trace_presets/): synthetic traces in the published formats of
 Mooncake, Azure's LLM inference traces and BurstGPT, drawn from seeded random numbers. They are NOT excerpts of
 those traces (this machine reaches no copy of them; docs/traces.md): their columns follow each format's schema, and
 their means are round figures of the order the traces' papers and READMEs publish.
