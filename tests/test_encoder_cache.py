@@ -246,3 +246,25 @@ def test_a_waiting_request_that_does_not_fit_gives_its_images_back():
 
     s.run(reqs, observer=check)
     assert len(waited) > 10 and (s.encoder.computed, s.encoder.hits) == (300, 1)
+
+
+def test_a_waiting_request_whose_image_must_wait_stays_in_place_and_the_next_one_starts():
+    """vLLM 0.33.0 requeues a waiting request cut to nothing by the encoder (`skip_request`: "so it
+    does not stall the requests behind it"): an encoder budget of 300 a step; requests 0 and 1 each
+    start with an image of 300, request 2 has none. Step 1 computes request 0's image, request 1's
+    must wait for step 2, and request 2 starts in step 1 beside request 0."""
+    reqs = [
+        Request(0, 0.0, 400, 4, images=(Image(0, 300, 1),)),
+        Request(1, 0.0, 400, 4, images=(Image(0, 300, 2),)),
+        Request(2, 0.0, 100, 4),
+    ]
+    s = V1Scheduler(cost_with(8192), V1Config(4096, encoder=EncoderConfig(300, 2048)))
+    started: dict[int, int] = {}
+
+    def seen(sch: V1Scheduler, step: int) -> None:
+        for q in [*sch.running.values(), *sch.prefilling]:
+            started.setdefault(q.id, step)
+
+    s.run(reqs, observer=seen)
+    assert started[1] == started[0] + 1 and started[2] == started[0]
+    assert (s.encoder.cut, s.encoder.computed) == (1, 600)

@@ -211,17 +211,19 @@ class ModesLab(ServingLab):
         0,
         bounds=(0, 65536),
         precedence=ADVANCED,
-        doc="images: vLLM's max_num_encoder_input_tokens, the embeddings the encoder may compute in one "
-        "step (a chunk needing an image beyond it stops before the image); 0: the token budget; "
-        "raised to image_tokens, as vLLM does",
+        doc="images: the embeddings the encoder may compute in one step (a chunk needing an image beyond it "
+        "stops before the image); 0: vLLM 0.33.0's max_num_encoder_input_tokens, the token budget, which it "
+        "does not let you change (later vLLM: max_num_batched_encoder_embeds); raised to image_tokens, as "
+        "vLLM does",
     )
     encoder_cache = param.Integer(
         0,
         bounds=(0, 1_000_000),
         precedence=ADVANCED,
-        doc="images: vLLM's encoder_cache_size, the embeddings the encoder cache holds (images no running "
-        "request needs are evicted oldest first when room is needed); 0: the encoder budget; "
-        "raised to image_tokens, as vLLM does",
+        doc="images: the embeddings the encoder cache holds (images no running request needs are evicted "
+        "oldest first when room is needed); 0: vLLM 0.33.0's encoder_cache_size, the token budget, which it "
+        "does not let you change (later vLLM: encoder_cache_size, default the encoder budget); raised to "
+        "image_tokens, as vLLM does",
     )
     search = param.Boolean(False, doc="also search each mode's highest rate within the SLO (about ten runs per mode)")
     target = param.Number(

@@ -31,7 +31,7 @@ tokens):
    placeholders needs its embeddings, from the encoder cache (by mm hash: a second request with the
    same image hits) or computed in this step within the encoder budget and the cache's room; else
    the chunk is cut just before the image (`_try_schedule_encoder_inputs`, for running and waiting
-   requests alike: a running request cut to nothing is passed over, a waiting one stops admission).
+   requests alike; a request cut to nothing is passed over, a waiting one staying in its place).
    A request releases an image once its computed tokens pass it (`_free_encoder_inputs`, after
    the step), or when it leaves. The encoder's time is added to the step's. A block holding an
    image's placeholders hashes the image's mm hash too (`_gen_mm_extra_hash_keys`).
@@ -301,6 +301,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         if self.waiting and not preempted and not blocked:
             running = batch > 0  # running requests were scheduled in this step
             skipped = 0  # waiting requests whose adapter the batch has no room for: they stay in place
+            cut = 0  # of them, requests whose image the encoder cannot take in this step (vLLM's `skip_request`)
             # Every one was skipped in the last scan, and since then no request joined the queue at either
             # end, none left it and the batch's adapters are the same: each is skipped again.
             if self.adapters:
@@ -324,6 +325,10 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 images, found = [], []
                 if n and seq.req.images:
                     n, new_budget = self.encoder.schedule(seq.id, seq.req.images, hit, n, encoder_budget, images, found)
+                    if not n:  # its image cannot be computed: it stays in place, the ones behind it are tried
+                        skipped += 1
+                        cut += 1
+                        continue
                 if not n:
                     break
                 # its first chunk's slots and its lookahead's (`allocate_slots`)
@@ -368,10 +373,10 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 else:
                     self.prefilling.append(seq)
             if self.adapters:
-                self.adapters.note(self.now, skipped)
+                self.adapters.note(self.now, skipped - cut)
                 self._passed_over = (
                     (len(self.waiting), self.waiting[0], self.waiting[-1], set(self.adapters.users))
-                    if skipped and skipped == len(self.waiting)
+                    if skipped and skipped == len(self.waiting) and not cut
                     else None
                 )
         if self.encoder:
