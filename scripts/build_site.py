@@ -400,7 +400,7 @@ def convert(site: Path, packages: list[str], script: Path) -> None:
         .replace("@ENV@", json.dumps({"PANEL_CDN_ROOT": os.environ["PANEL_CDN_ROOT"]}))
     )
     from app.site.convert import convert as convert_app
-    from app.site.resources import DATATABLE_GUARD
+    from app.site.upstream import DATATABLE_GUARD
 
     html, worker_js = convert_app(script, worker, DATATABLE_GUARD + (STATIC / "handler.js").read_text())
     if worker_js is None:

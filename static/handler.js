@@ -79,7 +79,7 @@ function adoptAppUrl(docs_json) {
   }
 }
 
-// guardDataTables(): app/site/resources.py's DATATABLE_GUARD, put in front of this script by
+// guardDataTables(): app/site/upstream.py's DATATABLE_GUARD, put in front of this script by
 // scripts/build_site.py (the served app's page runs the same guard).
 
 // Stop: the cancel button while a run computes (docs/site.md, "Stopping a run"). Its click would

@@ -131,3 +131,19 @@ def test_the_pyodide_dict_converter_is_there():
         t.id for n in pyodide_module().body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
     }
     assert "_dict_converter" in names
+
+
+def test_the_datatable_guards_bokehjs_names_are_in_the_installed_bundle():
+    """DATATABLE_GUARD patches BokehJS's private DataTableView: its layout hooks, the grid it
+    waits for, the redraw it calls and the signal it listens to must still be there."""
+    import bokeh
+
+    js = Path(bokeh.__file__).parent / "server" / "static" / "js"
+    tables, core = (js / "bokeh-tables.js").read_text(), (js / "bokeh.js").read_text()
+    view = tables[tables.index("class DataTableView") :]
+    view = view[: view.index("\n    }\n", view.index("updateGrid() {"))]  # up to the end of updateGrid
+    for hook in ("_after_layout() {", "_after_resize() {", "connect_signals() {", "updateGrid() {"):
+        assert hook in view, hook
+    assert "this.grid = new" in tables and 'this.patching = new signaling_1.Signal(this, "patching")' in core
+    for name in ("_after_layout", "_after_resize", "this.grid", "updateGrid", "source.patching"):
+        assert name in upstream.DATATABLE_GUARD

@@ -1,8 +1,9 @@
-"""Every private Panel API kvweb uses, in one place: Panel offers no public way to do these.
+"""Every private Panel and Bokeh API kvweb uses, in one place: they offer no public way to do these.
 
-Each is checked by tests/test_site_upstream.py against the installed Panel (the Pyodide-only
-ones by name and signature there, and by what they do in e2e/test_site.py), so a Panel release
-that changes one fails there, not in a learner's browser. They are why Panel is pinned to one
+Each is checked by tests/test_site_upstream.py against the installed Panel and Bokeh (the
+Pyodide-only ones by name and signature there, and by what they do in e2e/test_site.py; the
+DataTable guard's BokehJS names in the installed bundle), so a release that changes one fails
+there, not in a learner's browser. They are why Panel is pinned to one
 version (docs/site.md).
 """
 
@@ -18,6 +19,33 @@ from bokeh.models import CustomJS
 from panel.io.location import Location
 from panel.io.state import state
 from panel.util import edit_readonly
+
+
+# Bokeh 3.9's DataTable sizes its grid in after_layout, which a sibling's first render can
+# call before the table's own after_render has made the grid (seen whenever a page's first
+# document already holds a lab's table): wait for the grid instead of failing.
+# It also redraws its rows only when its CDSView's indices change, so new data with as many rows
+# as before kept the old cells on screen (bokeh#15328: the schedulers, engine, fsm and radix-demo
+# tables showed the first run's numbers): new data or a patch redraws the grid too.
+DATATABLE_GUARD = """
+function guardDataTables() {
+  const view = window.Bokeh?.Tables?.DataTable?.prototype?.default_view;
+  if (view == null || view.prototype.kvwebGuarded) return;
+  for (const name of ["_after_layout", "_after_resize"]) {
+    const original = view.prototype[name];
+    view.prototype[name] = function () { if (this.grid !== undefined) original.call(this); };
+  }
+  const connect = view.prototype.connect_signals;
+  view.prototype.connect_signals = function () {
+    connect.call(this);
+    const source = this.model.source;
+    const redraw = () => { if (this.grid !== undefined) this.updateGrid(); };
+    this.connect(source.properties.data.change, redraw);
+    this.connect(source.patching, redraw);
+  };
+  view.prototype.kvwebGuarded = true;
+}
+"""
 
 
 def location_of(doc: Document) -> Location | None:
