@@ -1,4 +1,4 @@
-"""app/site/upstream.py: each private Panel API kvweb uses still does what kvweb needs.
+"""app/site/upstream.py: each private Panel and Bokeh API kvweb uses still does what kvweb needs.
 
 A Panel release that changes one fails here. The Pyodide-only ones (`panel.io.pyodide` imports
 `js`) are checked by name and signature here; what they do is checked by every static-site test

@@ -8,7 +8,7 @@ link to the page and Panel's conversion into a static page.
 - `convert`: Panel's conversion with kvweb's worker and page scripts (static/).
 - `resources`: what the served page loads besides the document (no unused Panel extension;
   the DataTable guard both pages run).
-- `upstream`: every private Panel API the above use, in one place (tests/test_site_upstream.py).
+- `upstream`: every private Panel and Bokeh API the above use, in one place (tests/test_site_upstream.py).
 
 The browser's own part is in static/ (handler.js, worker.mjs, early.html, loading.html).
 """
