@@ -153,11 +153,12 @@ _MESSAGES = [
         "host_tier_gb: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and the "
         "host tier is simulated for models whose layers are all alike only (use 0)",
     ),
-    # the schedulers lab's LoRA adapters (kvweb/labs/modes_lab.py, kvweb/serving/memory/lora.py)
+    # LoRA adapters in the schedulers and fleet labs (kvweb/labs/modes_lab.py, kvweb/labs/fleet.py)
     (
-        r"^loras: (\S+) is not allowed in the (\S+) lab; LoRA adapters are simulated in the schedulers lab "
-        r"only \(use 0\)$",
-        "loras: {0} is not allowed in the {1} lab; LoRA adapters are simulated in the schedulers lab only (use 0)",
+        r"^prefill_replicas: (\S+) is not allowed with loras (\S+); the KV transfer of LoRA adapters' requests is "
+        r"not simulated \(use 0 for one of them\)$",
+        "prefill_replicas: {0} is not allowed with loras {1}; the KV transfer of LoRA adapters' requests is not "
+        "simulated (use 0 for one of them)",
     ),
     (
         r"^loras: (\S+) is not allowed with mode (\S+); LoRA adapters \(loras > 0\) are simulated in vllm-v1 "

@@ -34,7 +34,7 @@ class Replica:
     def waiting(self) -> int:
         return self.load // 2
 
-    def prefix_match(self, tokens: np.ndarray) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
         return self.tree.peek_length(tokens)
 
     def prefill_tokens(self) -> int:
@@ -42,6 +42,9 @@ class Replica:
 
     def decode_blocks(self) -> int:
         return self.load
+
+    def adapters(self) -> None:
+        return None
 
     def take(self, tokens: np.ndarray) -> None:
         m = self.tree.match_prefix(tokens)

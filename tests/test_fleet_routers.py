@@ -44,7 +44,7 @@ class View:
     def waiting(self) -> int:
         return self.queue
 
-    def prefix_match(self, tokens: np.ndarray) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
         run = tuple(int(t) for t in tokens)
         return max((lcp(run, c) for c in self.cached), default=0)
 
@@ -53,6 +53,9 @@ class View:
 
     def decode_blocks(self) -> int:
         return self.decode
+
+    def adapters(self) -> None:
+        return None
 
 
 def req(tokens: list[int], t: float = 0.0, rid: int = 0) -> Request:
@@ -163,7 +166,7 @@ class RadixReplica(View):
 
     tree: RadixCache = field(default_factory=lambda: RadixCache(64))
 
-    def prefix_match(self, tokens: np.ndarray) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
         return self.tree.peek_length(tokens)
 
 
@@ -173,7 +176,7 @@ class BlockReplica(View):
 
     pool: BlockPool = field(default_factory=lambda: BlockPool(16, 4))
 
-    def prefix_match(self, tokens: np.ndarray) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
         return block_pool_match(self.pool, tokens)
 
 

@@ -182,7 +182,7 @@ def test_the_lab_runs_adapters_in_vllm_v1_only():
     assert lora["loads"] >= 1
     with pytest.raises(ParamError, match="loras: 4 is not allowed with spec_tokens 2"):
         SchedulersLab(loras=4, spec_tokens=2).check()
-    with pytest.raises(ParamError, match="loras: 2 is not allowed in the fleet lab"):
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode sglang"):
         FleetLab(loras=2).check()
     with pytest.raises(ParamError, match="loras: 2 is not allowed with model gpt-oss-20b; its layers are not all full"):
         SchedulersLab(loras=2, model="gpt-oss-20b").check()

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kvweb.fleet.regret import Decision, decide
+from kvweb.fleet.replica_view import Adapters
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import Progress, no_progress
 from kvweb.serving.load.arrivals import Arrivals
@@ -61,8 +62,8 @@ class Replica:
     def waiting(self) -> int:
         return self.outstanding() - len(self.engine.running) - len(self.computing())
 
-    def prefix_match(self, tokens: np.ndarray) -> int:
-        return self.engine.cached_prefix(tokens)
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
+        return self.engine.cached_prefix(tokens, adapter)
 
     def prefill_tokens(self) -> int:
         e = self.engine
@@ -72,6 +73,21 @@ class Replica:
     def decode_blocks(self) -> int:
         """Blocks of 16 tokens held by running requests (SGLang's token slots counted so too)."""
         return -(-self.engine.occupied // BLOCK_SIZE)
+
+    def adapters(self) -> Adapters | None:
+        slots = getattr(self.engine, "adapters", None)
+        if slots is None:
+            return None
+        e = self.engine
+        waiting = {s.req.adapter for s in e.waiting} | {r.adapter for r in e.arrivals.queued()}
+        return Adapters(frozenset(slots.resident), frozenset(slots.users), frozenset(waiting), slots.config.max_loras)
+
+    def adapter_figures(self) -> dict[str, Any] | None:
+        """The adapters loaded over the host link and their seconds, and those in slots at the end."""
+        slots = getattr(self.engine, "adapters", None)
+        if slots is None:
+            return None
+        return {"loads": slots.loads, "load_s": slots.load_s, "in_slots": sorted(slots.resident)}
 
     def hit_rate(self) -> float:
         e = self.engine
@@ -85,6 +101,7 @@ class FleetRun:
     rejected: list[tuple[Request, str]]  # every rejection: by a replica, or its conversation ended there
     decisions: list[Decision]  # in routing order
     samples: list[tuple[float, list[int], list[int], list[float]]]  # (t, outstanding, waiting, hit rate) per replica
+    adapters: list[dict[str, Any]] | None = None  # each replica's LoRA loads (None: no adapter slots)
 
     def merged(self) -> ScheduledRun:
         """The fleet as one run: the union of the requests, sums of the replicas' work and memory
@@ -158,10 +175,16 @@ class FleetRun:
             }
             for r in self.runs
         ]
+        loras = {}
+        if self.adapters is not None:
+            for figures, slots in zip(per, self.adapters):
+                figures["lora"] = slots
+            loras = {"adapter_loads": sum(a["loads"] for a in self.adapters)}
         return {
             "router": self.router,
             **summarize(run, slo),
             **prefix_figures(run),
+            **loras,
             "max_batch": run.max_batch,
             "replicas": per,
             "regret": self.regret(),
@@ -221,4 +244,5 @@ def serve(
                 progress(min(len(decisions) / total, 1.0), f"{len(decisions)} requests routed")
     end = max(r.engine.now for r in fleet)
     samples.append((end, [r.outstanding() for r in fleet], [r.waiting() for r in fleet], [r.hit_rate() for r in fleet]))
-    return FleetRun(router, [r.engine.result() for r in fleet], rejected, decisions, samples)
+    adapters = [a for a in (r.adapter_figures() for r in fleet) if a is not None] or None
+    return FleetRun(router, [r.engine.result() for r in fleet], rejected, decisions, samples, adapters)

@@ -12,6 +12,11 @@ what each follows in its project and where kvweb simplifies:
 - `ExactPrefix`: llm-d's precise prefix-cache scorer with its queue scorer: each replica's real
   cached prefix (KV events there, the cache itself here) against its waiting queue.
 - `CostRouter`: Dynamo's KV router: overlap weight x blocks to prefill + blocks decoding, lowest.
+- `LoraAffinity`: llm-d's lora-affinity scorer beside its queue scorer: a replica that has the
+  request's LoRA adapter loaded, else one whose batch has room for another adapter.
+
+With LoRA adapters a prefix is the adapter's: the prefix routers probe each replica's cache under
+the request's adapter, and the cache-aware router keeps one tree per adapter.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kvweb.fleet.approximate_tree import ApproximateTree
-from kvweb.fleet.replica_view import ReplicaView
+from kvweb.fleet.replica_view import Adapters, ReplicaView
 from kvweb.serving.loop.sequence import TOKEN_BASE
 from kvweb.serving.load.workload import Request
 
@@ -100,7 +105,8 @@ class CacheAware(Router):
         max_tree_size: int = 2**26,
     ) -> None:
         super().__init__()
-        self.tree = ApproximateTree(n_replicas)
+        self.n_replicas = n_replicas
+        self.trees = {0: ApproximateTree(n_replicas)}  # one per adapter (sgl-router: one per model id)
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
         self.balance_rel_threshold = balance_rel_threshold
@@ -108,21 +114,29 @@ class CacheAware(Router):
         self.max_tree_size = max_tree_size
         self.next_eviction: float | None = None  # the first request starts the eviction clock
 
+    @property
+    def tree(self) -> ApproximateTree:
+        """The base model's tree."""
+        return self.trees[0]
+
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         now = request.arrival
         self._trim(now)
+        tree = self.trees.get(request.adapter)
+        if tree is None:
+            tree = self.trees[request.adapter] = ApproximateTree(self.n_replicas)
         prompt = prompt_of(request) if request.tokens is not None else unique_prompt(request)
         loads = [r.outstanding() for r in replicas]
         high, low = max(loads), min(loads)
         if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:
             self.reason, i = "balance", lowest(loads)
         else:
-            matched, tenant = self.tree.prefix_match(prompt, now)
+            matched, tenant = tree.prefix_match(prompt, now)
             if len(prompt) and matched / len(prompt) > self.cache_threshold and tenant is not None:
                 self.reason, i = "match", tenant
             else:
                 self.reason, i = "least loaded", lowest(loads)
-        self.tree.insert(prompt, i, now)
+        tree.insert(prompt, i, now)
         return i
 
     def _trim(self, now: float) -> None:
@@ -130,7 +144,8 @@ class CacheAware(Router):
         if self.next_eviction is None:
             self.next_eviction = now + self.eviction_interval
         elif now >= self.next_eviction:
-            self.tree.evict(self.max_tree_size)
+            for tree in self.trees.values():
+                tree.evict(self.max_tree_size)
             periods = math.floor((now - self.next_eviction) / self.eviction_interval) + 1
             self.next_eviction += periods * self.eviction_interval
 
@@ -152,7 +167,7 @@ class ExactPrefix(Router):
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         prompt = prompt_of(request)
-        matches = [r.prefix_match(prompt) for r in replicas]
+        matches = [r.prefix_match(prompt, request.adapter) for r in replicas]
         queue = [-r.waiting() for r in replicas]  # fewer waiting scores higher
         total = [self.prefix_weight * p + self.queue_weight * q for p, q in zip(_min_max(matches), _min_max(queue))]
         i = lowest([-t for t in total])
@@ -192,7 +207,7 @@ class CostRouter(Router):
         bs = self.block_size
         costs = []
         for r in replicas:
-            cached = r.prefix_match(prompt) // bs  # whole blocks, as Dynamo's overlap counts
+            cached = r.prefix_match(prompt, request.adapter) // bs  # whole blocks, as Dynamo's overlap counts
             prefill = (r.prefill_tokens() + len(prompt) - cached * bs) / bs
             decode = r.decode_blocks() + -(-len(prompt) // bs) - cached
             costs.append(self.overlap_score_weight * prefill + decode)
@@ -210,10 +225,53 @@ class CostRouter(Router):
         return int(self.rng.choice(len(costs), p=p / p.sum()))
 
 
+class LoraAffinity(Router):
+    """llm-d's lora-affinity scorer (gateway-api-inference-extension, `scorer/lora_affinity.go`)
+    beside its queue scorer, then the highest total. llm-d's affinity: 1.0 where the request's
+    adapter is active, 0.8 where the running and waiting requests' adapters are fewer than max_loras
+    (room to load one more), 0.6 where it is waiting, else 0. llm-d reads "active" from vLLM's gauge
+    (the running requests' adapters); kvweb reads the GPU slots (an idle adapter still in one needs
+    no load either) and puts a free slot (no adapter to evict) at 0.9, between llm-d's first two.
+    Queue: (most waiting - waiting) / (most - fewest), all equal 1. Weights 1 and 1, as the
+    inference extension's default profile. Without adapter slots the affinity is equal everywhere
+    and the queue decides. `reason`: "adapter", "free slot", "room", "adapter waiting", or "queue"
+    where the affinity is alike everywhere or a higher one lost."""
+
+    name = "lora-affinity"
+
+    def __init__(self, affinity_weight: float = 1.0, queue_weight: float = 1.0) -> None:
+        super().__init__()
+        self.affinity_weight = affinity_weight
+        self.queue_weight = queue_weight
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        affinity = [lora_affinity(request.adapter, r.adapters()) for r in replicas]
+        queue = _min_max([-r.waiting() for r in replicas])
+        i = lowest([-(self.affinity_weight * a + self.queue_weight * q) for a, q in zip(affinity, queue)])
+        lost = min(affinity) == max(affinity) or affinity[i] < max(affinity)
+        self.reason = "queue" if lost else AFFINITY_REASONS.get(affinity[i], "queue")
+        return i
+
+
+AFFINITY_REASONS = {1.0: "adapter", 0.9: "free slot", 0.8: "room", 0.6: "adapter waiting"}
+
+
+def lora_affinity(adapter: int, adapters: Adapters | None) -> float:
+    """The affinity of a replica for a request of `adapter` (a replica without slots, or a request
+    of the base model: 1.0, every replica alike)."""
+    if adapters is None or not adapter or adapter in adapters.loaded:  # a running adapter is in a slot
+        return 1.0
+    if len(adapters.running | adapters.waiting) < adapters.max_loras:
+        return 0.9 if len(adapters.loaded) < adapters.max_loras else 0.8
+    return 0.6 if adapter in adapters.waiting else 0.0
+
+
 ROUTERS: dict[str, Callable[[int], Router]] = {
     RoundRobin.name: lambda n: RoundRobin(),
     LeastOutstanding.name: lambda n: LeastOutstanding(),
     CacheAware.name: CacheAware,
     ExactPrefix.name: lambda n: ExactPrefix(),
     CostRouter.name: lambda n: CostRouter(),
+    LoraAffinity.name: lambda n: LoraAffinity(),
 }
+COMPARED = tuple(r for r in ROUTERS if r != LoraAffinity.name)  # the fleet lab's default: the prefix and load routers

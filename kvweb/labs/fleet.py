@@ -21,7 +21,7 @@ from kvweb.budget import Estimate, in_turn
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
-from kvweb.fleet.routers import ROUTERS
+from kvweb.fleet.routers import COMPARED, ROUTERS
 from kvweb.gpu import GPUS
 from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source, step_cost
@@ -33,7 +33,7 @@ from kvweb.memo import Memo
 from kvweb.prefix.modes import MODES
 from kvweb.serving.loop.engine_setup import Setup
 from kvweb.serving.loop.metrics import explain as explain_run
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Request, with_adapters
 
 DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
@@ -83,7 +83,7 @@ class FleetLab(SchedulersLab):
         precedence=ADVANCED,
         doc="disaggregation: KV link latency per transfer, microseconds",
     )
-    routers = Text(",".join(ROUTERS), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
+    routers = Text(",".join(COMPARED), max_length=120, doc=f"routers to compare, comma-separated: {', '.join(ROUTERS)}")
     max_len = param.Integer(
         0,
         bounds=(0, 32768),
@@ -137,6 +137,11 @@ class FleetLab(SchedulersLab):
             raise ParamError(
                 f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
                 f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)"
+            )
+        if self.prefill_replicas and self.loras:
+            raise ParamError(
+                f"prefill_replicas: {self.prefill_replicas} is not allowed with loras {self.loras}; the KV "
+                "transfer of LoRA adapters' requests is not simulated (use 0 for one of them)"
             )
         if self.prefill_replicas and self.kv_groups():
             raise ParamError(
@@ -207,7 +212,7 @@ class FleetLab(SchedulersLab):
         return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
-        requests, slo = self.requests_at(self.rate), self.setup().slo
+        requests, slo = with_adapters(self.requests_at(self.rate), self.loras, self.seed), self.setup().slo
         names = self.router_list()
         rows = []
         for i, name in enumerate(names):

@@ -34,7 +34,6 @@ LORA_SETTINGS = ("max_loras", "lora_rank", "lora_targets")  # read only while re
 SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
 LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 only"
 MAX_LORAS = 1000  # distinct adapters of a workload
-LORA_LABS = ("schedulers",)  # the fleet's routers do not know adapters yet
 IMAGE_SETTINGS = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images
 IMAGE_REFUSAL = "images (images > 0) are simulated in vllm-v1 only"
 IMAGE_LABS = ("schedulers",)  # the fleet's routers do not know images yet
@@ -326,12 +325,8 @@ class ModesLab(ServingLab):
         return (*super().ignored(), *unset(self.spec_tokens, self.loras, self.images))
 
     def check_lora(self) -> None:
-        """LoRA adapters: in a lab and mode that model them, alone, on a model they are simulated on."""
-        if self.lab_name not in LORA_LABS:
-            raise ParamError(
-                f"loras: {self.loras} is not allowed in the {self.lab_name} lab; LoRA adapters are simulated "
-                "in the schedulers lab only (use 0)"
-            )
+        """LoRA adapters: in a mode that models them, alone, on a model they are simulated on (the
+        fleet lab: every replica's mode)."""
         if not any(MODES[m].adapters for m in self.priced_modes()):
             raise ParamError(
                 f"loras: {self.loras} is not allowed with mode {self.priced_modes()[0]}; {LORA_REFUSAL} (use 0)"

@@ -112,9 +112,10 @@ class SchedulerInterface:
         """Tokens of reusable KV nobody holds (freed, still found by the prefix cache)."""
         raise NotImplementedError
 
-    def cached_prefix(self, tokens: np.ndarray) -> int:
-        """How many leading tokens of `tokens` the prefix cache holds now, read-only (a router's
-        probe: no LRU stamp, no split); none without a prefix cache, as the papers' engine."""
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
+        """How many leading tokens of `tokens`, under LoRA adapter `adapter` (0: the base model),
+        the prefix cache holds now, read-only (a router's probe: no LRU stamp, no split); none
+        without a prefix cache, as the papers' engine."""
         return 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:

@@ -20,7 +20,7 @@ used one (`activate_adapter`), and the step waits for it (bytes / host link). Th
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +64,13 @@ def adapter_params(model: LLMSpec, rank: int, targets: str, tp: int = 1) -> int:
 def adapter_bytes(model: LLMSpec, rank: int, targets: str, tp: int = 1) -> int:
     """One adapter slot's bytes on one GPU."""
     return adapter_params(model, rank, targets, tp) * LORA_BYTES
+
+
+def hash_root(adapter: int) -> Hashable:
+    """The root of a request's chained block hashes: its adapter's (vLLM puts the LoRA's name in every
+    block's extra keys, `_gen_lora_extra_hash_keys`), so one adapter's prefix is no hit for another;
+    the base model's 0."""
+    return ("lora", adapter) if adapter else 0
 
 
 def lora_refusal(model: LLMSpec, targets: str) -> str | None:

@@ -480,7 +480,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     def cached(self) -> int:
         return self.tree.evictable_size
 
-    def cached_prefix(self, tokens: np.ndarray) -> int:
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
         return self.tree.peek_length(tokens) if self.config.radix_cache else 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:

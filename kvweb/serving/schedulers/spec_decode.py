@@ -153,9 +153,9 @@ class SpecV1Scheduler(V1Scheduler):
             cover_next_token(seq.hashes, tokens, self.bs)
         return seq.hashes
 
-    def cached_prefix(self, tokens: np.ndarray) -> int:
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
         if not self.lookahead_hashes:
-            return super().cached_prefix(tokens)
+            return super().cached_prefix(tokens, adapter)
         tokens = np.asarray(tokens, dtype=np.int64)
         hashes: list[Hashable] = []
         for blocks in range(1, (len(tokens) - 1) // self.bs + 1):  # the last token is no block's next

@@ -70,7 +70,7 @@ from kvweb.serving.loop.engine_trace import GroupMap, cell_group
 from kvweb.serving.memory.encoder_cache import EncoderCache, EncoderConfig, encoder_seconds, image_block_keys
 from kvweb.serving.memory.host_tier import HostTier
 from kvweb.serving.memory.hybrid_kv import GroupedPool, group_maps, grouped_memory_map, kv_layout
-from kvweb.serving.memory.lora import AdapterSlots, LoraConfig
+from kvweb.serving.memory.lora import AdapterSlots, LoraConfig, hash_root
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
@@ -85,11 +85,13 @@ def default_token_budget(gpu: GPUSpec) -> int:
     return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
 
 
-def block_pool_match(pool: BlockPool, tokens: np.ndarray) -> int:
-    """Tokens of `tokens` in vLLM's block cache: its whole blocks whose chained hashes are all
-    in the table (a lookup, which changes nothing)."""
+def block_pool_match(pool: BlockPool, tokens: np.ndarray, adapter: int = 0) -> int:
+    """Tokens of `tokens` under `adapter` in vLLM's block cache: its whole blocks whose chained
+    hashes are all in the table (a lookup, which changes nothing)."""
     hashes: list[Hashable] = []
-    chain_hashes(np.asarray(tokens, dtype=np.int64), pool.block_size, hashes, len(tokens) // pool.block_size)
+    chain_hashes(
+        np.asarray(tokens, dtype=np.int64), pool.block_size, hashes, len(tokens) // pool.block_size, hash_root(adapter)
+    )
     return len(pool.lookup(hashes)) * pool.block_size
 
 
@@ -451,7 +453,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             else:
                 adapter, images = seq.req.adapter, seq.req.images
                 extra = image_block_keys(images, self.bs) if images else None
-                chain_hashes(seq.content(), self.bs, seq.hashes, blocks, ("lora", adapter) if adapter else 0, extra)
+                chain_hashes(seq.content(), self.bs, seq.hashes, blocks, hash_root(adapter), extra)
         return seq.hashes
 
     def _hits(self, seq: Seq, total: int) -> list[int]:
@@ -516,8 +518,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
     def cached(self) -> int:
         return self.pool.reusable * self.bs
 
-    def cached_prefix(self, tokens: np.ndarray) -> int:
-        return block_pool_match(self.pool, tokens) if self.config.prefix_caching else 0
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
+        return block_pool_match(self.pool, tokens, adapter) if self.config.prefix_caching else 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache

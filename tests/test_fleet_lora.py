@@ -1,0 +1,129 @@
+"""LoRA adapters in the fleet: the replicas' views of their slots, the lora-affinity router counted
+by hand against round robin, the prefix routers keyed by adapter, and the fleet lab's figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kvweb.labs  # noqa: F401
+from kvweb.fleet.fleet import Replica, serve
+from kvweb.fleet.replica_view import Adapters
+from kvweb.fleet.routers import CacheAware, LoraAffinity, lora_affinity
+from kvweb.lab import ParamError
+from kvweb.labs.fleet import FleetLab
+from kvweb.serving.load.workload import Request
+from test_lora import lora_v1
+
+# adapters 1, 1, 2, 2, 1, 1, 2, 2, one request a second (each finished before the next arrives)
+PATTERN = [1, 1, 2, 2, 1, 1, 2, 2]
+
+
+def spaced(adapters: list[int]) -> list[Request]:
+    return [Request(i, float(i), 20, 4, adapter=a) for i, a in enumerate(adapters)]
+
+
+def loads(router: str) -> list[int]:
+    fleet = serve(spaced(PATTERN), lambda: lora_v1(1), 2, router)
+    assert fleet.adapters is not None
+    return [a["loads"] for a in fleet.adapters]
+
+
+def test_lora_affinity_loads_each_adapter_once_where_round_robin_loads_eight_times() -> None:
+    """2 replicas, 2 adapters, max_loras 1, requests of adapters 1,1,2,2,1,1,2,2 one at a time.
+    Round robin: replica 0 gets requests 0,2,4,6 (adapters 1,2,1,2), replica 1 requests 1,3,5,7
+    (1,2,1,2): its one slot changes adapter at every request, 4 loads each, 8 in all.
+    lora-affinity: request 0 finds both replicas with a free slot (0.9 each, queues alike): the
+    lowest, replica 0 loads adapter 1; request 1 finds adapter 1 in replica 0's slot (1.0); request
+    2 (adapter 2): replica 0's slot is taken by idle adapter 1 (room: 0.8), replica 1's free (0.9):
+    replica 1 loads adapter 2; from then on every request finds its adapter loaded. 1 load each."""
+    assert loads("round-robin") == [4, 4]
+    assert loads("lora-affinity") == [1, 1]
+    fleet = serve(spaced(PATTERN), lambda: lora_v1(1), 2, "lora-affinity")
+    assert fleet.served_by() == {i: 0 if a == 1 else 1 for i, a in enumerate(PATTERN)}
+    assert [d.reason for d in fleet.decisions] == ["queue", "adapter", "free slot", *["adapter"] * 5]
+    assert [a["in_slots"] for a in fleet.adapters or []] == [[1], [2]]
+
+
+def test_llm_d_affinity_tiers() -> None:
+    """llm-d's 1.0 / 0.8 / 0.6 / 0 with kvweb's slots read as active and a free slot at 0.9."""
+    view = Adapters(loaded=frozenset({1, 2}), running=frozenset({1}), waiting=frozenset({3}), max_loras=3)
+    assert lora_affinity(2, view) == 1.0  # idle in a slot: no load
+    assert lora_affinity(4, view) == 0.9  # 2 adapters running or waiting of 3, a slot of 3 free
+    roomy = Adapters(frozenset({1, 2}), frozenset({1}), frozenset(), 2)
+    assert lora_affinity(3, roomy) == 0.8  # room in the batch, but an idle adapter is evicted
+    free = Adapters(frozenset({1}), frozenset({1}), frozenset(), 2)
+    assert lora_affinity(3, free) == 0.9
+    full = Adapters(frozenset({1, 2}), frozenset({1, 2}), frozenset({3}), 2)
+    assert lora_affinity(3, full) == 0.6 and lora_affinity(4, full) == 0.0
+    assert lora_affinity(0, full) == lora_affinity(4, None) == 1.0  # the base model, a replica without slots
+
+
+def test_a_replica_view_names_its_adapters_and_probes_its_cache_under_one() -> None:
+    """A request of adapter 1 served on a vLLM V1 replica with prefix caching: its slot holds 1, and
+    the same 64 tokens are 64 cached tokens under adapter 1, none under adapter 2 or the base model."""
+    tokens = np.arange(100, dtype=np.int64)
+    replica = Replica(lora_v1(2, prefix_caching=True))
+    replica.engine.submit(Request(0, 0.0, 64, 4, tokens[:68], adapter=1))
+    replica.sent += 1
+    replica.engine.advance(5.0)
+    assert replica.adapters() == Adapters(frozenset({1}), frozenset(), frozenset(), 2)
+    assert [replica.prefix_match(tokens[:64], a) for a in (1, 2, 0)] == [64, 0, 0]
+
+
+class Idle:
+    """A replica with nothing running: every load 0, no slots."""
+
+    def outstanding(self) -> int:
+        return 0
+
+    def waiting(self) -> int:
+        return 0
+
+    def adapters(self) -> None:
+        return None
+
+
+def test_cache_aware_keeps_one_tree_per_adapter() -> None:
+    """The same 32 tokens under adapter 1 to replica 0 (the least loaded); again under adapter 1: a
+    match (replica 0); under adapter 2: no match in adapter 2's tree, so the least loaded, and the
+    request goes into a tree of its own."""
+    tokens = np.arange(33, dtype=np.int64)
+    router, views = CacheAware(2), [Idle(), Idle()]
+    assert router.route(Request(0, 0.0, 32, 1, tokens, adapter=1), views) == 0 and router.reason == "least loaded"
+    assert router.route(Request(1, 1.0, 32, 1, tokens, adapter=1), views) == 0 and router.reason == "match"
+    router.route(Request(2, 2.0, 32, 1, tokens, adapter=2), views)
+    assert router.reason == "least loaded" and sorted(router.trees) == [0, 1, 2]
+    assert router.tree.size == [0, 0] and router.trees[1].size == [32, 0]
+
+
+def test_without_adapters_lora_affinity_is_the_queue() -> None:
+    router = LoraAffinity()
+
+    class Queued(Idle):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def waiting(self) -> int:
+            return self.n
+
+    assert router.route(Request(0, 0.0, 8, 1), [Queued(3), Queued(1), Queued(2)]) == 1 and router.reason == "queue"
+
+
+def test_the_fleet_lab_runs_adapters_on_vllm_v1_replicas() -> None:
+    lab = FleetLab(mode="vllm-v1", loras=4, max_loras=1, replicas=2, routers="round-robin,lora-affinity", requests=40)
+    result = lab.run()
+    rows = {r["router"]: r for r in result["routers"]}
+    for name, row in rows.items():
+        per = result["per_replica"][name]
+        assert row["adapter_loads"] == sum(p["lora"]["loads"] for p in per) >= 4  # each adapter at least once
+        assert all(len(p["lora"]["in_slots"]) == 1 for p in per)
+    assert rows["lora-affinity"]["adapter_loads"] < rows["round-robin"]["adapter_loads"]
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode sglang"):
+        FleetLab(loras=2, mode="sglang").check()
+    with pytest.raises(ParamError, match="prefill_replicas: 1 is not allowed with loras 2"):
+        FleetLab(loras=2, mode="vllm-v1", prefill_replicas=1).check()
+    assert (
+        "adapter_loads"
+        not in FleetLab(mode="vllm-v1", replicas=2, requests=20, routers="round-robin").run()["routers"][0]
+    )
