@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -50,8 +51,12 @@ def wait_http(url: str, timeout: float = 60) -> None:
 
 @contextmanager
 def serve_app() -> Iterator[str]:
-    """`panel serve app/main.py` on a free port, one process; yields the app's base URL."""
+    """`panel serve app/main.py` on a free port, one process; yields the app's base URL.
+
+    The server's log goes to a file, never to a pipe nobody reads: it writes a few hundred bytes a
+    session, and a full pipe (64 KB, a few hundred sessions of the e2e suite) would stop it mid-write."""
     port = free_port()
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -70,7 +75,7 @@ def serve_app() -> Iterator[str]:
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/main")
@@ -82,6 +87,7 @@ def serve_app() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        log.close()
 
 
 def wait_ready(page: Page, timeout: float = 60_000) -> None:
