@@ -14,6 +14,14 @@ counted in the blocks (the recording's pool is `num_gpu_blocks`), and takes each
 accepted drafts from the recording instead of drawing them. Besides the decisions above it must
 schedule the same draft tokens per request, leave each scheduled request holding the same
 number of blocks, and leave the same number of blocks free after every step.
+
+LoRA adapters (`lora_workloads`) and images (`mm_workloads`), every run: kvweb's `V1Scheduler` with
+vLLM's `max_loras` (`LoraConfig`; the pool is still `num_gpu_blocks`: the slots' bytes are added
+to the GPU's memory) or the recorded encoder budget and cache (`EncoderConfig`), each request with
+its adapter or images. Besides the decisions above it must leave each scheduled request holding
+the same number of blocks and the same number of blocks free after every step, and keep the same
+adapters among the running requests (LoRA) or have the encoder compute the same images for the same
+requests and leave the encoder cache holding as many embeddings (images).
 """
 
 from __future__ import annotations
@@ -31,8 +39,10 @@ from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.labs.schedulers import CHECKED, VLLM_VERSION
 from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler
+from kvweb.serving.memory.encoder_cache import EncoderConfig
+from kvweb.serving.memory.lora import LoraConfig
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Image, Request
 
 DATA = Path(__file__).parent / "data" / "parity" / f"vllm-{VLLM_VERSION}.json.gz"
 RECORDED = json.loads(gzip.decompress(DATA.read_bytes()))
@@ -50,12 +60,14 @@ def segment_tokens(segments: list[list[int]]) -> list[int]:
     return out
 
 
-def cost_with_blocks(blocks: int, block_size: int):  # noqa: ANN201
-    """The paper GPU with exactly `blocks` blocks of KV, as vLLM's `num_gpu_blocks`."""
+def cost_with_blocks(blocks: int, block_size: int, lora: LoraConfig | None = None):  # noqa: ANN201
+    """The paper GPU with exactly `blocks` blocks of KV, as vLLM's `num_gpu_blocks` (beside the
+    adapters' slots, if any)."""
     kv = BASE.model.kv_bytes_per_token
     tokens = blocks * block_size
-    cost = replace(BASE, mem_util=(BASE.model.weight_bytes + tokens * kv + kv / 2) / BASE.gpu.hbm_bytes)
-    assert cost.kv_capacity_blocks(block_size) == blocks
+    slots = lora.max_loras * lora.slot_bytes(BASE) if lora else 0
+    cost = replace(BASE, mem_util=(BASE.model.weight_bytes + slots + tokens * kv + kv / 2) / BASE.gpu.hbm_bytes)
+    assert (lora.kv_blocks(cost, block_size) if lora else cost.kv_capacity_blocks(block_size)) == blocks
     return cost
 
 
@@ -68,7 +80,11 @@ def requests_of(workload: dict[str, Any], run: str) -> list[tuple[int, Request]]
         prompt, output = segment_tokens(r["prompt"]), segment_tokens(r["output"])
         tokens = np.array(prompt + output, dtype=np.int64)
         step = arrived.get(str(r["id"]), r["arrival_step"])
-        out.append((step, Request(r["id"], float(step), len(prompt), len(output), tokens=tokens)))
+        images = tuple(Image(*image) for image in r.get("images", ()))
+        adapter = r.get("adapter", 0)
+        out.append(
+            (step, Request(r["id"], float(step), len(prompt), len(output), tokens, adapter=adapter, images=images))
+        )
     return sorted(out, key=lambda x: (x[0], x[1].id))
 
 
@@ -113,6 +129,19 @@ class SpecReplay(SpecV1Scheduler):
         super()._admitted(seq, hit)
 
 
+class Replay(V1Scheduler):
+    """kvweb's V1 scheduler noting the images the encoder computes for each request in a step."""
+
+    def __init__(self, cost: CostModel, config: V1Config) -> None:
+        super().__init__(cost, config)
+        self.encoded: dict[str, list[int]] = {}
+
+    def _encode(self, seq: Seq, images: list, found: list) -> list[int]:
+        if images:
+            self.encoded[str(seq.id)] = [image.mm_hash for image in images]
+        return super()._encode(seq, images, found)
+
+
 def decisions(sched: V1Scheduler, before: dict[int, int], waiting: set[int]) -> dict[str, Any]:
     """One iteration's decisions in the recorder's form, read from the scheduler's state right after
     it. `before`: each running request's computed tokens before it (-1: decoding); `waiting`: the
@@ -145,26 +174,35 @@ def decisions(sched: V1Scheduler, before: dict[int, int], waiting: set[int]) -> 
     preempted = [str(i) for i in sorted(before) if i in now_waiting]
     if preempted:
         out["preempted"] = preempted
-    if scheduled is not None:
+    if scheduled is not None or sched.adapters or sched.encoder:
         held = {str(s.id): len(s.blocks) for s in [*sched.running.values(), *sched.prefilling]}
         out["blocks"] = {rid: held[rid] for rid in tokens}
         if spec:
             out["spec"] = spec
+    if sched.adapters and sched.adapters.users:
+        out["loras"] = sorted(sched.adapters.users)
+    if isinstance(sched, Replay) and sched.encoded:
+        out["encoder"] = sched.encoded
     return out
 
 
 def scheduler_for(workload: dict[str, Any], run: str) -> V1Scheduler:
     """kvweb's scheduler with the recorded run's settings (and drafts, for a spec workload)."""
     c = workload["config"]
+    lora = LoraConfig(max_loras=c["max_loras"]) if "max_loras" in c else None
     config = V1Config(
         c["max_model_len"],
         c["block_size"],
         c["max_num_seqs"],
         c["max_num_batched_tokens"],
         c["enable_prefix_caching"],
+        lora=lora,
+        encoder=EncoderConfig(c["encoder_budget"], c["encoder_cache"]) if "encoder_budget" in c else None,
         **RUNS[run],
     )
-    cost = cost_with_blocks(c["num_gpu_blocks"], c["block_size"])
+    cost = cost_with_blocks(c["num_gpu_blocks"], c["block_size"], lora)
+    if config.encoder:
+        return Replay(cost, config)
     if "spec" not in workload:
         return V1Scheduler(cost, config)
     spec = workload["spec"]
@@ -176,12 +214,15 @@ def scheduler_for(workload: dict[str, Any], run: str) -> V1Scheduler:
 def first_divergence(workload: dict[str, Any], run: str) -> str | None:
     """Replay a recorded run on kvweb; None if every step agrees, else where and how they differ."""
     sched = scheduler_for(workload, run)
+    c = workload["config"]
     compared = (
         "tokens",
         "admitted",
         "preempted",
         "finished",
         *(("spec", "blocks", "free") if "spec" in workload else ()),
+        *(("blocks", "free", "loras") if "max_loras" in c else ()),
+        *(("blocks", "free", "encoder", "held") if "encoder_budget" in c else ()),
     )
     arrivals = requests_of(workload, run)
     steps = workload["runs"][run]
@@ -197,6 +238,8 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
             waiting = {s.id for s in sched.waiting}
             if isinstance(sched, SpecReplay):
                 sched.recorded, sched.scheduled = expected.get("accepted", {}), {}
+            if isinstance(sched, Replay):
+                sched.encoded = {}
             sched.step += 1
             sched._iterate()
             got = decisions(sched, before, waiting)
@@ -209,6 +252,8 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
             got["finished"] = finished
         if "free" in compared:
             got["free"] = len(sched.pool.free)
+        if "held" in compared:
+            got["held"] = sched.encoder.held
         if got != want:
             context = json.dumps(steps[max(0, index - 2) : index], separators=(",", ":"))[:600]
             return (
@@ -222,7 +267,7 @@ def first_divergence(workload: dict[str, Any], run: str) -> str | None:
     return None
 
 
-ALL = RECORDED["workloads"] + RECORDED["spec_workloads"]
+ALL = RECORDED["workloads"] + RECORDED["spec_workloads"] + RECORDED["lora_workloads"] + RECORDED["mm_workloads"]
 CASES = [(w["name"], run) for w in ALL for run in w["runs"] if run in RUNS]
 WORKLOADS = {w["name"]: w for w in ALL}
 
@@ -284,3 +329,78 @@ def test_the_spec_recording_covers_what_the_issue_asks():
     padded = [r for _, s in steps for r in s.get("spec", {}) if r in s.get("admitted", {})]
     assert cut and padded
     assert all(0 <= s["accepted"][r] <= n for _, s in steps for r, n in s.get("spec", {}).items())
+
+
+def waiting_passed_over(workload: dict[str, Any], steps: list[dict[str, Any]]) -> int:
+    """Admissions of a request while one that arrived before it (and was not preempted) still waits:
+    under first come first served only a skip (vLLM's `skip_request`) lets one through."""
+    waiting: list[str] = []
+    passed = 0
+    for step in steps:
+        for rid in step.get("preempted", ()):
+            waiting.insert(0, rid)
+        waiting += step.get("arrived", [])
+        admitted = step.get("admitted", {})
+        passed += sum(1 for rid in admitted if any(w not in admitted for w in waiting[: waiting.index(rid)]))
+        waiting = [w for w in waiting if w not in admitted]
+    return passed
+
+
+def test_the_lora_recording_covers_what_the_issue_asks():
+    """At least 6 seeded workloads with adapters: max_loras 1, 2 and 4, several adapters beside
+    base-model requests, a prefix shared under two adapters (each finds only its own copy), memory
+    that preempts, and waiting requests skipped for want of an adapter slot while later ones run."""
+    lora = RECORDED["lora_workloads"]
+    assert len(lora) >= 6 and all(set(w["runs"]) == {"default", "no_full_isl"} for w in lora)
+    assert {w["config"]["max_loras"] for w in lora} == {1, 2, 4}
+    adapters = [q.get("adapter", 0) for w in lora for q in w["requests"]]
+    assert 0 in adapters and len(set(adapters)) >= 6
+    assert sum(len(s.get("preempted", ())) for w in lora for s in w["runs"]["default"]) > 0
+    assert all(waiting_passed_over(w, w["runs"]["default"]) for w in lora if w["config"]["max_loras"] == 1)
+    assert all(len(s.get("loras", ())) <= w["config"]["max_loras"] for w in lora for s in w["runs"]["default"])
+    shared = next(w for w in lora if w["name"] == "lora-shared-prefix")
+    adapter = {str(q["id"]): q["adapter"] for q in shared["requests"]}
+    hits = [(adapter[r], h) for s in shared["runs"]["default"] for r, h in s.get("admitted", {}).items()]
+    # the first request of each adapter finds nothing, the later ones its adapter's prefix (320 tokens)
+    for a in (1, 2):
+        first, *later = [h for b, h in hits if b == a]
+        assert first == 0 and later and all(h >= 320 for h in later)
+
+
+def test_the_image_recording_covers_what_the_issue_asks():
+    """At least 6 seeded workloads with images: images hitting the encoder cache, images computed
+    again after eviction, chunks cut just before an image (encoder budget), prefix hits that stop
+    inside an image, text-only requests admitted past a request waiting for the encoder, memory
+    that preempts, prefix caching on and off."""
+    mm = RECORDED["mm_workloads"]
+    assert len(mm) >= 6 and all(set(w["runs"]) == {"default", "no_full_isl"} for w in mm)
+    assert {w["config"]["enable_prefix_caching"] for w in mm} == {True, False}
+    scheduled = needed = again = cut = inside = 0
+    for w in mm:
+        c, steps = w["config"], w["runs"]["default"]
+        images = {str(q["id"]): q["images"] for q in w["requests"]}
+        prompt = {str(q["id"]): sum(n for _, n in q["prompt"]) for q in w["requests"]}
+        computed: dict[str, int] = {}
+        seen: set[int] = set()
+        for s in steps:
+            for rid in s.get("preempted", ()):
+                del computed[rid]
+            for rid, hit in s.get("admitted", {}).items():
+                computed[rid] = hit
+                inside += any(o < hit < o + n for o, n, _ in images[rid])
+            full = sum(s.get("tokens", {}).values()) == c["max_num_batched_tokens"]
+            for rid, n in s.get("tokens", {}).items():
+                computed[rid] += n
+                short = computed[rid] < prompt[rid] and not full
+                cut += short and any(o == computed[rid] for o, _, _ in images[rid])
+            for rid, hashes in s.get("encoder", {}).items():
+                again += len(seen.intersection(hashes))
+                seen.update(hashes)
+                scheduled += len(hashes)
+            assert s.get("held", 0) <= c["encoder_cache"]
+        needed += len({h for q in w["requests"] for _, _, h in q["images"]})
+        if w["name"] == "mm-skip":
+            assert waiting_passed_over(w, steps)
+    assert scheduled > needed  # evicted images computed again
+    assert again and cut and inside
+    assert sum(len(s.get("preempted", ())) for w in mm for s in w["runs"]["default"]) > 0

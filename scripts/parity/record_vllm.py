@@ -42,6 +42,30 @@ Its step records also have:
   spec      {req_id: draft tokens scheduled (len(scheduled_spec_decode_tokens[req_id]))}
   accepted  {req_id: of them, accepted}: the replay feeds these counts to kvweb
   blocks    {req_id: blocks the request holds after schedule()}, for every scheduled request
+
+LoRA adapters (`LORA_WORKLOADS`, under `lora_workloads`, `default` and `no_full_isl`): `LoRAConfig(max_loras,
+max_lora_rank=16)` in the VllmConfig (of it `Scheduler.schedule` reads only `max_loras`: the
+`scheduled_loras` check); a request with adapter i carries `LoRARequest(f"lora-{i}", i,
+f"/lora/{i}")`, whose name and path the engine's block hasher puts in every block's hash. The KV
+cache is `num_gpu_blocks` as given: the adapters' GPU slots are not part of the scheduler's
+decisions (vLLM takes them from the memory before sizing the KV cache). Their step records also
+have `blocks` (as above) and
+  loras     the adapters of the running requests after schedule() (`scheduled_loras`), sorted
+
+Images (`MM_WORKLOADS`, under `mm_workloads`, `default` and `no_full_isl`): each image is a
+`MultiModalFeatureSpec(data=None, modality="image", identifier=f"img-{h}",
+mm_position=PlaceholderRange(offset, length))`. The tiny model is text-only, so `Scheduler.__init__`
+sizes no encoder budget or cache (`model_config.supports_multimodal_inputs` is False: no
+`MultiModalBudget`, `max_num_encoder_input_tokens` 0, an `EncoderCacheManager` of 0); the recorder
+sets `sched.max_num_encoder_input_tokens = encoder_budget` and `sched.encoder_cache_manager =
+EncoderCacheManager(encoder_cache)` right after construction, the two values
+`compute_mm_encoder_budget` would give a model whose largest image fits both. The stand-in
+model runner computes no embeddings: the scheduler frees a request's encoder inputs itself in
+`update_from_output` (`_free_encoder_inputs`) and the model runner reports nothing about them.
+Their step records also have `blocks` (as above) and
+  encoder   {req_id: [mm hash of each image the encoder computes for it in this step]}
+  held      embeddings the encoder cache holds after the step (its size less its free slots:
+            unreferenced images not yet evicted count)
 """
 
 from __future__ import annotations
@@ -66,14 +90,18 @@ import vllm  # noqa: E402
 from vllm.config import (  # noqa: E402
     CacheConfig,
     DeviceConfig,
+    LoRAConfig,
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
     SpeculativeConfig,
     VllmConfig,
 )
+from vllm.lora.request import LoRARequest  # noqa: E402
+from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
+from vllm.v1.core.encoder_cache_manager import EncoderCacheManager  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
@@ -136,6 +164,7 @@ def build(cfg: dict, variant: str, model_dir: str, spec: dict | None = None) -> 
         cache_config=cc,
         device_config=DeviceConfig(device="cpu"),
         speculative_config=speculative(spec, mc, model_dir) if spec else None,
+        lora_config=LoRAConfig(max_loras=cfg["max_loras"], max_lora_rank=16) if "max_loras" in cfg else None,
     )
     assert vc.scheduler_config.async_scheduling == (variant == "async")
     assert vc.scheduler_config.scheduler_reserve_full_isl == (variant != "no_full_isl")
@@ -159,6 +188,12 @@ def build(cfg: dict, variant: str, model_dir: str, spec: dict | None = None) -> 
         log_stats=False,
     )
     assert sched.kv_cache_manager.block_pool.num_gpu_blocks == cfg["num_gpu_blocks"]
+    assert (sched.lora_config is None) == ("max_loras" not in cfg)
+    # a text-only model: no encoder budget, an empty encoder cache; a multimodal model's, set here
+    assert sched.max_num_encoder_input_tokens == 0 and sched.encoder_cache_manager.cache_size == 0
+    if "encoder_budget" in cfg:
+        sched.max_num_encoder_input_tokens = cfg["encoder_budget"]
+        sched.encoder_cache_manager = EncoderCacheManager(cfg["encoder_cache"])
     if spec:
         eagle = spec["method"] == "eagle"
         assert sched.num_spec_tokens == spec["spec_tokens"]
@@ -276,6 +311,16 @@ class Run:
                 pooling_params=None,
                 arrival_time=float(step),
                 block_hasher=self.hasher,
+                lora_request=LoRARequest(f"lora-{a}", a, f"/lora/{a}") if (a := q.get("adapter")) else None,
+                mm_features=[
+                    MultiModalFeatureSpec(
+                        data=None,
+                        modality="image",
+                        identifier=f"img-{h}",
+                        mm_position=PlaceholderRange(offset=offset, length=length),
+                    )
+                    for offset, length, h in q.get("images", ())
+                ],
             )
             self.sched.add_request(req)
             self.objs[rid] = req
@@ -297,9 +342,20 @@ class Run:
             rec["admitted"] = admitted
         if so.preempted_req_ids:
             rec["preempted"] = sorted(so.preempted_req_ids, key=int)
-        if self.spec and so.num_scheduled_tokens:
+        cfg = self.wl["config"]
+        extended = self.spec or "max_loras" in cfg or "encoder_budget" in cfg
+        if extended and so.num_scheduled_tokens:
             held = sched.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
             rec["blocks"] = {rid: len(held[rid]) for rid in so.num_scheduled_tokens}
+        if "max_loras" in cfg:
+            loras = sorted({r.lora_request.lora_int_id for r in sched.running if r.lora_request})
+            if loras:
+                rec["loras"] = loras
+        if so.scheduled_encoder_inputs:
+            rec["encoder"] = {
+                rid: [int(sched.requests[rid].mm_features[i].identifier[4:]) for i in inputs]
+                for rid, inputs in so.scheduled_encoder_inputs.items()
+            }
         return so
 
     def update(self, so, mro, step: int, rec: dict) -> None:
@@ -331,6 +387,9 @@ class Run:
 
     def _end_step(self, rec: dict) -> None:
         rec["free"] = self.sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        if "encoder_budget" in self.wl["config"]:
+            cache = self.sched.encoder_cache_manager
+            rec["held"] = cache.cache_size - cache.num_free_slots
         self.steps.append(rec)
         if len(self.steps) > MAX_STEPS:
             raise RuntimeError(f"{self.wl['name']}/{self.variant}: no end after {MAX_STEPS} steps")
@@ -380,6 +439,7 @@ class Run:
         assert not sched.requests and not sched.running and not sched.waiting, self.wl["name"]
         pool = sched.kv_cache_manager.block_pool
         assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1  # all but the null block
+        assert not any(sched.encoder_cache_manager.cached.values())  # every image unreferenced
         assert not self.pending
         # the records tell each request's story: admitted with its hit, computes its scheduled
         # tokens less its rejected drafts, loses them when preempted, ends with prompt + output - 1
@@ -416,9 +476,12 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
     assert vllm.__version__ == VERSION, vllm.__version__
     t0 = time.time()
     spec_variants = tuple(v for v in variants if v == "default")  # kvweb simulates drafts synchronously only
+    sync_variants = tuple(v for v in variants if v != "async")
     for key, workloads, wl_variants in (
         ("workloads", W.WORKLOADS, variants),
         ("spec_workloads", W.SPEC_WORKLOADS, spec_variants),
+        ("lora_workloads", W.LORA_WORKLOADS, sync_variants),
+        ("mm_workloads", W.MM_WORKLOADS, sync_variants),
     ):
         entries = data.setdefault(key, [])
         for wl in workloads:

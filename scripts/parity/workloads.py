@@ -31,6 +31,18 @@ head, which reserves `spec_tokens` lookahead slots and drops the last block of a
 "ngram": prompt lookup, neither), the draft tokens a step (k), each draft position's acceptance
 rate given the ones before it were accepted (k rates), and the seed of the draws
 (`accepted_drafts`).
+
+LoRA adapters (`LORA_WORKLOADS`, recorded apart). Such a workload's config also has `max_loras`
+(vLLM's `LoRAConfig.max_loras`: distinct adapters in one batch) and each request an `adapter`
+(0: the base model; else vLLM's `LoRARequest(f"lora-{i}", i, f"/lora/{i}")`, its name and path in
+every block's hash).
+
+Images (`MM_WORKLOADS`, recorded apart). Such a workload's config also has `encoder_budget` (vLLM's
+`max_num_encoder_input_tokens`: embeddings the encoder computes in one step) and `encoder_cache`
+(`encoder_cache_size`: embeddings the encoder cache holds), and each request `images`:
+`[offset, length, mm_hash]` in prompt order, one embedding per placeholder token. An image's
+placeholders are the prompt segment `[PLACEHOLDER + length, length]`, the same tokens for every
+image of that length, so only the mm hash tells two images apart (as vLLM's placeholder token ids).
 """
 
 from __future__ import annotations
@@ -718,11 +730,182 @@ def _build_spec() -> list[dict]:
 SPEC_WORKLOADS: list[dict] = _build_spec()
 
 
+PLACEHOLDER = 9_000  # an image's placeholder segment is [PLACEHOLDER + length, length] (lengths below 1_000)
+
+
+def _lora(wl: dict, name: str, max_loras: int, adapters: int, seed: int, base: float = 0.0) -> dict:
+    """The workload with each request for one of `adapters` LoRA adapters (1..adapters), adapter i
+    drawn with weight 1 / i (a few adapters get most requests), or the base model with probability
+    `base`; a later chat turn keeps its conversation's adapter."""
+    r = random.Random(seed)
+    weights = [1 / i for i in range(1, adapters + 1)]
+    requests, adapter = [], {}
+    for q in wl["requests"]:
+        a = (
+            adapter[q["after"][0]]
+            if "after" in q
+            else 0
+            if r.random() < base
+            else r.choices(range(1, adapters + 1), weights)[0]
+        )
+        adapter[q["id"]] = a
+        requests.append({**q, "adapter": a})
+    config = {**wl["config"], "max_loras": max_loras}
+    return {**wl, "name": name, "category": "lora", "config": config, "requests": requests}
+
+
+def _shared_prefix_two_adapters(seed: int, cfg: dict) -> dict:
+    """Few-shot requests with one long shared prefix, half under adapter 1, half under adapter 2:
+    each adapter finds only its own copy of the prefix."""
+    wl = _few_shot("", seed, 1, 24, 0, (320, 320), (10, 40), (10, 40), 30, cfg)
+    for q in wl["requests"]:
+        q["adapter"] = 1 + q["id"] % 2
+    return {**wl, "name": "lora-shared-prefix", "category": "lora", "config": {**cfg, "max_loras": 2}}
+
+
+def _build_lora() -> list[dict]:
+    """max_loras 1, 2 and 4 over several adapters (skips: a request waits in place while the ones
+    behind it run), base-model requests beside them, a prefix shared under two adapters, tight
+    memory (preempted requests take their adapter's place again), chat turns keeping their adapter."""
+    c = _config
+    w = [
+        _lora(_random("", 3001, 24, (20, 300), (20, 120), 20, c(), ""), "lora-max1", 1, 4, 41),
+        _lora(_random("", 3002, 30, (20, 300), (20, 120), 20, c(), ""), "lora-max2", 2, 6, 42),
+        _lora(_random("", 3003, 30, (20, 300), (20, 120), 20, c(block_size=8), ""), "lora-max4", 4, 8, 43, 0.25),
+        _shared_prefix_two_adapters(3004, c(num_gpu_blocks=400)),
+        _lora(_random("", 3005, 24, (50, 300), (60, 200), 5, c(num_gpu_blocks=70), ""), "lora-tight", 2, 5, 45, 0.2),
+        _lora(
+            _random("", 3006, 30, (10, 120), (10, 80), 10, c(max_num_seqs=4, max_num_batched_tokens=64), ""),
+            "lora-seqs",
+            1,
+            3,
+            46,
+            0.3,
+        ),
+        _lora(
+            _multi_turn("", 3007, 6, 3, 64, (50, 200), (10, 40), (20, 60), 10, (1, 4), c(num_gpu_blocks=300)),
+            "lora-multi-turn",
+            2,
+            4,
+            47,
+        ),
+    ]
+    for wl in w:
+        _check(wl)
+    return w
+
+
+def _mm(
+    name: str,
+    seed: int,
+    n: int,
+    system: int,
+    images: int,
+    lengths: tuple[int, ...],
+    pool: int,
+    question: tuple[int, int],
+    out: tuple[int, int],
+    spread: int,
+    cfg: dict,
+    encoder_budget: int,
+    encoder_cache: int,
+    between: int = 8,
+    text_only: float = 0.0,
+) -> dict:
+    """n requests: a shared system prompt (`system` tokens, none if 0), then `images` images, each
+    drawn from a pool of `pool` (image h has length lengths[h % len(lengths)]) and followed by
+    `between` tokens of text, the same in every request, then the request's own question. Images
+    drawn twice hit the encoder cache (and, after the same text, the prefix cache; with no text
+    between, a prefix hit stops inside the image's last block, which the encoder must compute again
+    if its embeddings were evicted). A request has no image with probability `text_only`."""
+    b = _Builder(seed)
+    r = b.rng
+    sys_seg = b.seg(system) if system else None
+    text = b.seg(between) if between else None
+    arrivals = sorted(r.randint(0, spread) for _ in range(n))
+    for arrival in arrivals:
+        prompt, placed, at = ([sys_seg] if sys_seg else []), [], system
+        for _ in range(0 if r.random() < text_only else images):
+            h = r.randint(1, pool)
+            length = lengths[h % len(lengths)]
+            placed.append([at, length, h])
+            prompt += [[PLACEHOLDER + length, length]] + ([text] if text else [])
+            at += length + between
+        b.add(arrival, prompt + [b.seg(r.randint(*question))], r.randint(*out))["images"] = placed
+    config = {**cfg, "encoder_budget": encoder_budget, "encoder_cache": encoder_cache}
+    return {"name": name, "category": "images", "config": config, "requests": b.requests}
+
+
+def _build_mm() -> list[dict]:
+    """Images hitting the encoder cache again and again, an encoder budget that cuts chunks before an
+    image, a cache small enough to evict, images behind a shared system prompt with prefix caching
+    (a hit may stop inside an image), chunked prefill through an image, memory that preempts, and
+    prefix caching off."""
+    c = _config
+    w = [
+        _mm("mm-repeat", 4001, 24, 32, 1, (144,), 3, (10, 60), (10, 60), 30, c(), 512, 512),
+        _mm("mm-budget-cut", 4002, 20, 0, 2, (200, 160), 12, (10, 40), (10, 40), 10, c(), 256, 1024),
+        _mm("mm-evict", 4003, 24, 16, 1, (150, 200, 90), 9, (10, 40), (10, 60), 40, c(), 512, 300, between=0),
+        _mm("mm-prefix", 4004, 24, 64, 1, (160,), 2, (10, 40), (10, 60), 30, c(num_gpu_blocks=400), 512, 512),
+        _mm(
+            "mm-chunked",
+            4005,
+            12,
+            100,
+            1,
+            (400, 300),
+            6,
+            (50, 200),
+            (10, 40),
+            20,
+            c(max_num_batched_tokens=128),
+            400,
+            800,
+        ),
+        _mm("mm-tight", 4006, 20, 32, 2, (96, 128), 6, (20, 100), (60, 200), 5, c(num_gpu_blocks=90), 512, 512),
+        # a prefix hit stops inside an image whose embeddings were evicted (the cache holds two of three):
+        # when the step's encoder budget cannot compute it again the request computes nothing, and the
+        # requests behind it are still tried
+        _mm("mm-prefix-inside", 4007, 30, 48, 1, (250,), 3, (10, 40), (20, 80), 12, c(), 300, 500, between=0),
+        # requests with an image and without: when the step's encoder budget is spent, a request whose
+        # first chunk starts at its image computes nothing and the text-only requests behind it still
+        # join the batch
+        _mm("mm-skip", 4009, 24, 0, 1, (200,), 20, (10, 40), (20, 60), 6, c(), 256, 1024, text_only=0.5),
+        _mm(
+            "mm-caching-off",
+            4008,
+            20,
+            32,
+            2,
+            (144, 96),
+            4,
+            (10, 40),
+            (10, 60),
+            20,
+            c(enable_prefix_caching=False, max_num_batched_tokens=256),
+            256,
+            400,
+        ),
+    ]
+    for wl in w:
+        _check(wl)
+        cfg = wl["config"]
+        largest = max(length for q in wl["requests"] for _, length, _ in q["images"])
+        # vLLM raises both to the largest item (`compute_mm_encoder_budget`); set directly, they must hold it
+        assert min(cfg["encoder_budget"], cfg["encoder_cache"]) >= largest, wl["name"]
+    return w
+
+
+LORA_WORKLOADS: list[dict] = _build_lora()
+MM_WORKLOADS: list[dict] = _build_mm()
+
+
 if __name__ == "__main__":
     from collections import Counter
 
     print(len(WORKLOADS), "workloads;", dict(Counter(w["category"] for w in WORKLOADS)), len(SPEC_WORKLOADS), "spec")
-    for wl in WORKLOADS + SPEC_WORKLOADS:
+    print(len(LORA_WORKLOADS), "with LoRA adapters;", len(MM_WORKLOADS), "with images")
+    for wl in WORKLOADS + SPEC_WORKLOADS + LORA_WORKLOADS + MM_WORKLOADS:
         p = [total(q["prompt"]) for q in wl["requests"]]
         o = [total(q["output"]) for q in wl["requests"]]
         print(f"{wl['name']:20} {len(p):3} reqs, prompt {min(p)}-{max(p)}, output {min(o)}-{max(o)}, {wl['config']}")
