@@ -25,7 +25,12 @@ from kvweb.serving.memory.host_tier import HostTree
 from kvweb.serving.schedulers.mamba_scheduler import MAMBA_FULL_MEMORY_RATIO, MambaRadixScheduler
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
-from kvweb.serving.schedulers.swa_scheduler import SWA_FULL_TOKENS_RATIO, SWARadixScheduler, model_window, swa_pool_sizes
+from kvweb.serving.schedulers.swa_scheduler import (
+    SWA_FULL_TOKENS_RATIO,
+    SWARadixScheduler,
+    model_window,
+    swa_pool_sizes,
+)
 
 
 SSM_BYTES = 4  # SGLang's default mamba_ssm_dtype, float32 (the convolution state: bfloat16, BYTES_16)

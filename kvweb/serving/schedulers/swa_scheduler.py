@@ -38,7 +38,14 @@ from kvweb.gpu.specs import LLMSpec
 from kvweb.serving.loop.engine_trace import GroupMap
 from kvweb.serving.memory.host_tier import HostTree
 from kvweb.serving.loop.metrics import SLO
-from kvweb.serving.schedulers.radix_scheduler import PAGE_OVERHEAD, Held, PrefixTree, RadixConfig, RadixScheduler, slot_cells
+from kvweb.serving.schedulers.radix_scheduler import (
+    PAGE_OVERHEAD,
+    Held,
+    PrefixTree,
+    RadixConfig,
+    RadixScheduler,
+    slot_cells,
+)
 
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang's --swa-full-tokens-ratio default
 
