@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 import kvweb.labs  # noqa: F401
+from kvweb.fleet.candidate import Candidate, replica
 from kvweb.fleet.fleet import Replica, serve
 from kvweb.fleet.replica_view import Adapters
 from kvweb.fleet.routers import CacheAware, LoraAffinity, lora_affinity
 from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
+from kvweb.labs.plan import PlanLab
 from kvweb.serving.load.workload import Request
 from test_lora import lora_v1
 
@@ -127,3 +129,49 @@ def test_the_fleet_lab_runs_adapters_on_vllm_v1_replicas() -> None:
         "adapter_loads"
         not in FleetLab(mode="vllm-v1", replicas=2, requests=20, routers="round-robin").run()["routers"][0]
     )
+
+
+def plan_lab(**kw) -> PlanLab:
+    base = dict(
+        model="llama-3.1-8b",
+        gpus="H100-SXM",
+        tps="1",
+        weight_precisions="16-bit",
+        schedulers="vllm-v1,sglang",
+        replicas="2",
+        routers="round-robin,lora-affinity",
+        loras=8,
+        max_loras=2,
+        requests=100,
+        rate=4.0,
+        cost_model="roofline",
+    )
+    return PlanLab(**{**base, **kw})
+
+
+def test_the_planner_prunes_schedulers_without_adapters_and_runs_the_rest_as_the_fleet_lab() -> None:
+    """SGLang's candidates are pruned with a named reason; each vLLM V1 candidate is a fleet whose
+    replicas have 2 slots of rank 16 taken from their KV cache: the fleet lab opened on it gives the
+    same figures to the last bit, its adapter loads included."""
+    lab = plan_lab()
+    result = lab.run()
+    assert result["pruned"]["runs no LoRA adapters"] == 2 and result["evaluated"] == 2
+    for row in result["candidates"]:
+        assert (row["pruned"] is None) == (row["scheduler"] == "vllm-v1")
+        if row["pruned"] is None:
+            fleet = FleetLab.of_candidate(lab, Candidate.of(row)).run()["routers"][0]
+            assert fleet["ttft_s"]["p50"] == row["ttft_p50_s"] and fleet["adapter_loads"] == row["adapter_loads"]
+    cost = Candidate.of(result["candidates"][-1]).cost_model("llama-3.1-8b")
+    slots = replica(Candidate.of(result["candidates"][-1]), lab.workload_spec()).pool.n_blocks + 1
+    assert slots == cost.kv_capacity_blocks(16) - 2 * 13  # two slots of 13 blocks (test_lora.py)
+    assert "adapter_loads" not in plan_lab(loras=0, schedulers="vllm-v1").run()["candidates"][0]
+
+
+def test_the_planner_prunes_slots_that_leave_no_kv_and_refuses_a_model_without_adapters() -> None:
+    """64 slots of rank 256 on every linear layer of Llama-3.1-8B: 64 x 1.34 GB, more than an
+    A100-40GB has beside the weights."""
+    big = plan_lab(gpus="A100-40GB", schedulers="vllm-v1", routers="round-robin", replicas="1")
+    big.param.update(max_loras=64, lora_rank=256, lora_targets="all-linear")
+    assert big.run()["pruned"]["no KV cache beside the adapter slots"] == 1
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with model gpt-oss-20b; its layers are not all"):
+        plan_lab(model="gpt-oss-20b", loras=2).check()

@@ -26,8 +26,12 @@ def ms(seconds: float | None) -> str:
     return number(1e3 * seconds, 3) if seconds is not None else ""
 
 
-def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Per router: throughput, TTFT and TPOT p50 / p99, SLO attainment, hit rate, regret."""
+def router_rows(
+    rows: list[dict[str, Any]], per_replica: dict[str, list[dict[str, Any]]]
+) -> tuple[list[str], list[list[str]]]:
+    """Per router: throughput, TTFT and TPOT p50 / p99, SLO attainment, hit rate, regret; with LoRA
+    adapters, their loads (all replicas' and each one's) and each replica's slots at the end."""
+    lora = "adapter_loads" in rows[0]
     header = [
         tr("router"),
         tr("throughput (tokens/s)"),
@@ -37,6 +41,7 @@ def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
         tr("prefix hit rate"),
         tr("regret (tokens)"),
         tr("decisions with regret"),
+        *((tr("LoRA adapter loads: all (per replica)"), tr("LoRA adapters in each replica's slots")) if lora else ()),
     ]
     return header, [
         [
@@ -48,9 +53,16 @@ def router_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
             percent(r["prefix_hit_rate"]),
             f"{r['regret']['total_tokens']:,}",
             percent(r["regret"]["share_with_regret"]),
+            *(adapter_cells(r["adapter_loads"], per_replica[r["router"]]) if lora else ()),
         ]
         for r in rows
     ]
+
+
+def adapter_cells(loads: int, replicas: list[dict[str, Any]]) -> tuple[str, str]:
+    """'12 (3 / 4 / 5)' and each replica's adapters in slots, '1, 4 | 2 | 3, 5' (adapter numbers)."""
+    each = " / ".join(f"{p['lora']['loads']:,}" for p in replicas)
+    return f"{loads:,} ({each})", " | ".join(", ".join(map(str, p["lora"]["in_slots"])) or "-" for p in replicas)
 
 
 class FleetView(LabView):
@@ -174,7 +186,7 @@ class FleetView(LabView):
             f"{percent(single['prefix_hit_rate'])}, {tr('throughput (tokens/s)')} "
             f"{number(single['throughput_tok_s'], 4)}"
         )
-        self.table.show(*router_rows(rows))
+        self.table.show(*router_rows(rows, result["per_replica"]))
         self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
         self.note.text = (
             ""

@@ -22,7 +22,8 @@ from kvweb.prefix.modes import MODES, Settings
 from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.loop.metrics import SLO, attainment, distribution, throughput, tpot, ttft
 from kvweb.serving.load.traces import chosen, replay
-from kvweb.serving.load.workload import Request, poisson_workload
+from kvweb.serving.load.workload import Request, poisson_workload, with_adapters
+from kvweb.serving.memory.lora import LoraConfig
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -89,6 +90,8 @@ class Workload:
     # shape "trace": trace_file, trace_preset, trace_scale, trace_start, trace_duration (serving/load/traces.py; a file
     # is found in the processes of this machine, a preset anywhere)
     trace: tuple[str, str, float, float, float] | None = None
+    loras: int = 0  # LoRA adapters the requests use (serving/memory/lora.py; 0: none)
+    lora: LoraConfig | None = None  # every replica's adapter slots (with loras > 0)
 
     def arrivals(self) -> list[Request]:
         """The requests, made once per workload (the planner's bounds read them for every candidate)."""
@@ -104,21 +107,24 @@ def _arrivals(workload: Workload) -> list[Request]:
     w = workload
     if w.trace is not None:
         file_key, preset_name, scale, start, duration = w.trace
-        return replay(chosen(file_key, preset_name), scale, start, duration)
-    return poisson_workload(w.shape, w.requests, w.rate, w.max_len, w.seed, w.prompt_len, w.output_len)
+        requests = replay(chosen(file_key, preset_name), scale, start, duration)
+    else:
+        requests = poisson_workload(w.shape, w.requests, w.rate, w.max_len, w.seed, w.prompt_len, w.output_len)
+    return with_adapters(requests, w.loras, w.seed)
 
 
 def replica(candidate: Candidate, workload: Workload) -> ContinuousBatching:
     """One replica with the candidate's scheduler at the engines' defaults (`Settings`: for the GPU,
-    vLLM's token budget and SGLang's chunk size; 16-token blocks), not started."""
+    vLLM's token budget and SGLang's chunk size; 16-token blocks), not started; with LoRA adapters,
+    their slots taken from its KV cache."""
     cost = candidate.cost_model(workload.model, workload.pricing)
-    return MODES[candidate.scheduler].make(Settings(cost, workload.max_len, workload.slo))
+    return MODES[candidate.scheduler].make(Settings(cost, workload.max_len, workload.slo, lora=workload.lora))
 
 
 def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, Any]:
     """The candidate's fleet figures on the workload: TTFT and TPOT percentiles (seconds), SLO
-    attainment and whether the SLO is met, throughput, requests finished and rejected, and the
-    fleet's prefix hit rate. `seed` is the candidate's own (planner.candidate_seed), for a
+    attainment and whether the SLO is met, throughput, requests finished and rejected, the
+    fleet's prefix hit rate, and with LoRA adapters the loads of adapters into the replicas' slots. `seed` is the candidate's own (planner.candidate_seed), for a
     router's random choices: the routers at their defaults make none (the cost router's
     temperature is 0), so it is not read yet."""
     fleet = serve(workload.arrivals(), lambda: replica(candidate, workload), candidate.replicas, candidate.router)
@@ -139,4 +145,5 @@ def evaluate(candidate: Candidate, workload: Workload, seed: int) -> dict[str, A
         "rejected": len(run.rejected),
         "preemptions": run.preemptions,
         "prefix_hit_rate": prefix_figures(run)["prefix_hit_rate"],
+        **({"adapter_loads": sum(a["loads"] for a in fleet.adapters)} if fleet.adapters else {}),
     }

@@ -11,6 +11,10 @@ Before anything is simulated the roofline rules out what cannot work, counted by
 - "no measured kernels" (a plan priced with `cost_model=measured`, or `auto`, the default, where
   some candidate has them: `pricing`): no kernel tables for the candidate's GPU, scheduler's engine,
   model or precision;
+- "runs no LoRA adapters" (a workload with adapters): the candidate's scheduler does not model
+  them (the registry's trait `adapters`: vllm-v1 only);
+- "no KV cache beside the adapter slots": max_loras slots of the adapters' rank leave the replica
+  no KV block (`LoraConfig.kv_blocks`);
 - "cannot reach the rate": even with every step full, the replicas cannot keep up with the
   target rate (`rate_bound`).
 
@@ -36,6 +40,7 @@ from kvweb.gpu.measured_cost import is_measured
 from kvweb.gpu.weights import precision_refusal
 from kvweb.lab import ParamError
 from kvweb.prefix.modes import MAX_SEQS, MODES
+from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 
 # Dollars per GPU-hour, on demand, by default: the middle of the "specialty cloud" range of
 # mercatus-ai.com's cloud GPU pricing guide (May 2026: A100 80GB $1.10-1.50, H100 SXM5
@@ -46,6 +51,8 @@ DOES_NOT_FIT = "does not fit"
 TOO_SLOW = "cannot reach the rate"
 NO_KERNELS = "no measured kernels"  # a measured plan only
 NO_EXPERTS = "no routed experts to quantize"
+NO_ADAPTERS = "runs no LoRA adapters"  # a workload with adapters only
+NO_KV_BESIDE_SLOTS = "no KV cache beside the adapter slots"
 PRUNE_REASONS = (DOES_NOT_FIT, TOO_SLOW)
 LATENCIES = ("ttft", "tpot")  # what the Pareto front weighs against cost
 
@@ -96,12 +103,16 @@ def roofline(candidate: Candidate, workload: Workload) -> tuple[str | None, floa
     the model does not fit)."""
     if precision_refusal(MODELS[workload.model], candidate.weight_precision):
         return NO_EXPERTS, 0.0
+    if workload.loras and not MODES[candidate.scheduler].adapters:
+        return NO_ADAPTERS, 0.0
     try:
         cost = candidate.cost_model(workload.model, workload.pricing)
     except ParamError:
         return NO_KERNELS, 0.0
     if not cost.fits:
         return DOES_NOT_FIT, 0.0
+    if workload.lora and workload.loras and workload.lora.kv_blocks(cost, BLOCK_SIZE) < 2:
+        return NO_KV_BESIDE_SLOTS, 0.0
     bound = rate_bound(candidate, workload)
     return (TOO_SLOW if bound < workload.rate else None), bound
 
@@ -191,6 +202,8 @@ def plan(
             for why in PRUNE_REASONS
             + ((NO_KERNELS,) if workload.pricing == "measured" else ())
             + ((NO_EXPERTS,) if any(r["pruned"] == NO_EXPERTS for r in rows) else ())
+            + ((NO_ADAPTERS,) if workload.loras else ())
+            + ((NO_KV_BESIDE_SLOTS,) if any(r["pruned"] == NO_KV_BESIDE_SLOTS for r in rows) else ())
         },
         "cheapest": cheapest(evaluated, latency, workload.percentile),
         "pareto": pareto(evaluated, latency, workload.percentile),

@@ -27,6 +27,7 @@ from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.labs.engine import TraceReplay
 from kvweb.labs.plan import PlanLab, choices, fleet_work, kv_groups
+from kvweb.labs.modes_lab import LORA_SETTINGS
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
@@ -116,6 +117,7 @@ class FleetLab(SchedulersLab):
             ttft_slo_s=plan.ttft_slo_s,
             tpot_slo_ms=plan.tpot_slo_ms,
             cost_model=plan.cost_model,
+            **{n: getattr(plan, n) for n in ("loras", *LORA_SETTINGS)},
             **{n: getattr(plan, n) for n in TraceReplay.param if n != "name"},
         )
 

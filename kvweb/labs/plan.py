@@ -41,6 +41,8 @@ from kvweb.prefix.modes import MAX_SEQS, MODES
 from kvweb.serving.memory.hybrid_kv import kv_layout
 from kvweb.serving.load.traces import mean_rate
 from kvweb.serving.load.workload import SHAPES, Request
+from kvweb.serving.memory.lora import LORA_RANKS, TARGETS, LoraConfig, lora_refusal
+from kvweb.labs.modes_lab import LORA_SETTINGS, MAX_LORAS
 
 MAX_CANDIDATES = 4096  # grid points before pruning
 
@@ -199,9 +201,34 @@ class PlanLab(Lab, TraceReplay):
         precedence=ADVANCED,
         doc="the model's limit on prompt + output tokens (longer draws are clipped)",
     )
+    loras = param.Integer(
+        0,
+        bounds=(0, MAX_LORAS),
+        doc="LoRA adapters the requests use (adapter i with weight 1 / i); every replica keeps max_loras "
+        "adapter slots beside its KV cache, and candidates whose scheduler runs no adapters (all but "
+        "vllm-v1) are pruned; 0: off",
+    )
+    max_loras = param.Integer(
+        1,
+        bounds=(1, 64),
+        doc="loras: vLLM's max_loras on every replica: the distinct adapters one batch may use and the "
+        "GPU slots taken from its KV cache",
+    )
+    lora_rank = param.Selector(
+        objects=list(LORA_RANKS), default=16, precedence=ADVANCED, doc="loras: the rank every slot is allocated at"
+    )
+    lora_targets = param.Selector(
+        objects=list(TARGETS),
+        default="qkvo",
+        precedence=ADVANCED,
+        doc="loras: the modules each adapter adds to: q, k, v, o, or every linear layer",
+    )
 
     def check(self) -> None:
         self.candidates()
+        why = lora_refusal(MODELS[self.model], self.lora_targets) if self.loras else None
+        if why:
+            raise ParamError(f"loras: {self.loras} is not allowed with model {self.model}; {why}")
         if self.workload == "trace":
             self.replayed()  # read, and its window holds a request
         price_table(self.prices)
@@ -238,8 +265,9 @@ class PlanLab(Lab, TraceReplay):
         return candidates
 
     def ignored(self) -> tuple[str, ...]:
-        """A trace brings its own requests and rate."""
-        return ("rate", "requests", "seed") if self.workload == "trace" else self.replay_ignored()
+        """A trace brings its own requests and rate; without adapters their slots' settings are unread."""
+        lora = () if self.loras else LORA_SETTINGS
+        return (*(("rate", "requests", "seed") if self.workload == "trace" else self.replay_ignored()), *lora)
 
     def workload_spec(self) -> Workload:
         """What every candidate serves; a trace's target rate is its mean rate as replayed."""
@@ -260,6 +288,8 @@ class PlanLab(Lab, TraceReplay):
             self.attainment,
             pricing(self.candidates(), self.model, self.cost_model),
             trace if self.workload == "trace" else None,
+            self.loras,
+            LoraConfig(self.max_loras, self.lora_rank, self.lora_targets) if self.loras else None,
         )
 
     def estimate(self) -> Estimate:
