@@ -23,7 +23,15 @@ from kvweb.labs.fleet import FleetLab
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.serving.loop.continuous_batching import AHEAD
 from kvweb.serving.loop.metrics import SLO, summarize
-from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler, drafter_blocks, parse_acceptance, verify_work
+from kvweb.gpu.cost import CostModel
+from kvweb.serving.schedulers.spec_decode import (
+    Drafts,
+    SpecV1Scheduler,
+    drafter_blocks,
+    drafter_weight_bytes,
+    parse_acceptance,
+    verify_work,
+)
 from kvweb.serving.loop.step_cost import decode_coefficients
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.load.workload import Request, poisson_workload
@@ -32,9 +40,16 @@ from test_schedulers import BASE, cost_with
 PARITY = Path(__file__).parent / "data" / "parity" / "vllm-0.33.0.json.gz"
 
 
+def spec_cost(tokens: int) -> CostModel:
+    """`cost_with(tokens)` with room for the drafter's weights too: `tokens` of KV for L + 1 layers
+    once the drafter's layer is loaded."""
+    cost = cost_with(tokens)
+    return replace(cost, mem_util=cost.mem_util + drafter_weight_bytes(cost) / cost.gpu.hbm_bytes)
+
+
 def spec(k: int, rate: float, tokens: int = 4096, seed: int = 0, **config) -> SpecV1Scheduler:
     config = {"max_len": 512, "prefix_caching": False, **config}
-    return SpecV1Scheduler(cost_with(tokens), V1Config(**config), Drafts(k, (rate,) * k, seed))
+    return SpecV1Scheduler(spec_cost(tokens), V1Config(**config), Drafts(k, (rate,) * k, seed))
 
 
 def steps_of(scheduler: SpecV1Scheduler, requests: list[Request]) -> list[dict[int, tuple[int, int]]]:
@@ -195,12 +210,15 @@ def test_the_verify_step_prices_k_plus_one_tokens_a_request():
 
 
 def test_the_drafters_layer_takes_its_share_of_every_block():
-    """EAGLE's one layer beside OPT-13B's 40 on an A100-40GB: 9,805,015,040 bytes free, 819,200 a
-    token for 40 layers, 839,680 for 41: 11,677 tokens (729 blocks of 16) instead of 11,969 (748);
+    """EAGLE's one layer beside OPT-13B's 40 on an A100-40GB: 9,805,015,040 bytes free, less the
+    layer's weights (attention 4 x 5120^2 + MLP 3 x 5120 x 13,653 = 314,567,680 parameters,
+    629,135,360 bytes; the embedding and LM head are the target's) leaves 9,175,879,680; 819,200 a
+    token for 40 layers, 839,680 for 41: 10,927 tokens (682 blocks of 16) instead of 11,969 (748);
     the scheduler keeps one of them out of use (vLLM's null block)."""
-    assert (drafter_blocks(BASE, 16, 1), drafter_blocks(BASE, 16, 0), BASE.kv_capacity_blocks(16)) == (729, 748, 748)
+    assert drafter_weight_bytes(BASE) == 629_135_360
+    assert (drafter_blocks(BASE, 16, 1), drafter_blocks(BASE, 16, 0), BASE.kv_capacity_blocks(16)) == (682, 748, 748)
     s = SpecV1Scheduler(BASE, V1Config(2048), Drafts(3, (0.5,) * 3))
-    assert (s.pool.n_blocks, s.capacity, s.figures(1.0)["kv_blocks"]) == (728, 728 * 16, 729)
+    assert (s.pool.n_blocks, s.capacity, s.figures(1.0)["kv_blocks"]) == (681, 681 * 16, 682)
     assert V1Scheduler(BASE, V1Config(2048)).pool.n_blocks == 747
 
 
@@ -315,3 +333,25 @@ def test_the_lab_refuses_what_it_does_not_simulate(params, message):
 def test_a_fleet_of_sglang_refuses_drafts():
     with pytest.raises(ParamError, match="spec_tokens: 2 is not allowed with mode sglang; speculative decoding"):
         FleetLab(mode="sglang", spec_tokens=2).check()
+
+
+def test_the_drafters_passes_in_a_step_by_hand():
+    """One request (prompt 100, output 2), k = 3, nothing accepted, on the paper GPU (A100-40GB
+    roofline: 312 TFLOP/s x 0.7, 1.555 TB/s x 0.8 = 1.244e12 B/s, 0.5 ms a step). Its verify step
+    (KV 100, 4 tokens, keeps 1) is followed by the drafter's 3 passes, each reading the head's
+    weights (one layer, 314,567,680 parameters, and the shared embedding and LM head, 2 x 50,272 x
+    5120: 1,658,705,920 bytes at 16 bits) and its layer's KV (20,480 bytes a token), each a forward
+    with its own 0.5 ms:
+    - first, over the 4 verified tokens after 100: 1,658,705,920 + 20,480 x 104 = 1,660,835,840
+      bytes (its 3,039,723,520 FLOPs: 13.9 us, under the bytes' 1.335 ms);
+    - then one token at contexts 102 and 103 (KV 101 kept, each draft one further): 1,660,794,880
+      and 1,660,815,360 bytes;
+    4,982,446,080 bytes / 1.244e12 = 4.005182 ms + 3 x 0.5 ms = 5.505182 ms in the step."""
+    s = spec(3, 0.0)
+    drafted = []
+    s.run([Request(0, 0.0, 100, 2)], observer=lambda q, step: drafted.append(q.draft_s))
+    by_hand = (1_660_835_840 + 1_660_794_880 + 1_660_815_360) / (1.555e12 * 0.8) + 3 * 0.5e-3
+    assert drafted[1] - drafted[0] == pytest.approx(by_hand, rel=1e-12)
+    assert by_hand == pytest.approx(5.505182e-3, abs=1e-9)
+    flops = 2 * 314_567_680 * 4 + 2 * 5120 * 50_272 + 4 * 40 * 128 * (4 * 100 + 10)
+    assert flops / (312e12 * 0.7) < 1_660_835_840 / (1.555e12 * 0.8)  # the first pass is memory-bound

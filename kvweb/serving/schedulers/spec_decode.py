@@ -22,26 +22,38 @@ request's KV read once (`verify_work`; at k = 0 it is the decode's own price).
 
 The drafter's KV: EAGLE's head is one decoder layer of the target's shape, and vLLM lists its
 attention layer with the target's in the KV cache spec, so every block holds its tokens for that
-layer too: the pool has L / (L + 1) of the blocks (`drafter_blocks`).
+layer too: the pool has L / (L + 1) of the blocks (`drafter_blocks`), from the memory left once the
+head's weights are loaded too (its layer; it shares the target's embedding and LM head, as vLLM's
+`_maybe_share_embeddings` and `_maybe_share_lm_head` do for an EAGLE checkpoint without its own).
 
-Not modelled here: the drafter's compute and weights, a separate draft model's cache, the n-gram
-drafter (no lookahead slots), async scheduling, models whose layers are not all alike, and
-SGLang's speculative decoding.
+The drafter's compute (vLLM's `propose`, padded drafter batch, its default): after the target's
+forward the head runs once over every token the step scheduled (a decoding request's 1 + k, rejected
+ones too, a prefill chunk's tokens), each reading its KV, with logits at one position per request,
+then k - 1 more passes of one token per request, each attending one token further. Each pass is
+priced by the cost model on the head alone (`drafter_model`: a one-layer model of the target's
+shape, the same GPU, precisions and tensor parallelism), as a prefill chunk per request for the
+first and a decode step for the others, and each pays its own step overhead and all-reduce
+latencies (a forward of its own: `step_time`). The step's time is the target's plus the passes'.
+
+Not modelled here: EAGLE's input projection (2d x d: about a sixth of a layer's weights), a
+separate draft model's cache, the n-gram drafter (no lookahead slots), async scheduling, models
+whose layers are not all alike, and SGLang's speculative decoding.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
+from kvweb.gpu.specs import BYTES_16, LLMSpec
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.loop.sequence import Seq
-from kvweb.serving.loop.step_cost import Coefficients
+from kvweb.serving.loop.step_cost import Coefficients, chunk_work, decode_coefficients
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 
 MAX_SPEC_TOKENS = 16  # vLLM's EAGLE drafters propose a few tokens; more only slows the verify step
@@ -70,14 +82,52 @@ def verify_work(coef: Coefficients, tokens: int, context: int) -> tuple[float, f
     return fb * tokens + fc * attended, bb * tokens + bc * (context + tokens)
 
 
+def drafter_model(model: LLMSpec, layers: int = 1) -> LLMSpec:
+    """EAGLE's head as a model: `layers` decoder layers of the target's shape (its last layer's
+    attention, no dense MLP layers) and its embedding and LM head."""
+    return replace(
+        model, name=f"{model.name} drafter", layers=layers, dense_layers=0, layer_types=model.layer_types[-1:] * layers
+    )
+
+
+def drafter_cost(cost: CostModel, layers: int = 1) -> CostModel:
+    """The cost model of the drafter's forwards: the head on the target's GPUs, precisions and cost model."""
+    return replace(cost, model=drafter_model(cost.model, layers))
+
+
+def drafter_weight_bytes(cost: CostModel, layers: int = 1) -> float:
+    """One GPU's bytes of the drafter's own weights: its layers (the embedding and LM head are the
+    target's, shared; they stay 16-bit, split over the group)."""
+    if not layers or cost.ignore_weights:
+        return 0.0
+    return drafter_cost(cost, layers).weight_bytes_per_gpu - cost.model.embedding_params * BYTES_16 / cost.tp
+
+
 def drafter_blocks(cost: CostModel, block_size: int, layers: int) -> int:
     """KV blocks of `block_size` tokens when each also holds the drafter's `layers` layers of the
-    target's shape: the bytes a token takes grow by layers / L (L: the target's layers)."""
+    target's shape: the memory left beside the drafter's weights too, and the bytes a token takes
+    grow by layers / L (L: the target's layers)."""
     if not layers:
         return cost.kv_capacity_blocks(block_size)
     L = cost.model.layers
-    tokens = int(cost.kv_bytes_free_per_gpu * L // (cost.kv_bytes_per_token_per_gpu * (L + layers)))
+    free = max(0.0, cost.kv_bytes_free_per_gpu - drafter_weight_bytes(cost, layers))
+    tokens = int(free * L // (cost.kv_bytes_per_token_per_gpu * (L + layers)))
     return tokens * (cost.tp if cost.attention_dp else 1) // block_size
+
+
+def draft_seconds(
+    cost: CostModel, coef: Coefficients, first: tuple[float, float], requests: int, context: int, k: int
+) -> float:
+    """Seconds of the drafter's k passes in a step: the first over the step's tokens, its work
+    `first` (the weights and every request's chunk, priced on `cost`, the drafter's), then k - 1
+    passes of one token for each of the `requests`, which hold `context` tokens between them after
+    the first; each pass a forward of its own."""
+    f0, fb, fc, b0, bb, bc = coef
+    seconds = cost.step_time(*first)
+    for j in range(1, k):
+        kv = context + j * requests  # each request's pass j attends to its draft j too
+        seconds += cost.step_time(f0 + fb * requests + fc * kv, b0 + bb * requests + bc * kv)
+    return seconds
 
 
 def cover_next_token(hashes: list[Hashable], tokens: np.ndarray, block_size: int) -> None:
@@ -135,6 +185,14 @@ class SpecV1Scheduler(V1Scheduler):
         self.accepted = 0  # of them, kept
         self.kept = 0  # tokens those request-steps kept (accepted + the bonus, up to the output)
         self.ahead_s = 0.0  # token-seconds of blocks held wholly ahead of running requests' KV
+        # the drafter's forwards: its cost model, its decode coefficients and its weights read once a pass
+        self.drafting = bool(drafts.k and drafts.layers)  # (no layers: a drafter priced as free)
+        self.dcost = drafter_cost(cost, drafts.layers) if self.drafting else cost
+        self.dcoef = decode_coefficients(self.dcost)
+        self._first = (0.0, 0.0)  # this step's first pass: work over the chunks so far
+        self._requests = 0  # requests in this step
+        self._context = 0  # the tokens they hold after it
+        self.draft_s = 0.0  # seconds of drafter passes, summed over the run
 
     def may_be_quiet(self) -> bool:
         return False
@@ -168,7 +226,12 @@ class SpecV1Scheduler(V1Scheduler):
         return super().never_fits(min(final_kv + self.drafts.k + self.lookahead, self.max_len))
 
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
+        self._first, self._requests, self._context = (self.dcoef[0], self.dcoef[3]), 0, 0
         out = super()._iterate()
+        if self.drafting and self._requests:
+            drafting = draft_seconds(self.dcost, self.dcoef, self._first, self._requests, self._context, self.drafts.k)
+            self.draft_s += drafting
+            out = (out[0] + drafting, *out[1:])
         # the blocked head's note (`V1Scheduler._blocked`) assumes its first chunk only grows with the
         # budget; a padded one shrinks when no decode runs: look at the head again every step
         self._blocked = (None, -1, -1, -1)
@@ -177,6 +240,18 @@ class SpecV1Scheduler(V1Scheduler):
         ahead += sum(len(s.blocks) - -(-s.computed // bs) for s in self.prefilling)
         self.ahead_s += ahead * bs * out[0]
         return out
+
+    def _chunk_work(self, n: int, cached: int) -> tuple[float, float]:
+        if self.drafting:
+            self._draft_over(n, cached)
+        return super()._chunk_work(n, cached)
+
+    def _draft_over(self, n: int, cached: int) -> None:
+        """The drafter's first pass runs over a request's n tokens of this step, after `cached`."""
+        f, b = chunk_work(self.dcost, self.dcoef[3], n, cached)
+        self._first = (self._first[0] + f, self._first[1] + b)
+        self._requests += 1
+        self._context += cached + n
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         """A waiting request with one token to compute, while running requests decode, is padded to
@@ -211,6 +286,9 @@ class SpecV1Scheduler(V1Scheduler):
             else:
                 stopped = stopped or budget <= 0
             self._keep(seq, n, step)
+            if n > 0 and self.drafting:
+                self._draft_over(n, kv)
+                self._context -= n - (seq.kv(step + 1) - kv)  # its drafts go on after the tokens it kept
             if n > 0:
                 f, b = verify_work(coef, n, kv)
                 flops, nbytes, budget, decoded = flops + f, nbytes + b, budget - n, decoded + 1

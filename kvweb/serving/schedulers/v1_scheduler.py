@@ -239,6 +239,11 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         budget = self.config.token_budget - decoders
         return preempted, f0 + fb * decoders + fc * kv, b0 + bb * decoders + bc * kv, budget
 
+    def _chunk_work(self, n: int, cached: int) -> tuple[float, float]:
+        """A prefill chunk's (FLOPs, bytes beyond the weights): n tokens after `cached` (a subclass
+        prices what else the chunk costs: the drafter's pass over it, spec_decode.py)."""
+        return chunk_work(self.cost, self.weights, n, cached)
+
     def _schedule(self, leaving: int) -> tuple[float, int, list[Seq], int, int, int]:
         """One iteration while `leaving` finished requests still hold batch slots (async scheduling)."""
         pool, bs = self.pool, self.bs
@@ -293,7 +298,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             chunked = True
             if seq.req.images:
                 encode += self._encode(seq, images, found)
-            f, b = chunk_work(self.cost, self.weights, n, seq.computed)
+            f, b = self._chunk_work(n, seq.computed)
             flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
             seq.computed += n
             self._register(seq, seq.computed)
@@ -366,7 +371,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 if self.tier and len(seq.spans) == 1:
                     self.host_hit_tokens += len(loaded) * bs
                     self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
-                f, b = chunk_work(self.cost, self.weights, n, hit)
+                f, b = self._chunk_work(n, hit)
                 flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
                 seq.computed = min(hit + n, total)  # (past it: placeholder drafts, rejected)
                 self._register(seq, seq.computed)
