@@ -43,7 +43,7 @@ Its step records also have:
   accepted  {req_id: of them, accepted}: the replay feeds these counts to kvweb
   blocks    {req_id: blocks the request holds after schedule()}, for every scheduled request
 
-LoRA adapters (`LORA_WORKLOADS`, under `lora_workloads`, `default` and `no_full_isl`): `LoRAConfig(max_loras,
+LoRA adapters (`LORA_WORKLOADS`, under `lora_workloads`, every variant): `LoRAConfig(max_loras,
 max_lora_rank=16)` in the VllmConfig (of it `Scheduler.schedule` reads only `max_loras`: the
 `scheduled_loras` check); a request with adapter i carries `LoRARequest(f"lora-{i}", i,
 f"/lora/{i}")`, whose name and path the engine's block hasher puts in every block's hash. The KV
@@ -52,7 +52,7 @@ decisions (vLLM takes them from the memory before sizing the KV cache). Their st
 have `blocks` (as above) and
   loras     the adapters of the running requests after schedule() (`scheduled_loras`), sorted
 
-Images (`MM_WORKLOADS`, under `mm_workloads`, `default` and `no_full_isl`): each image is a
+Images (`MM_WORKLOADS`, under `mm_workloads`, every variant): each image is a
 `MultiModalFeatureSpec(data=None, modality="image", identifier=f"img-{h}",
 mm_position=PlaceholderRange(offset, length))`. The tiny model is text-only, so `Scheduler.__init__`
 sizes no encoder budget or cache (`model_config.supports_multimodal_inputs` is False: no
@@ -476,12 +476,11 @@ def record(names: set[str] | None, variants: tuple[str, ...], out: str) -> dict:
     assert vllm.__version__ == VERSION, vllm.__version__
     t0 = time.time()
     spec_variants = tuple(v for v in variants if v == "default")  # kvweb simulates drafts synchronously only
-    sync_variants = tuple(v for v in variants if v != "async")
     for key, workloads, wl_variants in (
         ("workloads", W.WORKLOADS, variants),
         ("spec_workloads", W.SPEC_WORKLOADS, spec_variants),
-        ("lora_workloads", W.LORA_WORKLOADS, sync_variants),
-        ("mm_workloads", W.MM_WORKLOADS, sync_variants),
+        ("lora_workloads", W.LORA_WORKLOADS, variants),
+        ("mm_workloads", W.MM_WORKLOADS, variants),
     ):
         entries = data.setdefault(key, [])
         for wl in workloads:

@@ -141,6 +141,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             raise ValueError("images under vLLM's KV cache groups (layers of several kinds) are not simulated")
         self.encoder = EncoderCache(config.encoder.cache_size) if config.encoder else None
         self._encoded: list[Seq] = []  # requests with images that computed tokens in this step
+        # Async scheduling: the last iteration's `_encoded` and its decode step, its output not read yet
+        self._unread: tuple[list[Seq], int] = ([], 0)
         self.width = len(layout.groups) if layout.hybrid else 1  # blocks a request's block takes, one per group
         self.capacity = self.pool.n_blocks * self.bs
         self.prefilling: list[Seq] = []  # running requests still computing: the tail of the running list
@@ -179,10 +181,14 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     def _idle(self) -> None:
         self._leave()  # an idle engine has read every step's output
+        if self.encoder:
+            self._read_encoded()
 
     def _leave(self) -> None:
-        """Free the blocks of the requests that finished in the iteration before the last one."""
+        """Free the blocks, adapters and images of the requests that finished in the iteration before
+        the last one."""
         for seq in self.leaving:
+            self._let_go(seq)
             self.pool.release(seq.blocks)
             seq.blocks = []
         self.leaving = []
@@ -191,6 +197,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
         if self.width > 1:
             self._slide()
+        if self._unread[0] and self._unread[1] != self.dstep:  # quiet iterations ran since: it was read
+            self._read_encoded()
         if not self.leaving:
             out = self._schedule(0)
         else:
@@ -410,11 +418,24 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
 
     def _after_encoding(self) -> None:
         """After the step (vLLM's `update_from_output`): the requests that computed tokens release
-        the images they have passed; the cache's figures are noted."""
-        for seq in self._encoded:
-            self.encoder.passed(seq.id, seq.req.images, seq.computed)
+        the images they have passed; the cache's figures are noted. With async scheduling a step's
+        output is read once the next one is scheduled: the last step's requests release theirs now,
+        this step's then."""
+        if self.config.async_scheduling:
+            self._read_encoded()
+            self._unread = (self._encoded, self.dstep)
+        else:
+            for seq in self._encoded:
+                self.encoder.passed(seq.id, seq.req.images, seq.computed)
         self._encoded = []
         self.encoder.note(self.now)
+
+    def _read_encoded(self) -> None:
+        """Async scheduling: the last step's output is read; its requests release the images their
+        computed tokens have passed (vLLM counts the tokens scheduled since, too)."""
+        for seq in self._unread[0]:
+            self.encoder.passed(seq.id, seq.req.images, seq.computed)
+        self._unread = ([], 0)
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         """The tokens a waiting request computes in this step, its `uncached` tokens after `hit` cached
@@ -499,15 +520,21 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             self._register(seq, seq.computed)  # (a preempted request's blocks: `_preempt_tail`)
         seq.registered = 0
         self._due[seq.phase].pop(seq.id, None)
+        if finished and self.config.async_scheduling:
+            self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
+        else:
+            self._let_go(seq)
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+
+    def _let_go(self, seq: Seq) -> None:
+        """seq no longer runs: its adapter leaves the batch and it releases its images (with async
+        scheduling a finished request only once the next iteration is scheduled: until vLLM reads
+        its last output it stays in `running`, its adapter among `scheduled_loras`)."""
         if self.adapters:
             self.adapters.leave(seq.req.adapter)
         if seq.req.images:
             self.encoder.leave(seq.id, seq.req.images)
-        if finished and self.config.async_scheduling:
-            self.leaving.append(seq)  # freed once the next iteration is scheduled (`_iterate`)
-        else:
-            self.pool.release(seq.blocks)
-            seq.blocks = []
 
     @property
     def occupied(self) -> int:
