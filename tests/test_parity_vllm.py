@@ -321,6 +321,12 @@ def test_the_lab_says_what_was_checked():
         f"{len(RECORDED['spec_workloads'])} more with speculative decoding, {spec_computed:,} steps and "
         f"{spec_preempted:,} preemptions" in CHECKED
     )
+    for key, what in (("lora_workloads", "LoRA adapters"), ("mm_workloads", "images")):
+        runs = [s for w in RECORDED[key] for s in w["runs"].values()]
+        computed = sum(1 for run in runs for step in run if step.get("tokens"))
+        preempted = sum(len(step.get("preempted", ())) for run in runs for step in run)
+        assert {r for w in RECORDED[key] for r in w["runs"]} == set(RUNS)
+        assert f"{len(RECORDED[key])} with {what}, {computed:,} steps and {preempted:,} preemptions" in CHECKED
 
 
 def test_the_spec_recording_covers_what_the_issue_asks():
