@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kvweb.labs  # noqa: F401
 from kvweb.fleet.candidate import Candidate, replica
 from kvweb.fleet.fleet import Replica, serve
 from kvweb.fleet.replica_view import Adapters
-from kvweb.fleet.routers import CacheAware, LoraAffinity, lora_affinity
+from kvweb.fleet.routers import ROUTERS, CacheAware, LoraAffinity, lora_affinity
 from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
 from kvweb.labs.plan import PlanLab
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Request, poisson_workload, with_adapters
 from test_lora import lora_v1
 
 # adapters 1, 1, 2, 2, 1, 1, 2, 2, one request a second (each finished before the next arrives)
@@ -175,3 +177,26 @@ def test_the_planner_prunes_slots_that_leave_no_kv_and_refuses_a_model_without_a
     assert big.run()["pruned"]["no KV cache beside the adapter slots"] == 1
     with pytest.raises(ParamError, match="loras: 2 is not allowed with model gpt-oss-20b; its layers are not all"):
         plan_lab(model="gpt-oss-20b", loras=2).check()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    loras=st.integers(1, 6),
+    max_loras=st.integers(1, 3),
+    replicas=st.integers(1, 3),
+    router=st.sampled_from(list(ROUTERS)),
+)
+def test_every_request_is_served_once_and_each_adapter_a_replica_served_was_loaded_there(
+    seed, loras, max_loras, replicas, router
+) -> None:
+    requests = with_adapters(poisson_workload("fixed", 30, 20.0, 2048, seed, 64, 8), loras, seed)
+    fleet = serve(requests, lambda: lora_v1(max_loras), replicas, router)
+    served = fleet.served_by()
+    assert sorted(served) == [r.id for r in requests] and not fleet.rejected
+    adapter = {r.id: r.adapter for r in requests}
+    for i, slots in enumerate(fleet.adapters or []):
+        assert slots["loads"] >= len({adapter[q] for q, at in served.items() if at == i})
+    if replicas == 1:  # one replica is the single engine, adapters and all
+        alone = lora_v1(max_loras).run(requests)
+        assert [s.first_token_t for s in fleet.runs[0].sequences] == [s.first_token_t for s in alone.sequences]
