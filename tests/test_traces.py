@@ -313,7 +313,7 @@ def test_the_planner_replays_a_trace_at_its_own_rate() -> None:
     trace = traces.preset("mooncake-conversation-synthetic")
     assert len(requests) == int((trace.arrival < 60).sum()) and all(r.tokens is not None for r in requests)
     assert plan.workload_spec().rate == pytest.approx(len(requests) / requests[-1].arrival)
-    assert plan.ignored() == ("rate", "requests", "seed")
+    assert plan.ignored() == ("rate", "requests", "seed", "max_loras", "lora_rank", "lora_targets")  # no adapters
     result = plan.run()
     (row,) = [c for c in result["candidates"] if c["replicas"] == 2]
     fleet = FleetLab.of_candidate(plan, next(c for c in plan.candidates() if c.replicas == 2))
