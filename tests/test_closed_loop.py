@@ -120,9 +120,13 @@ def test_rate_is_unread():
     a = make("schedulers", {"workload": "closed-loop", "rate": 1.0})
     b = make("schedulers", {"workload": "closed-loop", "rate": 50.0})
     trace = ("trace_scale", "trace_start", "trace_duration")  # read only under workload=trace
-    unread = (*trace, "acceptance")  # acceptance: read only with spec_tokens > 0
+    lora = ("max_loras", "lora_rank", "lora_targets")  # read only with loras > 0
+    images = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images > 0
+    unread = (*trace, "acceptance", *lora, *images)  # acceptance: read only with spec_tokens > 0
     assert a.ignored() == ("rate", *unread) and make("schedulers", {}).ignored() == unread
-    assert "acceptance" not in make("schedulers", {"spec_tokens": 2}).ignored()
+    assert "acceptance" not in make("schedulers", {"spec_tokens": "2"}).ignored()
+    assert not set(lora) & set(make("schedulers", {"loras": "2"}).ignored())
+    assert not set(images) & set(make("schedulers", {"images": "1"}).ignored())
     assert a.key() == b.key() and a.requests_at(a.rate) == b.requests_at(b.rate)
     assert make("schedulers", {"concurrency": 3}).key() == make("schedulers", {"concurrency": 5}).key()
 
