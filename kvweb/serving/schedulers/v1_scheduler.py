@@ -110,7 +110,7 @@ class V1Config:
 
 
 class V1Scheduler(V1QuietSteps, ContinuousBatching):
-    """vLLM V1's scheduler (see the module docstring). methods: 24, because vLLM's own `Scheduler`
+    """vLLM V1's scheduler (see the module docstring). methods: 29, because vLLM's own `Scheduler`
     keeps scheduling, preemption and its calls into the KV cache manager (prefix hits, block hashes)
     in one class, and 11 of them are the loop's `SchedulerInterface`."""
 
