@@ -1,11 +1,13 @@
 """The served app end to end on LoRA adapters in the fleet (issue 38, item 2): the URL's loras and
 max_loras run every vLLM V1 replica with adapter slots, and the routers' table gives each router's
 adapter loads (all replicas' and each one's) and the adapters in each replica's slots, as the
-library computes them, in English and in Chinese."""
+library computes them, in English and in Chinese; the plan's table names the pruned SGLang
+candidates' reason and each simulated candidate's adapter loads."""
 
 from conftest import table_header, table_rows, wait_ready
 
 from kvweb.labs.fleet import FleetLab
+from kvweb.labs.plan import PlanLab
 
 PARAMS = dict(mode="vllm-v1", loras=8, max_loras=2, replicas=2, requests=60, routers="round-robin,lora-affinity")
 URL = "?lab=fleet&" + "&".join(f"{k}={v}" for k, v in PARAMS.items())
@@ -46,4 +48,36 @@ def test_the_adapter_columns_in_chinese(page, served_app, guard):
     header = table_header(page, "kv-fleet-table")
     assert header[-2:] == ["LoRA 适配器 (adapter) 加载次数：总计（各副本）", "各副本槽位中的 LoRA 适配器 (adapter)"]
     assert shown(page) == want
+    assert guard.errors == []
+
+
+PLAN = dict(
+    model="llama-3.1-8b",
+    gpus="H100-SXM",
+    tps="1",
+    weight_precisions="16-bit",
+    schedulers="vllm-v1,sglang",
+    replicas="2",
+    routers="round-robin,lora-affinity",
+    loras=8,
+    max_loras=2,
+    requests=50,
+    rate=4.0,
+    cost_model="roofline",
+)
+
+
+def test_the_plan_prunes_sglang_by_name_and_shows_each_candidates_adapter_loads(page, served_app, guard):
+    result = PlanLab(**PLAN).run()
+    want = {
+        r["key"]: (f"{r['adapter_loads']:,}" if r["pruned"] is None else "", r["pruned"]) for r in result["candidates"]
+    }
+    page.goto(f"{served_app}?lab=plan&" + "&".join(f"{k}={v}" for k, v in PLAN.items()))
+    wait_ready(page)
+    header = table_header(page, "kv-plan-candidates")
+    assert header[-1] == "LoRA adapter loads"
+    rows = {row[0]: row for row in table_rows(page, "kv-plan-candidates")}
+    assert {k: r[-1] for k, r in rows.items()} == {k: w[0] for k, w in want.items()}
+    pruned = [k for k, w in want.items() if w[1] is not None]
+    assert len(pruned) == 2 and all("sglang" in k and rows[k][-2] == "runs no LoRA adapters" for k in pruned)
     assert guard.errors == []

@@ -30,7 +30,8 @@ WRAPPED = ":host .bk-btn { white-space: normal; overflow-wrap: anywhere; text-al
 
 
 def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
-    """One row per candidate: configuration, GPUs, $/h, latency, TPOT, attainment, verdict."""
+    """One row per candidate: configuration, GPUs, $/h, latency, TPOT, attainment, verdict; with LoRA
+    adapters, their loads into the replicas' slots."""
     q = lab.percentile
     out = []
     for r in rows:
@@ -45,6 +46,7 @@ def candidate_rows(rows: list[dict[str, Any]], lab: Lab) -> list[list[str]]:
                 number(1e3 * r[f"tpot_{q}_s"], 3) if simulated else "",
                 percent(r["slo_attainment"]) if simulated else "",
                 verdict,
+                *((f"{r['adapter_loads']:,}" if simulated else "",) if lab.loras else ()),
             ]
         )
     return out
@@ -158,6 +160,7 @@ class PlanView(LabView):
             f"TPOT {lab.percentile} (ms)",
             tr("SLO attainment"),
             tr("verdict"),
+            *((tr("LoRA adapter loads"),) if lab.loras else ()),
         ]
         self.pareto.show(header, candidate_rows(front, lab))
         self.explainer.show(
