@@ -114,6 +114,9 @@ DECODE_STEPS = Unit("decode steps of batches memory allows", 4e-7)  # a fleet's:
 # ... where vLLM V1 keeps a model's kinds of layer in KV cache groups: each step slides each group's window, request
 # by request, not as arrays (3.0-3.3 us a group measured on gpt-oss-120b and gemma-3-27b; bench/estimates.py)
 GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
+# ... and with LoRA adapters waiting for one of `max_loras` slots the steps go through the scheduler's general step,
+# not the quiet ones (about 6 us each: a fleet of vLLM V1 replicas, 1,000 adapters, max_loras 1; docs/fleet.md)
+ADAPTER_STEPS = Unit("decode steps of batches the adapter slots allow", 6e-6)
 ADVANCES = Unit(
     "replica advances", 5e-6
 )  # a fleet's replica brought to the next event or step (its steps counted apart)

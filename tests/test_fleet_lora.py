@@ -15,7 +15,7 @@ from kvweb.fleet.replica_view import Adapters
 from kvweb.fleet.routers import ROUTERS, CacheAware, LoraAffinity, lora_affinity
 from kvweb.lab import ParamError
 from kvweb.labs.fleet import FleetLab
-from kvweb.labs.plan import PlanLab
+from kvweb.labs.plan import PlanLab, adapter_batch
 from kvweb.serving.load.workload import Request, poisson_workload, with_adapters
 from test_lora import lora_v1
 
@@ -200,3 +200,24 @@ def test_every_request_is_served_once_and_each_adapter_a_replica_served_was_load
     if replicas == 1:  # one replica is the single engine, adapters and all
         alone = lora_v1(max_loras).run(requests)
         assert [s.first_token_t for s in fleet.runs[0].sequences] == [s.first_token_t for s in alone.sequences]
+
+
+def test_a_batch_of_at_most_max_loras_adapters_by_hand():
+    """Of a batch of 8: the base model's requests (2 of 8) join any batch; of the adapters' ones, the
+    share max_loras times the chance two of them share an adapter gives: adapters 1 (4 requests)
+    and 2 (2): (4/6)**2 + (2/6)**2 = 20/36."""
+    requests = [Request(i, 0.0, 10, 10, adapter=a) for i, a in enumerate([1, 1, 1, 1, 2, 2, 0, 0])]
+    assert adapter_batch(requests, 8, 1) == pytest.approx(8 * (2 / 8 + 6 / 8 * 20 / 36))
+    assert adapter_batch(requests, 8, 2) == 8  # two slots: every adapter fits
+    assert adapter_batch([Request(0, 0.0, 10, 10)], 8, 1) == 8  # no adapters
+    assert adapter_batch(requests[:4], 1, 1) == 1.0  # never below one request
+
+
+def test_the_fleet_estimate_counts_the_steps_adapter_slots_allow():
+    """Fewer slots for the same adapters: smaller batches, more general steps, a larger estimate."""
+    values = dict(workload="sharegpt", requests=300, rate=8.0, mode="vllm-v1", loras=64, routers="round-robin")
+    one, many = FleetLab(**values, max_loras=1).estimate(), FleetLab(**values, max_loras=8).estimate()
+    steps = {e: dict((u.name, n) for n, u in e.parts) for e in (one, many)}
+    unit = "decode steps of batches the adapter slots allow"
+    assert steps[one][unit] > steps[many][unit] > 0 and one.seconds > many.seconds
+    assert unit not in dict((u.name, n) for n, u in FleetLab(**{**values, "loras": 0}).estimate().parts)

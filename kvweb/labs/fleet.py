@@ -159,7 +159,7 @@ class FleetLab(SchedulersLab):
         """One fleet simulation per router and per split fleet (`fleet_work`: a split's prefill and
         decode pools serve the requests once between them, its router probing the prefill pool), and
         the single engine's run."""
-        requests = self.requests_at(self.rate)
+        requests = with_adapters(self.requests_at(self.rate), self.loras, self.seed)
         splits = split_points(self.replicas, self.prefill_replicas) if self.prefill_replicas else []
         rounds = 0.0  # multi-turn: the fleet advances every replica at least once per think time
         if self.workload == "multi-turn":
@@ -167,7 +167,7 @@ class FleetLab(SchedulersLab):
             rounds = (horizon + self.turns * (self.think_s + 1.0)) / max(self.think_s, NO_THINK_STEP_S)
         cost = self.setup().cost_model()
         kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
-        trace = self.workload == "trace"
+        trace, max_loras = self.workload == "trace", self.max_loras if self.loras else 0
         runs = [
             fleet_work(
                 requests,
@@ -180,6 +180,7 @@ class FleetLab(SchedulersLab):
                 rounds,
                 groups=groups,
                 trace=trace,
+                max_loras=max_loras,
             )
             for _ in self.router_list()
         ]
@@ -196,12 +197,22 @@ class FleetLab(SchedulersLab):
                 transfers=True,
                 groups=groups,
                 trace=trace,
+                max_loras=max_loras,
             )
             for prefill in splits
         ]
         knobs = self.work_knobs()
         single = fleet_work(
-            requests, 1, 0, kv_tokens, self.max_seqs, self.mode, self.block_size, groups=groups, trace=trace
+            requests,
+            1,
+            0,
+            kv_tokens,
+            self.max_seqs,
+            self.mode,
+            self.block_size,
+            groups=groups,
+            trace=trace,
+            max_loras=max_loras,
         )
         return in_turn(
             *runs,

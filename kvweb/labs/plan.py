@@ -8,6 +8,7 @@ processes or Ray (kvweb/fleet/backends.py): the browser has neither.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ import param
 
 from kvweb.budget import (
     ADVANCES,
+    ADAPTER_STEPS,
     DECODE_STEPS,
     ENGINE_BLOCKS,
     FLEET_REQUESTS,
@@ -66,6 +68,7 @@ def fleet_work(
     transfers: bool = False,
     groups: int = 0,
     trace: bool = False,
+    max_loras: int = 0,
 ) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
     requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
@@ -77,11 +80,14 @@ def fleet_work(
     replica's pool of `kv_tokens` in blocks (SGLang's: in token slots, arrays, memory only), set up whatever
     the requests and held until the run ends; with `groups` (`kv_groups`), each decode step slides every group;
     with `trace` (requests replayed from a trace), the token ids its requests carry and SGLang's pools caching them
-    (`trace_held`). The figures, estimate beside CPU time: docs/fleet.md,
+    (`trace_held`); with LoRA adapters, the general steps of batches of at most `max_loras` adapters
+    (`adapter_batch`). The figures,
+    estimate beside CPU time: docs/fleet.md,
     `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
-    steps = sum(r.output for r in requests) / batch_at_most(requests, kv_tokens, max_seqs)
+    batch = batch_at_most(requests, kv_tokens, max_seqs)
+    steps = sum(r.output for r in requests) / batch
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     blocks = MODES[scheduler].cell == "block"
     pools = replicas * kv_tokens / (block_size if blocks else 1)
@@ -90,11 +96,30 @@ def fleet_work(
         (len(requests), FLEET_REQUESTS),
         (tokens / block_size, ENGINE_BLOCKS),
         (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
+        *(
+            [(sum(r.output for r in requests) / adapter_batch(requests, batch, max_loras), ADAPTER_STEPS)]
+            if max_loras
+            else []
+        ),
         (hashed, POOL_BLOCKS),
         ((len(requests) + rounds) * replicas, ADVANCES),
         (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS),
         *(trace_held(requests, pools if not blocks else 0) if trace else ()),
     ]
+
+
+def adapter_batch(requests: list[Request], batch: int, max_loras: int) -> float:
+    """Requests one engine runs at once, about, when a batch holds at most `max_loras` adapters
+    (vLLM's `scheduled_loras` check): of the `batch` memory allows, the base model's requests, and
+    of the adapters' ones the share that `max_loras` times the chance that two of them share an
+    adapter (the sum of the adapters' squared shares) gives."""
+    per_adapter = Counter(r.adapter for r in requests if r.adapter)
+    adapted = sum(per_adapter.values())
+    if not adapted:
+        return batch
+    shared = sum((c / adapted) ** 2 for c in per_adapter.values())
+    base = 1 - adapted / len(requests)
+    return max(1.0, batch * (base + (1 - base) * min(1.0, max_loras * shared)))
 
 
 def choices(name: str, text: str, allowed: Sequence[Any]) -> list[Any]:
@@ -309,6 +334,7 @@ class PlanLab(Lab, TraceReplay):
                     c.scheduler,
                     groups=kv_groups(cost, c.scheduler),
                     trace=self.workload == "trace",
+                    max_loras=workload.lora.max_loras if workload.lora else 0,
                 )
                 for c, cost in zip(left, costs)
             ),
