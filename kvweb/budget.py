@@ -117,9 +117,12 @@ GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
 # ... and with LoRA adapters waiting for one of `max_loras` slots the steps go through the scheduler's general step,
 # not the quiet ones (about 6 us each: a fleet of vLLM V1 replicas, 1,000 adapters, max_loras 1; docs/fleet.md)
 ADAPTER_STEPS = Unit("decode steps of batches the adapter slots allow", 6e-6)
-ADVANCES = Unit(
-    "replica advances", 5e-6
-)  # a fleet's replica brought to the next event or step (its steps counted apart)
+# The planner prices every candidate of its grid by the roofline (and under cost_model=auto probes its pricing) before
+# it simulates the ones left: 0.62 ms each measured on a grid of 2,688 that the roofline pruned whole (5 Dec)
+PLAN_CANDIDATES = Unit("plan candidates priced", 6.5e-4)
+# A fleet's replica brought to the next event or step (its steps counted apart), with the stretch of quiet steps it
+# runs on the way (SGLang's: about 110 us an advance measured on the fleet lab's ShareGPT-like default, 5 Dec)
+ADVANCES = Unit("replica advances", 2.5e-5)
 CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a cached decode: one batched call
 # A fleet's replica sets up its KV pool when it is made, whatever its requests, a block at a time, and holds it
 # until its fleet run ends (block_size 1: vLLM V1's 3.2e-7 s and 152-154 bytes, the papers' engine 4.5e-8 s and

@@ -22,6 +22,7 @@ from kvweb.budget import (
     FLEET_REQUESTS,
     GROUP_STEPS,
     PAGED_SETUP,
+    PLAN_CANDIDATES,
     POOL_BLOCKS,
     PROBED_BLOCKS,
     SLOT_SETUP,
@@ -318,12 +319,15 @@ class PlanLab(Lab, TraceReplay):
         )
 
     def estimate(self) -> Estimate:
-        """Each candidate the roofline leaves: one fleet simulation of its replicas (`fleet_work`)."""
+        """Every candidate priced by the roofline and its cost model, and each one it leaves: one fleet
+        simulation of its replicas (`fleet_work`)."""
         workload = self.workload_spec()
         requests = workload.arrivals()
-        left = [c for c in self.candidates() if roofline(c, workload)[0] is None]
+        candidates = self.candidates()
+        left = [c for c in candidates if roofline(c, workload)[0] is None]
         costs = [c.cost_model(self.model, self.cost_model) for c in left]
         return in_turn(
+            [(len(candidates), PLAN_CANDIDATES)],
             *(
                 fleet_work(
                     requests,
