@@ -27,7 +27,7 @@ from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.labs.engine import TraceReplay
 from kvweb.labs.plan import PlanLab, choices, fleet_work, kv_groups
-from kvweb.labs.modes_lab import LORA_SETTINGS
+from kvweb.labs.modes_lab import IMAGE_SETTINGS, LORA_SETTINGS
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
@@ -51,7 +51,8 @@ class FleetLab(SchedulersLab):
         "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
         "decision (prefix tokens another replica had cached)."
     )
-    dropped = ("search", "target")  # the schedulers lab's rate search: not a fleet's
+    # the schedulers lab's rate search: not a fleet's; images: its routers do not know them yet (IMAGE_LABS)
+    dropped = ("search", "target", "images", *IMAGE_SETTINGS)
 
     gpu = param.Selector(
         objects=["scenario", *GPUS],
