@@ -210,7 +210,7 @@ def described(run: dict[str, Any]) -> str:
     shown = []
     for n in param_names(cls):
         if n in (refused[0] if refused else []):
-            shown.append(f"{n}={run['query'][n]}*")
+            shown.append(f"{n}={run['query'].get(n, cls.param[n].default)}*")
         elif run["query"].get(n, str(cls.param[n].default)) != str(cls.param[n].default):
             shown.append(f"{n}={run['query'][n]}")
     return ", ".join(shown)
