@@ -206,6 +206,12 @@ _MESSAGES = [
         "acceptance: {0} is not allowed; give one rate in [0, 1] or {1} rates, one per draft position, separated by commas",
     ),
     (
+        r"^spec_sweep: true is not allowed with spec_tokens 0; the sweep runs every draft length from 0 to "
+        r"spec_tokens \(set spec_tokens above 0\)$",
+        "spec_sweep: true is not allowed with spec_tokens 0; the sweep runs every draft length from 0 to spec_tokens "
+        "(set spec_tokens above 0)",
+    ),
+    (
         r"^spec_tokens: (\S+) is not allowed with async_scheduling true; speculative decoding is simulated with "
         r"synchronous scheduling only \(use 0\)$",
         "spec_tokens: {0} is not allowed with async_scheduling true; speculative decoding is simulated with synchronous "

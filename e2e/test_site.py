@@ -161,6 +161,7 @@ def test_a_redraw_reaches_the_page_as_one_message_and_nothing_comes_back(page, s
     paints = dict(page.evaluate(PAINTS, True))
     assert paints.pop("host tier: KV held, % of its size") == 0  # hidden: no host tier in this run
     assert paints.pop("encoder cache (embeddings held)") == 0  # hidden: no images in this run
+    assert paints.pop("TPOT p50 (ms) against draft tokens per step") == 0  # hidden: no draft-length sweep
     assert len(paints) == 7 and paints.pop("") == 0  # the maps' key does not change
     assert sorted(paints.values()) == [1] * 6, paints
     sent = [m for m in log if m[0] == "to worker"]

@@ -43,3 +43,21 @@ def test_drafts_in_the_url_show_tokens_a_step_and_blocks_held_ahead(page, served
     held_ahead = STATES[LOOKAHEAD][0]
     assert f"{held_ahead} {shown.count(LOOKAHEAD)}" in plain_text(page, "kv-schedulers-step").inner_text()
     assert guard.errors == []
+
+
+def test_a_sweep_of_draft_lengths_names_the_one_that_pays_most(page, served_app, guard):
+    """Under load and a low acceptance, TPOT p50 falls to a shortest k and rises after it: the line
+    names the library's best k with its TPOT beside no drafts', and the figure draws every k."""
+    values = {"workload": "sharegpt", "rate": "20", "spec_tokens": "5", "acceptance": "0.3", "spec_sweep": "true"}
+    swept = SchedulersLab(**{**values, "rate": 20.0, "spec_tokens": 5, "spec_sweep": True}).run()["spec_sweep"]
+    ((mode, s),) = swept.items()
+    tpot = {p["k"]: p["tpot_p50_s"] for p in s["points"]}
+    assert 0 < s["best_k"] < 5 and tpot[5] > tpot[s["best_k"]]  # longer drafts stop paying here
+    page.goto(served_app + "?lab=schedulers&" + "&".join(f"{k}={v}" for k, v in values.items()))
+    wait_ready(page)
+    line = plain_text(page, "kv-schedulers-sweep").inner_text()
+    best = s["best_k"]
+    assert f"{mode}: draft lengths 0 to 5 at acceptance 0.3: the lowest TPOT p50 is at k = {best} " in line
+    assert f"({1000 * tpot[best]:.2f} ms, {1000 * tpot[0]:.2f} ms without drafts)" in line
+    drawn = page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('schedulers-spec-sweep').data.k)")
+    assert drawn == [0, 1, 2, 3, 4, 5] and guard.errors == []

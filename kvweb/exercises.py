@@ -400,6 +400,32 @@ def same_image(lab: Lab, progress: Progress) -> Answer:
     )
 
 
+def draft_length(lab: Lab, progress: Progress) -> Answer:
+    """The lab's draft-length sweep: TPOT p50 and throughput at each k, and the k that pays most."""
+    ((_, swept),) = run(variant(lab, spec_sweep=True), progress)["spec_sweep"].items()
+    points = {p["k"]: p for p in swept["points"]}
+    best, longest = swept["best_k"], max(points)
+    v = {"best_k": best, "points": swept["points"]}
+    return Answer(
+        v,
+        [
+            ("draft length with the lowest TPOT p50", f"k = {best}"),
+            (
+                "TPOT p50: no drafts / the best k / the longest k",
+                " / ".join(ms(points[k]["tpot_p50_s"]) for k in (0, best, longest)),
+            ),
+            (
+                "tokens/s: no drafts / the best k / the longest k",
+                " / ".join(f"{points[k]['throughput_tok_s']:.0f}" for k in (0, best, longest)),
+            ),
+            (
+                "tokens kept per request a step: the best k / the longest k",
+                f"{points[best]['tokens_per_step']:.2f} / {points[longest]['tokens_per_step']:.2f}",
+            ),
+        ],
+    )
+
+
 def max_concurrency(lab: Lab, progress: Progress) -> Answer:
     r = run(lab, progress)
     row = mode_row(r)
@@ -1017,6 +1043,32 @@ EXERCISES: tuple[Exercise, ...] = (
             "How many image embeddings does the encoder compute over the 200 requests?",
             lambda a: a.values["yours"]["computed"],
         ),
+    ),
+    Exercise(
+        "draft-length",
+        "Why does TPOT get worse with a longer draft under load?",
+        "You run vLLM with EAGLE drafts on a busy OPT-13B server (ShareGPT-like traffic at 20 requests/s) whose "
+        "drafts are accepted only 30 % of the time. Which number of draft tokens per step gives the lowest TPOT, "
+        "and why does a longer draft make it worse?",
+        "schedulers",
+        {
+            "workload": "sharegpt",
+            "rate": "20",
+            "requests": "300",
+            "spec_tokens": "5",
+            "acceptance": "0.3",
+            "spec_sweep": "true",
+        },
+        ("spec_tokens", "acceptance", "rate"),
+        "A draft position is kept only if every one before it was: at 0.3 the k-th draft token survives with "
+        "0.3**k (0.3, 0.09, 0.027, ...), so a request keeps at most about 1.43 tokens a step however long the "
+        "draft. But every draft token is paid whether kept or not: the target verifies 1 + k tokens of every "
+        "decoding request in one step (all in the token budget), the drafter runs k passes a step, and the "
+        "request holds KV slots ahead for them. Under load the batch is large, so those extra tokens make every "
+        "step longer: here k = 2 pays most, and from k = 5 drafting is slower than no drafts at all. With a "
+        "higher acceptance (try 0.7) the longer drafts keep paying.",
+        draft_length,
+        Check("Which draft length (k) gives the lowest TPOT p50?", lambda a: a.values["best_k"], tolerance=0),
     ),
 )
 

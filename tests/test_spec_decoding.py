@@ -355,3 +355,21 @@ def test_the_drafters_passes_in_a_step_by_hand():
     assert by_hand == pytest.approx(5.505182e-3, abs=1e-9)
     flops = 2 * 314_567_680 * 4 + 2 * 5120 * 50_272 + 4 * 40 * 128 * (4 * 100 + 10)
     assert flops / (312e12 * 0.7) < 1_660_835_840 / (1.555e12 * 0.8)  # the first pass is memory-bound
+
+
+def test_the_sweep_is_each_draft_lengths_own_run_and_names_the_lowest_tpot():
+    """spec_sweep: each point is the lab's run at that k (a list of rates: its first k), the k with
+    the lowest TPOT p50 is named, and the estimate counts the shorter lengths' runs too."""
+    values = dict(workload="sharegpt", requests=60, rate=20.0, spec_tokens=3, acceptance="0.6,0.4,0.2")
+    ((mode, swept),) = SchedulersLab(**values, spec_sweep=True).run()["spec_sweep"].items()
+    assert [p["k"] for p in swept["points"]] == [0, 1, 2, 3] and swept["acceptance"] == [0.6, 0.4, 0.2]
+    for point, acceptance in zip(swept["points"], ("0.6", "0.6", "0.6,0.4", "0.6,0.4,0.2")):
+        modes = SchedulersLab(**{**values, "spec_tokens": point["k"], "acceptance": acceptance}).run()["modes"]
+        (alone,) = [m for m in modes if m["mode"] == mode]  # k = 0: every mode runs
+        assert point["tpot_p50_s"] == alone["tpot_s"]["p50"]
+        assert point["throughput_tok_s"] == alone["throughput_tok_s"]
+    assert swept["best_k"] == min(swept["points"], key=lambda p: p["tpot_p50_s"])["k"]
+    assert SchedulersLab(**values, spec_sweep=True).estimate().seconds > SchedulersLab(**values).estimate().seconds
+    with pytest.raises(ParamError, match="^spec_sweep: true is not allowed with spec_tokens 0; "):
+        SchedulersLab(spec_sweep=True).check()
+    assert "spec_sweep" in FleetLab.dropped  # the fleet lab has no sweep

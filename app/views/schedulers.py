@@ -267,6 +267,55 @@ def encoder_text(modes: list[dict[str, Any]]) -> str:
     )
 
 
+def sweep_text(sweep: dict[str, dict[str, Any]]) -> str:
+    """One line per mode swept over draft lengths: the k with the lowest TPOT p50 against none."""
+    lines = []
+    for mode, s in sweep.items():
+        tpot, rates, best = {p["k"]: p["tpot_p50_s"] for p in s["points"]}, s["acceptance"], s["best_k"]
+        why = (
+            tr("the longest tried: a longer draft may pay still")
+            if best == max(tpot)
+            else tr("a longer draft costs each step more than its accepted tokens save")
+        )
+        lines.append(
+            f"{mode}: "
+            + tr(
+                "draft lengths 0 to {0} at acceptance {1}: the lowest TPOT p50 is at k = {2} ({3} ms, {4} ms "
+                "without drafts); {5}"
+            ).format(
+                max(tpot),
+                f"{rates[0]:g}" if len(set(rates)) == 1 else ", ".join(f"{r:g}" for r in rates),
+                best,
+                f"{1000 * tpot[best]:.2f}",
+                f"{1000 * tpot[0]:.2f}",
+                why,
+            )
+        )
+    return "\n".join(lines)
+
+
+def sweep_figure() -> tuple[Any, ColumnDataSource, ColumnDataSource]:
+    """TPOT p50 against the draft length k (one line per swept mode's points), the best k marked."""
+    points = ColumnDataSource({"k": [], "tpot_ms": []}, name="schedulers-spec-sweep")
+    best = ColumnDataSource({"k": [], "tpot_ms": []}, name="schedulers-spec-sweep-best")
+    fig = figure(
+        title=tr("TPOT p50 (ms) against draft tokens per step"),
+        height=200,
+        sizing_mode="stretch_width",
+        toolbar_location=None,
+        tools="",
+        x_axis_label=tr("draft tokens per step (k)"),
+        visible=False,
+        name="schedulers-spec-sweep-figure",
+    )
+    color = next(info.color for info in MODES.values() if info.speculative)  # the swept mode's
+    fig.line("k", "tpot_ms", source=points, line_width=2, color=color)
+    fig.scatter("k", "tpot_ms", source=points, size=6, color=color)
+    fig.scatter("k", "tpot_ms", source=best, size=14, marker="star", color="#d62728")
+    fig.xaxis.ticker.desired_num_ticks = 8
+    return fig, points, best
+
+
 def kv_groups_text(groups: list[dict[str, Any]]) -> str:
     """vLLM V1's KV cache groups, one line each: what a request of the maximum length holds in each
     (empty for a model whose layers are all alike)."""
@@ -537,6 +586,8 @@ class SchedulersView(LabView):
         self.encoder_strip.quad(left=0, right="held", bottom=0, top=1, source=self.encoder_source, color="#2ca02c")
         self.encoder_strip.yaxis.visible = False
         self.encoder_strip.grid.visible = False
+        self.sweep = plain(css_class="kv-schedulers-sweep")  # the draft-length sweep's line
+        self.sweep_figure, self.sweep_points, self.sweep_best = sweep_figure()
         self.ahead = False  # whether a run mode's maps may hold blocks ahead
         self.key.add_layout(
             Legend(
@@ -663,6 +714,8 @@ class SchedulersView(LabView):
             self.explainer.layout,
             self.groups,
             self.spec,
+            self.sweep,
+            self.sweep_figure,
             self.lora,
             self.images,
             self.paper,
@@ -708,6 +761,18 @@ class SchedulersView(LabView):
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         self.spec.text = spec_text(modes, result["kv_blocks"])
+        sweep = result.get("spec_sweep", {})
+        self.sweep.text = sweep_text(sweep)
+        self.sweep_figure.visible = bool(sweep)
+        swept = next(iter(sweep.values()), {"points": [], "best_k": 0})
+        self.sweep_points.data = {
+            "k": [p["k"] for p in swept["points"]],
+            "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"]],
+        }
+        self.sweep_best.data = {
+            "k": [p["k"] for p in swept["points"] if p["k"] == swept["best_k"]],
+            "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"] if p["k"] == swept["best_k"]],
+        }
         self.lora.text = lora_text(modes, result["kv_blocks"])
         self.images.text = encoder_text(modes)
         self.encoder_strip.visible = bool(self.encoders)

@@ -51,8 +51,8 @@ class FleetLab(SchedulersLab):
         "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
         "decision (prefix tokens another replica had cached)."
     )
-    # the schedulers lab's rate search: not a fleet's; images: its routers do not know them yet (IMAGE_LABS)
-    dropped = ("search", "target", "images", *IMAGE_SETTINGS)
+    # the schedulers lab's rate search and draft-length sweep: not a fleet's; images: its routers do not know them yet (IMAGE_LABS)
+    dropped = ("search", "target", "spec_sweep", "images", *IMAGE_SETTINGS)
 
     gpu = param.Selector(
         objects=["scenario", *GPUS],

@@ -18,11 +18,13 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import param
+
 from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, PAGED_SETUP, POOL_SLOTS, V1_POOL_SETUP, Estimate, Unit, work
 from kvweb.gpu import CostModel
 from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, step_cost
-from kvweb.lab import Progress, no_progress
+from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.memo import Memo
 from kvweb.labs.engine import timeline, trace_held
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
@@ -40,6 +42,7 @@ from kvweb.serving.loop.metrics import attainment, throughput
 from kvweb.serving.loop.metrics import explain as explain_run
 from kvweb.serving.schedulers.radix_scheduler import DENSE_SLOTS
 from kvweb.serving.load.workload import Request
+from kvweb.serving.schedulers.spec_decode import parse_acceptance
 
 PAPER = (
     "SGLang paper (Zheng et al., NeurIPS 2024), Fig. 5: up to 6.4x the throughput of the systems it was "
@@ -114,6 +117,13 @@ class SchedulersLab(ModesLab):
         "cached and reusable, and what is free."
     )
 
+    spec_sweep = param.Boolean(
+        False,
+        doc="spec_tokens: also run each speculative mode at every draft length from 0 to spec_tokens, at "
+        "the same acceptance (a list's first k rates), and name the one with the lowest TPOT p50: under load "
+        "each more draft token costs every request a longer verify step and a drafter pass",
+    )
+
     def workload_at(self, rate: float) -> list[Request]:
         if self.workload == "few-shot":
             return few_shot_traffic(
@@ -169,7 +179,7 @@ class SchedulersLab(ModesLab):
             priced = step_cost(self.scheduler_cost(mode))
             return {"mode": mode, **self.figures(run), **priced, "trace": run.trace}, frame_counts(run.trace["frames"])
 
-        return _RUNS.get(self.key(("search", "target", *self.unread(mode)), mode=mode), serve)
+        return _RUNS.get(self.key(("search", "target", "spec_sweep", *self.unread(mode)), mode=mode), serve)
 
     def estimate(self) -> Estimate:
         """Each mode's traced run, with the pool it sets up (a map cell per block), and, with `search`,
@@ -195,6 +205,8 @@ class SchedulersLab(ModesLab):
                 for m, (block, cells, _, stepwise) in modes.items()
                 if MODES[m].tiered
             ]
+        if self.spec_sweep:  # every shorter draft length's run too, each about as much work as the longest's
+            runs += [run for m, run in zip(modes, list(runs)) if MODES[m].speculative] * self.spec_tokens
         if self.search:
             searches = SEARCH_DOUBLINGS + math.ceil(math.log2(math.log(2) / math.log1p(0.02)))
             base = self.imaged(self.requests_at(1.0))
@@ -264,6 +276,7 @@ class SchedulersLab(ModesLab):
                     self._without_tier(row, progress)
         if self.search:
             self._search(modes, progress)
+        sweep = {"spec_sweep": self._spec_sweep(modes, progress)} if self.spec_sweep else {}
         clock = timeline([m["trace"]["frames"] for m in modes])
         groups = self.kv_groups()
         hybrid = {"kv_groups": groups, "refused": refused} if groups or refused else {}
@@ -286,8 +299,43 @@ class SchedulersLab(ModesLab):
             "shared_prefixes": self.workload in PREFIX_WORKLOADS,
             "paper": PAPER,
             "checked": CHECKED,
+            **sweep,
             **hybrid,
         }
+
+    def check(self) -> None:
+        super().check()
+        if self.spec_sweep and not self.spec_tokens:
+            raise ParamError(
+                "spec_sweep: true is not allowed with spec_tokens 0; the sweep runs every draft length from 0 "
+                "to spec_tokens (set spec_tokens above 0)"
+            )
+
+    def _spec_sweep(self, modes: list[dict[str, Any]], progress: Progress) -> dict[str, dict[str, Any]]:
+        """Each speculative mode's figures at every draft length k from 0 to spec_tokens (each a
+        remembered run of its own, k = spec_tokens the run above), and the k with the lowest TPOT p50."""
+        rates = parse_acceptance(self.acceptance, self.spec_tokens)
+        out = {}
+        for row in (m for m in modes if MODES[m["mode"]].speculative):
+            mode, points = row["mode"], []
+            for k in range(self.spec_tokens + 1):
+                same = len(set(rates)) == 1  # one rate for every position: the same text, the same remembered run
+                acceptance = self.acceptance if same or k == 0 else ",".join(f"{r:g}" for r in rates[:k])
+                lab = type(self)(**{**self.values(), "spec_tokens": k, "acceptance": acceptance, "spec_sweep": False})
+                done = f"{mode} with {k} draft tokens"
+                run, _ = lab.served_once(mode, lambda f, m, done=done: progress(1.0, f"{done}: {m}"))
+                points.append(
+                    {
+                        "k": k,
+                        "tpot_p50_s": run["tpot_s"]["p50"],
+                        "ttft_p50_s": run["ttft_s"]["p50"],
+                        "throughput_tok_s": run["throughput_tok_s"],
+                        "tokens_per_step": run["spec"]["tokens_per_step"] if k else 1.0,
+                    }
+                )
+            best = min(points, key=lambda p: p["tpot_p50_s"])["k"]
+            out[mode] = {"acceptance": list(rates), "points": points, "best_k": best}
+        return out
 
     def _without_tier(self, row: dict[str, Any], progress: Progress) -> None:
         """A mode's TTFT on the same requests without the host tier (a remembered run of its own)."""
