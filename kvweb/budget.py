@@ -129,8 +129,9 @@ CONTEXT_READS = Unit("mini-model tokens x context", 2.5e-6)  # a prefill or a ca
 # 39 bytes; bench/estimates.py, docs/input.md)
 V1_POOL_SETUP = Unit("blocks set up in vLLM V1's replicas' pools", 3.2e-7, bytes=160)
 PAGED_SETUP = Unit("blocks set up in the papers' engine's replicas' pools", 4.5e-8, bytes=45)
-# ... SGLang's: arrays of token slots, quick to make (not counted in time), 5.1-5.3 bytes a slot on 8 and 32 replicas
-SLOT_SETUP = Unit("token slots set up in SGLang's replicas' pools", 0.0, bytes=5.5)
+# ... SGLang's: arrays of token slots, 2.9 ns a slot (a fleet of 15 replicas with host tiers of 10 M slots each), 5.1-5.3
+# bytes a slot on 8 and 32 replicas
+SLOT_SETUP = Unit("token slots set up in SGLang's replicas' pools", 3e-9, bytes=5.5)
 # A trace's requests carry their token ids (int64) for as long as the lab runs; a trace, bounded only by its
 # MAX_TOKENS, can bring gigabytes, where the generated workloads' caps keep theirs to a few MB (not counted). 10
 # bytes a token: the id's 8, and what a fleet run's caches and records grow by with the trace (docs/traces.md: a

@@ -11,7 +11,7 @@ import param
 
 from kvweb.prefix.cache_schedule import POLICIES, RadixServer, hit_rate, optimal, simulate, summary
 from kvweb.prefix.cache_workload import FEW_SHOT_ORDERS, Request, few_shot, multi_turn
-from kvweb.budget import CACHE_BLOCKS, HASHED_PEEKS, HASHES, PEEKS, Estimate, Unit, work
+from kvweb.budget import CACHE_BLOCKS, HASHED_PEEKS, HASHES, PEEKS, POOL_BLOCKS, Estimate, Unit, work
 from kvweb.lab import ADVANCED, Lab, ParamError, Progress, no_progress
 from kvweb.memo import Memo
 
@@ -99,13 +99,17 @@ class WorkloadLab(Lab):
     ) -> list[tuple[float, Unit]]:
         """One serving of the workload (`simulate`) on a cache of `block_size`-token blocks: every
         prompt and output inserted and, `peeking` (lspf, aging), every waiting request's prompt
-        looked up at every step, up to `queue` of them (a `hashed` cache hashes both block by block)."""
+        looked up at every step, up to `queue` of them (a `hashed` cache hashes both block by block,
+        and takes each block from its pool)."""
         n = self.request_count()
         tokens = self.prompt_tokens() + n * self.output_len
         lookups = n * min(queue, n) if peeking else 0
         parts = [(tokens / block_size, CACHE_BLOCKS), (lookups, PEEKS)]
         hashes = (tokens + lookups * self.prompt_tokens() / n) / block_size
-        return parts + [(lookups, HASHED_PEEKS), (hashes, HASHES)] if hashed else parts
+        if not hashed:
+            return parts
+        # a hashed cache also takes, registers and releases each block in its pool (an ordered dict's moves)
+        return parts + [(lookups, HASHED_PEEKS), (hashes, HASHES), (tokens / block_size, POOL_BLOCKS)]
 
     def workload_key(self) -> str:
         """Every workload parameter and its value: what the requests depend on."""

@@ -169,6 +169,7 @@ class FleetLab(SchedulersLab):
         cost = self.setup().cost_model()
         kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
         trace, max_loras = self.workload == "trace", self.max_loras if self.loras else 0
+        host_tokens = self.host_tokens() if self.host_tier_gb else 0
         runs = [
             fleet_work(
                 requests,
@@ -182,6 +183,7 @@ class FleetLab(SchedulersLab):
                 groups=groups,
                 trace=trace,
                 max_loras=max_loras,
+                host_tokens=host_tokens,
             )
             for _ in self.router_list()
         ]
@@ -199,6 +201,7 @@ class FleetLab(SchedulersLab):
                 groups=groups,
                 trace=trace,
                 max_loras=max_loras,
+                host_tokens=host_tokens,
             )
             for prefill in splits
         ]
@@ -214,11 +217,18 @@ class FleetLab(SchedulersLab):
             groups=groups,
             trace=trace,
             max_loras=max_loras,
+            host_tokens=host_tokens,
         )
         return in_turn(
             *runs,
             single,
-            lower=(*knobs["lower"], "replicas", "routers", *self.workload_lengths()),
+            lower=(
+                *knobs["lower"],
+                "replicas",
+                "routers",
+                *self.workload_lengths(),
+                *(("host_tier_gb",) if host_tokens else ()),
+            ),
             higher=(*knobs["higher"], *(("think_s",) if rounds else ())),
         )
 

@@ -70,6 +70,7 @@ def fleet_work(
     groups: int = 0,
     trace: bool = False,
     max_loras: int = 0,
+    host_tokens: int = 0,
 ) -> list[tuple[float, Unit]]:
     """One fleet simulation's work (a plan's candidate, a fleet lab's router or split run): its
     requests and their blocks through the schedulers (vLLM V1's and SGLang's quiet steps run as
@@ -81,7 +82,8 @@ def fleet_work(
     replica's pool of `kv_tokens` in blocks (SGLang's: in token slots, arrays, memory only), set up whatever
     the requests and held until the run ends; with `groups` (`kv_groups`), each decode step slides every group;
     with `trace` (requests replayed from a trace), the token ids its requests carry and SGLang's pools caching them
-    (`trace_held`); with LoRA adapters, the general steps of batches of at most `max_loras` adapters
+    (`trace_held`); with `host_tokens`, SGLang's host tier's slots, set up with each pool; with LoRA adapters, the
+    general steps of batches of at most `max_loras` adapters
     (`adapter_batch`). The figures,
     estimate beside CPU time: docs/fleet.md,
     `python -m bench.fleet --estimates`; the pools: docs/input.md, `python -m bench.estimates`."""
@@ -91,7 +93,8 @@ def fleet_work(
     steps = sum(r.output for r in requests) / batch
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     blocks = MODES[scheduler].cell == "block"
-    pools = replicas * kv_tokens / (block_size if blocks else 1)
+    # SGLang's host tier is a radix tree over slots of its own, made with the pool (vLLM V1's fills as it goes)
+    pools = replicas * (kv_tokens / block_size if blocks else kv_tokens + host_tokens)
     return [
         (pools, (V1_POOL_SETUP if MODES[scheduler].hashes_blocks else PAGED_SETUP) if blocks else SLOT_SETUP),
         (len(requests), FLEET_REQUESTS),
