@@ -268,3 +268,13 @@ def test_a_waiting_request_whose_image_must_wait_stays_in_place_and_the_next_one
     s.run(reqs, observer=seen)
     assert started[1] == started[0] + 1 and started[2] == started[0]
     assert (s.encoder.cut, s.encoder.computed) == (1, 600)
+
+
+def test_async_scheduling_reads_the_last_steps_output_before_giving_up():
+    """A request whose next image waits for the room its last image still holds (async scheduling
+    releases a passed image once the next step is scheduled) gets vLLM's empty step and goes on:
+    this stalled before ("nothing runs and nothing can be admitted")."""
+    values = dict(workload="alpaca", requests=3, images=3, image_tokens=137, encoder_budget=137, encoder_cache=137)
+    for async_scheduling in (False, True):
+        (v1,) = [m for m in SchedulersLab(**values, async_scheduling=async_scheduling).run()["modes"] if "encoder" in m]
+        assert v1["finished"] == 3 and v1["encoder"]["computed"] == 3 * 3 * 137

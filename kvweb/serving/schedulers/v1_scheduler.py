@@ -199,6 +199,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             self._slide()
         if self._unread[0] and self._unread[1] != self.dstep:  # quiet iterations ran since: it was read
             self._read_encoded()
+        unread = bool(self._unread[0])  # the last step's requests release their passed images once this is scheduled
         if not self.leaving:
             out = self._schedule(0)
         else:
@@ -206,6 +207,8 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             self._leave()  # the last iteration's output is read once this one is scheduled
             if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
                 out = self._schedule(0)
+        if not out[1] and unread:  # the same for the images the last step's output released
+            out = self._schedule(0)
         if self.width > 1:  # whole blocks: what running requests hold, each shared block once
             out = (*out[:4], out[3] - self.pool.shared_extra * self.bs, out[5])
         return out
