@@ -764,15 +764,6 @@ class SchedulersView(LabView):
         sweep = result.get("spec_sweep", {})
         self.sweep.text = sweep_text(sweep)
         self.sweep_figure.visible = bool(sweep)
-        swept = next(iter(sweep.values()), {"points": [], "best_k": 0})
-        self.sweep_points.data = {
-            "k": [p["k"] for p in swept["points"]],
-            "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"]],
-        }
-        self.sweep_best.data = {
-            "k": [p["k"] for p in swept["points"] if p["k"] == swept["best_k"]],
-            "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"] if p["k"] == swept["best_k"]],
-        }
         self.lora.text = lora_text(modes, result["kv_blocks"])
         self.images.text = encoder_text(modes)
         self.encoder_strip.visible = bool(self.encoders)
@@ -805,6 +796,14 @@ class SchedulersView(LabView):
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table.show(*figures_table(modes))
+        if sweep or self.sweep_points.data["k"]:  # after the maps' titles; nothing sent while no sweep is drawn
+            swept = next(iter(sweep.values()), {"points": [], "best_k": 0})
+            best = [p for p in swept["points"] if p["k"] == swept["best_k"]]
+            self.sweep_points.data = {
+                "k": [p["k"] for p in swept["points"]],
+                "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"]],
+            }
+            self.sweep_best.data = {"k": [p["k"] for p in best], "tpot_ms": [1000 * p["tpot_p50_s"] for p in best]}
         self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
         settings = (
             f"{tr('token budget')} (vLLM V1) {result['token_budget']}, {tr('chunk size')} (SGLang) "
