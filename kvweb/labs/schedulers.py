@@ -318,8 +318,8 @@ class SchedulersLab(ModesLab):
         out = {}
         for row in (m for m in modes if MODES[m["mode"]].speculative):
             mode, points = row["mode"], []
+            same = len(set(rates)) == 1  # one rate for every position: the same text, the same remembered run
             for k in range(self.spec_tokens + 1):
-                same = len(set(rates)) == 1  # one rate for every position: the same text, the same remembered run
                 acceptance = self.acceptance if same or k == 0 else ",".join(f"{r:g}" for r in rates[:k])
                 lab = type(self)(**{**self.values(), "spec_tokens": k, "acceptance": acceptance, "spec_sweep": False})
                 done = f"{mode} with {k} draft tokens"

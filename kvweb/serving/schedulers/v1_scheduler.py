@@ -199,15 +199,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             self._slide()
         if self._unread[0] and self._unread[1] != self.dstep:  # quiet iterations ran since: it was read
             self._read_encoded()
-        unread = bool(self._unread[0])  # the last step's requests release their passed images once this is scheduled
-        if not self.leaving:
-            out = self._schedule(0)
-        else:
-            out = self._schedule(len(self.leaving))
-            self._leave()  # the last iteration's output is read once this one is scheduled
-            if not out[1]:  # nothing could run before they left: vLLM's empty step, merged with the next
-                out = self._schedule(0)
-        if not out[1] and unread:  # the same for the images the last step's output released
+        # With async scheduling the last iteration's output is read once this one is scheduled: finished
+        # requests leave (their blocks, adapters and slots) and passed images are released only then.
+        unread = bool(self.leaving or self._unread[0])
+        out = self._schedule(len(self.leaving))
+        self._leave()
+        if not out[1] and unread:  # nothing could run before that output was read: vLLM's empty step, merged
             out = self._schedule(0)
         if self.width > 1:  # whole blocks: what running requests hold, each shared block once
             out = (*out[:4], out[3] - self.pool.shared_extra * self.bs, out[5])
