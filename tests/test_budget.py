@@ -385,3 +385,31 @@ def test_help_says_how_to_raise_the_memory_budget():
 def test_constant_estimates_are_the_seconds_themselves():
     estimate = LABS["roofline"]().estimate()
     assert estimate.parts == ((0.1, FIXED),) and math.isclose(estimate.seconds, 0.1)
+
+
+def test_the_estimates_count_the_work_stop_43_found_hidden():
+    """By hand: an SGLang fleet's host tier is slots made with each pool (2 replicas for the router,
+    1 for the single engine: 3 x (pool + host tier)); the planner prices every candidate of its grid;
+    a block-hash cache takes every block of its tokens from its pool."""
+    from kvweb.labs.fleet import FleetLab
+    from kvweb.labs.plan import PlanLab
+    from kvweb.labs.prefix_hash import BLOCK_SWEEP
+
+    def parts(lab) -> dict[str, float]:
+        return {unit.name: n for n, unit in lab.estimate().parts}
+
+    lab = FleetLab(mode="sglang", host_tier_gb=1.0, replicas=2, routers="round-robin")
+    kv, host = lab.setup().cost_model().kv_capacity_tokens, lab.host_tokens()
+    assert host > 0 and parts(lab)["token slots set up in SGLang's replicas' pools"] == 3 * (kv + host)
+    assert (
+        parts(FleetLab(mode="sglang", replicas=2, routers="round-robin"))[
+            "token slots set up in SGLang's replicas' pools"
+        ]
+        == 3 * kv
+    )
+    plan = PlanLab()
+    assert parts(plan)["plan candidates priced"] == len(plan.candidates())
+    hashed = make("prefix-hash", {})
+    tokens = hashed.prompt_tokens() + hashed.request_count() * hashed.output_len
+    sizes = [hashed.block_size, *(b for b in BLOCK_SWEEP if b <= hashed.capacity)]  # the hash cache's runs
+    assert parts(hashed)[POOL_BLOCKS.name] == pytest.approx(sum(tokens / b for b in sizes))

@@ -169,7 +169,7 @@ class FleetLab(SchedulersLab):
         cost = self.setup().cost_model()
         kv_tokens, groups = cost.kv_capacity_tokens, kv_groups(cost, self.mode, self.block_size)
         trace, max_loras = self.workload == "trace", self.max_loras if self.loras else 0
-        host_tokens = self.host_tokens() if self.host_tier_gb else 0
+        host_tokens = self.host_tokens()  # 0 without a host tier
         runs = [
             fleet_work(
                 requests,

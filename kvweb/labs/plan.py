@@ -90,7 +90,8 @@ def fleet_work(
     tokens = sum(r.prompt + r.output for r in requests)
     prompts = sum(r.prompt for r in requests)
     batch = batch_at_most(requests, kv_tokens, max_seqs)
-    steps = sum(r.output for r in requests) / batch
+    outputs = sum(r.output for r in requests)
+    steps = outputs / batch
     hashed = (tokens + (prompts if transfers else 0)) / block_size if MODES[scheduler].hashes_blocks else 0
     blocks = MODES[scheduler].cell == "block"
     # SGLang's host tier is a radix tree over slots of its own, made with the pool (vLLM V1's fills as it goes)
@@ -100,11 +101,7 @@ def fleet_work(
         (len(requests), FLEET_REQUESTS),
         (tokens / block_size, ENGINE_BLOCKS),
         (steps * groups, GROUP_STEPS) if groups else (steps, DECODE_STEPS),
-        *(
-            [(sum(r.output for r in requests) / adapter_batch(requests, batch, max_loras), ADAPTER_STEPS)]
-            if max_loras
-            else []
-        ),
+        *([(outputs / adapter_batch(requests, batch, max_loras), ADAPTER_STEPS)] if max_loras else []),
         (hashed, POOL_BLOCKS),
         ((len(requests) + rounds) * replicas, ADVANCES),
         (sum(r.prompt for r in requests if r.tokens is not None) / block_size * probed, PROBED_BLOCKS),
