@@ -45,11 +45,13 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import BYTES_16, LLMSpec
+from kvweb.serving.loop.continuous_batching import ContinuousBatching
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.loop.sequence import Seq
@@ -151,7 +153,99 @@ class Drafts:
             raise ValueError(f"spec_tokens: {self.k} is not allowed; use 0 to {MAX_SPEC_TOKENS}, one rate each")
 
 
-class SpecV1Scheduler(V1Scheduler):
+class Verifying(ContinuousBatching):
+    """What every engine's scheduler that verifies drafts shares (vLLM V1's here, SGLang's in
+    radix_spec.py): the seeded acceptance draws, what a request keeps of its drafts, the counts,
+    and the drafter's forwards priced on its own cost model (see the module docstring)."""
+
+    drafts: Drafts
+
+    def _init_verifying(self, cost: CostModel, drafts: Drafts) -> None:
+        self.drafts = drafts
+        # P(at least j drafts accepted), j = 1..k: one uniform draw per request and step
+        self._at_least: list[float] = []
+        p = 1.0
+        for rate in drafts.acceptance:
+            p *= rate
+            self._at_least.append(p)
+        self._random = random.Random(drafts.seed)
+        self.verifies = 0  # request-steps that verified drafts
+        self.drafted = 0  # draft tokens verified
+        self.accepted = 0  # of them, kept
+        self.kept = 0  # tokens those request-steps kept (accepted + the bonus, up to the output)
+        # the drafter's forwards: its cost model, its decode coefficients and its weights read once a pass
+        self.drafting = bool(drafts.k and drafts.layers)  # (no layers: a drafter priced as free)
+        self.dcost = drafter_cost(cost, drafts.layers) if self.drafting else cost
+        self.dcoef = decode_coefficients(self.dcost)
+        self._first = (0.0, 0.0)  # this step's first pass: work over the chunks so far
+        self._requests = 0  # requests in this step
+        self._context = 0  # the tokens they hold after it
+        self.draft_s = 0.0  # seconds of drafter passes, summed over the run
+
+    def _start_drafts(self) -> None:
+        """A step begins: its drafter passes have read nothing yet."""
+        self._first, self._requests, self._context = (self.dcoef[0], self.dcoef[3]), 0, 0
+
+    def _draft_over(self, n: int, cached: int) -> None:
+        """The drafter's first pass runs over a request's n tokens of this step, after `cached`."""
+        f, b = chunk_work(self.dcost, self.dcoef[3], n, cached)
+        self._first = (self._first[0] + f, self._first[1] + b)
+        self._requests += 1
+        self._context += cached + n
+
+    def _drafts_seconds(self) -> float:
+        """Seconds of this step's drafter passes (`draft_seconds`; 0 when nothing was drafted)."""
+        if not (self.drafting and self._requests):
+            return 0.0
+        drafting = draft_seconds(self.dcost, self.dcoef, self._first, self._requests, self._context, self.drafts.k)
+        self.draft_s += drafting
+        return drafting
+
+    def _keep(self, seq: Seq, n: int, step: int) -> int:
+        """seq verified n tokens (0: it was not scheduled): it keeps the last sampled one's KV, the
+        accepted drafts' and samples the bonus token, at most the tokens it still needs. Its base
+        counts move by what it keeps beyond the loop's one token a step. Returns the tokens kept."""
+        if n:
+            drafts = n - 1
+            u = self._random.random()
+            accepted = sum(u < p for p in self._at_least[:drafts])
+            kept = min(1 + accepted, seq.req.output - seq.generated(step))
+            self.verifies += drafts > 0
+            self.drafted += drafts
+            self.accepted += accepted
+            self.kept += kept
+            self.generated += kept - 1  # (the loop counts one token for each request that decoded)
+        else:
+            kept = 0
+        self.kv_tokens += kept
+        if kept == 1:
+            return kept
+        finish = self.finish_at
+        at = seq.step0 + seq.req.output - seq.gen0
+        finish[at].remove(seq)
+        if not finish[at]:
+            del finish[at]
+        seq.kv0 += kept - 1
+        seq.gen0 += kept - 1
+        finish.setdefault(at - kept + 1, []).append(seq)
+        return kept
+
+    def _drafts_figures(self) -> dict[str, Any]:
+        """The drafts' counts: tokens kept per verifying request-step and the share accepted."""
+        return {
+            "spec_tokens": self.drafts.k,
+            "acceptance": list(self.drafts.acceptance),
+            "drafter_layers": self.drafts.layers,
+            "verifies": self.verifies,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "kept": self.kept,
+            "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
+            "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
+        }
+
+
+class SpecV1Scheduler(Verifying, V1Scheduler):
     """`V1Scheduler` whose decoding requests verify k drafts a step (see the module docstring).
 
     Every iteration goes through `_iterate` (its quiet stretches are not arrays: requests move on
@@ -168,31 +262,12 @@ class SpecV1Scheduler(V1Scheduler):
             raise ValueError(
                 "speculative decoding under vLLM's KV cache groups (layers of several kinds) is not simulated"
             )
-        self.drafts = drafts
         self.lookahead = drafts.k  # EAGLE's and a draft model's num_lookahead_tokens
         # the drafter's layer in every block: fewer blocks (the null block still out of use)
         self.pool = BlockPool(drafter_blocks(cost, self.bs, drafts.layers) - 1, self.bs)
         self.capacity = self.pool.n_blocks * self.bs
-        # P(at least j drafts accepted), j = 1..k: one uniform draw per request and step
-        self._at_least: list[float] = []
-        p = 1.0
-        for rate in drafts.acceptance:
-            p *= rate
-            self._at_least.append(p)
-        self._random = random.Random(drafts.seed)
-        self.verifies = 0  # request-steps that verified drafts
-        self.drafted = 0  # draft tokens verified
-        self.accepted = 0  # of them, kept
-        self.kept = 0  # tokens those request-steps kept (accepted + the bonus, up to the output)
         self.ahead_s = 0.0  # token-seconds of blocks held wholly ahead of running requests' KV
-        # the drafter's forwards: its cost model, its decode coefficients and its weights read once a pass
-        self.drafting = bool(drafts.k and drafts.layers)  # (no layers: a drafter priced as free)
-        self.dcost = drafter_cost(cost, drafts.layers) if self.drafting else cost
-        self.dcoef = decode_coefficients(self.dcost)
-        self._first = (0.0, 0.0)  # this step's first pass: work over the chunks so far
-        self._requests = 0  # requests in this step
-        self._context = 0  # the tokens they hold after it
-        self.draft_s = 0.0  # seconds of drafter passes, summed over the run
+        self._init_verifying(cost, drafts)
 
     def may_be_quiet(self) -> bool:
         return False
@@ -226,12 +301,9 @@ class SpecV1Scheduler(V1Scheduler):
         return super().never_fits(min(final_kv + self.drafts.k + self.lookahead, self.max_len))
 
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
-        self._first, self._requests, self._context = (self.dcoef[0], self.dcoef[3]), 0, 0
+        self._start_drafts()
         out = super()._iterate()
-        if self.drafting and self._requests:
-            drafting = draft_seconds(self.dcost, self.dcoef, self._first, self._requests, self._context, self.drafts.k)
-            self.draft_s += drafting
-            out = (out[0] + drafting, *out[1:])
+        out = (out[0] + self._drafts_seconds(), *out[1:])
         # the blocked head's note (`V1Scheduler._blocked`) assumes its first chunk only grows with the
         # budget; a padded one shrinks when no decode runs: look at the head again every step
         self._blocked = (None, -1, -1, -1)
@@ -245,13 +317,6 @@ class SpecV1Scheduler(V1Scheduler):
         if self.drafting:
             self._draft_over(n, cached)
         return super()._chunk_work(n, cached)
-
-    def _draft_over(self, n: int, cached: int) -> None:
-        """The drafter's first pass runs over a request's n tokens of this step, after `cached`."""
-        f, b = chunk_work(self.dcost, self.dcoef[3], n, cached)
-        self._first = (self._first[0] + f, self._first[1] + b)
-        self._requests += 1
-        self._context += cached + n
 
     def _first_chunk(self, uncached: int, hit: int, budget: int, running: bool, chunked: bool) -> int:
         """A waiting request with one token to compute, while running requests decode, is padded to
@@ -296,49 +361,13 @@ class SpecV1Scheduler(V1Scheduler):
         self.decoded = decoded
         return preempted, flops, nbytes, budget
 
-    def _keep(self, seq: Seq, n: int, step: int) -> None:
-        """seq verified n tokens (0: it was not scheduled): it keeps the last sampled one's KV, the
-        accepted drafts' and samples the bonus token, at most the tokens it still needs. Its base
-        counts move by what it keeps beyond the loop's one token a step."""
-        if n:
-            drafts = n - 1
-            u = self._random.random()
-            accepted = sum(u < p for p in self._at_least[:drafts])
-            kept = min(1 + accepted, seq.req.output - seq.generated(step))
-            self.verifies += drafts > 0
-            self.drafted += drafts
-            self.accepted += accepted
-            self.kept += kept
-            self.generated += kept - 1  # (the loop counts one token for each request that decoded)
-        else:
-            kept = 0
-        self.kv_tokens += kept
-        if kept == 1:
-            return
-        finish = self.finish_at
-        at = seq.step0 + seq.req.output - seq.gen0
-        finish[at].remove(seq)
-        if not finish[at]:
-            del finish[at]
-        seq.kv0 += kept - 1
-        seq.gen0 += kept - 1
-        finish.setdefault(at - kept + 1, []).append(seq)
-
     def figures(self, sim_time: float) -> dict[str, float | int]:
         """What the drafts did: tokens kept per verifying request-step, the share of drafts accepted,
         and the KV capacity held ahead of requests' KV (whole blocks), time-averaged; the blocks the
         GPU has with the drafter's layers in them (vLLM's null block among them)."""
         span = sim_time * self.capacity
         return {
-            "spec_tokens": self.drafts.k,
-            "acceptance": list(self.drafts.acceptance),
-            "drafter_layers": self.drafts.layers,
+            **self._drafts_figures(),
             "kv_blocks": self.pool.n_blocks + 1,
-            "verifies": self.verifies,
-            "drafted": self.drafted,
-            "accepted": self.accepted,
-            "kept": self.kept,
-            "tokens_per_step": self.kept / self.verifies if self.verifies else 0.0,
-            "accepted_frac": self.accepted / self.drafted if self.drafted else 0.0,
             "ahead_frac": self.ahead_s / span if span else 0.0,
         }
