@@ -141,6 +141,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     # pool's eviction may free a long prompt's window KV, and mamba_scheduler.py, so that the prompt's
     # end holds a state; here only chunks do (as replayed in parity: full-attention runs unchanged)
     cache_prompts = False
+    # slots a running request needs free for a decode step (`check_decode_mem`'s buf_multiplier):
+    # one here; radix_spec.py's draft and verify slots need more
+    decode_slots = 1
 
     def __init__(
         self,
@@ -212,18 +215,12 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             prefill = None  # nothing to prefill (`get_new_batch_prefill`'s first test)
         else:
             prefill = self._prefill_batch()
-        f0, fb, fc, b0, bb, bc = self.coef
+        f0, _, _, b0, _, _ = self.coef
         flops, nbytes, batch = f0, b0, 0
         self.decoded = 0
         if running and (prefill is None or self.config.mixed_chunk):
-            retracted = self.pool.available - self.pending < len(running) and self._make_room()
-            self.dstep += 1
-            self.decoded = n = len(running)
-            self.kv_tokens = kv = self.kv_tokens + n
-            self.pending += n
-            flops += fb * n + fc * kv
-            nbytes += bb * n + bc * kv
-            batch = n
+            retracted = self.free_slots < len(running) * self.decode_slots and self._make_room()
+            flops, nbytes, batch = self._decode(flops, nbytes)
             if prefill is None:
                 if not retracted:
                     self.ratio = max(self.ratio - self.decay, self.min_ratio)
@@ -231,7 +228,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 return self.cost.step_time(flops, nbytes), batch, NOTHING, held, held, tree.evictable_size
         fresh: list[Seq] = []
         for seq, n in prefill or ():
-            f, b = chunk_work(self.cost, self.weights, n, seq.computed)
+            f, b = self._chunk_work(n, seq.computed)
             flops, nbytes, batch = flops + f, nbytes + b, batch + 1
             seq.computed += n
             if seq is self.chunked:
@@ -245,6 +242,20 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         dt = self.cost.step_time(flops, nbytes) + self.loading if batch else 0.0
         self.loading = 0.0
         return dt, batch, fresh, held, held, tree.evictable_size
+
+    def _decode(self, flops: float, nbytes: float) -> tuple[float, float, int]:
+        """Every running request decodes one token (its slot counted, taken later): the step's
+        FLOPs and bytes with theirs added, and the requests that ran."""
+        _, fb, fc, _, bb, bc = self.coef
+        self.dstep += 1
+        self.decoded = n = len(self.running)
+        self.kv_tokens = kv = self.kv_tokens + n
+        self.pending += n
+        return flops + (fb * n + fc * kv), nbytes + (bb * n + bc * kv), n  # (as `+=` adds them)
+
+    def _chunk_work(self, n: int, cached: int) -> tuple[float, float]:
+        """(FLOPs, bytes) of a prefill chunk of n tokens after `cached`."""
+        return chunk_work(self.cost, self.weights, n, cached)
 
     # -- prefill -------------------------------------------------------------------
     def _prefill_batch(self) -> list[tuple[Seq, int]] | None:
@@ -417,14 +428,14 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
 
     # -- decode ----------------------------------------------------------------------
     def _make_room(self) -> bool:
-        """Every running request needs a slot and too few are free: evict cache, then retract
-        requests if still short. Returns whether any request was retracted."""
-        need = len(self.running)
+        """Every running request needs `decode_slots` slots and too few are free: evict cache, then
+        retract requests if still short. Returns whether any request was retracted."""
+        need = len(self.running) * self.decode_slots
         self.tree.evict(need - self.free_slots)
         if self.free_slots >= need:
             return False
-        order = sorted(self.running.values(), key=lambda s: (s.generated(self.dstep), -s.req.prompt), reverse=True)
-        while self.free_slots < len(order) and len(order) > 1:
+        order = self._retract_order()
+        while self.free_slots < len(order) * self.decode_slots and len(order) > 1:
             seq = order.pop()
             self._stop_decoding(seq)
             self._preempt(seq)
@@ -436,6 +447,11 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         self.ratio = min(1.0, (done + RETRACT_DECODE_STEPS * len(order)) / (sum(s.req.output for s in order) + 1))
         self.batch_is_full = False
         return True
+
+    def _retract_order(self) -> list[Seq]:
+        """The running requests, the next to retract last: the fewest generated tokens (then the
+        longest prompt) last (`retract_decode`'s sort)."""
+        return sorted(self.running.values(), key=lambda s: (s.generated(self.dstep), -s.req.prompt), reverse=True)
 
     def _materialize(self, seq: Seq, upto: int) -> None:
         """Take the slots of seq's decoded tokens up to `upto` KV tokens (always free: counted)."""

@@ -193,11 +193,12 @@ class Verifying(ContinuousBatching):
         self._requests += 1
         self._context += cached + n
 
-    def _drafts_seconds(self) -> float:
-        """Seconds of this step's drafter passes (`draft_seconds`; 0 when nothing was drafted)."""
+    def _drafts_seconds(self, passes: int) -> float:
+        """Seconds of this step's drafter passes, the first and `passes` - 1 more (`draft_seconds`;
+        0 when nothing was drafted)."""
         if not (self.drafting and self._requests):
             return 0.0
-        drafting = draft_seconds(self.dcost, self.dcoef, self._first, self._requests, self._context, self.drafts.k)
+        drafting = draft_seconds(self.dcost, self.dcoef, self._first, self._requests, self._context, passes)
         self.draft_s += drafting
         return drafting
 
@@ -303,7 +304,7 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
     def _iterate(self) -> tuple[float, int, list[Seq], int, int, int]:
         self._start_drafts()
         out = super()._iterate()
-        out = (out[0] + self._drafts_seconds(), *out[1:])
+        out = (out[0] + self._drafts_seconds(self.drafts.k), *out[1:])
         # the blocked head's note (`V1Scheduler._blocked`) assumes its first chunk only grows with the
         # budget; a padded one shrinks when no decode runs: look at the head again every step
         self._blocked = (None, -1, -1, -1)
