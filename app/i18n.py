@@ -223,11 +223,7 @@ _MESSAGES = [
         "spec_tokens: {0} is not allowed with model {1}; its layers mix kinds (vLLM's KV cache groups), and speculative "
         "decoding is simulated for models whose layers are all alike only (use 0)",
     ),
-    # the schedulers lab's images (kvweb/labs/modes_lab.py, kvweb/serving/memory/encoder_cache.py)
-    (
-        r"^images: (\S+) is not allowed in the (\S+) lab; images are simulated in the schedulers lab only \(use 0\)$",
-        "images: {0} is not allowed in the {1} lab; images are simulated in the schedulers lab only (use 0)",
-    ),
+    # the schedulers and fleet labs' images (kvweb/labs/modes_lab.py, kvweb/serving/memory/encoder_cache.py)
     (
         r"^images: (\S+) is not allowed with mode (\S+); images \(images > 0\) are simulated in vllm-v1 only \(use 0\)$",
         "images: {0} is not allowed with mode {1}; images (images > 0) are simulated in vllm-v1 only (use 0)",
@@ -362,6 +358,11 @@ _PHRASES = [
     (
         r"^0 \(off\) or, with mode sglang or vllm-v1, 1 to (\d+) \(replicas - 1: one at least decodes\)$",
         "0 (off) or, with mode sglang or vllm-v1, 1 to {0} (replicas - 1: one at least decodes)",
+    ),
+    (
+        r"^0 \(off\) or, with images > 0 \(mode vllm-v1\), 1 to (\d+) \(replicas - prefill_replicas - 1: one at least "
+        r"decodes\)$",
+        "0 (off) or, with images > 0 (mode vllm-v1), 1 to {0} (replicas - prefill_replicas - 1: one at least decodes)",
     ),
     (r"^0 \(the scenario's\) or 2 to (\d+)$", "0 (the scenario's) or 2 to {0}"),
     (r"^fits$", "fits"),

@@ -194,7 +194,7 @@ def test_invariants_over_random_workloads(seed: int, pool: int, size: int, budge
 def test_the_lab_reports_the_encoder_and_refuses_elsewhere():
     """Multi-turn chat with one image of 576 a session: vLLM V1 runs and reports the encoder (every
     image computed is whole; the budget and the cache default to the A100's token budget, 2048);
-    the papers' engine and SGLang refuse with one line; the fleet lab refuses images."""
+    the papers' engine and SGLang refuse with one line, and so does a fleet of SGLang replicas."""
     result = SchedulersLab(images=1, requests=40).run()
     (v1,) = [m for m in result["modes"] if m["mode"] == "vllm-v1"]
     enc = v1["encoder"]
@@ -204,8 +204,11 @@ def test_the_lab_reports_the_encoder_and_refuses_elsewhere():
         m: f"{m}: images (images > 0) are simulated in vllm-v1 only" for m in ("paper", "sglang")
     }
     assert SchedulersLab(images=1, image_tokens=100, encoder_budget=50).encoder() == EncoderConfig(100, 100)
-    with pytest.raises(ParamError, match="images: 1 is not allowed in the fleet lab"):
-        FleetLab(images=1).check()
+    with pytest.raises(
+        ParamError, match="images: 1 is not allowed with mode sglang; images .images > 0. are simulated"
+    ):
+        FleetLab(images=1, mode="sglang").check()
+    FleetLab(images=1, mode="vllm-v1").check()
     with pytest.raises(ParamError, match="image_tokens: 8 images of 4096 tokens is not allowed"):
         SchedulersLab(images=8, image_tokens=4096, workload="sharegpt").check()
     with pytest.raises(ParamError, match=r"\+ images x image_tokens: 5364 tokens"):

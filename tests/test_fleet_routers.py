@@ -3,6 +3,7 @@ the approximate tree against a brute-force model, and regret."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,7 @@ from kvweb.serving.schedulers.v1_scheduler import block_pool_match
 from kvweb.fleet.routers import ROUTERS, CacheAware, CostRouter, ExactPrefix, LeastOutstanding, RoundRobin, prompt_of
 from kvweb.prefix.radix_cache import RadixCache
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Image, Request
 
 
 def lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -44,7 +45,7 @@ class View:
     def waiting(self) -> int:
         return self.queue
 
-    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
         run = tuple(int(t) for t in tokens)
         return max((lcp(run, c) for c in self.cached), default=0)
 
@@ -166,7 +167,7 @@ class RadixReplica(View):
 
     tree: RadixCache = field(default_factory=lambda: RadixCache(64))
 
-    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
         return self.tree.peek_length(tokens)
 
 
@@ -176,7 +177,7 @@ class BlockReplica(View):
 
     pool: BlockPool = field(default_factory=lambda: BlockPool(16, 4))
 
-    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
         return block_pool_match(self.pool, tokens)
 
 

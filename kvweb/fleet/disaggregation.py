@@ -31,9 +31,9 @@ per GPU in DGX H100 / H200 systems), the link Mooncake and SGLang's PD deploymen
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,7 +46,11 @@ from kvweb.serving.memory.prefix_caching import chain_hashes
 from kvweb.serving.schedulers.radix_scheduler import RadixScheduler
 from kvweb.serving.loop.sequence import TOKEN_BASE
 from kvweb.serving.schedulers.v1_scheduler import V1Scheduler
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Image, Request
+from kvweb.serving.memory.encoder_cache import image_block_keys
+
+if TYPE_CHECKING:
+    from kvweb.fleet.encode_pool import EncodePool
 
 LINK_GB_S = 50.0
 LINK_LATENCY_US = 10.0
@@ -110,6 +114,7 @@ class SplitRun:
     transfers: list[float]
     end: float
     reserved_short: int  # transfers whose decode replica had no free slots to reserve (prefilled again there)
+    encode: dict[str, Any] | None = None  # the encode pool's figures (None: no encode replicas)
 
     def figures(self, slo: SLO, gpus: int) -> dict[str, Any]:
         ttfts = [v[1] for v in self.served.values()]
@@ -127,6 +132,7 @@ class SplitRun:
             "rejected": len(self.rejected),
             "transfer_s": distribution(self.transfers),
             "reserved_short": self.reserved_short,
+            **({"encode": self.encode} if self.encode is not None else {}),
         }
 
 
@@ -137,10 +143,11 @@ def content(req: Request) -> np.ndarray:
     return np.arange(req.prompt + req.output, dtype=np.int64) + TOKEN_BASE * (req.id + 1)
 
 
-def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int) -> bool:
+def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int, images: Sequence[Image] = ()) -> bool:
     """Hold a prompt's KV on a decode replica before it arrives: entered in its prefix cache, where
     the request finds it (SGLang: slots for every token in the radix cache; vLLM V1: the prompt's
-    whole blocks, hashed, its partial last block computed again there). False: no room."""
+    whole blocks, hashed with its images' mm hashes, its partial last block computed again there).
+    False: no room."""
     if isinstance(engine, RadixScheduler):
         slots = engine.tree.alloc(prompt)
         if slots is not None:
@@ -151,7 +158,8 @@ def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int) -> bool
     if len(pool.free) < full:
         return False
     hashes: list = []
-    chain_hashes(tokens, engine.bs, hashes, full)
+    extra = image_block_keys(images, engine.bs) if images else None
+    chain_hashes(tokens, engine.bs, hashes, full, extra=extra)
     blocks = pool.take(full)
     pool.register(blocks, hashes, 0, full)
     pool.release(blocks)  # cached and free until the request takes them, as SGLang's slots are
@@ -159,10 +167,17 @@ def reserve(engine: ContinuousBatching, tokens: np.ndarray, prompt: int) -> bool
 
 
 def serve_split(
-    requests: list[Request], make: Callable[[], ContinuousBatching], prefill: int, decode: int, router: str, link: Link
+    requests: list[Request],
+    make: Callable[[], ContinuousBatching],
+    prefill: int,
+    decode: int,
+    router: str,
+    link: Link,
+    encode: EncodePool | None = None,
 ) -> SplitRun:
     """Serve `requests` on `prefill` + `decode` replicas of `make()`, SGLang or vLLM V1 (see the
-    module docstring)."""
+    module docstring; with an encode pool, a request with images reaches the prefill pool once its
+    embeddings arrived: fleet/encode_pool.py)."""
     pre = [Replica(make()) for _ in range(prefill)]
     dec = [Replica(make()) for _ in range(decode)]
     chooser = ROUTERS[router](prefill)
@@ -187,9 +202,24 @@ def serve_split(
             first[i] = (by_id[i].arrival, t2)
             heapq.heappush(transfers, (t2, i, k))
 
+    def prefill_only(request: Request, at: float | None = None) -> None:
+        """Send `request` to the prefill pool for its first token (at its arrival, or at `at` with
+        its images' embeddings, which the replica chosen receives in its encoder cache)."""
+        one = Request(request.id, request.arrival, request.prompt, 1, request.tokens, images=request.images)
+        chosen = pre[chooser.route(one if at is None else one.arriving(at), pre)]
+        chosen.sent += 1
+        for image in request.images if at is not None else ():
+            chosen.engine.encoder.receive(image, request.id)
+        chosen.engine.submit(one, at)
+
     while True:
-        busy = transfers or sending or any(r.outstanding() for r in pre + dec)
+        encoding = encode is not None and encode.busy()
+        busy = encoding or transfers or sending or any(r.outstanding() for r in pre + dec)
         until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
+        for at, request in encode.run(until) if encoding else ():
+            for r in pre:
+                r.engine.advance(at)
+            prefill_only(request, at)
         more = [r.engine.advance(until) for r in pre]
         for r, line in zip(pre, links):
             e = r.engine
@@ -200,7 +230,7 @@ def serve_split(
                     arrivals.finished(seq.id, seq.finish_t)
                     continue
                 k = lowest([d.outstanding() for d in dec])
-                if not reserve(dec[k].engine, content(req), req.prompt):
+                if not reserve(dec[k].engine, content(req), req.prompt, req.images):
                     short += 1  # no room to reserve: the decode replica computes the prompt itself
                 sending[seq.id] = (seq.finish_t, k)
                 arrived(line.send(seq.finish_t, seq.id, req.prompt))
@@ -211,7 +241,7 @@ def serve_split(
             dec[k].engine.advance(t2)
             req = by_id[i]
             dec[k].sent += 1
-            dec[k].engine.submit(Request(i, t2, req.prompt + 1, req.output - 1, content(req)))
+            dec[k].engine.submit(Request(i, t2, req.prompt + 1, req.output - 1, content(req), images=req.images))
         more += [r.engine.advance(until) for r in dec]
         for r in dec:
             e = r.engine
@@ -222,7 +252,8 @@ def serve_split(
                 arrivals.finished(seq.id, seq.finish_t)
             r.seen_finished = len(e.finished)
         if arrivals.next_t == float("inf") and not transfers and not sending and not any(more):
-            break
+            if not (encode is not None and encode.busy()):
+                break
         clock = until
         while arrivals.next_t <= clock:
             request = arrivals.pop()
@@ -230,9 +261,9 @@ def serve_split(
             if why:
                 rejected += arrivals.refused(request, why)
                 continue
-            prefill_only = Request(request.id, request.arrival, request.prompt, 1, request.tokens)
-            chosen = pre[chooser.route(prefill_only, pre)]
-            chosen.sent += 1
-            chosen.engine.submit(prefill_only)
+            if encode is not None and request.images:
+                encode.submit(request)
+            else:
+                prefill_only(request)
     end = max(r.engine.now for r in pre + dec)
-    return SplitRun(served, rejected, seconds, end, short)
+    return SplitRun(served, rejected, seconds, end, short, encode.figures() if encode is not None else None)

@@ -18,9 +18,9 @@ figures from the union of the requests with `metrics.summarize`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,7 +33,10 @@ from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_fi
 from kvweb.serving.loop.metrics import SLO, distribution, summarize
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE
 from kvweb.serving.loop.sequence import ScheduledRun
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Image, Request
+
+if TYPE_CHECKING:
+    from kvweb.fleet.encode_pool import EncodePool
 
 MAX_REPLICAS = 32
 SAMPLES = 100  # points of each replica's series over time
@@ -62,7 +65,9 @@ class Replica:
     def waiting(self) -> int:
         return self.outstanding() - len(self.engine.running) - len(self.computing())
 
-    def prefix_match(self, tokens: np.ndarray, adapter: int = 0) -> int:
+    def prefix_match(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
+        if images:  # only vLLM V1 replicas get images (the fleet lab refuses them elsewhere, and with drafts)
+            return self.engine.cached_prefix(tokens, adapter, images)
         return self.engine.cached_prefix(tokens, adapter)
 
     def prefill_tokens(self) -> int:
@@ -102,6 +107,7 @@ class FleetRun:
     decisions: list[Decision]  # in routing order
     samples: list[tuple[float, list[int], list[int], list[float]]]  # (t, outstanding, waiting, hit rate) per replica
     adapters: list[dict[str, Any]] | None = None  # each replica's LoRA loads (None: no adapter slots)
+    encode: dict[str, Any] | None = None  # the encode pool's figures (None: no encode replicas)
 
     def merged(self) -> ScheduledRun:
         """The fleet as one run: the union of the requests, sums of the replicas' work and memory
@@ -189,6 +195,7 @@ class FleetRun:
             "replicas": per,
             "regret": self.regret(),
             "series": self.series(),
+            **({"encode": self.encode} if self.encode is not None else {}),
         }
 
 
@@ -198,8 +205,11 @@ def serve(
     replicas: int,
     router: str,
     progress: Progress = no_progress,
+    encode: EncodePool | None = None,
 ) -> FleetRun:
-    """Serve `requests` on `replicas` copies of `make()` behind the router named `router`."""
+    """Serve `requests` on `replicas` copies of `make()` behind the router named `router` (with an
+    encode pool, a request with images reaches the router once its embeddings arrived:
+    fleet/encode_pool.py)."""
     fleet = [Replica(make()) for _ in range(replicas)]
     chooser = ROUTERS[router](replicas)
     arrivals = Arrivals(requests)
@@ -209,10 +219,36 @@ def serve(
     decisions: list[Decision] = []
     samples: list[tuple[float, list[int], list[int], list[float]]] = []
     clock, total = 0.0, len(requests)
+
+    def route(request: Request, at: float | None = None) -> None:
+        """Route `request` now (at its arrival, or at `at` with its images' embeddings) and send it."""
+        decision = decide(chooser, request if at is None else request.arriving(at), fleet)
+        decisions.append(decision)
+        chosen = fleet[decision.replica]
+        chosen.sent += 1
+        for image in request.images if at is not None else ():
+            chosen.engine.encoder.receive(image, request.id)
+        chosen.engine.submit(request, at)
+        samples.append(
+            (
+                request.arrival if at is None else at,
+                [r.outstanding() for r in fleet],
+                [r.waiting() for r in fleet],
+                [r.hit_rate() for r in fleet],
+            )
+        )
+        if len(decisions) % 64 == 0:
+            progress(min(len(decisions) / total, 1.0), f"{len(decisions)} requests routed")
+
     while True:
         # no request in the fleet: nothing can finish and send a later turn before the next arrival
-        busy = any(r.outstanding() for r in fleet)
+        encoding = encode is not None and encode.busy()
+        busy = encoding or any(r.outstanding() for r in fleet)
         until = min(arrivals.next_t, clock + step) if busy else arrivals.next_t
+        for at, request in encode.run(until) if encoding else ():
+            for r in fleet:
+                r.engine.advance(at)
+            route(request, at)
         more = [r.engine.advance(until) for r in fleet]
         for r in fleet:  # what finished releases later turns; what was rejected ends its conversation
             e = r.engine
@@ -222,27 +258,17 @@ def serve(
             for req, why in e.rejected[r.seen_rejected :]:
                 rejected += arrivals.refused(req, why)
             r.seen_rejected = len(e.rejected)
-        if arrivals.next_t == float("inf") and not any(more):
+        if arrivals.next_t == float("inf") and not any(more) and not (encode is not None and encode.busy()):
             break  # every request served or rejected, and no turn is still to come
         clock = until
         while arrivals.next_t <= clock:
             request = arrivals.pop()
-            decision = decide(chooser, request, fleet)
-            decisions.append(decision)
-            chosen = fleet[decision.replica]
-            chosen.sent += 1
-            chosen.engine.submit(request)
-            samples.append(
-                (
-                    request.arrival,
-                    [r.outstanding() for r in fleet],
-                    [r.waiting() for r in fleet],
-                    [r.hit_rate() for r in fleet],
-                )
-            )
-            if len(decisions) % 64 == 0:
-                progress(min(len(decisions) / total, 1.0), f"{len(decisions)} requests routed")
+            if encode is not None and request.images:
+                encode.submit(request)
+            else:
+                route(request)
     end = max(r.engine.now for r in fleet)
     samples.append((end, [r.outstanding() for r in fleet], [r.waiting() for r in fleet], [r.hit_rate() for r in fleet]))
     adapters = [a for a in (r.adapter_figures() for r in fleet) if a is not None] or None
-    return FleetRun(router, [r.engine.result() for r in fleet], rejected, decisions, samples, adapters)
+    encoded = encode.figures() if encode is not None else None
+    return FleetRun(router, [r.engine.result() for r in fleet], rejected, decisions, samples, adapters, encoded)

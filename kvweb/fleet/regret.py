@@ -33,6 +33,6 @@ def decide(router: Router, request: Request, replicas: Sequence[ReplicaView]) ->
     """Route `request` and measure the decision: what the fleet calls at each arrival, before it
     enqueues the request on the replica chosen."""
     prompt = prompt_of(request)
-    matches = [r.prefix_match(prompt, request.adapter) for r in replicas]
+    matches = [r.prefix_match(prompt, request.adapter, request.images) for r in replicas]
     i = router.route(request, replicas)
     return Decision(request.id, i, router.reason, matches[i], max(matches))

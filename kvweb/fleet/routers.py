@@ -39,6 +39,21 @@ def prompt_of(request: Request) -> np.ndarray:
     return NO_TOKENS if request.tokens is None else request.tokens[: request.prompt]
 
 
+def router_text(request: Request) -> np.ndarray:
+    """The prompt as SGLang's router reads it, its text: an image is its URL or data there, so the
+    same image is the same text and another image differs; here each image's placeholders are
+    keyed by its mm hash (negative ids: no text token is one). Without content: `unique_prompt`."""
+    if request.tokens is None:
+        return unique_prompt(request)
+    prompt = prompt_of(request)
+    if not request.images:
+        return prompt
+    text = prompt.copy()
+    for image in request.images:
+        text[image.offset : image.offset + image.length] = -image.mm_hash
+    return text
+
+
 def unique_prompt(request: Request) -> np.ndarray:
     """A prompt without content as text of its own (the ids `Seq.content` gives it): SGLang's
     router inserts every request's text in its tree, so each tenant's size grows with the
@@ -125,7 +140,7 @@ class CacheAware(Router):
         tree = self.trees.get(request.adapter)
         if tree is None:
             tree = self.trees[request.adapter] = ApproximateTree(self.n_replicas)
-        prompt = prompt_of(request) if request.tokens is not None else unique_prompt(request)
+        prompt = router_text(request)
         loads = [r.outstanding() for r in replicas]
         high, low = max(loads), min(loads)
         if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:
@@ -167,7 +182,7 @@ class ExactPrefix(Router):
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         prompt = prompt_of(request)
-        matches = [r.prefix_match(prompt, request.adapter) for r in replicas]
+        matches = [r.prefix_match(prompt, request.adapter, request.images) for r in replicas]
         queue = [-r.waiting() for r in replicas]  # fewer waiting scores higher
         total = [self.prefix_weight * p + self.queue_weight * q for p, q in zip(_min_max(matches), _min_max(queue))]
         i = lowest([-t for t in total])
@@ -207,7 +222,9 @@ class CostRouter(Router):
         bs = self.block_size
         costs = []
         for r in replicas:
-            cached = r.prefix_match(prompt, request.adapter) // bs  # whole blocks, as Dynamo's overlap counts
+            cached = (
+                r.prefix_match(prompt, request.adapter, request.images) // bs
+            )  # whole blocks, as Dynamo's overlap counts
             prefill = (r.prefill_tokens() + len(prompt) - cached * bs) / bs
             decode = r.decode_blocks() + -(-len(prompt) // bs) - cached
             costs.append(self.overlap_score_weight * prefill + decode)

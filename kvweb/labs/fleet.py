@@ -17,8 +17,9 @@ from typing import Any
 
 import param
 
-from kvweb.budget import Estimate, in_turn
+from kvweb.budget import ADVANCES, FLEET_REQUESTS, Estimate, in_turn
 from kvweb.fleet.disaggregation import LINK_GB_S, LINK_LATENCY_US, Link, serve_split
+from kvweb.fleet.encode_pool import EncodePool
 from kvweb.fleet.fleet import MAX_REPLICAS, NO_THINK_STEP_S, serve
 from kvweb.fleet.candidate import Candidate
 from kvweb.fleet.routers import COMPARED, ROUTERS
@@ -27,7 +28,7 @@ from kvweb.gpu.explain import Explanation
 from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.labs.engine import TraceReplay
 from kvweb.labs.plan import PlanLab, choices, fleet_work, kv_groups
-from kvweb.labs.modes_lab import IMAGE_SETTINGS, LORA_SETTINGS
+from kvweb.labs.modes_lab import LORA_SETTINGS
 from kvweb.labs.schedulers import SchedulersLab
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.memo import Memo
@@ -36,7 +37,12 @@ from kvweb.serving.loop.engine_setup import Setup
 from kvweb.serving.loop.metrics import explain as explain_run
 from kvweb.serving.load.workload import Request, with_adapters
 
-DISAGGREGATION = ("prefill_replicas", "link_gb_s", "link_latency_us")  # what only the disaggregated run reads
+DISAGGREGATION = (
+    "prefill_replicas",
+    "encode_replicas",
+    "link_gb_s",
+    "link_latency_us",
+)  # only the disaggregated runs read these
 _FLEETS: Memo[dict[str, Any]] = Memo(2 * len(ROUTERS))
 _SINGLE: Memo[dict[str, Any]] = Memo(4)
 
@@ -51,8 +57,8 @@ class FleetLab(SchedulersLab):
         "the prefix hit rate beside the single engine's, each replica's load over time, and the regret of each "
         "decision (prefix tokens another replica had cached)."
     )
-    # the schedulers lab's rate search and draft-length sweep: not a fleet's; images: its routers do not know them yet (IMAGE_LABS)
-    dropped = ("search", "target", "spec_sweep", "images", *IMAGE_SETTINGS)
+    # the schedulers lab's rate search and draft-length sweep: not a fleet's
+    dropped = ("search", "target", "spec_sweep")
 
     gpu = param.Selector(
         objects=["scenario", *GPUS],
@@ -73,11 +79,20 @@ class FleetLab(SchedulersLab):
         "the co-located fleet on as many GPUs and the splits around it (mode sglang "
         "or vllm-v1); 0: off",
     )
+    encode_replicas = param.Integer(
+        0,
+        bounds=(0, MAX_REPLICAS - 1),
+        doc="encode/prefill/decode disaggregation: of the replicas, this many run the vision encoder only "
+        "and send the images' embeddings over the link to the replica that prefills them, beside the "
+        "co-located fleet on as many GPUs; the rest serve as one pool, or split by prefill_replicas "
+        "(mode vllm-v1, with images); 0: off",
+    )
     link_gb_s = param.Number(
         LINK_GB_S,
         bounds=(0.1, 10_000.0),
         precedence=ADVANCED,
-        doc="disaggregation: KV link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA NIC per GPU)",
+        doc="disaggregation: KV (and images' embeddings) link bandwidth per GPU, GB/s (50: one 400 Gb/s RDMA "
+        "NIC per GPU)",
     )
     link_latency_us = param.Number(
         LINK_LATENCY_US,
@@ -141,6 +156,12 @@ class FleetLab(SchedulersLab):
                 f"prefill_replicas: {self.prefill_replicas} is not allowed; expected 0 (off) or, with mode "
                 f"sglang or vllm-v1, 1 to {self.replicas - 1} (replicas - 1: one at least decodes)"
             )
+        most = self.replicas - self.prefill_replicas - 1  # one replica at least decodes
+        if self.encode_replicas and (not self.images or not MODES[self.mode].multimodal or self.encode_replicas > most):
+            raise ParamError(
+                f"encode_replicas: {self.encode_replicas} is not allowed; expected 0 (off) or, with images > 0 "
+                f"(mode vllm-v1), 1 to {most} (replicas - prefill_replicas - 1: one at least decodes)"
+            )
         if self.prefill_replicas and self.loras:
             raise ParamError(
                 f"prefill_replicas: {self.prefill_replicas} is not allowed with loras {self.loras}; the KV "
@@ -158,10 +179,10 @@ class FleetLab(SchedulersLab):
 
     def estimate(self) -> Estimate:
         """One fleet simulation per router and per split fleet (`fleet_work`: a split's prefill and
-        decode pools serve the requests once between them, its router probing the prefill pool), and
-        the single engine's run."""
-        requests = with_adapters(self.requests_at(self.rate), self.loras, self.seed)
-        splits = split_points(self.replicas, self.prefill_replicas) if self.prefill_replicas else []
+        decode pools serve the requests once between them, its router probing the prefill pool; with
+        encode replicas, their pool's requests, each routed once more), and the single engine's run."""
+        requests, serving = self.served_requests(), self.replicas - self.encode_replicas
+        splits = split_points(serving, self.prefill_replicas) if self.prefill_replicas else []
         rounds = 0.0  # multi-turn: the fleet advances every replica at least once per think time
         if self.workload == "multi-turn":
             horizon = max((r.arrival for r in requests), default=0.0)
@@ -187,24 +208,29 @@ class FleetLab(SchedulersLab):
             )
             for _ in self.router_list()
         ]
-        runs += [
+        # the split runs, or with encode replicas and no split the co-located fleet behind their pool
+        apart = [
             fleet_work(
                 requests,
-                self.replicas,
-                prefill,
+                serving,
+                prefill if splits else serving,
                 kv_tokens,
                 self.max_seqs,
                 self.mode,
                 self.block_size,
                 rounds,
-                transfers=True,
+                transfers=bool(splits),
                 groups=groups,
                 trace=trace,
                 max_loras=max_loras,
                 host_tokens=host_tokens,
             )
-            for prefill in splits
+            for prefill in (splits or ([0] if self.encode_replicas else []))
         ]
+        if self.encode_replicas:  # each request with images queued, encoded and sent by the pool, routed again
+            encoded = sum(1 for r in requests if r.images)
+            apart = [[*run, (encoded, FLEET_REQUESTS), (encoded * serving, ADVANCES)] for run in apart]
+        runs += apart
         knobs = self.work_knobs()
         single = fleet_work(
             requests,
@@ -236,7 +262,7 @@ class FleetLab(SchedulersLab):
         return self.key(("routers", *DISAGGREGATION, *self.unread(self.mode)), **extra)
 
     def serve(self, progress: Progress) -> dict[str, Any]:
-        requests, slo = with_adapters(self.requests_at(self.rate), self.loras, self.seed), self.setup().slo
+        requests, slo = self.served_requests(), self.setup().slo
         names = self.router_list()
         rows = []
         for i, name in enumerate(names):
@@ -250,7 +276,7 @@ class FleetLab(SchedulersLab):
 
             rows.append(_FLEETS.get(self.fleet_key(router=name), run))
         single = _SINGLE.get(self.fleet_key(replicas=1), lambda: self.single(requests))
-        split = self.split(requests, names[0], rows[0]) if self.prefill_replicas else None
+        split = self.split(requests, names[0], rows[0]) if self.prefill_replicas or self.encode_replicas else None
         progress(1.0, "done")
         priced = step_cost(self.scheduler_cost(self.mode))
         return {
@@ -266,33 +292,55 @@ class FleetLab(SchedulersLab):
             "disaggregation": split,
         }
 
+    def served_requests(self) -> list[Request]:
+        """The workload's requests with the lab's adapters and images."""
+        return self.imaged(with_adapters(self.requests_at(self.rate), self.loras, self.seed))
+
     def split(self, requests: list[Request], router: str, together: dict[str, Any]) -> dict[str, Any]:
-        """The disaggregated fleet (prefill pool routed by `router`) beside the co-located one
-        behind the same router, on as many GPUs, and the splits around it: each `pays` when it
-        keeps more requests within the SLO than the co-located fleet, or as many with a lower
-        TPOT p99."""
+        """The disaggregated fleet (prefill pool routed by `router`; with encode replicas, their pool
+        first: fleet/encode_pool.py) beside the co-located one behind the same router, on as many
+        GPUs, and the splits around it: each `pays` when it keeps more requests within the SLO than
+        the co-located fleet, or as many with a lower TPOT p99. With encode replicas and no prefill
+        replicas, the one disaggregated run is the encode pool before a co-located fleet."""
         gpus, link = self.replicas * self.tp, Link(self.link_gb_s, self.link_latency_us)
         keep = ("ttft_s", "tpot_s", "slo_attainment", "throughput_tok_s", "finished", "rejected")
         co_located = {"fleet": "co-located", "gpus": gpus, **{k: together[k] for k in keep}}
+        encode, serving, slo = self.encode_replicas, self.replicas - self.encode_replicas, self.setup().slo
+
+        def pool() -> EncodePool | None:
+            return EncodePool(self.scheduler_cost(self.mode), self.encoder(), encode, link) if encode else None
 
         def one(prefill: int) -> dict[str, Any]:
             def run() -> dict[str, Any]:
-                split = serve_split(
-                    requests, lambda: self.scheduler(self.mode), prefill, self.replicas - prefill, router, link
-                )
-                return split.figures(self.setup().slo, gpus)
+                make = lambda: self.scheduler(self.mode)  # noqa: E731
+                if prefill:
+                    return serve_split(requests, make, prefill, serving - prefill, router, link, pool()).figures(
+                        slo, gpus
+                    )
+                fleet = serve(requests, make, serving, router, encode=pool()).figures(slo)
+                return {"fleet": "encode + co-located", "gpus": gpus, **{k: fleet[k] for k in (*keep, "encode")}}
 
-            figures = _FLEETS.get(self.fleet_key(router=router, split=(prefill, link)), run)
+            at = (prefill, link, encode) if encode else (prefill, link)
+            figures = _FLEETS.get(self.fleet_key(router=router, split=at), run)
             attained, co_attained = figures["slo_attainment"], co_located["slo_attainment"]
             tail, co_tail = figures["tpot_s"]["p99"], co_located["tpot_s"]["p99"]
             pays = attained > co_attained or (
                 attained == co_attained and None not in (tail, co_tail) and tail < co_tail
             )
-            return {"prefill_replicas": prefill, "decode_replicas": self.replicas - prefill, **figures, "pays": pays}
+            pool_size = {"encode_replicas": encode} if encode else {}
+            return {
+                **pool_size,
+                "prefill_replicas": prefill,
+                "decode_replicas": serving - prefill,
+                **figures,
+                "pays": pays,
+            }
 
-        splits = [one(p) for p in split_points(self.replicas, self.prefill_replicas)]
+        points = split_points(serving, self.prefill_replicas) if self.prefill_replicas else [0]
+        splits = [one(p) for p in points]
         chosen = next(s for s in splits if s["prefill_replicas"] == self.prefill_replicas)
         return {
+            **({"encode_replicas": encode} if encode else {}),
             "prefill_replicas": self.prefill_replicas,
             "decode_replicas": chosen["decode_replicas"],
             "router": router,

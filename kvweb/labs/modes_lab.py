@@ -36,7 +36,6 @@ LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 only"
 MAX_LORAS = 1000  # distinct adapters of a workload
 IMAGE_SETTINGS = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images
 IMAGE_REFUSAL = "images (images > 0) are simulated in vllm-v1 only"
-IMAGE_LABS = ("schedulers",)  # the fleet's routers do not know images yet
 
 # Smaller SGLang chunks make a run quadratic in a prompt's chunks (`check`): in CPython, scenario
 # A's long-context traffic takes 1.0 s at the default, 1.2 s in chunks of 256, 2.5 s of 64, 12 s of
@@ -351,13 +350,8 @@ class ModesLab(ServingLab):
         return LoraConfig(self.max_loras, self.lora_rank, self.lora_targets) if self.loras else None
 
     def check_images(self) -> None:
-        """Images: in a lab and mode that model them, without drafts, on a model whose layers are all
-        alike, and within the model's length."""
-        if self.lab_name not in IMAGE_LABS:
-            raise ParamError(
-                f"images: {self.images} is not allowed in the {self.lab_name} lab; images are simulated "
-                "in the schedulers lab only (use 0)"
-            )
+        """Images: in a mode that models them (the fleet lab: every replica's), without drafts, on a
+        model whose layers are all alike, and within the model's length."""
         if not any(MODES[m].multimodal for m in self.priced_modes()):
             raise ParamError(
                 f"images: {self.images} is not allowed with mode {self.priced_modes()[0]}; {IMAGE_REFUSAL} (use 0)"

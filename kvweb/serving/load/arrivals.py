@@ -36,10 +36,12 @@ class Arrivals:
         self.next_t = self._heap[0][0] if self._heap else float("inf")
         return request
 
-    def add(self, request: Request) -> None:
-        """A request sent now from outside (a fleet's router), to arrive at its `arrival` whatever
-        its `after`: the conversation it belongs to is the sender's to follow."""
-        heapq.heappush(self._heap, (request.arrival, next(self._order), request))
+    def add(self, request: Request, at: float | None = None) -> None:
+        """A request sent now from outside (a fleet's router), to arrive at `at` (None: its `arrival`)
+        whatever its `after`: the conversation it belongs to is the sender's to follow. A request
+        that reaches this server later than the fleet (its images' embeddings came first from an
+        encode replica) keeps its `arrival`, which its TTFT counts from."""
+        heapq.heappush(self._heap, (request.arrival if at is None else at, next(self._order), request))
         self.next_t = self._heap[0][0]
 
     def queued(self) -> list[Request]:

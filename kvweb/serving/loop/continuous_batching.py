@@ -245,10 +245,10 @@ class ContinuousBatching(SchedulerInterface):
         self.arrivals = Arrivals(requests)
         self.tally = Tally(len(requests), progress, observer, trace.next_t if trace else float("inf"))
 
-    def submit(self, request: Request) -> None:
-        """Give a started run one more request (a fleet's router sends it at its arrival time, to
-        a replica already advanced that far)."""
-        self.arrivals.add(request)
+    def submit(self, request: Request, at: float | None = None) -> None:
+        """Give a started run one more request (a fleet's router sends it at its arrival time, or at
+        `at`, to a replica already advanced that far)."""
+        self.arrivals.add(request, at)
         self.tally.total += 1
 
     def advance(self, until: float = float("inf"), iterations: int = -1) -> bool:

@@ -129,11 +129,23 @@ class EncoderCache:
 
     def allocate(self, image: Image, seq: int) -> None:
         """The encoder computes `image` for `seq` in this step; its embeddings take their slots."""
+        self.hold(image, seq)
+        self.computed += image.length
+
+    def hold(self, image: Image, seq: int) -> None:
+        """`image`'s embeddings take their slots, referenced by `seq`."""
         self.cached.setdefault(image.mm_hash, set()).add(seq)
         self.lengths[image.mm_hash] = image.length
         self.free -= image.length
         self.freeable_slots -= image.length
-        self.computed += image.length
+
+    def receive(self, image: Image, seq: int) -> None:
+        """`image`'s embeddings arrive for `seq` from an encode replica (vLLM's ECConnector loads
+        them into the encoder cache): already cached, `seq` references it; else they are held if
+        there is room (evicting unreferenced images), and if not the encoder computes them when
+        `seq` is scheduled."""
+        if not self.check(image, seq, []) and self.can_allocate(image, image.length, 0):
+            self.hold(image, seq)
 
     def release(self, image: Image, seq: int) -> None:
         """`seq` no longer needs `image` (`free_encoder_input`): its last reference makes it freeable."""

@@ -49,7 +49,7 @@ could tell, and such a request (a later chat turn) arrives after this one has fi
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -77,6 +77,7 @@ from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.loop.step_cost import chunk_work
 from kvweb.serving.schedulers.v1_quiet import V1QuietSteps
+from kvweb.serving.load.workload import Image
 
 
 def default_token_budget(gpu: GPUSpec) -> int:
@@ -85,14 +86,15 @@ def default_token_budget(gpu: GPUSpec) -> int:
     return 8192 if gpu.hbm_bytes >= 70 * 2**30 and "A100" not in gpu.name else 2048
 
 
-def block_pool_match(pool: BlockPool, tokens: np.ndarray, adapter: int = 0) -> int:
+def block_pool_match(pool: BlockPool, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
     """Tokens of `tokens` under `adapter` in vLLM's block cache: its whole blocks whose chained
-    hashes are all in the table (a lookup, which changes nothing)."""
+    hashes (with the mm hashes of the `images` whose placeholders they hold) are all in the table
+    (a lookup, which changes nothing)."""
     hashes: list[Hashable] = []
-    chain_hashes(
-        np.asarray(tokens, dtype=np.int64), pool.block_size, hashes, len(tokens) // pool.block_size, hash_root(adapter)
-    )
-    return len(pool.lookup(hashes)) * pool.block_size
+    bs = pool.block_size
+    extra = image_block_keys(images, bs) if images else None
+    chain_hashes(np.asarray(tokens, dtype=np.int64), bs, hashes, len(tokens) // bs, hash_root(adapter), extra)
+    return len(pool.lookup(hashes)) * bs
 
 
 @dataclass(frozen=True)
@@ -550,8 +552,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
     def cached(self) -> int:
         return self.pool.reusable * self.bs
 
-    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
-        return block_pool_match(self.pool, tokens, adapter) if self.config.prefix_caching else 0
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
+        """The interface's, the blocks holding an image's placeholders keyed by its mm hash too."""
+        return block_pool_match(self.pool, tokens, adapter, images) if self.config.prefix_caching else 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of whole blocks: a running request's id (SHARED for blocks it found in the cache
