@@ -205,6 +205,30 @@ _MESSAGES = [
         r"by commas$",
         "acceptance: {0} is not allowed; give one rate in [0, 1] or {1} rates, one per draft position, separated by commas",
     ),
+    # the drafter (kvweb/serving/schedulers/drafters.py)
+    (
+        r"^drafter: (\S+) is not allowed with model (\S+); it ships no MTP module; mtp drafts for (.*) only \(use eagle\)$",
+        "drafter: {0} is not allowed with model {1}; it ships no MTP module; mtp drafts for {2} only (use eagle)",
+    ),
+    (
+        r"^drafter: (\S+) is not allowed with model (\S+); a draft model must be smaller \((\S+) B parameters\) and "
+        r"share its vocabulary \((\S+) tokens\): (\S+) has (\S+) B and (\S+) \(use eagle or a smaller model of the same "
+        r"vocabulary\)$",
+        "drafter: {0} is not allowed with model {1}; a draft model must be smaller ({2} B parameters) and share its "
+        "vocabulary ({3} tokens): {4} has {5} B and {6} (use eagle or a smaller model of the same vocabulary)",
+    ),
+    (
+        r"^drafter: (\S+) is not allowed with model (\S+); (\S+)'s layers mix kinds \(vLLM's KV cache groups\), and a "
+        r"draft model is simulated with full or latent layers only \(use eagle\)$",
+        "drafter: {0} is not allowed with model {1}; {2}'s layers mix kinds (vLLM's KV cache groups), and a draft model "
+        "is simulated with full or latent layers only (use eagle)",
+    ),
+    (
+        r"^drafter: (\S+) is not allowed on (.*); its weights \((\S+) GB a GPU\) leave no KV cache beside (\S+) \(use "
+        r"eagle or more GPUs\)$",
+        "drafter: {0} is not allowed on {1}; its weights ({2} GB a GPU) leave no KV cache beside {3} (use eagle or more "
+        "GPUs)",
+    ),
     (
         r"^spec_sweep: true is not allowed with spec_tokens 0; the sweep runs every draft length from 0 to "
         r"spec_tokens \(set spec_tokens above 0\)$",

@@ -61,3 +61,24 @@ def test_a_sweep_of_draft_lengths_names_the_one_that_pays_most(page, served_app,
     assert f"({1000 * tpot[best]:.2f} ms, {1000 * tpot[0]:.2f} ms without drafts)" in line
     drawn = page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('schedulers-spec-sweep').data.k)")
     assert drawn == [0, 1, 2, 3, 4, 5] and guard.errors == []
+
+
+def test_a_draft_model_in_the_url_is_named_with_the_blocks_it_leaves(page, served_app, guard):
+    """drafter=llama-3.1-8b drafting for llama-3.1-70b on 4 x H100: the line names the draft model,
+    its weights a GPU and the blocks left beside its 32 layers, as the library's run says."""
+    values = {"scenario": "B", "model": "llama-3.1-70b", "tp": 4, "spec_tokens": 3, "drafter": "llama-3.1-8b"}
+    result = SchedulersLab(**values).run()
+    v1 = next(m for m in result["modes"] if m["mode"] == "vllm-v1")
+    page.goto(served_app + "?lab=schedulers&" + "&".join(f"{k}={v}" for k, v in values.items()))
+    wait_ready(page)
+    line = plain_text(page, "kv-schedulers-spec").inner_text()
+    assert (
+        f"vllm-v1: speculative decoding, 3 draft tokens a step (acceptance 0.8, 0.8, 0.8): "
+        f"{v1['spec']['tokens_per_step']:.2f} tokens" in line
+    )
+    assert (
+        f"the llama-3.1-8b drafter (4.01 GB of weights a GPU) keeps its layers' KV in the same blocks: "
+        f"{v1['spec']['kv_blocks']:,} blocks instead of {result['kv_blocks']:,}" in line
+    )
+    assert v1["spec"]["kv_blocks"] < 0.7 * result["kv_blocks"]
+    assert guard.errors == []

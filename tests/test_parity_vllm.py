@@ -214,7 +214,7 @@ def scheduler_for(workload: dict[str, Any], run: str) -> V1Scheduler:
         return V1Scheduler(cost, config)
     spec = workload["spec"]
     k = spec["spec_tokens"]
-    drafts = Drafts(k, tuple(spec["acceptance"]), spec["seed"], layers=0)
+    drafts = Drafts(k, tuple(spec["acceptance"]), spec["seed"], drafter="")
     return SpecReplay(cost, config, drafts, k if spec["method"] == "eagle" else 0)
 
 

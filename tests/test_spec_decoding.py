@@ -27,12 +27,11 @@ from kvweb.gpu.cost import CostModel
 from kvweb.serving.schedulers.spec_decode import (
     Drafts,
     SpecV1Scheduler,
-    drafter_blocks,
-    drafter_weight_bytes,
     parse_acceptance,
     verify_work,
 )
 from kvweb.serving.loop.step_cost import decode_coefficients
+from kvweb.serving.schedulers.drafters import drafter_blocks, make_drafter
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 from kvweb.serving.load.workload import Request, poisson_workload
 from test_schedulers import BASE, cost_with
@@ -44,7 +43,9 @@ def spec_cost(tokens: int) -> CostModel:
     """`cost_with(tokens)` with room for the drafter's weights too: `tokens` of KV for L + 1 layers
     once the drafter's layer is loaded."""
     cost = cost_with(tokens)
-    return replace(cost, mem_util=cost.mem_util + drafter_weight_bytes(cost) / cost.gpu.hbm_bytes)
+    return replace(
+        cost, mem_util=cost.mem_util + make_drafter("eagle", cost.model).weight_bytes(cost) / cost.gpu.hbm_bytes
+    )
 
 
 def spec(k: int, rate: float, tokens: int = 4096, seed: int = 0, **config) -> SpecV1Scheduler:
@@ -215,8 +216,13 @@ def test_the_drafters_layer_takes_its_share_of_every_block():
     629,135,360 bytes; the embedding and LM head are the target's) leaves 9,175,879,680; 819,200 a
     token for 40 layers, 839,680 for 41: 10,927 tokens (682 blocks of 16) instead of 11,969 (748);
     the scheduler keeps one of them out of use (vLLM's null block)."""
-    assert drafter_weight_bytes(BASE) == 629_135_360
-    assert (drafter_blocks(BASE, 16, 1), drafter_blocks(BASE, 16, 0), BASE.kv_capacity_blocks(16)) == (682, 748, 748)
+    eagle = make_drafter("eagle", BASE.model)
+    assert eagle.weight_bytes(BASE) == 629_135_360 and eagle.kv_bytes_per_token(BASE) == 20_480
+    assert (drafter_blocks(BASE, 16, eagle), drafter_blocks(BASE, 16, None), BASE.kv_capacity_blocks(16)) == (
+        682,
+        748,
+        748,
+    )
     s = SpecV1Scheduler(BASE, V1Config(2048), Drafts(3, (0.5,) * 3))
     assert (s.pool.n_blocks, s.capacity, s.figures(1.0)["kv_blocks"]) == (681, 681 * 16, 682)
     assert V1Scheduler(BASE, V1Config(2048)).pool.n_blocks == 747
@@ -239,7 +245,7 @@ def test_k_zero_through_the_spec_path_is_todays_scheduler():
     requests = [replace(r, arrival=0.0) for r in poisson_workload("uniform", 40, 5.0, 512, 3, 300, 80)]
     config = V1Config(512, 16, 16, 64, prefix_caching=False)
     today = V1Scheduler(cost_with(1200), config).run(requests)
-    path = SpecV1Scheduler(cost_with(1200), config, Drafts(0, (), layers=0)).run(requests)
+    path = SpecV1Scheduler(cost_with(1200), config, Drafts(0, (), drafter="")).run(requests)
     assert today.preemptions > 0  # the small pool preempts
     for name in ("steps", "batch_sum", "preemptions", "recomputed_tokens", "generated", "max_batch", "capacity"):
         assert getattr(path, name) == getattr(today, name), name
@@ -298,14 +304,15 @@ def test_tpot_falls_as_acceptance_rises():
     assert tpot == sorted(tpot, reverse=True) and tpot[-1] < tpot[0] / 2
 
 
-def test_the_lab_runs_vllm_v1_with_drafts_and_refuses_the_others_with_one_line():
+def test_the_lab_runs_vllm_v1_and_sglang_with_drafts_and_refuses_the_papers_engine_with_one_line():
     lab = SchedulersLab(requests=40, spec_tokens=3, acceptance="0.7")
     result = lab.run()
     assert result["refused"] == {
-        m: f"{m}: speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only" for m in ("paper", "sglang")
+        "paper": "paper: speculative decoding (spec_tokens > 0) is simulated in vllm-v1 and sglang only"
     }
-    (v1,) = result["modes"]
-    assert v1["mode"] == "vllm-v1" and v1["spec"]["spec_tokens"] == 3 and 1.0 < v1["spec"]["tokens_per_step"] < 4.0
+    v1, sglang = result["modes"]  # (SGLang's: tests/test_radix_spec.py)
+    assert (v1["mode"], sglang["mode"]) == ("vllm-v1", "sglang")
+    assert v1["spec"]["spec_tokens"] == 3 and 1.0 < v1["spec"]["tokens_per_step"] < 4.0
     off = SchedulersLab(requests=40).run()
     plain = next(m for m in off["modes"] if m["mode"] == "vllm-v1")
     assert "spec" not in plain and v1["tpot_s"]["p50"] < plain["tpot_s"]["p50"]
@@ -330,9 +337,9 @@ def test_the_lab_refuses_what_it_does_not_simulate(params, message):
         SchedulersLab(**params).check()
 
 
-def test_a_fleet_of_sglang_refuses_drafts():
-    with pytest.raises(ParamError, match="spec_tokens: 2 is not allowed with mode sglang; speculative decoding"):
-        FleetLab(mode="sglang", spec_tokens=2).check()
+def test_a_fleet_of_the_papers_engine_refuses_drafts():
+    with pytest.raises(ParamError, match="spec_tokens: 2 is not allowed with mode paper; speculative decoding"):
+        FleetLab(mode="paper", spec_tokens=2).check()
 
 
 def test_the_drafters_passes_in_a_step_by_hand():
@@ -361,14 +368,19 @@ def test_the_sweep_is_each_draft_lengths_own_run_and_names_the_lowest_tpot():
     """spec_sweep: each point is the lab's run at that k (a list of rates: its first k), the k with
     the lowest TPOT p50 is named, and the estimate counts the shorter lengths' runs too."""
     values = dict(workload="sharegpt", requests=60, rate=20.0, spec_tokens=3, acceptance="0.6,0.4,0.2")
-    ((mode, swept),) = SchedulersLab(**values, spec_sweep=True).run()["spec_sweep"].items()
-    assert [p["k"] for p in swept["points"]] == [0, 1, 2, 3] and swept["acceptance"] == [0.6, 0.4, 0.2]
-    for point, acceptance in zip(swept["points"], ("0.6", "0.6", "0.6,0.4", "0.6,0.4,0.2")):
-        modes = SchedulersLab(**{**values, "spec_tokens": point["k"], "acceptance": acceptance}).run()["modes"]
-        (alone,) = [m for m in modes if m["mode"] == mode]  # k = 0: every mode runs
-        assert point["tpot_p50_s"] == alone["tpot_s"]["p50"]
-        assert point["throughput_tok_s"] == alone["throughput_tok_s"]
-    assert swept["best_k"] == min(swept["points"], key=lambda p: p["tpot_p50_s"])["k"]
+    sweeps = SchedulersLab(**values, spec_sweep=True).run()["spec_sweep"]
+    assert list(sweeps) == ["vllm-v1", "sglang"]  # each speculative mode
+    runs = [
+        SchedulersLab(**{**values, "spec_tokens": k, "acceptance": acceptance}).run()["modes"]
+        for k, acceptance in enumerate(("0.6", "0.6", "0.6,0.4", "0.6,0.4,0.2"))
+    ]
+    for mode, swept in sweeps.items():
+        assert [p["k"] for p in swept["points"]] == [0, 1, 2, 3] and swept["acceptance"] == [0.6, 0.4, 0.2]
+        for point, modes in zip(swept["points"], runs):
+            (alone,) = [m for m in modes if m["mode"] == mode]  # k = 0: every mode runs
+            assert point["tpot_p50_s"] == alone["tpot_s"]["p50"]
+            assert point["throughput_tok_s"] == alone["throughput_tok_s"]
+        assert swept["best_k"] == min(swept["points"], key=lambda p: p["tpot_p50_s"])["k"]
     assert SchedulersLab(**values, spec_sweep=True).estimate().seconds > SchedulersLab(**values).estimate().seconds
     with pytest.raises(ParamError, match="^spec_sweep: true is not allowed with spec_tokens 0; "):
         SchedulersLab(spec_sweep=True).check()

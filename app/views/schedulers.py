@@ -173,7 +173,8 @@ def spec_rows() -> list[tuple[str, Any]]:
 
 def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
     """One line per mode that ran speculative decoding: its drafts, what they kept, the capacity lost
-    ahead, and the blocks left beside the drafter's layer (`kv_blocks`: the GPU's without it)."""
+    ahead, and the drafter's weights and the blocks left beside its layers (`kv_blocks`: the GPU's
+    without it)."""
     return "\n".join(
         f"{m['mode']}: "
         + tr(
@@ -186,8 +187,13 @@ def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
             f"{100 * m['spec']['ahead_frac']:.2f}",
         )
         + "; "
-        + tr("the drafter's layer keeps its KV in the same blocks: {0} blocks instead of {1}").format(
-            f"{m['spec']['kv_blocks']:,}", f"{kv_blocks:,}"
+        + tr(
+            "the {0} drafter ({1} GB of weights a GPU) keeps its layers' KV in the same blocks: {2} blocks instead of {3}"
+        ).format(
+            m["spec"]["drafter"],
+            f"{m['spec']['drafter_weight_bytes'] / 1e9:.2f}",
+            f"{m['spec']['kv_blocks']:,}",
+            f"{kv_blocks:,}",
         )
         for m in modes
         if "spec" in m

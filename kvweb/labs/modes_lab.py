@@ -23,6 +23,7 @@ from kvweb.serving.memory.lora import LORA_RANKS, TARGETS, LoraConfig, lora_refu
 from kvweb.serving.loop.metrics import summarize
 from kvweb.serving.schedulers.radix_scheduler import POLICIES, default_chunk_size
 from kvweb.serving.loop.sequence import Run
+from kvweb.serving.schedulers.drafters import METHODS, drafter_blocks, drafter_refusal, make_drafter
 from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
 from kvweb.serving.schedulers.v1_scheduler import default_token_budget
 from kvweb.serving.load.workload import SHAPES, Request, with_adapters, with_images
@@ -44,10 +45,10 @@ MIN_CHUNK = 256
 
 
 def unset(spec_tokens: int, loras: int, images: int) -> tuple[str, ...]:
-    """The settings of what is off: the drafts' acceptance without drafts, the adapters' slots
-    without adapters, the images' sizes and the encoder's without images."""
+    """The settings of what is off: the drafts' acceptance and drafter without drafts, the adapters'
+    slots without adapters, the images' sizes and the encoder's without images."""
     return (
-        *(() if spec_tokens else ("acceptance",)),
+        *(() if spec_tokens else ("acceptance", "drafter")),
         *(() if loras else LORA_SETTINGS),
         *(() if images else IMAGE_SETTINGS),
     )
@@ -160,6 +161,15 @@ class ModesLab(ServingLab):
         doc="spec_tokens: the chance each draft token is accepted, given the ones before it were: one "
         "rate in [0, 1], or one per draft position separated by commas (0.9,0.7,0.5); drawn with "
         "the seed",
+    )
+    drafter = param.Selector(
+        objects=[*METHODS, *MODELS],
+        default="eagle",
+        doc="spec_tokens: what proposes the drafts (vLLM's speculative method): eagle, a head of one "
+        "layer of the target's shape sharing its embedding and LM head (any model); mtp, the model's own "
+        "multi-token-prediction module (deepseek-v3 only); or a model's name, a separate smaller draft "
+        "model of the same vocabulary (draft_model), loaded whole. Each keeps its layers' KV in every "
+        "block beside the target's: fewer blocks",
     )
     loras = param.Integer(
         0,
@@ -410,6 +420,21 @@ class ModesLab(ServingLab):
                 "kinds (vLLM's KV cache groups), and speculative decoding is simulated for models whose "
                 "layers are all alike only (use 0)"
             )
+        self.check_drafter()
+
+    def check_drafter(self) -> None:
+        """The drafter: one that can draft for the model (drafters.py), leaving KV blocks beside it."""
+        cost = self.setup().cost_model()
+        why = drafter_refusal(self.drafter, cost.model)
+        if why:
+            raise ParamError(f"drafter: {self.drafter} is not allowed with model {cost.model.name}; {why}")
+        drafter = make_drafter(self.drafter, cost.model)
+        if cost.kv_capacity_blocks(self.block_size) > 1 >= drafter_blocks(cost, self.block_size, drafter):
+            raise ParamError(
+                f"drafter: {self.drafter} is not allowed on {cost.where}; its weights "
+                f"({drafter.weight_bytes(cost) / 1e9:.1f} GB a GPU) leave no KV cache beside {cost.model.name} "
+                "(use eagle or more GPUs)"
+            )
 
     def setup(self, memory: str = "paged") -> Setup:
         """The scenario's setup with the model chosen; `auto` prices the modes alike (`Setup.alike`)."""
@@ -484,6 +509,7 @@ class ModesLab(ServingLab):
                 host_tokens=self.host_tokens(),
                 spec_tokens=self.spec_tokens,
                 acceptance=parse_acceptance(self.acceptance, self.spec_tokens) if self.spec_tokens else (),
+                drafter=self.drafter,
                 seed=self.seed,
                 lora=self.lora(),
                 encoder=self.encoder(),

@@ -58,6 +58,7 @@ class Settings:
     host_tokens: int = 0  # a host-memory tier for the prefix cache, in tokens of KV (0: off)
     spec_tokens: int = 0  # speculative decoding's draft tokens per step (0: off), where a mode models it
     acceptance: tuple[float, ...] = ()  # each draft position's acceptance rate (serving/schedulers/spec_decode.py)
+    drafter: str = "eagle"  # what proposes the drafts: eagle, mtp or a draft model's name (schedulers/drafters.py)
     seed: int = 0  # the draws of accepted drafts
     lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras (None: off), where a mode models them
     encoder: EncoderConfig | None = None  # images' encoder budget and cache (None: no images), where modelled
@@ -109,7 +110,9 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
         s.encoder,
     )
     if s.spec_tokens:
-        return SpecV1Scheduler(s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed), s.slo, s.give_up_after)
+        return SpecV1Scheduler(
+            s.cost, config, Drafts(s.spec_tokens, s.acceptance, s.seed, s.drafter), s.slo, s.give_up_after
+        )
     return V1Scheduler(s.cost, config, s.slo, s.give_up_after)
 
 
@@ -140,7 +143,8 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # size), and the token budget, speculative decoding, LoRA adapters and images are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
-SPEC = ("spec_tokens", "acceptance")  # read by the modes that are `speculative`; the others refuse spec_tokens > 0
+# read by the modes that are `speculative`; the others refuse spec_tokens > 0
+SPEC = ("spec_tokens", "acceptance", "drafter")
 LORA = (
     "loras",
     "max_loras",

@@ -1,18 +1,18 @@
 """Speculative decoding's memory side, in vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py).
 
-A drafter (EAGLE's head, a small model) proposes k tokens after each step; the next step the
+A drafter (EAGLE's head, DeepSeek-V3's MTP module or a small model: drafters.py) proposes k tokens after each step; the next step the
 target model verifies them with the token last sampled, 1 + k tokens for each decoding request
 (`num_tokens_with_spec - num_computed_tokens`), all counted in the token budget, so that the
 requests at the end of the running list may get fewer of their drafts, or none, once it is spent
 (`Scheduler.schedule`). `allocate_slots` gives the request KV slots for those 1 + k tokens plus
-`num_lookahead_tokens` more (k with EAGLE or a draft model: the drafter's next proposals), capped
+`num_lookahead_tokens` more (k with EAGLE, MTP or a draft model: the drafter's next proposals), capped
 at the model's length. The draft positions are accepted in order while each is, each with its
 position's rate given the ones before were (drawn with the run's seed), and the target samples
 one token more (the bonus): the request keeps 1 + accepted tokens, at most the ones it still
 needs. `update_from_output` rolls `num_computed_tokens` back by the rejected drafts; their slots
 are written again next step, and the blocks they took stay with the request (vLLM frees a
 request's blocks only when it finishes or is preempted): the map shows those held ahead of its KV.
-With prefix caching, EAGLE's blocks are hashed with the token after them too (the drafter's KV at a
+With prefix caching, EAGLE's and MTP's blocks are hashed with the token after them too (the drafter's KV at a
 block's last position reads it; `VllmConfig.num_hash_lookahead_tokens` = 1): a block is found only
 by a prompt that goes on alike, so a shared prefix of whole blocks is found a block short.
 
@@ -20,42 +20,45 @@ The verify step is priced as a decode whose each request computes 1 + k tokens: 
 k + 1 times, each token attending to the context before it and the ones verified before it, the
 request's KV read once (`verify_work`; at k = 0 it is the decode's own price).
 
-The drafter's KV: EAGLE's head is one decoder layer of the target's shape, and vLLM lists its
-attention layer with the target's in the KV cache spec, so every block holds its tokens for that
-layer too: the pool has L / (L + 1) of the blocks (`drafter_blocks`), from the memory left once the
-head's weights are loaded too (its layer; it shares the target's embedding and LM head, as vLLM's
-`_maybe_share_embeddings` and `_maybe_share_lm_head` do for an EAGLE checkpoint without its own).
+The drafter (drafters.py: EAGLE's head, DeepSeek-V3's MTP module or a separate draft model) keeps
+its layers' KV in every block beside the target's (vLLM's one KV cache group of both models' layers):
+the pool has fewer blocks (`drafter_blocks`), from the memory left once its own weights are loaded
+too. EAGLE's and MTP's one layer of the target's shape leave L / (L + 1) of the blocks; a draft
+model's layers their own share, however its heads differ. A draft model's KV at a position reads no
+later token, so its blocks are hashed as without drafts (vLLM's `num_hash_lookahead_tokens` is 0 for
+it).
 
 The drafter's compute (vLLM's `propose`, padded drafter batch, its default): after the target's
-forward the head runs once over every token the step scheduled (a decoding request's 1 + k, rejected
-ones too, a prefill chunk's tokens), each reading its KV, with logits at one position per request,
-then k - 1 more passes of one token per request, each attending one token further. Each pass is
-priced by the cost model on the head alone (`drafter_model`: a one-layer model of the target's
-shape, the same GPU, precisions and tensor parallelism), as a prefill chunk per request for the
-first and a decode step for the others, and each pays its own step overhead and all-reduce
-latencies (a forward of its own: `step_time`). The step's time is the target's plus the passes'.
+forward the drafter runs once over every token the step scheduled (a decoding request's 1 + k,
+rejected ones too, a prefill chunk's tokens), each reading its KV, with logits at one position per
+request, then k - 1 more passes of one token per request, each attending one token further. Each
+pass is priced by the cost model on the drafter's model alone (`Drafter.cost`: EAGLE's and MTP's a
+one-layer model of the target's shape, a draft model its own spec; the same GPU, precisions and
+tensor parallelism), as a prefill chunk per request for the first and a decode step for the others,
+and each pays its own step overhead and all-reduce latencies (a forward of its own: `step_time`).
+The step's time is the target's plus the passes'.
 
-Not modelled here: EAGLE's input projection (2d x d: about a sixth of a layer's weights), a
-separate draft model's cache, the n-gram drafter (no lookahead slots), async scheduling, models
-whose layers are not all alike, and SGLang's speculative decoding.
+Not modelled here: the drafters' input projections' compute (EAGLE's fc also in memory), the
+n-gram drafter (no lookahead slots), async scheduling, models whose layers are not all alike, and
+SGLang's speculative decoding.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kvweb.gpu.cost import CostModel
-from kvweb.gpu.specs import BYTES_16, LLMSpec
 from kvweb.serving.loop.continuous_batching import ContinuousBatching
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.prefix_caching import BlockPool, chain_hashes
 from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.loop.step_cost import Coefficients, chunk_work, decode_coefficients
+from kvweb.serving.schedulers.drafters import Drafter, drafter_blocks, make_drafter
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
 
 MAX_SPEC_TOKENS = 16  # vLLM's EAGLE drafters propose a few tokens; more only slows the verify step
@@ -82,39 +85,6 @@ def verify_work(coef: Coefficients, tokens: int, context: int) -> tuple[float, f
     _, fb, fc, _, bb, bc = coef
     attended = tokens * context + tokens * (tokens + 1) // 2  # token i attends to context + i + 1
     return fb * tokens + fc * attended, bb * tokens + bc * (context + tokens)
-
-
-def drafter_model(model: LLMSpec, layers: int = 1) -> LLMSpec:
-    """EAGLE's head as a model: `layers` decoder layers of the target's shape (its last layer's
-    attention, no dense MLP layers) and its embedding and LM head."""
-    return replace(
-        model, name=f"{model.name} drafter", layers=layers, dense_layers=0, layer_types=model.layer_types[-1:] * layers
-    )
-
-
-def drafter_cost(cost: CostModel, layers: int = 1) -> CostModel:
-    """The cost model of the drafter's forwards: the head on the target's GPUs, precisions and cost model."""
-    return replace(cost, model=drafter_model(cost.model, layers))
-
-
-def drafter_weight_bytes(cost: CostModel, layers: int = 1) -> float:
-    """One GPU's bytes of the drafter's own weights: its layers (the embedding and LM head are the
-    target's, shared; they stay 16-bit, split over the group)."""
-    if not layers or cost.ignore_weights:
-        return 0.0
-    return drafter_cost(cost, layers).weight_bytes_per_gpu - cost.model.embedding_params * BYTES_16 / cost.tp
-
-
-def drafter_blocks(cost: CostModel, block_size: int, layers: int) -> int:
-    """KV blocks of `block_size` tokens when each also holds the drafter's `layers` layers of the
-    target's shape: the memory left beside the drafter's weights too, and the bytes a token takes
-    grow by layers / L (L: the target's layers)."""
-    if not layers:
-        return cost.kv_capacity_blocks(block_size)
-    L = cost.model.layers
-    free = max(0.0, cost.kv_bytes_free_per_gpu - drafter_weight_bytes(cost, layers))
-    tokens = int(free * L // (cost.kv_bytes_per_token_per_gpu * (L + layers)))
-    return tokens * (cost.tp if cost.attention_dp else 1) // block_size
 
 
 def draft_seconds(
@@ -146,7 +116,7 @@ class Drafts:
     k: int  # draft tokens per step (num_speculative_tokens; 0: today's decode, through this path)
     acceptance: tuple[float, ...]  # each position's rate, given the positions before it were accepted
     seed: int = 0
-    layers: int = 1  # the drafter's layers of the target's shape that keep KV in its blocks (EAGLE: 1)
+    drafter: str = "eagle"  # eagle, mtp or a draft model's name (drafters.py); "": a drafter priced as free
 
     def __post_init__(self) -> None:
         if not 0 <= self.k <= MAX_SPEC_TOKENS or len(self.acceptance) != self.k:
@@ -162,6 +132,7 @@ class Verifying(ContinuousBatching):
 
     def _init_verifying(self, cost: CostModel, drafts: Drafts) -> None:
         self.drafts = drafts
+        self.drafter: Drafter | None = make_drafter(drafts.drafter, cost.model) if drafts.drafter else None
         # P(at least j drafts accepted), j = 1..k: one uniform draw per request and step
         self._at_least: list[float] = []
         p = 1.0
@@ -174,8 +145,8 @@ class Verifying(ContinuousBatching):
         self.accepted = 0  # of them, kept
         self.kept = 0  # tokens those request-steps kept (accepted + the bonus, up to the output)
         # the drafter's forwards: its cost model, its decode coefficients and its weights read once a pass
-        self.drafting = bool(drafts.k and drafts.layers)  # (no layers: a drafter priced as free)
-        self.dcost = drafter_cost(cost, drafts.layers) if self.drafting else cost
+        self.drafting = bool(drafts.k and self.drafter)  # (no drafter: one priced as free)
+        self.dcost = self.drafter.cost(cost) if self.drafter and drafts.k else cost
         self.dcoef = decode_coefficients(self.dcost)
         self._first = (0.0, 0.0)  # this step's first pass: work over the chunks so far
         self._requests = 0  # requests in this step
@@ -236,7 +207,9 @@ class Verifying(ContinuousBatching):
         return {
             "spec_tokens": self.drafts.k,
             "acceptance": list(self.drafts.acceptance),
-            "drafter_layers": self.drafts.layers,
+            "drafter": self.drafts.drafter,
+            "drafter_layers": self.drafter.model.layers if self.drafter else 0,
+            "drafter_weight_bytes": self.drafter.weight_bytes(self.cost) if self.drafter else 0.0,
             "verifies": self.verifies,
             "drafted": self.drafted,
             "accepted": self.accepted,
@@ -263,20 +236,21 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
             raise ValueError(
                 "speculative decoding under vLLM's KV cache groups (layers of several kinds) is not simulated"
             )
-        self.lookahead = drafts.k  # EAGLE's and a draft model's num_lookahead_tokens
-        # the drafter's layer in every block: fewer blocks (the null block still out of use)
-        self.pool = BlockPool(drafter_blocks(cost, self.bs, drafts.layers) - 1, self.bs)
+        self._init_verifying(cost, drafts)
+        self.lookahead = drafts.k  # EAGLE's, MTP's and a draft model's num_lookahead_tokens
+        # the drafter's layers in every block: fewer blocks (the null block still out of use)
+        self.pool = BlockPool(drafter_blocks(cost, self.bs, self.drafter) - 1, self.bs)
         self.capacity = self.pool.n_blocks * self.bs
         self.ahead_s = 0.0  # token-seconds of blocks held wholly ahead of running requests' KV
-        self._init_verifying(cost, drafts)
 
     def may_be_quiet(self) -> bool:
         return False
 
     @property
     def lookahead_hashes(self) -> bool:
-        """Blocks hashed with the token after them: EAGLE (lookahead slots) under prefix caching."""
-        return bool(self.lookahead and self.config.prefix_caching)
+        """Blocks hashed with the token after them: EAGLE and MTP (lookahead slots) under prefix
+        caching, not a draft model."""
+        return bool(self.lookahead and self.config.prefix_caching and (not self.drafter or self.drafter.next_token))
 
     def _hashes(self, seq: Seq, blocks: int) -> list:
         if not self.lookahead_hashes or seq.req.tokens is None:
