@@ -1,6 +1,7 @@
 """View of the `fleet` lab: each router's prefix hit rate beside the single engine's, the regret
 of its decisions, each replica's load over time behind the first router listed, and a table of
-the fleet's figures per router (and, with prefill replicas, disaggregated against co-located).
+the fleet's figures per router (and, with prefill or encode replicas, disaggregated against
+co-located, with the encode replicas' work).
 Up to `LEGEND_REPLICAS` replicas the load chart has a legend; with more, hover names a line."""
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ class FleetView(LabView):
             ),
             css_class="kv-fleet-split-note",
         )
+        self.encode_table = TextTable("fleet-encode", "kv-fleet-encode")  # the chosen run's encode replicas
         self.split_pane = pn.Column(
             pn.pane.Bokeh(self.split_note, sizing_mode="stretch_width"),
             self.disaggregated.pane,
+            self.encode_table.pane,
             sizing_mode="stretch_width",
             margin=0,
         )
@@ -197,6 +200,10 @@ class FleetView(LabView):
         self.split_pane.visible = bool(split)
         if split:
             self.disaggregated.show(*disaggregation_rows(split))
+        encode = split.get("disaggregated", {}).get("encode") if split else None
+        self.encode_table.pane.visible = encode is not None
+        if encode is not None:
+            self.encode_table.show(*encode_rows(encode))
 
 
 def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -228,12 +235,44 @@ def disaggregation_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = [row(tr("co-located"), d["co_located"], "", "")]
     for s in d["splits"]:
         mark = " ←" if s["prefill_replicas"] == d["prefill_replicas"] else ""
+        encode = s.get("encode_replicas", 0)
+        if not s["prefill_replicas"]:  # the encode pool before a co-located fleet
+            name = f"{tr('encode')} {encode} + {tr('co-located')} {s['decode_replicas']}"
+        else:
+            pools = (*((encode,) if encode else ()), s["prefill_replicas"], s["decode_replicas"])
+            name = f"{tr('disaggregated')} {' + '.join(map(str, pools))}"
+        transfer = s.get("transfer_s")
         rows.append(
             row(
-                f"{tr('disaggregated')} {s['prefill_replicas']} + {s['decode_replicas']}{mark}",
+                name + mark,
                 s,
-                f"{ms(s['transfer_s']['p50'])} / {ms(s['transfer_s']['p99'])}",
+                f"{ms(transfer['p50'])} / {ms(transfer['p99'])}" if transfer else "",
                 yes_no(s["pays"]),
             )
         )
+    return header, rows
+
+
+def encode_rows(e: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Each encode replica of the chosen disaggregated run: requests, images its encoder computed and
+    found cached, the encoder's busy time and the embeddings' bytes sent."""
+    header = [
+        tr("encode replica"),
+        tr("requests"),
+        tr("images encoded"),
+        tr("encoder cache hits"),
+        tr("encoder busy (ms)"),
+        tr("embeddings sent (MB)"),
+    ]
+    rows = [
+        [
+            str(i),
+            f"{r['requests']:,}",
+            f"{r['images']:,}",
+            f"{r['hits']:,}",
+            ms(r["busy_s"]),
+            number(r["embedding_bytes"] / 1e6, 4),
+        ]
+        for i, r in enumerate(e["encode_replicas"])
+    ]
     return header, rows

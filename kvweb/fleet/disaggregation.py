@@ -187,7 +187,7 @@ def serve_split(
     think = min((r.delay for r in requests if r.after is not None), default=float("inf"))
     step = max(think, NO_THINK_STEP_S)
     transfers: list[tuple[float, int, int]] = []  # (t2, request id, decode replica), once known
-    sending: dict[int, tuple[float, int]] = {}  # request id -> (t1, decode replica), in flight
+    sending: dict[int, tuple[float, int, float]] = {}  # request id -> (t1, decode replica, arrival), in flight
     first: dict[int, tuple[float, float]] = {}  # request id -> (arrival, t2)
     served: dict[int, tuple[float, float, float, int]] = {}
     rejected: list[tuple[Request, str]] = []
@@ -197,9 +197,9 @@ def serve_split(
     def arrived(done: list[tuple[float, int]]) -> None:
         """Transfers whose KV is over: their decode replica takes them at t2."""
         for t2, i in done:
-            t1, k = sending.pop(i)
+            t1, k, arrival = sending.pop(i)
             seconds.append(t2 - t1)
-            first[i] = (by_id[i].arrival, t2)
+            first[i] = (arrival, t2)
             heapq.heappush(transfers, (t2, i, k))
 
     def prefill_only(request: Request, at: float | None = None) -> None:
@@ -232,7 +232,7 @@ def serve_split(
                 k = lowest([d.outstanding() for d in dec])
                 if not reserve(dec[k].engine, content(req), req.prompt, req.images):
                     short += 1  # no room to reserve: the decode replica computes the prompt itself
-                sending[seq.id] = (seq.finish_t, k)
+                sending[seq.id] = (seq.finish_t, k, seq.req.arrival)  # a later turn's, set when it was sent
                 arrived(line.send(seq.finish_t, seq.id, req.prompt))
             r.seen_finished = len(e.finished)
             arrived(line.run(until))
