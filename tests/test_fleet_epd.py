@@ -159,3 +159,38 @@ def test_the_estimate_counts_the_encode_pools_requests_by_hand() -> None:
     units = {u: n for n, u in lab.estimate().parts}
     assert units[FLEET_REQUESTS] == 40 * 4
     assert units[ADVANCES] == 40 * 3 + 80 * 2 + 40
+
+
+def test_the_fleet_view_names_the_pools_and_shows_the_encode_replicas_row() -> None:
+    """Encode 1 before 2 co-located replicas: the split table's row is named for both pools, its
+    KV transfer cell empty, and the encode table's row holds the library's figures; without encode
+    replicas the encode table is hidden."""
+    from app.views.fleet import FleetView
+
+    lab = FleetLab(images=1, mode="vllm-v1", requests=30, replicas=3, routers="round-robin", encode_replicas=1)
+    result = lab.run()
+    view = FleetView()
+    view.update(lab, result)
+    data = view.disaggregated.source.data
+    assert data["c0"] == ["co-located", "encode 1 + co-located 2 ←"] and data["c6"] == ["", ""]
+    (replica,) = result["disaggregation"]["disaggregated"]["encode"]["encode_replicas"]
+    row = [view.encode_table.source.data[f"c{i}"][0] for i in range(6)]
+    assert row[:4] == ["0", "30", str(replica["images"]), str(replica["hits"])] and view.encode_pane.visible
+    assert replica["images"] + replica["hits"] == 30
+    plain = FleetLab(images=1, mode="vllm-v1", requests=30, replicas=3, routers="round-robin", prefill_replicas=1)
+    view.update(plain, plain.run())
+    assert not view.encode_pane.visible
+    assert view.disaggregated.source.data["c0"][1] == "disaggregated 1 + 2 ←"
+
+
+def test_a_splits_later_chat_turn_counts_its_ttft_from_its_own_arrival() -> None:
+    """Multi-turn chat through prefill 1 + decode 1: each later turn arrives think_s after the turn it
+    follows finished, and its TTFT counts from then (it did from its template's arrival, 0 s)."""
+    lab = FleetLab(mode="vllm-v1", workload="multi-turn", requests=6, turns=3, think_s=2.0, rate=1.0)
+    requests = lab.served_requests()
+    later = [r for r in requests if r.after is not None]
+    run = serve_split(requests, make, 1, 1, "round-robin", Link())
+    finished = {i: v[0] + v[1] for i, v in run.served.items()}  # not the finish: arrival + TTFT, a lower bound
+    for r in later:
+        arrival, ttft_s = run.served[r.id][:2]
+        assert arrival >= finished[r.after] + 2.0 and 0 < ttft_s < 1.0

@@ -137,10 +137,11 @@ class FleetView(LabView):
             css_class="kv-fleet-split-note",
         )
         self.encode_table = TextTable("fleet-encode", "kv-fleet-encode")  # the chosen run's encode replicas
+        self.encode_pane = pn.Column(self.encode_table.pane, sizing_mode="stretch_width", margin=0)
         self.split_pane = pn.Column(
             pn.pane.Bokeh(self.split_note, sizing_mode="stretch_width"),
             self.disaggregated.pane,
-            self.encode_table.pane,
+            self.encode_pane,
             sizing_mode="stretch_width",
             margin=0,
         )
@@ -201,7 +202,7 @@ class FleetView(LabView):
         if split:
             self.disaggregated.show(*disaggregation_rows(split))
         encode = split.get("disaggregated", {}).get("encode") if split else None
-        self.encode_table.pane.visible = encode is not None
+        self.encode_pane.visible = encode is not None
         if encode is not None:
             self.encode_table.show(*encode_rows(encode))
 
