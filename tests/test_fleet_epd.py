@@ -59,7 +59,7 @@ def test_one_image_through_encode_then_prefill_decode_by_hand() -> None:
     epd = ttft([request(0, 5)], encode)
     assert alone == pytest.approx(text + ENCODE_S, rel=1e-9)
     assert epd == pytest.approx(ENCODE_S + EMBEDDING_LINK_S + text, rel=1e-9)
-    (replica,) = encode.figures()["encode_replicas"]
+    (replica,) = encode.figures()["replicas"]
     assert (replica["images"], replica["embeddings"], replica["embedding_bytes"]) == (1, 576, EMBEDDING_BYTES)
     assert replica["busy_s"] == pytest.approx(ENCODE_S, rel=1e-12)
     assert encode.figures()["embedding_transfer_s"]["p50"] == pytest.approx(EMBEDDING_LINK_S, rel=1e-12)
@@ -72,7 +72,7 @@ def test_the_same_image_twice_to_one_encode_replica_is_computed_once() -> None:
     serve(
         [request(0, 5), request(1, 5, arrival=1.0), request(2, 6, arrival=2.0)], make, 1, "round-robin", encode=encode
     )
-    (replica,) = encode.figures()["encode_replicas"]
+    (replica,) = encode.figures()["replicas"]
     assert (replica["requests"], replica["images"], replica["hits"]) == (3, 2, 1)
     assert replica["busy_s"] == pytest.approx(2 * ENCODE_S, rel=1e-12)
     assert replica["embedding_bytes"] == 3 * EMBEDDING_BYTES
@@ -84,7 +84,7 @@ def test_requests_without_images_skip_the_pool_and_the_fleet_is_unchanged() -> N
     slo = LAB.setup().slo
     plain = serve(requests, make, 2, "exact-prefix").figures(slo)
     pooled = serve(requests, make, 2, "exact-prefix", encode=pool()).figures(slo)
-    assert pooled.pop("encode")["encode_replicas"][0]["requests"] == 0
+    assert pooled.pop("encode")["replicas"][0]["requests"] == 0
     assert pooled == plain
 
 
@@ -105,7 +105,7 @@ def test_every_request_with_images_is_encoded_once_and_its_embeddings_sent(
     else:
         fleet = serve(requests, make, 2, "cache-aware", encode=encode)
         ttfts = [s.first_token_t - s.req.arrival for r in fleet.runs for s in r.sequences]
-    figures = encode.figures()["encode_replicas"]
+    figures = encode.figures()["replicas"]
     assert sum(f["requests"] for f in figures) == len(requests)
     assert sum(f["embedding_bytes"] for f in figures) == len(requests) * EMBEDDING_BYTES
     assert sum(f["images"] + f["hits"] for f in figures) == len(requests)
@@ -139,7 +139,7 @@ def test_the_lab_runs_images_and_encode_replicas_and_refuses_what_it_does_not_si
         0,
         2,
     )
-    assert row["encode"]["encode_replicas"][0]["requests"] == 30 and row["finished"] == d["co_located"]["finished"]
+    assert row["encode"]["replicas"][0]["requests"] == 30 and row["finished"] == d["co_located"]["finished"]
     refused = "encode_replicas: 1 is not allowed; expected 0 .off. or, with images > 0 .mode vllm-v1., 1 to"
     with pytest.raises(ParamError, match=refused + " 3 "):
         FleetLab(mode="vllm-v1", encode_replicas=1).check()
@@ -173,7 +173,7 @@ def test_the_fleet_view_names_the_pools_and_shows_the_encode_replicas_row() -> N
     view.update(lab, result)
     data = view.disaggregated.source.data
     assert data["c0"] == ["co-located", "encode 1 + co-located 2 ←"] and data["c6"] == ["", ""]
-    (replica,) = result["disaggregation"]["disaggregated"]["encode"]["encode_replicas"]
+    (replica,) = result["disaggregation"]["disaggregated"]["encode"]["replicas"]
     row = [view.encode_table.source.data[f"c{i}"][0] for i in range(6)]
     assert row[:4] == ["0", "30", str(replica["images"]), str(replica["hits"])] and view.encode_pane.visible
     assert replica["images"] + replica["hits"] == 30

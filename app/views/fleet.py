@@ -274,6 +274,6 @@ def encode_rows(e: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             ms(r["busy_s"]),
             number(r["embedding_bytes"] / 1e6, 4),
         ]
-        for i, r in enumerate(e["encode_replicas"])
+        for i, r in enumerate(e["replicas"])
     ]
     return header, rows

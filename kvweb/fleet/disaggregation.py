@@ -2,7 +2,9 @@
 vLLM V1 replicas, the KV of each prefilled request moved between them over a link.
 
 A request is routed to a prefill replica (the router named), which serves it with one output
-token. When that token is out (t1) a decode replica is chosen (least outstanding requests) and
+token (with images, vLLM V1: its encoder computes them, or with an encode pool they come from there:
+fleet/encode_pool.py; the decode replica reserves the prompt's blocks hashed with the images' mm
+hashes, as the request it takes hashes them). When that token is out (t1) a decode replica is chosen (least outstanding requests) and
 reserves the request's KV before the transfer (`reserve`), as SGLang's decode server does
 (DecodePreallocQueue) and vLLM's NIXL connector (blocks allocated for the remote KV): here the
 prompt's KV is entered in its prefix cache at once (SGLang: every token; vLLM: whole blocks). The

@@ -151,7 +151,7 @@ class EncodePool:
         """Each encode replica's requests, images and embeddings computed, cache hits and evictions,
         encoder seconds and embedding bytes sent, and the transfers' seconds."""
         return {
-            "encode_replicas": [r.figures() for r in self.replicas],
+            "replicas": [r.figures() for r in self.replicas],
             "embedding_transfer_s": distribution(self.transfers),
         }
 

@@ -13,7 +13,9 @@ this is the single engine, exactly.
 `serve` returns each replica's run, every rejection (a replica's, and the later turns of its
 conversation), the decisions with their regret, and each replica's load, queue and prefix hit
 rate over time (sampled at every arrival, read at `SAMPLES` points); `figures` makes the fleet's
-figures from the union of the requests with `metrics.summarize`.
+figures from the union of the requests with `metrics.summarize`. With an encode pool
+(fleet/encode_pool.py), a request with images goes there first and reaches the router when its
+embeddings have arrived; its TTFT counts from its arrival at the fleet.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ what each follows in its project and where kvweb simplifies:
   request's LoRA adapter loaded, else one whose batch has room for another adapter.
 
 With LoRA adapters a prefix is the adapter's: the prefix routers probe each replica's cache under
-the request's adapter, and the cache-aware router keeps one tree per adapter.
+the request's adapter, and the cache-aware router keeps one tree per adapter. With images a prefix
+is the images' too: the probe hashes each image's mm hash into its blocks as vLLM does, and the
+cache-aware router reads an image as its own text (`router_text`).
 """
 
 from __future__ import annotations
