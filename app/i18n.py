@@ -162,8 +162,9 @@ _MESSAGES = [
     ),
     (
         r"^loras: (\S+) is not allowed with mode (\S+); LoRA adapters \(loras > 0\) are simulated in vllm-v1 "
-        r"only \(use 0\)$",
-        "loras: {0} is not allowed with mode {1}; LoRA adapters (loras > 0) are simulated in vllm-v1 only (use 0)",
+        r"and sglang only \(use 0\)$",
+        "loras: {0} is not allowed with mode {1}; LoRA adapters (loras > 0) are simulated in vllm-v1 and sglang "
+        "only (use 0)",
     ),
     (
         r"^loras: (\S+) is not allowed with spec_tokens (\S+); adapters and speculative decoding together are "

@@ -123,8 +123,8 @@ def test_the_fleet_lab_runs_adapters_on_vllm_v1_replicas() -> None:
         assert row["adapter_loads"] == sum(p["lora"]["loads"] for p in per) >= 4  # each adapter at least once
         assert all(len(p["lora"]["in_slots"]) == 1 for p in per)
     assert rows["lora-affinity"]["adapter_loads"] < rows["round-robin"]["adapter_loads"]
-    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode sglang"):
-        FleetLab(loras=2, mode="sglang").check()
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode paper"):
+        FleetLab(loras=2, mode="paper").check()
     with pytest.raises(ParamError, match="prefill_replicas: 1 is not allowed with loras 2"):
         FleetLab(loras=2, mode="vllm-v1", prefill_replicas=1).check()
     assert (
@@ -152,19 +152,20 @@ def plan_lab(**kw) -> PlanLab:
 
 
 def test_the_planner_prunes_schedulers_without_adapters_and_runs_the_rest_as_the_fleet_lab() -> None:
-    """SGLang's candidates are pruned with a named reason; each vLLM V1 candidate is a fleet whose
-    replicas have 2 slots of rank 16 taken from their KV cache: the fleet lab opened on it gives the
-    same figures to the last bit, its adapter loads included."""
+    """The papers' engine's candidates are pruned with a named reason; each vLLM V1 and SGLang
+    candidate is a fleet whose replicas have 2 slots of rank 16 taken from their KV cache: the fleet
+    lab opened on it gives the same figures to the last bit, its adapter loads included."""
+    assert plan_lab(schedulers="paper,vllm-v1").run()["pruned"]["runs no LoRA adapters"] == 2
     lab = plan_lab()
     result = lab.run()
-    assert result["pruned"]["runs no LoRA adapters"] == 2 and result["evaluated"] == 2
+    assert result["pruned"]["runs no LoRA adapters"] == 0 and result["evaluated"] == 4
     for row in result["candidates"]:
-        assert (row["pruned"] is None) == (row["scheduler"] == "vllm-v1")
-        if row["pruned"] is None:
-            fleet = FleetLab.of_candidate(lab, Candidate.of(row)).run()["routers"][0]
-            assert fleet["ttft_s"]["p50"] == row["ttft_p50_s"] and fleet["adapter_loads"] == row["adapter_loads"]
-    cost = Candidate.of(result["candidates"][-1]).cost_model("llama-3.1-8b")
-    slots = replica(Candidate.of(result["candidates"][-1]), lab.workload_spec()).pool.n_blocks + 1
+        assert row["pruned"] is None
+        fleet = FleetLab.of_candidate(lab, Candidate.of(row)).run()["routers"][0]
+        assert fleet["ttft_s"]["p50"] == row["ttft_p50_s"] and fleet["adapter_loads"] == row["adapter_loads"]
+    v1 = Candidate.of(next(row for row in result["candidates"] if row["scheduler"] == "vllm-v1"))
+    slots = replica(v1, lab.workload_spec()).pool.n_blocks + 1
+    cost = v1.cost_model("llama-3.1-8b")
     assert slots == cost.kv_capacity_blocks(16) - 2 * 13  # two slots of 13 blocks (test_lora.py)
     assert "adapter_loads" not in plan_lab(loras=0, schedulers="vllm-v1").run()["candidates"][0]
 

@@ -172,18 +172,19 @@ def test_one_adapter_runs_as_the_base_model_on_the_same_pool(seed, max_loras, ca
     assert lora.adapters.loads == 1
 
 
-def test_the_lab_runs_adapters_in_vllm_v1_only():
+def test_the_lab_runs_adapters_in_vllm_v1_and_sglang():
     result = SchedulersLab(loras=4, max_loras=2, lora_rank=16, requests=60).run()
-    (v1,) = result["modes"]
-    assert v1["mode"] == "vllm-v1" and set(result["refused"]) == {"paper", "sglang"}
+    v1, sglang = result["modes"]
+    assert (v1["mode"], sglang["mode"]) == ("vllm-v1", "sglang") and set(result["refused"]) == {"paper"}
+    assert sglang["lora"]["slot_bytes"] == v1["lora"]["slot_bytes"] and sglang["lora"]["loads"] >= 1
     lora = v1["lora"]
     assert lora["max_loras"] == 2 and lora["kv_blocks"] < result["kv_blocks"]
     assert lora["slot_bytes"] == adapter_bytes(SchedulersLab().setup().cost_model().model, 16, "qkvo")
     assert lora["loads"] >= 1
     with pytest.raises(ParamError, match="loras: 4 is not allowed with spec_tokens 2"):
         SchedulersLab(loras=4, spec_tokens=2).check()
-    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode sglang"):
-        FleetLab(loras=2).check()
+    with pytest.raises(ParamError, match="loras: 2 is not allowed with mode paper; .* vllm-v1 and sglang only"):
+        FleetLab(loras=2, mode="paper").check()
     with pytest.raises(ParamError, match="loras: 2 is not allowed with model gpt-oss-20b; its layers are not all full"):
         SchedulersLab(loras=2, model="gpt-oss-20b").check()
     with pytest.raises(ParamError, match=r"model mixtral-8x7b; it is a mixture of experts.*\(use lora_targets qkvo\)"):

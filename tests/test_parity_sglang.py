@@ -2,7 +2,8 @@
 scripts/parity/record_sglang.py) on the same operations, and must do the same at every step:
 match lengths, tokens inserted and evicted, sizes, free slots, the tree's shape, the LRU order of
 the evictable leaves and which runs lost their KV. Its scheduler replays SGLang's prefill rounds
-(SchedulePolicy order, PrefillAdder admissions). SGLang itself is not needed here; see
+(SchedulePolicy order, PrefillAdder admissions), with LoRA adapters too (`can_schedule_lora_req`
+skipping a request whose adapter would exceed max_loras_per_batch). SGLang itself is not needed here; see
 scripts/parity/README-sglang.md."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from kvweb.gpu import GPUS, MODELS, CostModel
 from kvweb.prefix.radix_cache import RadixCache, TreeNode
+from kvweb.serving.memory.lora import LoraConfig, radix_key
 from kvweb.serving.schedulers.radix_scheduler import RadixConfig, RadixScheduler
 from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.load.workload import Request
@@ -142,10 +144,13 @@ def test_kvweb_radix_cache_does_what_sglang_did(work: dict[str, Any], recorded: 
 
 def kvweb_round(r: dict[str, Any]) -> dict[str, Any]:
     """The same prefill round on kvweb's RadixScheduler: its tree, running requests and waiting
-    queue set as SGLang's were, then one `_prefill_batch`."""
+    queue set as SGLang's were (with adapters: runs cached under theirs, requests of theirs), then
+    one `_prefill_batch`."""
+    lora = r.get("max_loras")
     tree = RadixCache(r["pool"])
     for run in r["cached"]:
-        tree.insert(run, tree.alloc(len(run)))
+        adapter, run = run if lora else (0, run)
+        tree.insert(radix_key(np.array(run), adapter), tree.alloc(len(run)))
     tree.alloc(r["held"])
     sched = RadixScheduler(
         CostModel(GPUS["A100-40GB"], MODELS["opt-13b-like"]),
@@ -156,15 +161,20 @@ def kvweb_round(r: dict[str, Any]) -> dict[str, Any]:
             chunk_size=r["chunk"],
             max_prefill_tokens=r["max_prefill"],
             policy=r["policy"],
+            lora=LoraConfig(lora) if lora else None,
         ),
     )
     sched.ratio = r["ratio"]
-    for i, (prompt, output, generated) in enumerate(r["running"]):
-        seq = Seq(Request(1000 + i, 0.0, prompt, output))
+    for i, (prompt, output, generated, *adapter) in enumerate(r["running"]):
+        seq = Seq(Request(1000 + i, 0.0, prompt, output, adapter=adapter[0] if adapter else 0))
         seq.gen0 = generated
         sched.running[seq.id] = seq
-    for i, (tokens, output) in enumerate(r["waiting"]):
-        sched.waiting.append(Seq(Request(i, 0.0, len(tokens), output, tokens=np.array(tokens + [0] * output))))
+        if lora:
+            sched.adapters.join(seq.req.adapter)
+    for i, (tokens, output, *adapter) in enumerate(r["waiting"]):
+        tokens = np.array(tokens + [0] * output)
+        req = Request(i, 0.0, len(tokens) - output, output, tokens=tokens, adapter=adapter[0] if adapter else 0)
+        sched.waiting.append(Seq(req))
     order: list[int] = []
     ordered = sched._ordered
 

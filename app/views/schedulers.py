@@ -202,13 +202,17 @@ def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
 
 def lora_rows() -> list[tuple[str, Any]]:
     """LoRA adapters' rows ("-" for a mode that does not model them): the KV blocks beside the
-    adapters' slots, and the adapters loaded over the host link with the seconds steps waited."""
+    adapters' slots (SGLang's token slots), and the adapters loaded over the host link with the
+    seconds steps waited."""
 
     def lora(show: Any) -> Any:
         return lambda m: show(m["lora"]) if "lora" in m else "-"
 
+    def kv(d: dict[str, Any]) -> str:
+        return f"{d['kv_blocks']:,}" if "kv_blocks" in d else tr("{0} token slots").format(f"{d['kv_tokens']:,}")
+
     return [
-        (tr("KV blocks beside the LoRA adapters' slots"), lora(lambda d: f"{d['kv_blocks']:,}")),
+        (tr("KV blocks beside the LoRA adapters' slots"), lora(kv)),
         (
             tr("LoRA adapters loaded over the host link / seconds"),
             lora(lambda d: f"{d['loads']:,} / {d['load_s']:.3f}"),
@@ -216,22 +220,28 @@ def lora_rows() -> list[tuple[str, Any]]:
     ]
 
 
-def lora_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
-    """One line per mode that served LoRA adapters: the adapters, the slots' bytes and the KV blocks
-    they leave (`kv_blocks`: the GPU's without them)."""
+def lora_text(modes: list[dict[str, Any]], kv_blocks: int, kv_tokens: int) -> str:
+    """One line per mode that served LoRA adapters: the adapters, the slots' bytes and the KV they
+    leave, vLLM's in blocks (`kv_blocks`: the GPU's without them), SGLang's in token slots
+    (`kv_tokens`), SGLang's base model in a slot of its own."""
+    vllm = tr(
+        "{0} LoRA adapters of rank {1} on {2}; max_loras {3}: {3} slots of {4} MB beside the KV cache, "
+        "{5} blocks instead of {6}"
+    )
+    sglang = tr(
+        "{0} LoRA adapters of rank {1} on {2}; max_loras_per_batch {3}: {3} slots of {4} MB beside the KV "
+        "cache (the base model counts as an adapter and starts in one of them), {5} token slots instead of {6}"
+    )
     return "\n".join(
         f"{m['mode']}: "
-        + tr(
-            "{0} LoRA adapters of rank {1} on {2}; max_loras {3}: {3} slots of {4} MB beside the KV cache, "
-            "{5} blocks instead of {6}"
-        ).format(
+        + (vllm if "kv_blocks" in d else sglang).format(
             d["loras"],
             d["rank"],
             ", ".join(TARGETS[d["targets"]]),
             d["max_loras"],
             f"{d['slot_bytes'] / 1e6:,.1f}",
-            f"{d['kv_blocks']:,}",
-            f"{kv_blocks:,}",
+            f"{d.get('kv_blocks', d.get('kv_tokens')):,}",
+            f"{kv_blocks if 'kv_blocks' in d else kv_tokens:,}",
         )
         for m in modes
         if (d := m.get("lora"))
@@ -770,7 +780,7 @@ class SchedulersView(LabView):
         sweep = result.get("spec_sweep", {})
         self.sweep.text = sweep_text(sweep)
         self.sweep_figure.visible = bool(sweep)
-        self.lora.text = lora_text(modes, result["kv_blocks"])
+        self.lora.text = lora_text(modes, result["kv_blocks"], scenario["kv_capacity_tokens"])
         self.images.text = encoder_text(modes)
         self.encoder_strip.visible = bool(self.encoders)
         if self.encoders:

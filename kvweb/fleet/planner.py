@@ -12,7 +12,7 @@ Before anything is simulated the roofline rules out what cannot work, counted by
   some candidate has them: `pricing`): no kernel tables for the candidate's GPU, scheduler's engine,
   model or precision;
 - "runs no LoRA adapters" (a workload with adapters): the candidate's scheduler does not model
-  them (the registry's trait `adapters`: vllm-v1 only);
+  them (the registry's trait `adapters`: vllm-v1 and sglang);
 - "no KV cache beside the adapter slots": max_loras slots of the adapters' rank leave the replica
   no KV block (`LoraConfig.kv_blocks`);
 - "cannot reach the rate": even with every step full, the replicas cannot keep up with the

@@ -33,7 +33,7 @@ MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 LORA_SETTINGS = ("max_loras", "lora_rank", "lora_targets")  # read only while requests use adapters
 SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
-LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 only"
+LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 and sglang only"
 MAX_LORAS = 1000  # distinct adapters of a workload
 IMAGE_SETTINGS = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images
 IMAGE_REFUSAL = "images (images > 0) are simulated in vllm-v1 only"
@@ -174,22 +174,25 @@ class ModesLab(ServingLab):
     loras = param.Integer(
         0,
         bounds=(0, MAX_LORAS),
-        doc="vLLM V1: LoRA adapters the requests use (each request one of them, adapter i with weight "
-        "1 / i: a few adapters get most requests; a chat session keeps its adapter); the GPU keeps "
-        "max_loras adapter slots beside the KV cache, and a prefix cached under one adapter is no "
-        "hit for another; 0: off. The other modes do not model it and are not run",
+        doc="vLLM V1 and SGLang: LoRA adapters the requests use (each request one of them, adapter i with "
+        "weight 1 / i: a few adapters get most requests; a chat session keeps its adapter); the GPU "
+        "keeps max_loras adapter slots beside the KV cache, and a prefix cached under one adapter is "
+        "no hit for another; 0: off. The papers' engine does not model it and is not run",
     )
     max_loras = param.Integer(
         1,
         bounds=(1, 64),
-        doc="loras: vLLM's max_loras, the distinct adapters one batch may use and the GPU slots they "
-        "are loaded into (vLLM's default 1): a waiting request whose adapter would make one more "
-        "waits, and one not in a slot is copied over the host link before its step",
+        doc="loras: vLLM's max_loras and SGLang's max_loras_per_batch, the distinct adapters one batch may "
+        "use and the GPU slots they are loaded into (vLLM's default 1, SGLang's 8): a waiting request "
+        "whose adapter would make one more waits in its place while the requests behind it are tried, "
+        "and one not in a slot is copied over the host link before its step. SGLang counts the base "
+        "model as an adapter and loads a batch's adapters per forward batch, so a prefill batch may "
+        "evict an adapter the running requests use",
     )
     lora_rank = param.Selector(
         objects=list(LORA_RANKS),
         default=16,
-        doc="loras: vLLM's max_lora_rank, the rank every slot is allocated at",
+        doc="loras: vLLM's and SGLang's max_lora_rank, the rank every slot is allocated at",
     )
     lora_targets = param.Selector(
         objects=list(TARGETS),
@@ -356,7 +359,7 @@ class ModesLab(ServingLab):
             )
 
     def lora(self) -> LoraConfig | None:
-        """vLLM's LoRA settings (None: requests use no adapter)."""
+        """vLLM's and SGLang's LoRA settings (None: requests use no adapter)."""
         return LoraConfig(self.max_loras, self.lora_rank, self.lora_targets) if self.loras else None
 
     def check_images(self) -> None:
@@ -558,9 +561,11 @@ class ModesLab(ServingLab):
         if isinstance(scheduler, SpecV1Scheduler):
             run.spec = scheduler.figures(run.sim_time)
         slots = getattr(scheduler, "adapters", None)
-        if slots is not None:
+        if slots is not None:  # the KV left beside the slots in the mode's cells: vLLM's blocks, SGLang's tokens
             times = [f["t"] for f in run.trace["frames"]] if trace else []
-            run.lora = {"loras": self.loras, **slots.figures(scheduler.pool.n_blocks + 1, times)}
+            cell, lora = MODES[mode].cell, self.lora()
+            kv = lora.kv_blocks(scheduler.cost, self.block_size) if cell == "block" else lora.kv_tokens(scheduler.cost)
+            run.lora = {"loras": self.loras, **slots.figures(kv, times)}
         encoder = getattr(scheduler, "encoder", None)
         if encoder is not None:
             times = [f["t"] for f in run.trace["frames"]] if trace else []

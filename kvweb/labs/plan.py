@@ -231,14 +231,14 @@ class PlanLab(Lab, TraceReplay):
         0,
         bounds=(0, MAX_LORAS),
         doc="LoRA adapters the requests use (adapter i with weight 1 / i); every replica keeps max_loras "
-        "adapter slots beside its KV cache, and candidates whose scheduler runs no adapters (all but "
-        "vllm-v1) are pruned; 0: off",
+        "adapter slots beside its KV cache, and candidates whose scheduler runs no adapters (the "
+        "papers' engine) are pruned; 0: off",
     )
     max_loras = param.Integer(
         1,
         bounds=(1, 64),
-        doc="loras: vLLM's max_loras on every replica: the distinct adapters one batch may use and the "
-        "GPU slots taken from its KV cache",
+        doc="loras: vLLM's max_loras (SGLang's max_loras_per_batch) on every replica: the distinct adapters "
+        "one batch may use and the GPU slots taken from its KV cache",
     )
     lora_rank = param.Selector(
         objects=list(LORA_RANKS), default=16, precedence=ADVANCED, doc="loras: the rank every slot is allocated at"

@@ -61,7 +61,7 @@ CHECKED = (
     "and 666 preemptions; 22 more with speculative decoding, 2,648 steps and 51 preemptions; 7 with LoRA "
     "adapters, 7,432 steps and 35 preemptions, and 9 with images, 3,901 steps and 27 preemptions, both run the "
     "same three ways; every decision identical; sglang's radix cache and admission against SGLang 0.5.23's "
-    "own RadixCache: 48 workloads, 5,405 operations and 40 admission rounds, identical"
+    "own RadixCache: 48 workloads, 5,405 operations and 56 admission rounds, 16 of them with LoRA adapters, identical"
 )
 
 # What the requests do not depend on: how they are served, the SLO and the paper GPU.

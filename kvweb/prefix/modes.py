@@ -117,7 +117,8 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
 
 
 def sglang(s: Settings) -> ContinuousBatching:
-    """SGLang on the pools its model needs, its host tier another radix tree."""
+    """SGLang on the pools its model needs, its host tier another radix tree; with adapters, their
+    slots and max_loras_per_batch."""
     config = RadixConfig(
         s.max_len,
         s.max_seqs,
@@ -126,6 +127,7 @@ def sglang(s: Settings) -> ContinuousBatching:
         s.policy,
         s.mixed_chunk,
         s.prefix_caching,
+        s.lora,
     )
     host = HostTree(RadixCache(s.host_tokens), s.host_tokens, s.cost) if s.host_tokens else None
     return sglang_scheduler(s.cost, config, s.slo, s.give_up_after, host)
@@ -140,7 +142,7 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # What each run does not read: the papers' engine has no token budget, chunking or prefix cache
 # (and paged memory no allocator); vLLM V1 and SGLang never swap (the swap prices and the engine's
 # watermark and preemption mode are not theirs), SGLang's slots are token-granular (no block
-# size), and the token budget, speculative decoding, LoRA adapters and images are vLLM's alone.
+# size), and the token budget, speculative decoding and images are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 # read by the modes that are `speculative`; the others refuse spec_tokens > 0
@@ -214,7 +216,6 @@ MODES: dict[str, Mode] = {
                 *V1_ONLY,
                 *SWAP_PRICES,
                 *SPEC,
-                *LORA,
                 *IMAGES,
             ),
             cell="token",
@@ -226,6 +227,7 @@ MODES: dict[str, Mode] = {
             stepwise=True,
             color="#d62728",
             pool_figures=sglang_pools,
+            adapters=True,
         ),
     )
 }

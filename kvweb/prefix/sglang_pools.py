@@ -79,7 +79,8 @@ def sglang_scheduler(
             raise ValueError("sglang: a host tier is simulated for models whose layers are all alike only")
         tokens, states = sglang_mamba_pool_sizes(cost)
         return MambaRadixScheduler(cost, MambaRadixCache(tokens, states), config, states, slo, give_up_after)
-    return RadixScheduler(cost, RadixCache(cost.kv_capacity_tokens), config, slo, give_up_after, host)
+    tokens = config.lora.kv_tokens(cost) if config.lora else cost.kv_capacity_tokens  # adapters' slots first
+    return RadixScheduler(cost, RadixCache(tokens), config, slo, give_up_after, host)
 
 
 def sglang_pool_figures(cost: CostModel) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ setup-sglang.sh makes (.parity/sglang); see README-sglang.md.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib.abc
 import importlib.machinery
@@ -113,8 +114,8 @@ class SGLangCache:
 
         self.tree.evict = counted
 
-    def _key(self, tokens: list[int]) -> radix_cache.RadixKey:
-        return radix_cache.RadixKey(array("q", tokens)).page_aligned(self.page)
+    def _key(self, tokens: list[int], extra_key: str | None = None) -> radix_cache.RadixKey:
+        return radix_cache.RadixKey(array("q", tokens), extra_key=extra_key).page_aligned(self.page)
 
     def match(self, tokens: list[int]) -> tuple[int, Any]:
         result = self.tree.match_prefix(MatchPrefixParams(key=radix_cache.RadixKey(array("q", tokens))))
@@ -137,11 +138,12 @@ class SGLangCache:
     def path_slots(self, node: Any) -> torch.Tensor:
         return self.tree.path_device_indices(node)
 
-    def insert(self, tokens: list[int], parts: list[torch.Tensor], own: int) -> int:
+    def insert(self, tokens: list[int], parts: list[torch.Tensor], own: int, extra_key: str | None = None) -> int:
         """RadixCache._insert_cache: insert, then free the row's copies of what was cached already
-        (from the protected prefix on); release_kv_cache frees the row past the last whole page."""
+        (from the protected prefix on); release_kv_cache frees the row past the last whole page.
+        `extra_key`: a LoRA request's (its lora_id), which keys every token of the run."""
         row = torch.cat(parts)
-        key = self._key(tokens)
+        key = self._key(tokens, extra_key)
         already = self.tree.insert(InsertParams(key=key, value=row[: len(key)].clone())).prefix_len
         self.allocator.free(row[own:already])
         self.allocator.free(row[len(key) :])
@@ -169,23 +171,69 @@ class SGLangCache:
         return node.last_access_time
 
 
-def _req(rid: str, tokens: list[int], max_new: int, generated: int = 0) -> Req:
-    req = Req(rid, "", array("q", tokens), SamplingParams(max_new_tokens=max_new))
+def _sglang_method(path: str, cls: str, name: str) -> Any:
+    """A method of SGLang's, compiled from the wheel's own source: `Scheduler.can_schedule_lora_req`
+    and `LoRAManager.validate_lora_batch` are plain Python, but importing sglang.srt.managers.scheduler
+    or sglang.srt.lora.lora_manager imports sglang.srt.layers.moe (fused_moe_triton ->
+    eplb.expert_distribution), which imports einops and GPU kernels beyond requirements-sglang.txt."""
+    source = Path(radix_cache.__file__).parent.parent.joinpath(path).read_text()
+    klass = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    namespace = {"Optional": Any}
+    exec(compile(ast.Module([method], []), path, "exec"), namespace)
+    return namespace[name]
+
+
+def lora_scheduler(max_loras: int) -> types.SimpleNamespace:
+    """What `Scheduler.can_schedule_lora_req` reads of the scheduler, its own code bound to it: no
+    drainer, no overlap loading, and the tp worker's LoRA manager with `max_loras_per_batch` slots and
+    no pinned adapter, whose `validate_lora_batch` is SGLang's."""
+    manager = types.SimpleNamespace(
+        max_loras_per_batch=max_loras,
+        num_pinned_loras=0,
+        memory_pool=types.SimpleNamespace(max_loras_per_batch=max_loras),
+    )
+    manager.validate_lora_batch = types.MethodType(
+        _sglang_method("lora/lora_manager.py", "LoRAManager", "validate_lora_batch"), manager
+    )
+    scheduler = types.SimpleNamespace(
+        lora_drainer=None,
+        enable_lora_overlap_loading=False,
+        tp_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(lora_manager=manager)),
+    )
+    scheduler.can_schedule_lora_req = types.MethodType(
+        _sglang_method("managers/scheduler.py", "Scheduler", "can_schedule_lora_req"), scheduler
+    )
+    return scheduler
+
+
+def _lora_id(adapter: int) -> str | None:
+    return f"lora{adapter}" if adapter else None
+
+
+def _req(rid: str, tokens: list[int], max_new: int, generated: int = 0, adapter: int = 0) -> Req:
+    req = Req(rid, "", array("q", tokens), SamplingParams(max_new_tokens=max_new), lora_id=_lora_id(adapter))
     req.output_ids.extend([0] * generated)
     return req
 
 
 def prefill_round(r: dict[str, Any]) -> dict[str, Any]:
     """One pass of Scheduler._get_new_batch_prefill_raw, with nothing chunked before it and the
-    features kvweb does not model off (LoRA, HiCache, priorities, mamba): SchedulePolicy.calc_priority,
+    features kvweb does not model off (HiCache, priorities, mamba): SchedulePolicy.calc_priority,
     then per request in that order init_next_round_input (the match, stopping a token short) and
-    PrefillAdder.add_one_req, until the batch is full or the adder says stop."""
+    PrefillAdder.add_one_req, until the batch is full or the adder says stop. A round with adapters
+    (`max_loras`) runs with enable_lora: the cached runs and requests carry lora ids (their radix
+    keys the extra_key), and a request `can_schedule_lora_req` refuses is skipped (`continue`)."""
+    lora = r.get("max_loras")
     cache = SGLangCache(r["pool"], 1)
     for run in r["cached"]:
-        cache.insert(run, [cache.alloc(len(run))], 0)
+        adapter, run = run if lora else (0, run)
+        cache.insert(run, [cache.alloc(len(run))], 0, _lora_id(adapter))
     cache.alloc(r["held"])  # the running requests' own KV
-    running = [_req(f"run{i}", [1] * p, out, gen) for i, (p, out, gen) in enumerate(r["running"])]
-    waiting = [_req(str(i), tokens, out) for i, (tokens, out) in enumerate(r["waiting"])]
+    running = [_req(f"run{i}", [1] * p, out, gen, *a) for i, (p, out, gen, *a) in enumerate(r["running"])]
+    waiting = [_req(str(i), tokens, out, 0, *a) for i, (tokens, out, *a) in enumerate(r["waiting"])]
+    scheduler = lora_scheduler(lora) if lora else None
+    running_loras = {req.lora_id for req in running}
     SchedulePolicy(r["policy"], cache.tree, False, False, False).calc_priority(waiting)
     adder = PrefillAdder(
         1,
@@ -202,11 +250,14 @@ def prefill_round(r: dict[str, Any]) -> dict[str, Any]:
         if adder.budget_state() == AddReqResult.OTHER:
             stop = "OTHER"
             break
+        if scheduler and not scheduler.can_schedule_lora_req(req, running_loras):
+            continue
         if len(adder.can_run_list) >= r["max_running"] - len(running):  # get_num_allocatable_reqs
             stop, full = "running", True
             break
         req.init_next_round_input(cache.tree)
         res = adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+        running_loras.add(req.lora_id)
         if res != AddReqResult.CONTINUE:
             stop = res.name
             if res == AddReqResult.NO_TOKEN:

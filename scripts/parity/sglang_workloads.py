@@ -269,7 +269,55 @@ def _cached(cache: Cache, tokens: list[int], page: int) -> int:
 
 def rounds() -> list[dict[str, Any]]:
     """Prefill rounds for SGLang's scheduling policy (SchedulePolicy.calc_priority, then PrefillAdder
-    over the ordered waiting queue): a tree state, running requests, a waiting queue and budgets."""
+    over the ordered waiting queue): a tree state, running requests, a waiting queue and budgets;
+    then the rounds with LoRA adapters (`lora_rounds`)."""
+    return [*_plain_rounds(), *lora_rounds()]
+
+
+def lora_rounds() -> list[dict[str, Any]]:
+    """Prefill rounds with LoRA adapters (0: the base model, SGLang's lora_id None; a: "lora{a}") and
+    `max_loras` (max_loras_per_batch 1-3): the runs cached under an adapter, and the running and
+    waiting requests' adapters. Prompts come from a few heads and runs cached whole, each request's
+    adapter drawn apart from its prompt, so the same tokens are cached under one adapter and asked
+    for under another; budgets are mostly large, so the adapters decide who is admitted."""
+    out = []
+    for seed in range(1, 17):
+        rng = random.Random(f"lora-round/{seed}")
+        heads = [[rng.randrange(VOCAB) for _ in range(rng.randint(20, 60))] for _ in range(3)]
+        cached: list[list[Any]] = []
+
+        def prompt() -> list[int]:
+            if rng.random() < 0.3 and cached:
+                return list(rng.choice(cached)[1])
+            return rng.choice(heads) + [rng.randrange(VOCAB) for _ in range(rng.randint(1, 30))]
+
+        for _ in range(rng.randint(1, 5)):
+            cached.append([rng.randrange(4), prompt()])
+        pool = rng.choice((1200, 2400))
+        out.append(
+            {
+                "name": f"lora-round-{seed}",
+                "pool": pool,
+                "policy": "lpm" if seed % 4 else "fcfs",
+                "ratio": rng.choice((0.7, 0.098)),
+                "max_prefill": rng.choice((16384, 16384, 120)),
+                "chunk": rng.choice((8192, 8192, 100)),
+                "max_running": rng.choice((256, 256, 5)),
+                "max_loras": rng.choice((1, 2, 2, 3)),
+                "cached": cached,
+                "held": rng.randint(0, pool // 8),
+                "running": [
+                    [rng.randint(1, 40), out_, rng.randint(0, min(20, out_ - 1)), rng.randrange(4)]
+                    for out_ in (rng.randint(1, 200) for _ in range(rng.randint(0, 2)))
+                ],
+                "waiting": [[prompt(), rng.randint(1, 300), rng.randrange(4)] for _ in range(rng.randint(3, 10))],
+            }
+        )
+    return out
+
+
+def _plain_rounds() -> list[dict[str, Any]]:
+    """The rounds without adapters (see `rounds`)."""
     out = []
     for seed in range(1, 41):
         rng = random.Random(f"round/{seed}")

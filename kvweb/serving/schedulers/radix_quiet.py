@@ -1,7 +1,8 @@
 """SGLang's quiet iterations, fast: the decode batches that take nothing but a slot per request.
 
-While no prefill batch is tried (nothing is chunked, and the batch is full or nobody waits) and
-the free slots suffice (no eviction, no retraction), an iteration of `RadixScheduler` only decodes
+While no prefill batch is tried (nothing is chunked, and the batch is full or nobody waits), the
+LoRA adapters the batch needs were the last batch's, and the free slots suffice (no eviction, no
+retraction), an iteration of `RadixScheduler` only decodes
 every running request; a stretch ends before the decode count `slide_at`, where the scheduler has
 work of its own (a window model's running requests free window KV: swa_scheduler.py).
 `RadixQuietSteps` runs such iterations one by one in a tight loop (`_quiet_run`) or, in long
@@ -20,6 +21,16 @@ from kvweb.serving.loop.continuous_batching import ContinuousBatching
 class RadixQuietSteps(ContinuousBatching):
     """The quiet-iteration methods of `ContinuousBatching`, for `RadixScheduler`'s state."""
 
+    def _only_decodes(self) -> bool:
+        """Whether the next iteration only decodes: nothing chunked, no prefill batch tried (the
+        batch is full or nobody waits) and, with LoRA adapters, the decode batch's adapters were
+        the last batch's (`BatchSlots.ready`: nothing to load, no order to change)."""
+        return (
+            self.chunked is None
+            and (self.batch_is_full or not self.waiting)
+            and (self.adapters is None or self.adapters.ready())
+        )
+
     def _quiet_run(
         self,
         most: int,
@@ -33,7 +44,7 @@ class RadixQuietSteps(ContinuousBatching):
     ) -> tuple[int, float, float, float]:
         """`_iterate`'s decode batch, one by one: while no prefill batch is tried (nothing chunked,
         and the batch is full or nobody waits) and the free slots suffice (no eviction, no retraction)."""
-        if self.chunked is not None or not (self.batch_is_full or not self.waiting):
+        if not self._only_decodes():
             return 0, occupied_s, used_s, cached_s
         n = len(self.running)
         most = min(
@@ -70,7 +81,7 @@ class RadixQuietSteps(ContinuousBatching):
 
     def _quiet_plan(self, most: int, room_s: float) -> tuple[int, tuple | None]:
         """`_quiet_step` over many decode batches: each takes one slot per request from the free room."""
-        if self.chunked is not None or not (self.batch_is_full or not self.waiting):
+        if not self._only_decodes():
             return 0, None
         n, kv = len(self.running), self.kv_tokens
         f0, fb, fc, b0, bb, bc = self.coef

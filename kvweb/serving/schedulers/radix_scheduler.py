@@ -28,6 +28,15 @@ until the rest have room for 20 decode steps (`release_req`). `new_token_ratio` 
 when the server idles. A finished request's prompt + output KV enters the tree, split at the
 prompt's end (the output's KV is evicted first), and is unlocked (`release_kv_cache`).
 
+With LoRA adapters (`lora`, serving/memory/lora.py `BatchSlots`): the `max_loras_per_batch` slots
+come out of the token pool; a waiting request whose adapter would make the running, chunked and
+admitted requests' adapters (the base model counts as one) more than max_loras_per_batch is skipped
+and stays in its place, and the requests behind it are still tried (SGLang 0.5.23's
+`_get_new_batch_prefill_raw`: `can_schedule_lora_req` -> `continue`); a skip does not fill the
+batch. Each forward batch (prefill, decode) loads the adapters it needs that are not in a slot, and
+waits for them (`fetch_new_loras`). A request's tokens enter the tree keyed by its adapter
+(`radix_key`), so one adapter's prefix is no hit for another.
+
 With a host tier (`host`, HiCache's write_through: serving/memory/host_tier.py) every prefix the tree
 takes in is also written to a host tree, and a request whose prompt the host holds at least 10
 tokens further than the GPU's match loads them back once the budget has taken it: the batch waits.
@@ -51,6 +60,7 @@ from kvweb.serving.loop.continuous_batching import K_CACHED, K_FREE, K_SHARED, N
 from kvweb.serving.loop.engine_trace import cell_group
 from kvweb.serving.memory.host_tier import LOAD_BACK_THRESHOLD, HostTree
 from kvweb.serving.memory.hybrid_kv import sglang_refusal
+from kvweb.serving.memory.lora import BatchSlots, LoraConfig, radix_key
 from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.schedulers.radix_quiet import RadixQuietSteps
 from kvweb.serving.loop.sequence import NO_SLOTS, Seq
@@ -93,6 +103,7 @@ class PrefixTree(Protocol):
     root: Any  # nodes have .children (dict), .value (slots) and .lock_ref
     evictable_size: int
     protected_size: int
+    clock: int  # ticked by every match and insert
 
     def match_prefix(self, tokens: np.ndarray) -> Match: ...
     def insert(self, tokens: np.ndarray, slots: np.ndarray) -> int: ...
@@ -125,6 +136,7 @@ class RadixConfig:
     policy: str = "lpm"  # schedule_policy
     mixed_chunk: bool = False  # enable_mixed_chunk
     radix_cache: bool = True  # off: SGLang's --disable-radix-cache (finished KV is freed)
+    lora: LoraConfig | None = None  # LoRA adapters' slots and max_loras_per_batch (None: requests carry none)
 
 
 class RadixScheduler(RadixQuietSteps, ContinuousBatching):
@@ -187,6 +199,10 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         self.tier = host if config.radix_cache else None  # HiCache's host tree (host_tier.py)
         self.host_hit_tokens = 0  # prompt tokens of first admissions loaded back from the host
         self.loading = 0.0  # seconds of loads the prefill batch being formed waits for
+        self.adapters = BatchSlots(config.lora, cost) if config.lora else None
+        self.skipped = 0  # the last prefill round's waiting requests skipped for their adapter
+        # the waiting queue, the batch's adapters and the tree when every waiting request was skipped
+        self.passed_over: tuple | None = None
 
     def never_fits(self, final_kv: int) -> str | None:
         """SGLang admits a request while prompt + output (final KV + 1) and a page of slack stay below the free pool."""
@@ -225,7 +241,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 if not retracted:
                     self.ratio = max(self.ratio - self.decay, self.min_ratio)
                 held = self.pool.used + self.pending - tree.evictable_size
-                return self.cost.step_time(flops, nbytes), batch, NOTHING, held, held, tree.evictable_size
+                dt = self.cost.step_time(flops, nbytes) + self._fetch(())
+                return dt, batch, NOTHING, held, held, tree.evictable_size
         fresh: list[Seq] = []
         for seq, n in prefill or ():
             f, b = self._chunk_work(n, seq.computed)
@@ -239,6 +256,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 seq.mat = seq.computed
                 self._sampled(seq, fresh)
         held = self.occupied
+        if prefill:
+            self.loading += self._fetch(prefill)
         dt = self.cost.step_time(flops, nbytes) + self.loading if batch else 0.0
         self.loading = 0.0
         return dt, batch, fresh, held, held, tree.evictable_size
@@ -265,6 +284,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         if running >= self.max_seqs:
             self.batch_is_full = True
             return None
+        if self.passed_over is not None and self.passed_over == self._queue_state():
+            return None  # every waiting request would be skipped again, and the tree stamped as it is
         mixed = running if cfg.mixed_chunk else 0
         offset = (
             mixed
@@ -285,16 +306,20 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 offset += n + PAGE_OVERHEAD
             rem_input, rem_chunk = rem_input - n, rem_chunk - n
             can_run.append((seq, n))
+        skipped = 0  # requests whose adapter the batch has no room for: they stay in their place
         for seq in self._ordered():
             if rem_input <= 0 or rem_chunk <= 0:
                 break  # OTHER: a prefill budget is spent
+            if self.adapters and not self.adapters.admits(seq.req.adapter):
+                skipped += 1
+                continue
             if running + len(can_run) >= self.max_seqs:
                 self.batch_is_full = True
                 break
             total = seq.tokens_to_compute
             match = self._match(seq, total)
             if match and match.length == total:  # init_next_round_input matches a token short: cut there
-                match = self.tree.match_prefix(seq.content()[: total - 1])
+                match = self.tree.match_prefix(self._key(seq)[: total - 1])
             hit = min(match.length, total - 1) if match else 0
             n = total - hit
             need = n + PAGE_OVERHEAD + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
@@ -325,6 +350,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             seq.node, seq.prefix = (match.node, match.slots[:hit]) if match else (None, NO_SLOTS)
             seq.computed = seq.mat = hit
             self._admitted(seq, hit)
+            if self.adapters:
+                self.adapters.join(seq.req.adapter)
             if self.tier is not None and len(seq.spans) == 1:
                 self.host_hit_tokens += more
                 self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
@@ -333,6 +360,8 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 self.batch_is_full = True
                 break
         self.matches.clear()
+        self.skipped = skipped
+        self.passed_over = self._queue_state() if self.adapters and skipped == len(self.waiting) > 0 else None
         for seq, n in can_run:  # slots last, once every admitted prefix is locked against eviction
             self._take(seq, n)
         return can_run or None
@@ -342,7 +371,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         least LOAD_BACK_THRESHOLD tokens more, at most total - 1 in all): take slots for them (the
         budget counted them as new tokens), enter them in the tree and lock the longer match in place
         of `match`. Returns the match and the tokens loaded; the batch waits for the load."""
-        tokens = seq.content()[: total - 1]
+        tokens = self._key(seq)[: total - 1]
         more = self.tier.lookup(tokens) - match.length
         if more < LOAD_BACK_THRESHOLD:
             return match, 0
@@ -358,6 +387,37 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         self.tree.unlock(match.node)
         self.loading += self.tier.load(more)
         return longer, more
+
+    def _fetch(self, prefill: list[tuple[Seq, int]] | tuple) -> float:
+        """The forward batch's adapters into slots (`BatchSlots.fetch`): a prefill batch's requests
+        (with `mixed_chunk`, and the running ones), or the running requests decoding; the seconds
+        it waits for their loads (0 without adapters)."""
+        if self.adapters is None:
+            return 0.0
+        batch = {seq.req.adapter for seq, _ in prefill}
+        if not prefill or self.config.mixed_chunk:
+            batch.update(seq.req.adapter for seq in self.running.values())
+        waited = self.adapters.fetch(batch)
+        self.adapters.note(self.now, self.skipped)
+        return waited
+
+    def _queue_state(self) -> tuple:
+        """What a prefill round that skips every waiting request for its adapter depends on: the
+        queue (requests join at its end and leave on admission), the running and chunked requests'
+        adapters, and the tree (a match or insert ticks its clock, an eviction or a lock moves its
+        sizes). While all stay the same, the round would skip them all again; its matches would
+        stamp the same nodes in the same order after every other stamp, an LRU order the same as
+        now, so it is not run (the waiting requests then cost a decode step nothing)."""
+        tree = self.tree
+        w = self.waiting
+        users = frozenset(self.adapters.users)
+        return len(w), w[0], w[-1], users, tree.clock, tree.evictable_size, tree.protected_size
+
+    def _key(self, seq: Seq) -> np.ndarray:
+        """seq's tokens as the tree keys them: with adapters, by its adapter (`radix_key`) when it
+        has content of its own (a request without content shares nothing anyway)."""
+        tokens = seq.content()
+        return radix_key(tokens, seq.req.adapter) if self.adapters and seq.req.tokens is not None else tokens
 
     def _rem_total(self, offset: float) -> float:
         return self.free_slots + self.tree.evictable_size - offset
@@ -376,7 +436,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 and total >= IN_BATCH_THRESHOLD
                 and seq.req.tokens is not None
             ):
-                head = seq.content()[:IN_BATCH_THRESHOLD].tobytes()
+                head = self._key(seq)[:IN_BATCH_THRESHOLD].tobytes()
                 if head in seen:
                     later.add(seq.id)
                 else:
@@ -398,7 +458,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         a match of nothing changes nothing in it (no split, no stamp)."""
         if seq.req.tokens is None and seq.id not in self.inserted:
             return self.no_match
-        return self.tree.match_prefix(seq.content()[:total])
+        return self.tree.match_prefix(self._key(seq)[:total])
 
     def _take(self, seq: Seq, n: int) -> None:
         """Slots for n new tokens of seq, evicting cache as far as needed."""
@@ -415,7 +475,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         seq.mat = seq.computed
         if not self.config.radix_cache:
             return
-        tokens = seq.content()[: seq.computed]
+        tokens = self._key(seq)[: seq.computed]
         self.tree.insert(tokens, np.concatenate([seq.prefix, *seq.own]))
         if self.tier is not None:
             self.tier.store(tokens, self.now)
@@ -462,11 +522,13 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             seq.mat = upto
 
     def _release(self, seq: Seq, finished: bool) -> None:
+        if self.adapters:
+            self.adapters.leave(seq.req.adapter)
         if finished:
             self._materialize(seq, seq.computed)
             slots = np.concatenate([seq.prefix, *seq.own])
             if self.config.radix_cache:
-                tokens = seq.content()[: seq.computed]
+                tokens = self._key(seq)[: seq.computed]
                 self.tree.insert(tokens, slots)
                 if self.tier is not None:
                     self.tier.store(tokens, self.now)
@@ -497,7 +559,9 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         return self.tree.evictable_size
 
     def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
-        return self.tree.peek_length(tokens) if self.config.radix_cache else 0
+        if not self.config.radix_cache:
+            return 0
+        return self.tree.peek_length(radix_key(tokens, adapter) if self.adapters else tokens)
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:
         """Cells of token slots: a running request's id, SHARED (a tree node locked by running
