@@ -1,8 +1,8 @@
-"""The served app end to end on LoRA adapters (vLLM V1, issue 38 item 2): the URL's loras and
-max_loras run vLLM V1 with adapters, the other modes say they do not model them, the table gives
-the KV blocks beside the adapters' slots and the adapters loaded, a line the slots' bytes, and the
-step's line the adapters in GPU slots and the requests waiting for a slot at the step the
-library's trace says, in English and in Chinese."""
+"""The served app end to end on LoRA adapters (vLLM V1 and SGLang, issue 38 item 2): the URL's loras
+and max_loras run vLLM V1 and SGLang with adapters, the papers' engine says it does not model them,
+the table gives the KV beside the adapters' slots (vLLM's blocks, SGLang's token slots) and the
+adapters loaded, a line per engine the slots' bytes, and the step's line the adapters in GPU slots
+and the requests waiting for a slot at the step the library's trace says, in English and in Chinese."""
 
 from conftest import plain_text, table_header, table_rows, wait_ready
 
@@ -16,47 +16,58 @@ def table(page) -> dict:
     return {row[0]: dict(zip(header[1:], row[1:])) for row in table_rows(page, "kv-schedulers-table")}
 
 
-def waiting_step(result: dict) -> tuple[int, int, int]:
-    """A step at which requests wait for a slot: (step, adapters in slots, requests waiting)."""
-    (v1,) = result["modes"]
-    lora, at = v1["lora"], result["timeline"]["frames"][0]
-    step = next(i for i, f in enumerate(at) if lora["skipped"][f] > 0)
-    return step, lora["in_slots"][at[step]], lora["skipped"][at[step]]
+def waiting_step(result: dict) -> tuple[int, dict[str, tuple[int, int]]]:
+    """A step at which requests wait for a slot in vLLM V1, and each engine's (adapters in slots,
+    requests waiting) there."""
+    frames = dict(zip((m["mode"] for m in result["modes"]), result["timeline"]["frames"]))
+    loras = {m["mode"]: m["lora"] for m in result["modes"]}
+    step = next(i for i, f in enumerate(frames["vllm-v1"]) if loras["vllm-v1"]["skipped"][f] > 0)
+    at = {mode: frames[mode][step] for mode in loras}
+    return step, {mode: (lora["in_slots"][at[mode]], lora["skipped"][at[mode]]) for mode, lora in loras.items()}
 
 
 def test_adapters_in_the_url_show_their_slots_and_the_requests_waiting_for_one(page, served_app, guard):
     result = SchedulersLab(loras=8, max_loras=2).run()  # the run the page shows
-    (v1,) = result["modes"]
-    lora = v1["lora"]
-    step, in_slots, waiting = waiting_step(result)
+    lora, sglang = (m["lora"] for m in result["modes"])
+    step, at_step = waiting_step(result)
     page.goto(f"{served_app}{URL}&step={step}")
     wait_ready(page)
     rows = table(page)
     assert rows["KV blocks beside the LoRA adapters' slots"] == {
         "paper": "-",
         "vllm-v1": f"{lora['kv_blocks']:,}",
-        "sglang": "-",
+        "sglang": f"{sglang['kv_tokens']:,} token slots",
     }
-    loaded = rows["LoRA adapters loaded over the host link / seconds"]["vllm-v1"]
-    assert loaded == f"{lora['loads']:,} / {lora['load_s']:.3f}" and lora["loads"] >= 8
-    assert rows["throughput (tokens/s)"]["paper"] == "-" and rows["throughput (tokens/s)"]["sglang"] == "-"
+    loaded = rows["LoRA adapters loaded over the host link / seconds"]
+    assert loaded["vllm-v1"] == f"{lora['loads']:,} / {lora['load_s']:.3f}" and lora["loads"] >= 8
+    assert loaded["sglang"] == f"{sglang['loads']:,} / {sglang['load_s']:.3f}" and sglang["loads"] >= 8
+    assert rows["throughput (tokens/s)"]["paper"] == "-" and rows["throughput (tokens/s)"]["sglang"] != "-"
     line = plain_text(page, "kv-schedulers-lora").inner_text()
     slot_mb = f"{lora['slot_bytes'] / 1e6:,.1f}"
     said = f"vllm-v1: 8 LoRA adapters of rank 16 on q, k, v, o; max_loras 2: 2 slots of {slot_mb} MB"
     assert said in line and f"{lora['kv_blocks']:,} blocks instead of {result['kv_blocks']:,}" in line
+    said = (
+        f"sglang: 8 LoRA adapters of rank 16 on q, k, v, o; max_loras_per_batch 2: 2 slots of {slot_mb} MB "
+        "beside the KV cache (the base model counts as an adapter and starts in one of them), "
+        f"{sglang['kv_tokens']:,} token slots instead of {result['scenario']['kv_capacity_tokens']:,}"
+    )
+    assert said in line
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'")
-    shown = f"vllm-v1: LoRA adapters: {in_slots} in GPU slots, requests waiting for a slot: {waiting}"
-    assert shown in plain_text(page, "kv-schedulers-step").inner_text()
+    for mode, (in_slots, waiting) in at_step.items():
+        shown = f"{mode}: LoRA adapters: {in_slots} in GPU slots, requests waiting for a slot: {waiting}"
+        assert shown in plain_text(page, "kv-schedulers-step").inner_text()
     assert guard.errors == []
 
 
 def test_the_adapters_lines_in_chinese(page, served_app, guard):
-    step, in_slots, waiting = waiting_step(SchedulersLab(loras=8, max_loras=2).run())
+    step, at_step = waiting_step(SchedulersLab(loras=8, max_loras=2).run())
+    in_slots, waiting = at_step["vllm-v1"]
     page.goto(f"{served_app}{URL}&step={step}&lang=zh")
     wait_ready(page)
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'")
     shown = f"vllm-v1: LoRA 适配器：GPU 槽位中 {in_slots} 个，等待槽位的请求 {waiting} 个"
     assert shown in plain_text(page, "kv-schedulers-step").inner_text()
-    assert "个秩 (rank) 为 16 的 LoRA 适配器" in plain_text(page, "kv-schedulers-lora").inner_text()
+    lines = plain_text(page, "kv-schedulers-lora").inner_text()
+    assert "个秩 (rank) 为 16 的 LoRA 适配器" in lines and "max_loras_per_batch 2：KV cache 旁有 2 个" in lines
     assert "LoRA 适配器槽位旁的 KV 块数" in table(page)
     assert guard.errors == []
