@@ -194,3 +194,16 @@ def test_a_splits_later_chat_turn_counts_its_ttft_from_its_own_arrival() -> None
     for r in later:
         arrival, ttft_s = run.served[r.id][:2]
         assert arrival >= finished[r.after] + 2.0 and 0 < ttft_s < 1.0
+
+
+def test_a_request_the_replicas_refuse_never_reaches_the_encode_pool() -> None:
+    """A request longer than the model allows (576 + 1,600 + 100 tokens, scenario A allows 2,048) is
+    refused at the fleet, before the encode pool: with an encoder cache of one image its embeddings,
+    held for a request never run, would leave the next request's image no room (vLLM V1 stalled)."""
+    lab = FleetLab(images=1, mode="vllm-v1", encoder_cache=576)
+    too_long, fine = request(0, 5, text=1600, output=100), request(1, 6, arrival=1.0)
+    encode = pool()
+    run = serve([too_long, fine], lambda: lab.scheduler("vllm-v1"), 1, "round-robin", encode=encode)
+    assert [(r.id, why.startswith("prompt + output")) for r, why in run.rejected] == [(0, True)]
+    assert [s.id for s in run.runs[0].sequences] == [1]
+    assert encode.figures()["replicas"][0]["requests"] == 1

@@ -30,7 +30,7 @@ from kvweb.fleet.regret import Decision, decide
 from kvweb.fleet.replica_view import Adapters
 from kvweb.fleet.routers import ROUTERS
 from kvweb.lab import Progress, no_progress
-from kvweb.serving.load.arrivals import Arrivals
+from kvweb.serving.load.arrivals import Arrivals, why_refused
 from kvweb.serving.loop.continuous_batching import ContinuousBatching, prefix_figures
 from kvweb.serving.loop.metrics import SLO, distribution, summarize
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE
@@ -265,10 +265,14 @@ def serve(
         clock = until
         while arrivals.next_t <= clock:
             request = arrivals.pop()
-            if encode is not None and request.images:
-                encode.submit(request)
-            else:
+            if encode is None or not request.images:
                 route(request)
+                continue
+            why = why_refused(request, fleet[0].engine.max_len, fleet[0].engine.never_fits)  # as a replica would
+            if why:  # refused before the encode pool (its embeddings would be held for a request never run)
+                rejected += arrivals.refused(request, why)
+            else:
+                encode.submit(request)
     end = max(r.engine.now for r in fleet)
     samples.append((end, [r.outstanding() for r in fleet], [r.waiting() for r in fleet], [r.hit_rate() for r in fleet]))
     adapters = [a for a in (r.adapter_figures() for r in fleet) if a is not None] or None
