@@ -23,11 +23,12 @@ class RadixQuietSteps(ContinuousBatching):
 
     def _only_decodes(self) -> bool:
         """Whether the next iteration only decodes: nothing chunked, no prefill batch tried (the
-        batch is full or nobody waits) and, with LoRA adapters, the decode batch's adapters were
-        the last batch's (`BatchSlots.ready`: nothing to load, no order to change)."""
+        batch is full, nobody waits, or every waiting request would be skipped for its adapter
+        again: `_skips_all`) and, with LoRA adapters, the decode batch's adapters were the last
+        batch's (`BatchSlots.ready`: nothing to load, no order to change)."""
         return (
             self.chunked is None
-            and (self.batch_is_full or not self.waiting)
+            and (self.batch_is_full or not self.waiting or self._skips_all())
             and (self.adapters is None or self.adapters.ready())
         )
 

@@ -284,7 +284,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         if running >= self.max_seqs:
             self.batch_is_full = True
             return None
-        if self.passed_over is not None and self.passed_over == self._queue_state():
+        if self._skips_all():
             return None  # every waiting request would be skipped again, and the tree stamped as it is
         mixed = running if cfg.mixed_chunk else 0
         offset = (
@@ -401,13 +401,19 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         self.adapters.note(self.now, self.skipped)
         return waited
 
+    def _skips_all(self) -> bool:
+        """Whether a prefill round would skip every waiting request for its adapter, as the last one
+        did, with nothing it depends on changed since (`_queue_state`)."""
+        return self.passed_over is not None and self.passed_over == self._queue_state()
+
     def _queue_state(self) -> tuple:
         """What a prefill round that skips every waiting request for its adapter depends on: the
         queue (requests join at its end and leave on admission), the running and chunked requests'
         adapters, and the tree (a match or insert ticks its clock, an eviction or a lock moves its
         sizes). While all stay the same, the round would skip them all again; its matches would
         stamp the same nodes in the same order after every other stamp, an LRU order the same as
-        now, so it is not run (the waiting requests then cost a decode step nothing)."""
+        now, so it is not run, and decode steps run as quiet ones (radix_quiet.py) until a request
+        arrives or leaves."""
         tree = self.tree
         w = self.waiting
         users = frozenset(self.adapters.users)
