@@ -210,3 +210,22 @@ def test_the_view_names_the_drafter_and_its_refusals_read_in_chinese():
         "drafter：llama-3.1-8b 不允许用在 2 x H100-SXM 上；它的权重（每个 GPU 8.0 GB）使 llama-3.1-70b 旁边没有 KV cache "
         "的空间（请用 eagle 或更多 GPU）"
     )
+
+
+def test_a_draft_model_takes_one_more_token_of_the_budget_a_request():
+    """vLLM's draft-model input keeps one token more a request (`max_num_new_slots_for_drafting` = 1):
+    with a budget of 7, two prompts of 3 tokens both run whole beside EAGLE (3 + 3); beside a draft
+    model the first takes 3 + 1, and the second gets 3 - 1 = 2 tokens of its prompt (chunked)."""
+    seen = []
+    for drafter in ("eagle", "llama-3.1-8b"):
+        config = V1Config(512, max_seqs=2, token_budget=7, prefix_caching=False)
+        s = SpecV1Scheduler(LLAMA_FP8_H200, config, Drafts(2, (0.5, 0.5), 0, drafter))
+        first: list = []
+        s.run(
+            [Request(0, 0.0, 3, 4), Request(1, 0.0, 3, 4)],
+            observer=lambda q, step: (
+                first or first.append((sorted(q.running), [(x.id, x.computed) for x in q.prefilling]))
+            ),
+        )
+        seen.append(first[0])
+    assert seen == [([0, 1], []), ([0], [(1, 2)])]

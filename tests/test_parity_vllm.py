@@ -9,7 +9,8 @@ hits, the requests preempted and the requests finished. A failure names the firs
 differs, with both decisions.
 
 Speculative decoding (`spec_workloads`, vLLM's `default` run): kvweb's `SpecV1Scheduler` serves
-them with the k and the lookahead vLLM used (EAGLE k, n-gram none), the drafter's layer not
+them with the k and the lookahead vLLM used (EAGLE and a draft model k, n-gram none; a draft model's
+input slot in the budget and its blocks hashed without the next token), the drafter's layer not
 counted in the blocks (the recording's pool is `num_gpu_blocks`), and takes each verify's
 accepted drafts from the recording instead of drawing them. Besides the decisions above it must
 schedule the same draft tokens per request, leave each scheduled request holding the same
@@ -103,9 +104,13 @@ class SpecReplay(SpecV1Scheduler):
     scheduled: a decode's 1 + drafts (`_keep`), an admission's first chunk (`_first_chunk`, padded
     to 1 + k with placeholder drafts beside decodes)."""
 
-    def __init__(self, cost: CostModel, config: V1Config, drafts: Drafts, lookahead: int) -> None:
+    def __init__(self, cost: CostModel, config: V1Config, drafts: Drafts, method: str) -> None:
         super().__init__(cost, config, drafts)
-        self.lookahead = lookahead
+        # vLLM's method as kvweb's drafter sets it (drafters.py; none priced here): EAGLE's and a draft
+        # model's k lookahead slots, n-gram's none; a draft model's input slot and plain block hashes
+        self.lookahead = 0 if method == "ngram" else drafts.k
+        if method == "draft_model":
+            self.draft_slots, self.next_token_hashes = 1, False
         self.recorded: dict[str, int] = {}  # this step's accepted drafts, from the recording
         self.scheduled: dict[int, int] = {}  # this step's tokens of decodes and admissions
         self._chunk = 0
@@ -215,7 +220,7 @@ def scheduler_for(workload: dict[str, Any], run: str) -> V1Scheduler:
     spec = workload["spec"]
     k = spec["spec_tokens"]
     drafts = Drafts(k, tuple(spec["acceptance"]), spec["seed"], drafter="")
-    return SpecReplay(cost, config, drafts, k if spec["method"] == "eagle" else 0)
+    return SpecReplay(cost, config, drafts, spec["method"])
 
 
 def first_divergence(workload: dict[str, Any], run: str) -> str | None:
@@ -330,14 +335,14 @@ def test_the_lab_says_what_was_checked():
 
 
 def test_the_spec_recording_covers_what_the_issue_asks():
-    """At least 12 seeded workloads with drafts: k from 1 to 4, EAGLE (lookahead slots) and n-gram
-    (none), prefix caching on and off, memory that preempts, budgets that cut a request's drafts or
+    """At least 12 seeded workloads with drafts: k from 1 to 4, EAGLE and a draft model (lookahead slots)
+    and n-gram (none), prefix caching on and off, memory that preempts, budgets that cut a request's drafts or
     leave it out, and one-token admissions padded to 1 + k; every acceptance in [0, 1]."""
     spec = RECORDED["spec_workloads"]
     steps = [(w, s) for w in spec for s in w["runs"]["default"]]
     assert len(spec) >= 12 and all(set(w["runs"]) == {"default"} for w in spec)
     assert {w["spec"]["spec_tokens"] for w in spec} == {1, 2, 3, 4}
-    assert {w["spec"]["method"] for w in spec} == {"eagle", "ngram"}
+    assert {w["spec"]["method"] for w in spec} == {"eagle", "ngram", "draft_model"}
     assert {w["config"]["enable_prefix_caching"] for w in spec} == {True, False}
     assert all(len(w["spec"]["acceptance"]) == w["spec"]["spec_tokens"] for w in spec)
     assert {r for w in spec for r in w["spec"]["acceptance"]} >= {0.0, 1.0}

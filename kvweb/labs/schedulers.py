@@ -58,7 +58,7 @@ VLLM_VERSION = "0.33.0"
 CHECKED = (
     f"vllm-v1 checked against vLLM {VLLM_VERSION}'s own scheduler, step by step: 47 recorded workloads, "
     "each synchronous, with the old first-chunk admission check and with async scheduling, 48,886 steps "
-    "and 666 preemptions; 22 more with speculative decoding, 2,648 steps and 51 preemptions; 7 with LoRA "
+    "and 666 preemptions; 24 more with speculative decoding, 3,019 steps and 68 preemptions; 7 with LoRA "
     "adapters, 7,432 steps and 35 preemptions, and 9 with images, 3,901 steps and 27 preemptions, both run the "
     "same three ways; every decision identical; sglang's radix cache and admission against SGLang 0.5.23's "
     "own RadixCache: 48 workloads, 5,405 operations and 56 admission rounds, 16 of them with LoRA adapters, identical"

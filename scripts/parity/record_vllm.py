@@ -32,8 +32,8 @@ steps where the scheduler has no requests left only drain the batch queue). Requ
 A run ends with the step in which its last request is reported finished.
 
 Speculative decoding (the workloads of `SPEC_WORKLOADS`, under `spec_workloads`, run `default`
-only): `SpeculativeConfig(method, num_speculative_tokens=k)` (EAGLE's draft model is the same tiny
-config), and a stand-in drafter: after each step that computed something, every scheduled request
+only): `SpeculativeConfig(method, num_speculative_tokens=k)` (EAGLE's head and a draft model are the
+same tiny config), and a stand-in drafter: after each step that computed something, every scheduled request
 gets k draft tokens (`Scheduler.update_draft_token_ids`, as `EngineCore.post_step` does; vLLM
 ignores them for a prefill chunk); a request verifying drafts samples 1 + accepted tokens, the
 accepted count drawn per request in scheduled order with `random.Random(seed)` and
@@ -134,7 +134,11 @@ FILLER = 3  # the token a stand-in draft or sample holds past a request's fixed 
 def speculative(spec: dict, mc: ModelConfig, model_dir: str) -> SpeculativeConfig:
     """As few settings as the scheduler reads: the method and k (EAGLE's head needs a draft model
     config: the target's tiny one; n-gram its prompt-lookup window)."""
-    extra = {"model": model_dir} if spec["method"] == "eagle" else {"prompt_lookup_max": 3, "prompt_lookup_min": 1}
+    extra = (
+        {"model": model_dir}
+        if spec["method"] in ("eagle", "draft_model")
+        else {"prompt_lookup_max": 3, "prompt_lookup_min": 1}
+    )
     return SpeculativeConfig(
         method=spec["method"],
         num_speculative_tokens=spec["spec_tokens"],
@@ -196,18 +200,21 @@ def build(cfg: dict, variant: str, model_dir: str, spec: dict | None = None) -> 
         sched.encoder_cache_manager = EncoderCacheManager(cfg["encoder_cache"])
     if spec:
         eagle = spec["method"] == "eagle"
+        ahead = spec["method"] in ("eagle", "draft_model")  # the drafters with lookahead slots
         assert sched.num_spec_tokens == spec["spec_tokens"]
-        assert sched.num_lookahead_tokens == (spec["spec_tokens"] if eagle else 0)
+        assert sched.num_lookahead_tokens == (spec["spec_tokens"] if ahead else 0)
         # vLLM's model runner V2 (its default here) drafts nothing in a step whose drafts would all
         # go unused (`SchedulerOutput.skip_drafts`); only drafters with lookahead slots skip
-        assert sched.can_skip_drafts == (eagle and sched.use_v2_model_runner)
+        assert sched.can_skip_drafts == (ahead and sched.use_v2_model_runner)
         # EAGLE with prefix caching: each block's hash also covers the token after it (its drafter
-        # KV reads it), instead of dropping a hit's last block; without caching nothing is hit
+        # KV reads it), instead of dropping a hit's last block; without caching nothing is hit. A
+        # draft model's KV at a position reads no later token: its blocks are hashed as without drafts
         lookahead_hashes = eagle and cfg["enable_prefix_caching"]
         assert vc.num_hash_lookahead_tokens == int(lookahead_hashes) and sched.use_eagle == eagle
         assert sched.use_eagle_block_drop == (eagle and not lookahead_hashes)
         assert sched.max_num_scheduled_tokens == cfg["max_num_batched_tokens"]
-        assert vc.speculative_config.max_num_new_slots_for_drafting == 0
+        # a draft model's input keeps one token more a request: one more of the budget (kvweb's `draft_slots`)
+        assert vc.speculative_config.max_num_new_slots_for_drafting == int(spec["method"] == "draft_model")
     return sched
 
 

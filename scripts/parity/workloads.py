@@ -28,7 +28,9 @@ blocks, block 0 of which vLLM reserves as its null block), max_num_seqs, max_num
 Speculative decoding (`SPEC_WORKLOADS`, recorded apart from `WORKLOADS`). Such a workload also
 has `spec: {method, spec_tokens, acceptance, seed}`: vLLM's drafter method ("eagle": EAGLE's
 head, which reserves `spec_tokens` lookahead slots and drops the last block of a prefix-cache hit;
-"ngram": prompt lookup, neither), the draft tokens a step (k), each draft position's acceptance
+"ngram": prompt lookup, neither; "draft_model": a separate draft model, `spec_tokens` lookahead
+slots, blocks hashed as without drafts, and one token of the budget more for each request it
+schedules), the draft tokens a step (k), each draft position's acceptance
 rate given the ones before it were accepted (k rates), and the seed of the draws
 (`accepted_drafts`).
 
@@ -556,13 +558,13 @@ def _one(seed: int, prompt: int, out: int, cfg: dict) -> dict:
 
 
 def _spec(wl: dict, name: str, method: str, k: int, acceptance: list[float], seed: int) -> dict:
-    assert method in ("eagle", "ngram") and 1 <= k <= 4 and len(acceptance) == k
+    assert method in ("eagle", "ngram", "draft_model") and 1 <= k <= 4 and len(acceptance) == k
     spec = {"method": method, "spec_tokens": k, "acceptance": acceptance, "seed": seed}
     return {**wl, "name": name, "category": "spec", "spec": spec}
 
 
 def _build_spec() -> list[dict]:
-    """k in 1-4, one rate or one per position, EAGLE and n-gram, prefix caching on and off, memory
+    """k in 1-4, one rate or one per position, EAGLE, n-gram and a draft model, prefix caching on and off, memory
     that preempts, budgets that cut drafts, prompts that fill max_model_len."""
     c = _config
     w = [
@@ -633,6 +635,22 @@ def _build_spec() -> list[dict]:
             2,
             [0.7, 0.5],
             20,
+        ),
+        _spec(
+            _few_shot("", 2015, 3, 8, 100, (200, 400), (10, 50), (20, 80), 20, c(num_gpu_blocks=400)),
+            "spec-draft-model-few-shot",
+            "draft_model",
+            3,
+            [0.6] * 3,
+            25,
+        ),
+        _spec(
+            _random("", 2016, 30, (50, 300), (50, 200), 10, c(block_size=8, num_gpu_blocks=200), ""),
+            "spec-draft-model-tight",
+            "draft_model",
+            2,
+            [0.8, 0.6],
+            26,
         ),
         _spec(_random("", 2011, 24, (20, 300), (20, 150), 30, c(), ""), "spec-ngram-k3", "ngram", 3, [0.6] * 3, 21),
         _spec(

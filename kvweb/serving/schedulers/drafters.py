@@ -16,7 +16,10 @@ what each weighs on a GPU, the KV it keeps in every block, and the model each of
   vocabulary (vLLM refuses another vocabulary size without a token mapping:
   `verify_equal_vocab_size_if_draft_model`), loaded whole, its embedding and LM head its own
   (`DraftModelProposer` shares neither), at the target's tensor parallelism (vLLM requires
-  `draft_tensor_parallel_size` = `tensor_parallel_size`) and weight precision.
+  `draft_tensor_parallel_size` = `tensor_parallel_size`) and weight precision. Its input keeps one
+  token more a request ("the autoregressive draft-model input retains one unsliced token": vLLM's
+  `max_num_new_slots_for_drafting` = 1), which the scheduler takes from the token budget
+  (`input_slots`); its KV at a position reads no later token (`next_token` False).
 
 Its KV: vLLM lists the drafter's attention layers in the KV cache spec beside the target's. When
 they all need the same token slots (full or latent attention, one block size), `get_kv_cache_groups`
@@ -64,6 +67,7 @@ class Drafter:
     shared: int = 0  # its embedding and LM head, when they are the target's (not loaded again)
     unpriced: int = 0  # parameters it loads beside `model`'s (MTP's eh_proj)
     next_token: bool = True  # EAGLE and MTP: a block is hashed with the token after it too
+    input_slots: int = 0  # budget a scheduled request takes beside its tokens (a draft model: 1)
 
     def cost(self, cost: CostModel) -> CostModel:
         """The cost model of its passes: its model on the target's GPUs, precisions and cost model."""
@@ -119,7 +123,7 @@ def make_drafter(name: str, target: LLMSpec) -> Drafter:
         return Drafter(name, drafter_model(target), shared=target.embedding_params)
     if name == "mtp":
         return Drafter(name, drafter_model(target), shared=target.embedding_params, unpriced=2 * target.d_model**2)
-    return Drafter(name, MODELS[name], next_token=False)
+    return Drafter(name, MODELS[name], next_token=False, input_slots=1)
 
 
 def drafter_blocks(cost: CostModel, block_size: int, drafter: Drafter | None) -> int:

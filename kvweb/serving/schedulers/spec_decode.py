@@ -26,7 +26,9 @@ the pool has fewer blocks (`drafter_blocks`), from the memory left once its own 
 too. EAGLE's and MTP's one layer of the target's shape leave L / (L + 1) of the blocks; a draft
 model's layers their own share, however its heads differ. A draft model's KV at a position reads no
 later token, so its blocks are hashed as without drafts (vLLM's `num_hash_lookahead_tokens` is 0 for
-it).
+it), and its input keeps one token more than the target's: each request it schedules takes one more
+token of the budget (`draft_slots`: vLLM's `max_num_new_slots_for_drafting`, 1 for a draft model;
+`Scheduler.schedule` gives a request at most the budget less it, and stops once no more is left).
 
 The drafter's compute (vLLM's `propose`, padded drafter batch, its default): after the target's
 forward the drafter runs once over every token the step scheduled (a decoding request's 1 + k,
@@ -238,6 +240,8 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
             )
         self._init_verifying(cost, drafts)
         self.lookahead = drafts.k  # EAGLE's, MTP's and a draft model's num_lookahead_tokens
+        self.draft_slots = self.drafter.input_slots if self.drafter else 0
+        self.next_token_hashes = self.drafter.next_token if self.drafter else True
         # the drafter's layers in every block: fewer blocks (the null block still out of use)
         self.pool = BlockPool(drafter_blocks(cost, self.bs, self.drafter) - 1, self.bs)
         self.capacity = self.pool.n_blocks * self.bs
@@ -250,7 +254,7 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
     def lookahead_hashes(self) -> bool:
         """Blocks hashed with the token after them: EAGLE and MTP (lookahead slots) under prefix
         caching, not a draft model."""
-        return bool(self.lookahead and self.config.prefix_caching and (not self.drafter or self.drafter.next_token))
+        return bool(self.lookahead and self.config.prefix_caching and self.next_token_hashes)
 
     def _hashes(self, seq: Seq, blocks: int) -> list:
         if not self.lookahead_hashes or seq.req.tokens is None:
@@ -303,17 +307,17 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
         return min(uncached, budget)
 
     def _decode(self) -> tuple[bool, float, float, int]:
-        """Each running request in order takes 1 + k tokens of the budget (fewer at its end) and
-        slots for them and its lookahead, preempting the tail while they do not fit; then keeps
-        its accepted drafts and the bonus token."""
-        pool, bs, k, step = self.pool, self.bs, self.drafts.k, self.dstep
+        """Each running request in order takes 1 + k tokens of the budget (fewer at its end; a draft
+        model's input slot more) and slots for them and its lookahead, preempting the tail while they
+        do not fit; then keeps its accepted drafts and the bonus token."""
+        pool, bs, k, step, slots = self.pool, self.bs, self.drafts.k, self.dstep, self.draft_slots
         f0, _, _, b0, _, _ = coef = self.coef
         flops, nbytes, budget, preempted, decoded, stopped = f0, b0, self.config.token_budget, False, 0, False
         for seq in list(self.running.values()):
             if seq.id not in self.running:
                 continue  # preempted for an earlier request's blocks
             kv = seq.kv(step)  # num_computed_tokens
-            n = 0 if stopped else min(1 + k, budget, self.max_len - 1 - kv)
+            n = 0 if stopped else max(0, min(1 + k, budget - slots, self.max_len - 1 - kv))
             if n > 0:
                 need = -(-min(kv + n + self.lookahead, self.max_len) // bs) - len(seq.blocks)
                 while need > len(pool.free) and self._preempt_tail() is not seq:
@@ -324,14 +328,14 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
                 if need > 0:
                     seq.blocks += pool.take(need)
             else:
-                stopped = stopped or budget <= 0
+                stopped = stopped or budget <= slots
             self._keep(seq, n, step)
             if n > 0 and self.drafting:
                 self._draft_over(n, kv)
                 self._context -= n - (seq.kv(step + 1) - kv)  # its drafts go on after the tokens it kept
             if n > 0:
                 f, b = verify_work(coef, n, kv)
-                flops, nbytes, budget, decoded = flops + f, nbytes + b, budget - n, decoded + 1
+                flops, nbytes, budget, decoded = flops + f, nbytes + b, budget - n - slots, decoded + 1
         self.dstep += 1
         self.decoded = decoded
         return preempted, flops, nbytes, budget

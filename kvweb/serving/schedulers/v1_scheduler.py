@@ -166,6 +166,9 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         )
         self.host_hit_tokens = 0  # prompt tokens of first admissions loaded from the host tier
         self.lookahead = 0  # slots a running request holds past its new tokens (spec_decode.py)
+        # budget each scheduled request takes beside its tokens (vLLM's `max_num_new_slots_for_drafting`:
+        # a draft model's input keeps one token more, spec_decode.py)
+        self.draft_slots = 0
 
     def never_fits(self, final_kv: int) -> str | None:
         need = -(-final_kv // self.bs)
@@ -286,7 +289,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         for seq in list(self.prefilling) if self.prefilling else ():  # the next chunk of each request prefilling
             if seq not in self.prefilling:
                 continue  # preempted for an earlier one's chunk
-            n = min(seq.tokens_to_compute - seq.computed, budget)
+            n = min(seq.tokens_to_compute - seq.computed, budget - self.draft_slots)
             if n <= 0:
                 break  # the budget is spent (vLLM schedules running requests while budget is left)
             images: list = []  # the images the encoder computes for it, and those it finds cached
@@ -309,7 +312,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
             if seq.req.images:
                 encode += self._encode(seq, images, found)
             f, b = self._chunk_work(n, seq.computed)
-            flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
+            flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n - self.draft_slots, batch + 1
             seq.computed += n
             self._register(seq, seq.computed)
             if seq.computed == seq.tokens_to_compute:
@@ -327,7 +330,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     skipped = len(self.waiting)
             while (
                 len(self.waiting) > skipped
-                and budget > 0
+                and budget > self.draft_slots
                 and len(self.running) + len(self.prefilling) + leaving < self.max_seqs
             ):
                 seq = self.waiting[skipped]
@@ -338,7 +341,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                 hits = self._hits(seq, total)
                 loaded = self._host_hits(seq, total, len(hits)) if self.tier else ()
                 hit = (len(hits) + len(loaded)) * bs
-                n = self._first_chunk(total - hit, hit, budget, running, chunked)
+                n = self._first_chunk(total - hit, hit, budget - self.draft_slots, running, chunked)
                 images, found = [], []
                 if n and seq.req.images:
                     n, new_budget = self.encoder.schedule(seq.id, seq.req.images, hit, n, encoder_budget, images, found)
@@ -361,7 +364,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                         # Losing a found block that is free (the only kind an allocation takes) costs a
                         # new block and a free one at once: it can only help if only the first chunk
                         # must fit and the prompt's rest then no longer fits the budget (total > budget).
-                        losing_helps = total > budget and not self.config.full_prompt_check
+                        losing_helps = total > budget - self.draft_slots and not self.config.full_prompt_check
                         pool.watch(hits if losing_helps else [], seq.hashes[: (total - 1) // bs])
                     break  # head-of-line blocking, as in vLLM
                 del self.waiting[skipped]
@@ -382,7 +385,7 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
                     self.host_hit_tokens += len(loaded) * bs
                     self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
                 f, b = self._chunk_work(n, hit)
-                flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n, batch + 1
+                flops, nbytes, budget, batch = flops + f, nbytes + b, budget - n - self.draft_slots, batch + 1
                 seq.computed = min(hit + n, total)  # (past it: placeholder drafts, rejected)
                 self._register(seq, seq.computed)
                 if seq.computed == total:
@@ -411,12 +414,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         )
 
     def _encode(self, seq: Seq, images: list, found: list) -> list[int]:
-        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room),
-        the `found` ones are hits; their lengths. It releases the images it passes after the step
-        (`_after_encoding`)."""
+        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room;
+        those an encode replica sent are loaded instead), the `found` ones are hits; the lengths of
+        those computed. It releases the images it passes after the step (`_after_encoding`)."""
         self.encoder.commit(seq.id, images, found)
         self._encoded.append(seq)
-        return [image.length for image in images]
+        return [image.length for image in images if image.mm_hash not in self.encoder.remote]
 
     def _after_encoding(self) -> None:
         """After the step (vLLM's `update_from_output`): the requests that computed tokens release
