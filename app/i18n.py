@@ -197,9 +197,9 @@ _MESSAGES = [
     # the schedulers lab's speculative decoding (kvweb/labs/modes_lab.py, kvweb/serving/schedulers/spec_decode.py)
     (
         r"^spec_tokens: (\S+) is not allowed with mode (\S+); speculative decoding \(spec_tokens > 0\) is simulated in "
-        r"vllm-v1 only \(use 0\)$",
-        "spec_tokens: {0} is not allowed with mode {1}; speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only "
-        "(use 0)",
+        r"vllm-v1 and sglang only \(use 0\)$",
+        "spec_tokens: {0} is not allowed with mode {1}; speculative decoding (spec_tokens > 0) is simulated in vllm-v1 and "
+        "sglang only (use 0)",
     ),
     (
         r"^acceptance: (.*) is not allowed; give one rate in \[0, 1\] or (\S+) rates, one per draft position, separated "

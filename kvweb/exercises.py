@@ -401,8 +401,9 @@ def same_image(lab: Lab, progress: Progress) -> Answer:
 
 
 def draft_length(lab: Lab, progress: Progress) -> Answer:
-    """The lab's draft-length sweep: TPOT p50 and throughput at each k, and the k that pays most."""
-    ((_, swept),) = run(variant(lab, spec_sweep=True), progress)["spec_sweep"].items()
+    """The lab's draft-length sweep of vLLM V1 (the exercise's engine; SGLang is swept beside it): TPOT
+    p50 and throughput at each k, and the k that pays most."""
+    swept = run(variant(lab, spec_sweep=True), progress)["spec_sweep"]["vllm-v1"]
     points = {p["k"]: p for p in swept["points"]}
     best, longest = swept["best_k"], max(points)
     v = {"best_k": best, "points": swept["points"]}

@@ -9,7 +9,9 @@ holds it, purple while running requests read it from the prefix cache (blocks a 
 shares with another; radix-tree nodes locked by running requests), green when it holds the KV of
 a finished or preempted request that nobody holds but a later request can still reuse, white
 when free, orange while a running request holds it ahead of its KV (vLLM V1's speculative decoding:
-slots for the drafts and lookahead, kept after the drafts are rejected). For a model whose layers
+slots for the drafts and lookahead, kept after the drafts are rejected; SGLang frees its draft and
+verify slots within the step, so its map shows none, and the step's line says how many its last
+decode step took and freed). For a model whose layers
 are not all alike a mode's KV cache groups get a map each
 (`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
 so a window group's blocks are seen freed as it slides while a full group's grow. With LoRA
@@ -196,7 +198,34 @@ def spec_text(modes: list[dict[str, Any]], kv_blocks: int) -> str:
             f"{kv_blocks:,}",
         )
         for m in modes
-        if "spec" in m
+        if "kv_blocks" in m.get("spec", {})
+    )
+
+
+def slot_spec_text(modes: list[dict[str, Any]], kv_tokens: int) -> str:
+    """One line per mode on token slots (SGLang) that ran speculative decoding: its drafts, what
+    they kept, the draft and verify slots it took and freed in the same step (nothing held ahead),
+    and the slots left beside the drafter's layers (`kv_tokens`: the GPU's without it)."""
+    return "\n".join(
+        f"{m['mode']}: "
+        + tr(
+            "speculative decoding, {0} draft tokens a step (acceptance {1}): {2} tokens a step; each decode "
+            "step takes {0} slots a request for the drafts (handed back once drafted) and {3} to verify, and "
+            "frees the rejected ones in the same step: {4} of {5} verify slots, so none is held ahead of a "
+            "request's KV; the drafter's layers keep their KV at the same slot indices: {6} token slots "
+            "instead of {7}"
+        ).format(
+            d["spec_tokens"],
+            ", ".join(f"{r:g}" for r in d["acceptance"]),
+            f"{d['tokens_per_step']:.2f}",
+            d["spec_tokens"] + 1,
+            f"{d['rejected_slots']:,}",
+            f"{d['verify_slots']:,}",
+            f"{d['kv_slots']:,}",
+            f"{kv_tokens:,}",
+        )
+        for m in modes
+        if "kv_slots" in (d := m.get("spec", {}))
     )
 
 
@@ -581,7 +610,7 @@ class SchedulersView(LabView):
         ]
         self.key_items[WHOLE_POOL].visible = False  # another group's: shown with group maps only
         self.key_items[LOOKAHEAD].visible = False  # held ahead: shown with speculative decoding only
-        self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's line (vLLM V1)
+        self.spec = plain(css_class="kv-schedulers-spec")  # speculative decoding's lines (vLLM V1, SGLang)
         self.lora = plain(css_class="kv-schedulers-lora")  # LoRA adapters' line (vLLM V1)
         self.adapters: dict[str, dict[str, Any]] = {}  # each mode's LoRA figures (none: no adapters)
         self.images = plain(css_class="kv-schedulers-images")  # images' line (vLLM V1)
@@ -605,6 +634,7 @@ class SchedulersView(LabView):
         self.sweep = plain(css_class="kv-schedulers-sweep")  # the draft-length sweep's line
         self.sweep_figure, self.sweep_points, self.sweep_best = sweep_figure()
         self.ahead = False  # whether a run mode's maps may hold blocks ahead
+        self.slot_steps: dict[str, dict[str, list[int]]] = {}  # SGLang's draft and verify slots at each frame
         self.key.add_layout(
             Legend(
                 items=self.key_items,
@@ -776,7 +806,10 @@ class SchedulersView(LabView):
             )
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
-        self.spec.text = spec_text(modes, result["kv_blocks"])
+        self.spec.text = "\n".join(
+            t for t in (spec_text(modes, result["kv_blocks"]), slot_spec_text(modes, capacity)) if t
+        )
+        self.slot_steps = {m["mode"]: m["spec"]["at_frames"] for m in modes if "at_frames" in m.get("spec", {})}
         sweep = result.get("spec_sweep", {})
         self.sweep.text = sweep_text(sweep)
         self.sweep_figure.visible = bool(sweep)
@@ -899,6 +932,15 @@ class SchedulersView(LabView):
                     + tr("LoRA adapters: {0} in GPU slots, requests waiting for a slot: {1}").format(
                         lora["in_slots"][at[index]], lora["skipped"][at[index]]
                     )
+                )
+            if mode in self.slot_steps:
+                slots = self.slot_steps[mode]
+                lines.append(
+                    f"{mode}: "
+                    + tr(
+                        "its last decode step took {0} slots for drafts (handed back once drafted) and {1} to "
+                        "verify, and freed the {2} rejected in the same step"
+                    ).format(*(f"{slots[k][at[index]]:,}" for k in ("drafts", "verify", "rejected")))
                 )
             if mode in self.encoders:
                 encoder = self.encoders[mode]

@@ -24,7 +24,7 @@ from kvweb.serving.loop.metrics import summarize
 from kvweb.serving.schedulers.radix_scheduler import POLICIES, default_chunk_size
 from kvweb.serving.loop.sequence import Run
 from kvweb.serving.schedulers.drafters import METHODS, drafter_blocks, drafter_refusal, make_drafter
-from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, SpecV1Scheduler, parse_acceptance
+from kvweb.serving.schedulers.spec_decode import MAX_SPEC_TOKENS, Verifying, parse_acceptance
 from kvweb.serving.schedulers.v1_scheduler import default_token_budget
 from kvweb.serving.load.workload import SHAPES, Request, with_adapters, with_images
 
@@ -32,7 +32,7 @@ PREFIX_WORKLOADS = ("few-shot", "multi-turn")
 MAX_WORKLOAD_TOKENS = 2_000_000  # tokens of all few-shot or multi-turn requests together
 MAX_HOST_TIER_GB = 4096.0  # host memory of a large 8-GPU server
 LORA_SETTINGS = ("max_loras", "lora_rank", "lora_targets")  # read only while requests use adapters
-SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 only"
+SPEC_REFUSAL = "speculative decoding (spec_tokens > 0) is simulated in vllm-v1 and sglang only"
 LORA_REFUSAL = "LoRA adapters (loras > 0) are simulated in vllm-v1 and sglang only"
 MAX_LORAS = 1000  # distinct adapters of a workload
 IMAGE_SETTINGS = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images
@@ -150,10 +150,13 @@ class ModesLab(ServingLab):
     spec_tokens = param.Integer(
         0,
         bounds=(0, MAX_SPEC_TOKENS),
-        doc="vLLM V1: speculative decoding's draft tokens per step (EAGLE-style: each decoding "
-        "request verifies 1 + spec_tokens tokens a step, all in the token budget, and holds "
-        "KV slots for them and as many lookahead slots); 0: off. The other modes do not "
-        "model it and are not run",
+        doc="vLLM V1 and SGLang: speculative decoding's draft tokens per step (EAGLE-style: each decoding "
+        "request verifies 1 + spec_tokens tokens a step). vLLM counts them in the token budget and holds "
+        "KV slots for them and as many lookahead slots, kept when drafts are rejected; SGLang (EAGLE, topk "
+        "1, mixed chunks off) takes spec_tokens slots for the drafts and 1 + spec_tokens to verify, frees "
+        "the rejected ones in the same step, and decodes only while 2 x spec_tokens + 1 slots a request "
+        "are free (else it retracts from the back of the batch); 0: off. The papers' engine does not "
+        "model it and is not run",
     )
     acceptance = Text(
         "0.8",
@@ -558,8 +561,11 @@ class ModesLab(ServingLab):
         if MODES[mode].multimodal:  # (a mode that refuses images never runs with them)
             served = self.imaged(served)
         run = scheduler.run(served, progress, trace=recorder)
-        if isinstance(scheduler, SpecV1Scheduler):
+        if isinstance(scheduler, Verifying):
             run.spec = scheduler.figures(run.sim_time)
+            slots_at = getattr(scheduler, "slots_at", None)
+            if slots_at is not None and trace:  # SGLang's draft and verify slots, taken and freed a step
+                run.spec["at_frames"] = slots_at([f["t"] for f in run.trace["frames"]])
         slots = getattr(scheduler, "adapters", None)
         if slots is not None:  # the KV left beside the slots in the mode's cells: vLLM's blocks, SGLang's tokens
             times = [f["t"] for f in run.trace["frames"]] if trace else []

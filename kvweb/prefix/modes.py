@@ -10,7 +10,7 @@ Here, not in the serving part, because SGLang's scheduler is built on the prefix
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvweb.gpu.cost import CostModel
@@ -27,6 +27,7 @@ from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.memory.paged_memory import BLOCK_SIZE, PagedMemory
 from kvweb.serving.schedulers.paper_scheduler import PaperConfig, PaperScheduler, paper_refusal
 from kvweb.serving.schedulers.radix_scheduler import RadixConfig, default_chunk_size
+from kvweb.serving.schedulers.radix_spec import RadixSpecScheduler, spec_pool_slots
 from kvweb.serving.schedulers.spec_decode import Drafts, SpecV1Scheduler
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler, default_token_budget
 
@@ -118,7 +119,7 @@ def vllm_v1(s: Settings) -> ContinuousBatching:
 
 def sglang(s: Settings) -> ContinuousBatching:
     """SGLang on the pools its model needs, its host tier another radix tree; with adapters, their
-    slots and max_loras_per_batch."""
+    slots and max_loras_per_batch; with draft tokens, EAGLE's worker's slots (radix_spec.py)."""
     config = RadixConfig(
         s.max_len,
         s.max_seqs,
@@ -130,6 +131,11 @@ def sglang(s: Settings) -> ContinuousBatching:
         s.lora,
     )
     host = HostTree(RadixCache(s.host_tokens), s.host_tokens, s.cost) if s.host_tokens else None
+    if s.spec_tokens:  # EAGLE's worker: SGLang turns mixed chunks off, the drafter's layers share the pool
+        drafts = Drafts(s.spec_tokens, s.acceptance, s.seed, s.drafter)
+        tree = RadixCache(spec_pool_slots(s.cost, drafts))
+        config = replace(config, mixed_chunk=False)
+        return RadixSpecScheduler(s.cost, tree, config, drafts, s.slo, s.give_up_after, host)
     return sglang_scheduler(s.cost, config, s.slo, s.give_up_after, host)
 
 
@@ -142,7 +148,7 @@ def sglang_pools(cost: CostModel) -> dict[str, Any]:
 # What each run does not read: the papers' engine has no token budget, chunking or prefix cache
 # (and paged memory no allocator); vLLM V1 and SGLang never swap (the swap prices and the engine's
 # watermark and preemption mode are not theirs), SGLang's slots are token-granular (no block
-# size), and the token budget, speculative decoding and images are vLLM's alone.
+# size), and the token budget and images are vLLM's alone.
 SWAP_PRICES = ("block_overhead_us", "host_link_gb_s", "swap_copies")
 V1_ONLY = ("full_prompt_check", "async_scheduling")
 # read by the modes that are `speculative`; the others refuse spec_tokens > 0
@@ -215,7 +221,6 @@ MODES: dict[str, Mode] = {
                 "token_budget",
                 *V1_ONLY,
                 *SWAP_PRICES,
-                *SPEC,
                 *IMAGES,
             ),
             cell="token",
@@ -227,6 +232,7 @@ MODES: dict[str, Mode] = {
             stepwise=True,
             color="#d62728",
             pool_figures=sglang_pools,
+            speculative=True,
             adapters=True,
         ),
     )

@@ -41,8 +41,8 @@ and each pays its own step overhead and all-reduce latencies (a forward of its o
 The step's time is the target's plus the passes'.
 
 Not modelled here: the drafters' input projections' compute (EAGLE's fc also in memory), the
-n-gram drafter (no lookahead slots), async scheduling, models whose layers are not all alike, and
-SGLang's speculative decoding.
+n-gram drafter (no lookahead slots), async scheduling, and models whose layers are not all alike.
+SGLang's speculative decoding is radix_spec.py's, on `Verifying`.
 """
 
 from __future__ import annotations
