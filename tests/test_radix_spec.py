@@ -158,3 +158,18 @@ def test_a_fleet_of_sglang_replicas_runs_with_drafts():
     assert [r["router"] for r in on["routers"]] == [r["router"] for r in off["routers"]]
     for with_drafts, without in zip(on["routers"], off["routers"]):
         assert with_drafts["tpot_s"]["p50"] < without["tpot_s"]["p50"]
+
+
+def test_the_estimate_counts_sglangs_run_with_drafts():
+    """With drafts the estimate counts vLLM V1's run and SGLang's (the papers' engine is not run): two
+    runs' 300 requests, both runs' output tokens decoded step by step (as without drafts), and maps of
+    748 blocks and 11,969 token slots a frame, against three runs and 748 + 748 + 11,969 cells a frame
+    without drafts."""
+
+    def parts(lab: SchedulersLab) -> dict[str, float]:
+        return {unit.name: n for n, unit in lab.estimate().parts}
+
+    drafts, none = parts(SchedulersLab(spec_tokens=3)), parts(SchedulersLab())
+    assert (drafts["requests through the papers' engine"], none["requests through the papers' engine"]) == (600, 900)
+    assert drafts["tokens decoded step by step"] == none["tokens decoded step by step"]  # vLLM V1's and SGLang's
+    assert drafts["memory-map cells drawn"] * (748 + 748 + 11_969) == none["memory-map cells drawn"] * (748 + 11_969)
