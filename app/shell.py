@@ -23,6 +23,7 @@ from app.pages import Page, pages
 from app.route import Route
 from app.router import Router
 from app.site import resources
+from app.site.screen import Screen
 from kvweb.lab import LABS
 from kvweb.query import DEFAULT_LAB, to_query
 
@@ -33,6 +34,7 @@ class Shell:
     def __init__(self) -> None:
         style.install()  # phones, wrapping, CJK fonts, viewport (app/style.py)
         resources.install()  # only the extensions used, and the DataTable guard (app/site/resources.py)
+        self.screen = Screen()  # before any table: each lays out for the page's width (app/view.py)
         self.route: Route | None = None
         self.pages: dict[str, Page] = {}  # made in the session's language
         self.router = Router(self.draw, POPPED)
@@ -42,7 +44,7 @@ class Shell:
         self.frame = Frame(
             self.labs.sidebar,
             self.labs.main,
-            pn.Column(self.router.history.layout, self.labs.kept.traces.layout, visible=False),
+            pn.Column(self.router.history.layout, self.labs.kept.traces.layout, self.screen.box, visible=False),
             PICKED,
         )
         self.frame.nav.param.watch(self._on_nav, "value")

@@ -32,6 +32,7 @@ from panel.reactive import ReactiveHTML
 
 from app.i18n import columns as text_width, tr
 from app.redraw import one_message
+from app.site.screen import screen
 from app.text import LiveText
 from kvweb.gpu.explain import Explanation
 from kvweb.lab import Lab
@@ -227,18 +228,20 @@ ROW_PX = 26  # a table row
 LINE_PX = 17  # one line of a row label that wraps
 MAX_ROWS = 16  # more rows scroll inside the table
 PHONE_PX = 370  # a table wider than this scrolls sideways on a phone (390 px), its first column fixed
-LABEL_PX = (140, 240)  # there, a first column of row labels is at most as wide as the phone leaves beside
+LABEL_WIDE_PX = 480  # on a wider page, a first column of row labels at most this wide: one line each
+LABEL_PX = (140, 240)  # on a phone, a first column of row labels is at most as wide as the phone leaves beside
 # one column of figures, within these bounds: a longer label wraps
 HEADER_LINE_PX = 16  # one line of a column's title (BokehJS's header: 16 px lines, 8 px padding)
 
 
-def table_css(header_lines: int) -> str:
-    """A first column of labels wraps (rows as tall as its longest label: `wrapped_lines`), and the
-    titles wrap on `header_lines` lines; figures never wrap."""
+def table_css(header_lines: int, label_lines: int) -> str:
+    """A first column of labels on `label_lines` lines wraps (rows as tall as its longest label:
+    `wrapped_lines`), and the titles wrap on `header_lines` lines; figures never wrap, nor labels
+    laid out on one line (a font wider than `CHAR_PX` then cuts a label's end, never its second line)."""
+    wrap = f"white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; padding-top: 4px;"
+    labels = f".slick-cell.l0 {{ {wrap} }}\n" if label_lines > 1 else ""
     return (
-        f".slick-cell.l0 {{ white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; "
-        "padding-top: 4px; }\n"
-        f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
+        labels + f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
         f"height: {HEADER_LINE_PX * header_lines}px; }}\n"
     )
 
@@ -297,6 +300,20 @@ def phone_widths(widths: list[int]) -> list[int]:
     return [min(widths[0], max(low, min(high, PHONE_PX - max(widths[1:])))), *widths[1:]]
 
 
+def wide_widths(header: list[str], labels: list[str], widths: list[int]) -> list[int]:
+    """A table of row labels on a page wider than a phone's: its label column as wide as its
+    longest label, up to `LABEL_WIDE_PX` (beyond the other columns' bound), so each label
+    takes one line. Other columns keep `widths`."""
+    return [*fit_widths(header[:1], [labels], LABEL_WIDE_PX), *widths[1:]]
+
+
+def fixed_columns(widths: list[int]) -> int | None:
+    """A table too wide for a phone keeps its first column in view while the others scroll
+    sideways (`frozen_columns`): the row's labels, or the figure that names the row (a rate, k, a
+    step). A table of one column has nothing beside it to scroll."""
+    return 1 if len(widths) > 1 and sum(widths) > PHONE_PX else None
+
+
 def text_table(header: list[str], rows: list[list[Any]]) -> tuple[dict[str, list[str]], list[int]]:
     """A table's cells as DataTable columns `c0, c1, ...` of text (numbers formatted by the
     caller, so the cells read as the library's figures), and the columns' widths."""
@@ -312,23 +329,24 @@ def is_figure(cells: list[str]) -> bool:
 class TextTable:
     """A table of text, a Bokeh DataTable: `show(header, rows)` replaces its header and cells.
 
-    Each column is as wide as its text (Chinese included). A table too wide for a phone scrolls
-    sideways inside itself, never the page; when its first column holds row labels, that column
-    is narrowed, its labels wrap (`phone_widths`) and it stays fixed while the others scroll
-    (`frozen_columns`: two grids side by side on the page), so a phone shows each label beside
-    a column of figures. A column of figures is as narrow as its figures, its title wrapping
-    (`titled_widths`). Cells are text, never HTML. Columns of figures align right, the others
-    (labels, names) left.
+    Each column is as wide as its text (Chinese included), a row label on one line. A table too
+    wide for a phone scrolls sideways inside itself, never the page, its first column (row labels
+    or the figure naming the row) fixed while the others scroll (`fixed_columns`: two grids side
+    by side on the page). On a phone's page (app/site/screen.py) a first column of row labels is
+    also narrowed and its labels wrap (`phone_widths`), so each label shows beside a column of
+    figures; the table lays itself out again when the page crosses a phone's width. A column of
+    figures is as narrow as its figures, its title wrapping (`titled_widths`). Cells are text,
+    never HTML. Columns of figures align right, the others (labels, names) left.
 
-    A new header, alignment or a cell wider than its column gives the table new columns (a
-    re-render and a layout of the page); otherwise only the cells change, and the page repaints
-    the table alone (BokehJS 3.9 redraws the rows of new data with as many rows only through the
-    guard in app/site/resources.py: bokeh#15328)."""
+    A new header, alignment, page width or a cell wider than its column gives the table new
+    columns (a re-render and a layout of the page); otherwise only the cells change, and the page
+    repaints the table alone (BokehJS 3.9 redraws the rows of new data with as many rows only
+    through the guard in app/site/resources.py: bokeh#15328)."""
 
     def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
         self.max_rows = max_rows  # more rows scroll inside the table
         self.source = ColumnDataSource({}, name=name)
-        self.style = InlineStyleSheet(css=table_css(1))
+        self.style = InlineStyleSheet(css=table_css(1, 1))
         self.table = DataTable(
             source=self.source,
             columns=[],
@@ -343,18 +361,33 @@ class TextTable:
             stylesheets=[self.style],
         )
         self.pane = pn.pane.Bokeh(self.table, sizing_mode="stretch_width")
+        self.shown: tuple[list[str], dict[str, list[str]], list[int]] | None = None  # header, cells, widths
+        self.narrow = False  # laid out for a phone's page
+        self.screen = screen()
+        if self.screen is not None:
+            self.screen.tables.add(self)
 
     def show(self, header: list[str], rows: list[list[Any]]) -> None:
         data, widths = text_table(header, rows)
+        self.source.data = data
+        self.shown = (header, data, widths)
+        self.relayout()
+
+    def relayout(self) -> None:
+        """Lay the cells shown out for the page's width: the columns' widths, the rows' height."""
+        if self.shown is None:
+            return
+        header, data, widths = self.shown
+        narrow = self.screen is not None and self.screen.narrow
         align = [StringFormatter(text_align="right" if is_figure(cells) else "left") for cells in data.values()]
         labels = bool(align) and align[0].text_align == "left"  # a first column of row labels
         widths = titled_widths(header, data, widths, [f.text_align == "right" for f in align])
         if labels:
-            widths = phone_widths(widths)
-        self.source.data = data
+            widths = phone_widths(widths) if narrow else wide_widths(header, data["c0"], widths)
         columns = self.table.columns
         if (
             [c.title for c in columns] != header
+            or narrow != self.narrow
             or any(c.width < w for c, w in zip(columns, widths))
             or [c.formatter.text_align for c in columns] != [f.text_align for f in align]
         ):
@@ -362,20 +395,18 @@ class TextTable:
                 TableColumn(field=f"c{i}", title=title, width=w, formatter=f, sortable=False)
                 for i, (title, w, f) in enumerate(zip(header, widths, align))
             ]
+        self.narrow = narrow
         widths = [c.width for c in self.table.columns]
         lines = max((wrapped_lines(t, widths[0]) for t in data["c0"]), default=1) if labels else 1
         titles = max((wrapped_lines(t, w) for t, w in zip(header, widths)), default=1)
-        self.style.css = table_css(titles)
+        self.style.css = table_css(titles, lines)
         row = ROW_PX if lines == 1 else lines * LINE_PX + 8
-        wide = sum(widths) > PHONE_PX  # a phone scrolls it sideways, its row labels fixed
+        wide = sum(widths) > PHONE_PX  # a phone scrolls it sideways, its first column fixed
+        rows = len(data["c0"]) if data else 0
         self.table.update(
             row_height=row,
-            frozen_columns=1 if wide and labels and len(widths) > 1 else None,
-            height=ROW_PX
-            + HEADER_LINE_PX * (titles - 1)
-            + row * min(len(rows), self.max_rows)
-            + 8
-            + (18 if wide else 0),
+            frozen_columns=fixed_columns(widths),
+            height=ROW_PX + HEADER_LINE_PX * (titles - 1) + row * min(rows, self.max_rows) + 8 + (18 if wide else 0),
         )
 
     def select(self, row: int) -> None:

@@ -1,10 +1,11 @@
 """Phones and narrow windows (app/style.py): at 390x844 no page is wider than the screen (the
-tour, the labs below, the exercises, the report; a wide results table scrolls inside itself),
-the page declares its viewport, and a lab's controls stack above its figures; at 1440x900 the
-widest lab (fsm) fits too."""
+tour, the labs below, the exercises, the report; a wide results table scrolls inside itself,
+its first column fixed), the page declares its viewport, and a lab's controls stack above its
+figures; at 1440x900 the widest lab (fsm) fits too, and the results tables' row labels take one
+line each (app/view.py `TextTable`, app/site/screen.py)."""
 
 import pytest
-from conftest import plain_text, wait_ready
+from conftest import plain_text, wait_ready, wait_until
 
 PHONE = {"width": 390, "height": 844}
 PAGES = [
@@ -132,14 +133,66 @@ CELLS = """(css) => {
 }"""
 
 
+# The width of a table's first column as drawn.
+FIRST_WIDTH = """(css) => {
+    const find = (root) => root.querySelector('.' + css) ??
+        [...root.querySelectorAll('*')].map(el => el.shadowRoot && find(el.shadowRoot)).find(Boolean);
+    return find(document).shadowRoot.querySelector('.slick-cell.l0')?.offsetWidth ?? 0;
+}"""
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_no_table_cell_is_cut_on_a_phone(phone, served_app, lang):
     """The schedulers' table on a phone: every cell's text fits its cell (long labels wrap), each
     row label beside its first figure on the screen; the table scrolls sideways inside its own
-    box, its row labels fixed (app/view.py `TextTable`)."""
+    box, its row labels fixed (app/view.py `TextTable`). The page says it is a phone's once it has
+    rendered (app/site/screen.py): the label column then narrows to at most 240 px."""
     phone.goto(f"{served_app}?lab=schedulers&requests=60&lang={lang}")
     wait_ready(phone, timeout=90_000)
     phone.locator(".kv-schedulers-table .slick-cell").first.wait_for()
+    assert wait_until(lambda: 0 < phone.evaluate(FIRST_WIDTH, "kv-schedulers-table") <= 240, timeout_s=30)
     shown = phone.evaluate(CELLS, "kv-schedulers-table")
     assert shown["rows"] >= 15 and shown["cut"] == [], shown
     assert shown["side"] and shown["fixed"] and shown["end"], shown
+
+
+def test_a_first_column_of_figures_stays_fixed_on_a_phone(phone, served_app):
+    """The block-size sweep's table: its first column (the block size, which names the row) stays
+    where it is while the table's box is scrolled sideways to its last column; no cell is cut."""
+    phone.goto(f"{served_app}?lab=sweep&requests=40")
+    wait_ready(phone, timeout=90_000)
+    phone.locator(".kv-sweep-table .slick-cell").first.wait_for()
+    shown = phone.evaluate(CELLS, "kv-sweep-table")
+    assert shown["rows"] >= 5 and shown["cut"] == [], shown
+    assert shown["side"] and shown["fixed"] and shown["end"], shown
+
+
+# Per table row: its height, and for its first cell whether its text fits and in how many lines
+# (its text's boxes whose tops differ by more than 8 px: a line's Latin and CJK boxes differ by less).
+ROWS = """(css) => {
+    const find = (root) => root.querySelector('.' + css) ??
+        [...root.querySelectorAll('*')].map(el => el.shadowRoot && find(el.shadowRoot)).find(Boolean);
+    const grid = find(document).shadowRoot;
+    return [...grid.querySelectorAll('.slick-cell.l0')].map(c => {
+        const range = document.createRange();
+        range.selectNodeContents(c);
+        const tops = [...range.getClientRects()].map(r => r.top).sort((a, b) => a - b);
+        const lines = tops.filter((top, i) => i === 0 || top > tops[i - 1] + 8).length;  // Latin and CJK
+        return [c.innerText, c.parentElement.offsetHeight, lines, c.scrollWidth <= c.clientWidth + 1];
+    });
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_row_labels_take_one_line_on_a_wide_page(page, served_app, lang):
+    """At 1440x900 the schedulers', engine's and fleet's tables show each row label whole on one
+    line, every row one line high (26 px: app/view.py `ROW_PX`)."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    ready = "ready" if lang == "en" else "就绪"
+    for lab, css in [("schedulers", "kv-schedulers-table"), ("engine", "kv-engine-table"), ("fleet", "kv-fleet-table")]:
+        page.goto(f"{served_app}?lab={lab}&requests=60&lang={lang}")
+        plain_text(page, "kv-status").filter(has_text=ready).wait_for(timeout=90_000)
+        page.locator(f".{css} .slick-cell").first.wait_for()
+        rows = page.evaluate(ROWS, css)
+        assert len(rows) >= 3, (lab, rows)
+        assert [r for r in rows if r[1:] != [26, 1, True]] == [], (lab, rows)

@@ -135,8 +135,10 @@ async function render(msg) {
   jsdoc.on_change(send_change.bind(null, jsdoc), false);
   // Back and Forward from the first load on (after a reload too): run the history box's
   // callback once (app/site/history.py), which adds the popstate listener; the URL is already shown.
+  // The screen box's (app/site/screen.py) tells Python whether the page is a phone's.
   for (const model of jsdoc.all_models) {
-    if ((model.css_classes ?? []).includes("kv-history")) model.properties.value.change.emit();
+    const classes = model.css_classes ?? [];
+    if (classes.includes("kv-history") || classes.includes("kv-screen")) model.properties.value.change.emit();
   }
   pyodideWorker.postMessage({ type: "rendered" });
   pyodideWorker.postMessage({ type: "location", location: JSON.stringify(window.location) });

@@ -11,7 +11,20 @@ if sys.platform == "emscripten":
 
 import kvweb.labs  # noqa: E402, F401
 from app import i18n  # noqa: E402
-from app.view import CELL_PAD_PX, CHAR_PX, fit_widths, is_figure, text_table  # noqa: E402
+from app.site.screen import Screen  # noqa: E402
+from app.view import (  # noqa: E402
+    CELL_PAD_PX,
+    CHAR_PX,
+    LABEL_WIDE_PX,
+    ROW_PX,
+    TextTable,
+    fit_widths,
+    fixed_columns,
+    is_figure,
+    table_css,
+    text_table,
+    wide_widths,
+)
 from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: E402
 from app.views.engine_sweeps import RecoveryView, SweepView  # noqa: E402
 from app.views.fragmentation import FragmentationView  # noqa: E402
@@ -52,6 +65,60 @@ def test_a_column_is_as_wide_as_its_widest_text_chinese_counted_twice():
 def test_figures_align_right_and_words_left():
     assert is_figure(["1", "12.5 %", "-3", ".5", "", "1.197e+04", "13.3 ms / 43.4 ms"])
     assert not is_figure(["16", "recompute"]) and not is_figure(["True"]) and not is_figure([])
+
+
+def test_a_label_column_on_a_wide_page_fits_its_longest_label_up_to_its_bound():
+    assert wide_widths(["", "a"], ["ab", "abcd"], [50, 60]) == [CELL_PAD_PX + round(CHAR_PX * 4), 60]
+    assert wide_widths(["", "a"], ["吞吐量"], [50, 60]) == [CELL_PAD_PX + round(CHAR_PX * 6), 60]
+    # 360 px bounds other columns; a label goes beyond it, up to LABEL_WIDE_PX
+    assert wide_widths(["", "a"], ["x" * 55], [360, 60]) == [CELL_PAD_PX + round(CHAR_PX * 55), 60] == [399, 60]
+    assert wide_widths(["", "a"], ["x" * 80], [360, 60]) == [LABEL_WIDE_PX, 60]
+
+
+def test_a_table_wider_than_a_phone_keeps_its_first_column_in_view():
+    assert fixed_columns([100, 100, 100, 100]) == 1  # 400 px > 370 px
+    assert fixed_columns([60, 300]) is None  # 360 px fits
+    assert fixed_columns([500]) is None  # nothing beside it scrolls
+
+
+def test_labels_wrap_only_when_laid_out_on_several_lines():
+    assert ".slick-cell.l0" not in table_css(1, 1) and "height: 16px" in table_css(1, 1)
+    assert "white-space: normal; overflow-wrap: anywhere" in table_css(2, 2).split(".slick-header")[0]
+    assert "height: 32px" in table_css(2, 1)
+
+
+LABEL = "requests/s: arrived / served (whole run)"  # 40 columns: 14 + 7 * 40 = 294 px
+
+
+def test_a_table_of_row_labels_takes_one_line_a_row_on_a_wide_page_and_wraps_them_on_a_phone():
+    """The page's width comes from its screen box (app/site/screen.py): "wide" at first, then what
+    the page says; the table lays itself out again. Figures: 11 columns, 14 + 77 = 91 px each."""
+    screen = Screen()
+    table = TextTable("t", "kv-t")
+    table.screen = screen
+    screen.tables.add(table)
+    table.show(["", "a", "b", "c"], [[LABEL, "0.73 / 0.70", "0.73 / 0.71", "0.73 / 0.71"]] * 3)
+    assert [c.width for c in table.table.columns] == [294, 91, 91, 91]
+    assert table.table.row_height == ROW_PX == 26 and table.table.frozen_columns == 1
+    assert table.table.height == 26 + 3 * 26 + 8 + 18  # header, rows, border, sideways scroll bar
+    screen.box.value = "narrow"
+    # the label column: what 370 px leave beside the widest figures (279), within 140-240 px; the
+    # label then wraps after "served" (29 columns a line: a tenth of 226 px kept spare)
+    assert [c.width for c in table.table.columns] == [240, 91, 91, 91]
+    assert table.table.row_height == 2 * 17 + 8 and table.table.frozen_columns == 1
+    assert "white-space: normal" in table.style.css
+    screen.box.value = "wide"  # a phone turned, a window widened
+    assert [c.width for c in table.table.columns] == [294, 91, 91, 91] and table.table.row_height == 26
+
+
+def test_a_first_column_of_figures_naming_the_row_stays_in_view_on_a_phone():
+    table = TextTable("t", "kv-t")
+    header = ["rate", "throughput (tokens/s)", "SLO attainment", "mean batch", "KV / occupied", "preemptions"]
+    table.show(header, [["2", "249", "100.0 %", "5.9", "99.9 %", "0"], ["4", "498", "99.0 %", "9.1", "100.0 %", "3"]])
+    widths = [c.width for c in table.table.columns]
+    assert sum(widths) > 370 and table.table.frozen_columns == 1 and table.table.row_height == 26, widths
+    table.show(["rate", "throughput"], [["2", "249"]])  # fits a phone: one grid
+    assert table.table.frozen_columns is None
 
 
 def test_the_sweep_table_holds_the_sweeps_figures():

@@ -4,6 +4,7 @@ link to the page and Panel's conversion into a static page.
 - `location`: the browser's URL as raw text (Panel's own Location parses it and breaks on
   hostile values), put in place before the app runs.
 - `history`: Back and Forward, which Panel's Location leaves alone.
+- `screen`: whether the page is a phone's, for the results tables' layout.
 - `link`: the worker's link to the page (one message per redraw, app/redraw.py).
 - `convert`: Panel's conversion with kvweb's worker and page scripts (static/).
 - `resources`: what the served page loads besides the document (no unused Panel extension;
