@@ -110,6 +110,9 @@ def test_a_draft_models_blocks_are_hashed_without_the_next_token():
         s.run(requests)
         hits.append((s.lookahead_hashes, s.hit_tokens))
     assert hits == [(True, 16), (False, 32)]
+    # MTP schedules as EAGLE (vLLM 0.33: use_eagle, num_hash_lookahead_tokens 1, no drafting slot)
+    mtp = SpecV1Scheduler(DEEPSEEK_8_H200, V1Config(512, prefix_caching=True), Drafts(2, (0.5, 0.5), 0, "mtp"))
+    assert (mtp.lookahead, mtp.lookahead_hashes, mtp.draft_slots) == (2, True, 0)
 
 
 @pytest.mark.parametrize(
