@@ -144,13 +144,25 @@ def sequence_figures(run) -> tuple:
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 1000), max_loras=st.integers(1, 3), loras=st.integers(2, 6), mixed=st.booleans())
-def test_a_round_that_would_skip_everyone_again_is_not_run_and_nothing_changes(seed, max_loras, loras, mixed):
-    """`passed_over`: the same runs, step for step, as with every round run (chat sessions sharing
-    system prompts, so the skipped rounds' matches stamp the tree), on a pool small enough to evict."""
+@given(
+    seed=st.integers(0, 1000),
+    max_loras=st.integers(1, 3),
+    loras=st.integers(2, 6),
+    mixed=st.booleans(),
+    chunk=st.sampled_from((8192, 64)),
+)
+def test_the_shortcuts_over_skipped_requests_change_nothing(seed, max_loras, loras, mixed, chunk):
+    """`passed_over` (a round that would skip everyone again is not run, its decode steps quiet) and
+    `_tried` (with the batch's adapters at max_loras_per_batch only their requests are tried, the
+    skipped counted from the places): the same runs, step for step, and the same requests skipped at
+    every step, as with every round run over the whole queue (chat sessions sharing system prompts,
+    so the skipped rounds' matches stamp the tree), on a pool small enough to evict, in chunks small
+    enough that the budget stops rounds."""
     reqs = with_adapters(multi_turn_traffic(40, 8.0, seed, 4, 200, 50, 64, 1.0), loras, seed)
-    memo, every = lora_sglang(max_loras, 3000, mixed_chunk=mixed), lora_sglang(max_loras, 3000, mixed_chunk=mixed)
+    config = {"mixed_chunk": mixed, "chunk_size": chunk}
+    memo, every = lora_sglang(max_loras, 3000, **config), lora_sglang(max_loras, 3000, **config)
     every._queue_state = object  # never the same: every round runs
+    every._tried = enumerate  # over every waiting request
     a, b = memo.run(reqs), every.run(reqs)
     assert sequence_figures(a) == sequence_figures(b)
     assert memo.adapters.loads == every.adapters.loads and memo.adapters.changes == every.adapters.changes

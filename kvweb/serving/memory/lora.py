@@ -220,7 +220,11 @@ class BatchSlots(AdapterSlots):
         self.marked: frozenset[int] = frozenset({0})  # the last batch's adapters (quiet decode batches repeat it)
 
     def admits(self, adapter: int) -> bool:
-        return adapter in self.users or len(self.users) < self.config.max_loras
+        return adapter in self.users or not self.full()
+
+    def full(self) -> bool:
+        """Whether the running and chunked requests use max_loras_per_batch adapters: only theirs are admitted."""
+        return len(self.users) >= self.config.max_loras
 
     def join(self, adapter: int) -> float:
         self.users[adapter] = self.users.get(adapter, 0) + 1

@@ -306,15 +306,17 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 offset += n + PAGE_OVERHEAD
             rem_input, rem_chunk = rem_input - n, rem_chunk - n
             can_run.append((seq, n))
-        skipped = 0  # requests whose adapter the batch has no room for: they stay in their place
-        for seq in self._ordered():
+        ordered = self._ordered()
+        stop, taken, after = len(ordered), 0, 0  # where the round stops, the requests admitted, past the last
+        for at, seq in self._tried(ordered):
             if rem_input <= 0 or rem_chunk <= 0:
+                stop = after
                 break  # OTHER: a prefill budget is spent
             if self.adapters and not self.adapters.admits(seq.req.adapter):
-                skipped += 1
-                continue
+                continue  # skipped: it stays in its place
             if running + len(can_run) >= self.max_seqs:
                 self.batch_is_full = True
+                stop = at
                 break
             total = seq.tokens_to_compute
             match = self._match(seq, total)
@@ -325,12 +327,14 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
             need = n + PAGE_OVERHEAD + min(seq.req.output - seq.gen0, CLIP_MAX_NEW_TOKENS)
             if need >= self._rem_total(offset):  # NO_TOKEN: full unless nothing would run
                 self.batch_is_full = bool(can_run) or running > 0
+                stop = at
                 break
             if match:
                 self.tree.lock(match.node)
                 if need >= self._rem_total(offset):  # locking made its prefix unevictable
                     self.tree.unlock(match.node)
                     self.batch_is_full = bool(can_run) or running > 0
+                    stop = at
                     break
             more = 0
             if self.tier is not None and match is not self.no_match:
@@ -356,11 +360,16 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
                 self.host_hit_tokens += more
                 self.tier.hit(self.now, self.host_hit_tokens, self.prompt_tokens)
             can_run.append((seq, n))
+            taken, after = taken + 1, at + 1
             if self._rem_total(offset) <= 0:
                 self.batch_is_full = True
+                stop = after
                 break
+        else:
+            if rem_input <= 0 or rem_chunk <= 0:
+                stop = after  # (requests left out by `_tried` after the last admitted one: never reached)
         self.matches.clear()
-        self.skipped = skipped
+        self.skipped = skipped = stop - taken  # the requests before the stop not admitted were skipped
         self.passed_over = self._queue_state() if self.adapters and skipped == len(self.waiting) > 0 else None
         for seq, n in can_run:  # slots last, once every admitted prefix is locked against eviction
             self._take(seq, n)
@@ -400,6 +409,15 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
         waited = self.adapters.fetch(batch)
         self.adapters.note(self.now, self.skipped)
         return waited
+
+    def _tried(self, ordered: list[Seq]) -> list[tuple[int, Seq]] | enumerate[Seq]:
+        """The waiting requests in order with their places: with as many adapters running as
+        max_loras_per_batch, only those of the batch's adapters (no admission adds one, so every
+        other would be skipped); `_prefill_batch` counts the skipped from the places."""
+        if self.adapters is None or not self.adapters.full():
+            return enumerate(ordered)
+        users = self.adapters.users
+        return [(at, seq) for at, seq in enumerate(ordered) if seq.req.adapter in users]
 
     def _skips_all(self) -> bool:
         """Whether a prefill round would skip every waiting request for its adapter, as the last one
