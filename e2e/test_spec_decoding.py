@@ -5,7 +5,7 @@ not model it, the table gives the tokens kept a step and the capacity held ahead
 blocks held ahead for lookahead in their own colour, at the step the library's trace says, while
 SGLang's step line says how many draft and verify slots its last step took and freed."""
 
-from conftest import plain_text, table_header, table_rows, wait_ready
+from conftest import plain_text, table_header, table_rows, wait_ready, wait_until
 
 from app.views.schedulers import LOOKAHEAD, STATES
 from kvweb.labs.schedulers import SchedulersLab
@@ -100,4 +100,9 @@ def test_a_draft_model_in_the_url_is_named_with_the_blocks_it_leaves(page, serve
         f"{v1['spec']['kv_blocks']:,} blocks instead of {result['kv_blocks']:,}" in line
     )
     assert v1["spec"]["kv_blocks"] < 0.7 * result["kv_blocks"]
+    box = page.locator(".kv-param-drafter select").first
+    assert box.is_enabled() and box.input_value() == "llama-3.1-8b"
+    page.goto(f"{served_app}?lab=schedulers&drafter=mtp")  # no drafts: the drafter is not read
+    wait_ready(page)
+    assert wait_until(lambda: page.locator(".kv-param-drafter select").first.is_disabled())
     assert guard.errors == []
