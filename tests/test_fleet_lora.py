@@ -18,6 +18,7 @@ from kvweb.labs.fleet import FleetLab
 from kvweb.labs.plan import PlanLab, adapter_batch
 from kvweb.serving.load.workload import Request, poisson_workload, with_adapters
 from test_lora import lora_v1
+from test_radix_lora import lora_sglang
 
 # adapters 1, 1, 2, 2, 1, 1, 2, 2, one request a second (each finished before the next arrives)
 PATTERN = [1, 1, 2, 2, 1, 1, 2, 2]
@@ -112,6 +113,17 @@ def test_without_adapters_lora_affinity_is_the_queue() -> None:
             return self.n
 
     assert router.route(Request(0, 0.0, 8, 1), [Queued(3), Queued(1), Queued(2)]) == 1 and router.reason == "queue"
+
+
+def test_sglang_replicas_load_as_vllm_ones_on_the_same_pattern() -> None:
+    """The same pattern on SGLang replicas of max_loras_per_batch 1. Each one slot starts with the
+    base model, no adapter to evict, which the router reads as a free slot (0.9): lora-affinity sends
+    the requests of adapter 2 to replica 1, 1 + 1 loads (the base model's zeros cost none); round
+    robin 4 + 4, as vLLM's; the figures list adapters only."""
+    for router, expected, held in (("round-robin", [4, 4], [[2], [2]]), ("lora-affinity", [1, 1], [[1], [2]])):
+        fleet = serve(spaced(PATTERN), lambda: lora_sglang(1), 2, router)
+        assert fleet.adapters is not None
+        assert [a["loads"] for a in fleet.adapters] == expected and [a["in_slots"] for a in fleet.adapters] == held
 
 
 def test_the_fleet_lab_runs_adapters_on_vllm_v1_replicas() -> None:

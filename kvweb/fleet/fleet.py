@@ -87,14 +87,15 @@ class Replica:
             return None
         e = self.engine
         waiting = {s.req.adapter for s in e.waiting} | {r.adapter for r in e.arrivals.queued()}
-        return Adapters(frozenset(slots.resident), frozenset(slots.users), frozenset(waiting), slots.config.max_loras)
+        loaded = frozenset(slots.resident) - {0}  # (SGLang's base model holds a slot, and no adapter to evict)
+        return Adapters(loaded, frozenset(slots.users), frozenset(waiting), slots.config.max_loras)
 
     def adapter_figures(self) -> dict[str, Any] | None:
         """The adapters loaded over the host link and their seconds, and those in slots at the end."""
         slots = getattr(self.engine, "adapters", None)
         if slots is None:
             return None
-        return {"loads": slots.loads, "load_s": slots.load_s, "in_slots": sorted(slots.resident)}
+        return {"loads": slots.loads, "load_s": slots.load_s, "in_slots": sorted(a for a in slots.resident if a)}
 
     def hit_rate(self) -> float:
         e = self.engine
