@@ -519,6 +519,7 @@ UNREAD_CHANGES = {
     "host_tier_gb": 20.0,
     "spec_tokens": 2,
     "acceptance": "0.5",
+    "drafter": "llama-3-8b",
     "loras": 3,
     "max_loras": 2,
     "lora_rank": 32,
@@ -586,6 +587,7 @@ def test_requests_do_not_depend_on_what_the_workload_leaves_out(workload):
                 "model": "gpt-oss-20b",
                 "spec_tokens": 2,
                 "acceptance": "0.5",
+                "drafter": "llama-3-8b",
             }[name]
             assert requests(**{name: value}) == expected, name
     assert requests(tp=2, kv_precision="fp8", mem_util=0.7) == expected
