@@ -9,8 +9,8 @@
 - `schedulers/`: the schedulers on that loop, each with its quiet steps beside it: the papers'
   engine (`paper_scheduler`, `paper_quiet`: whole prefills, preemption by swap or recompute),
   vLLM V1 (`v1_scheduler`, `v1_quiet`, speculative decoding's memory side in `spec_decode`) and
-  SGLang (`radix_scheduler`, `radix_quiet`, and its pools for window and linear layers
-  `swa_scheduler`, `mamba_scheduler`).
+  SGLang (`radix_scheduler`, `radix_quiet`, speculative decoding's memory side in `radix_spec`, and its
+  pools for window and linear layers `swa_scheduler`, `mamba_scheduler`).
 - `memory/`: where the KV lives. `paged_memory` in blocks, `reserved_memory` in contiguous
   ranges of an `arena` placed `first_fit`, `buddy` or without holes (`ideal_arena`), chosen by name
   in `allocator`, and their `fragmentation`; vLLM's `prefix_caching` of full blocks, its KV cache
