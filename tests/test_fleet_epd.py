@@ -65,6 +65,21 @@ def test_one_image_through_encode_then_prefill_decode_by_hand() -> None:
     assert encode.figures()["embedding_transfer_s"]["p50"] == pytest.approx(EMBEDDING_LINK_S, rel=1e-12)
 
 
+def test_an_encode_replicas_image_is_loaded_taking_cache_room_but_no_budget() -> None:
+    """vLLM's `external_load_encoder_input`: a received image still needs the step's budget to hold
+    it (576 > 500: the chunk stops before it) and room in the cache (576 of 1,000 taken), but leaves
+    the budget whole for the next image (1,000 still) and counts no embedding computed."""
+    from kvweb.serving.memory.encoder_cache import EncoderCache
+
+    cache, image = EncoderCache(1000), Image(10, 576, 5)
+    cache.receive(image)
+    assert cache.schedule(0, (image,), 0, 700, 500, [], []) == (10, 500)  # cut just before the image
+    scheduled: list[Image] = []
+    assert cache.schedule(0, (image,), 0, 700, 1000, scheduled, []) == (700, 1000)
+    cache.commit(0, scheduled, [])
+    assert (cache.held, cache.computed) == (576, 0)
+
+
 def test_the_same_image_twice_to_one_encode_replica_is_computed_once() -> None:
     """Two requests of one image, 1 s apart: the second finds it in the encode replica's cache (no
     encoder time) and its embeddings are sent again; another image is computed again."""
@@ -198,8 +213,8 @@ def test_a_splits_later_chat_turn_counts_its_ttft_from_its_own_arrival() -> None
 
 def test_a_request_the_replicas_refuse_never_reaches_the_encode_pool() -> None:
     """A request longer than the model allows (576 + 1,600 + 100 tokens, scenario A allows 2,048) is
-    refused at the fleet, before the encode pool: with an encoder cache of one image its embeddings,
-    held for a request never run, would leave the next request's image no room (vLLM V1 stalled)."""
+    refused at the fleet, before the encode pool (as a split refuses it before its prefill pool): its
+    image is not encoded, and the next request's runs beside an encoder cache of one image."""
     lab = FleetLab(images=1, mode="vllm-v1", encoder_cache=576)
     too_long, fine = request(0, 5, text=1600, output=100), request(1, 6, arrival=1.0)
     encode = pool()

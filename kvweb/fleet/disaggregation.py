@@ -206,12 +206,12 @@ def serve_split(
 
     def prefill_only(request: Request, at: float | None = None) -> None:
         """Send `request` to the prefill pool for its first token (at its arrival, or at `at` with
-        its images' embeddings, which the replica chosen receives in its encoder cache)."""
+        its images' embeddings, which the replica chosen then loads: `EncoderCache.receive`)."""
         one = Request(request.id, request.arrival, request.prompt, 1, request.tokens, images=request.images)
         chosen = pre[chooser.route(one if at is None else one.arriving(at), pre)]
         chosen.sent += 1
         for image in request.images if at is not None else ():
-            chosen.engine.encoder.receive(image, request.id)
+            chosen.engine.encoder.receive(image)
         chosen.engine.submit(one, at)
 
     while True:

@@ -15,9 +15,10 @@ not computed again, and a step's images are held until the step ends. When a req
 are encoded their embeddings (image tokens x the model's hidden size x 2 B, bf16) leave over the
 encode replica's link (`SharedLink`: the transfers in flight share it); when the last byte is over
 (plus the latency) the request enters the prefill pool, or the co-located fleet, through its
-router, and the replica chosen finds the embeddings in its encoder cache
-(`EncoderCache.receive`): its own encoder computes them only if they found no room there. A
-request without images skips the pool. TTFT counts from the request's arrival at the fleet: it
+router, and the replica chosen loads the embeddings as vLLM's scheduler does from its ECConnector
+(`EncoderCache.receive`): when the request's chunk reaches the image they take room in its
+encoder cache like computed ones, but no encoder budget and no encoder time. A request without
+images skips the pool (one the replicas would refuse is refused before it). TTFT counts from the request's arrival at the fleet: it
 holds the encode queue, the encoding and the transfer.
 """
 
@@ -127,7 +128,7 @@ class EncodePool:
                 if r.cache.check(image, request.id, found):
                     continue
                 if r.cache.can_allocate(image, image.length, 0):
-                    r.cache.hold(image, request.id)  # else computed and sent, not kept
+                    r.cache.allocate(image, request.id)  # else computed and sent, not kept
                 lengths.append(image.length)
             r.cache.commit(request.id, [], found)
         seconds = encoder_seconds(self.cost, lengths)

@@ -230,7 +230,7 @@ def serve(
         chosen = fleet[decision.replica]
         chosen.sent += 1
         for image in request.images if at is not None else ():
-            chosen.engine.encoder.receive(image, request.id)
+            chosen.engine.encoder.receive(image)
         chosen.engine.submit(request, at)
         samples.append(
             (
@@ -270,7 +270,7 @@ def serve(
                 route(request)
                 continue
             why = why_refused(request, fleet[0].engine.max_len, fleet[0].engine.never_fits)  # as a replica would
-            if why:  # refused before the encode pool (its embeddings would be held for a request never run)
+            if why:  # refused before the encode pool, as a split refuses it before its prefill pool
                 rejected += arrivals.refused(request, why)
             else:
                 encode.submit(request)

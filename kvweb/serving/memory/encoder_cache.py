@@ -81,6 +81,7 @@ class EncoderCache:
         self.freeable: OrderedDict[int, None] = OrderedDict()  # unreferenced images, oldest first
         self.hits = 0  # images a scheduled request found cached that it did not reference yet
         self.computed = 0  # embeddings the encoder computed
+        self.remote: set[int] = set()  # mm hashes an encode replica sent (loaded, not computed)
         self.evicted = 0  # images evicted to make room
         self.cut = 0  # chunks cut short (or not scheduled) for want of encoder budget or cache room
         self.changes: list[tuple[float, int, int]] = [(0.0, 0, 0)]  # (time, embeddings held, hits)
@@ -128,24 +129,21 @@ class EncoderCache:
         self.hits += len(found)
 
     def allocate(self, image: Image, seq: int) -> None:
-        """The encoder computes `image` for `seq` in this step; its embeddings take their slots."""
-        self.hold(image, seq)
-        self.computed += image.length
-
-    def hold(self, image: Image, seq: int) -> None:
-        """`image`'s embeddings take their slots, referenced by `seq`."""
+        """The encoder computes `image` for `seq` in this step (or, sent by an encode replica, it is
+        loaded); its embeddings take their slots."""
         self.cached.setdefault(image.mm_hash, set()).add(seq)
         self.lengths[image.mm_hash] = image.length
         self.free -= image.length
         self.freeable_slots -= image.length
+        if image.mm_hash not in self.remote:
+            self.computed += image.length
 
-    def receive(self, image: Image, seq: int) -> None:
-        """`image`'s embeddings arrive for `seq` from an encode replica (vLLM's ECConnector loads
-        them into the encoder cache): already cached, `seq` references it; else they are held if
-        there is room (evicting unreferenced images), and if not the encoder computes them when
-        `seq` is scheduled."""
-        if not self.check(image, seq, []) and self.can_allocate(image, image.length, 0):
-            self.hold(image, seq)
+    def receive(self, image: Image) -> None:
+        """An encode replica sent `image`'s embeddings (E/P/D disaggregation, fleet/encode_pool.py):
+        vLLM's ECConnector holds them (`has_cache_item`), so a request scheduled over the image loads
+        them into the cache when it needs them, with room made as for a computed image, but takes no
+        encoder budget and no encoder time (`external_load_encoder_input`)."""
+        self.remote.add(image.mm_hash)
 
     def release(self, image: Image, seq: int) -> None:
         """`seq` no longer needs `image` (`free_encoder_input`): its last reference makes it freeable."""
@@ -185,7 +183,8 @@ class EncoderCache:
                 self.cut += 1
                 return max(image.offset - computed, 0), budget
             embeds += image.length
-            budget -= image.length
+            if image.mm_hash not in self.remote:  # an encode replica's embeddings take no encoder budget
+                budget -= image.length
             scheduled.append(image)
         return new, budget
 

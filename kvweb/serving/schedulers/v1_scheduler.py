@@ -414,12 +414,12 @@ class V1Scheduler(V1QuietSteps, ContinuousBatching):
         )
 
     def _encode(self, seq: Seq, images: list, found: list) -> list[int]:
-        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room),
-        the `found` ones are hits; their lengths. It releases the images it passes after the step
-        (`_after_encoding`)."""
+        """seq is scheduled: the encoder computes `images` for it (their embeddings take cache room;
+        those an encode replica sent are loaded instead), the `found` ones are hits; the lengths of
+        those computed. It releases the images it passes after the step (`_after_encoding`)."""
         self.encoder.commit(seq.id, images, found)
         self._encoded.append(seq)
-        return [image.length for image in images]
+        return [image.length for image in images if image.mm_hash not in self.encoder.remote]
 
     def _after_encoding(self) -> None:
         """After the step (vLLM's `update_from_output`): the requests that computed tokens release
