@@ -68,9 +68,7 @@ class Replica:
         return self.outstanding() - len(self.engine.running) - len(self.computing())
 
     def prefix_match(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
-        if images:  # only vLLM V1 replicas get images (the fleet lab refuses them elsewhere, and with drafts)
-            return self.engine.cached_prefix(tokens, adapter, images)
-        return self.engine.cached_prefix(tokens, adapter)
+        return self.engine.cached_prefix(tokens, adapter, images)
 
     def prefill_tokens(self) -> int:
         e = self.engine

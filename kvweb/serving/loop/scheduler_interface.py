@@ -8,11 +8,12 @@ each scheduler's module implements them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from kvweb.serving.loop.engine_trace import GroupMap
+from kvweb.serving.load.workload import Image
 from kvweb.serving.loop.sequence import LoopSeq, Seq
 
 
@@ -112,10 +113,11 @@ class SchedulerInterface:
         """Tokens of reusable KV nobody holds (freed, still found by the prefix cache)."""
         raise NotImplementedError
 
-    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
-        """How many leading tokens of `tokens`, under LoRA adapter `adapter` (0: the base model),
-        the prefix cache holds now, read-only (a router's probe: no LRU stamp, no split); none
-        without a prefix cache, as the papers' engine."""
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
+        """How many leading tokens of `tokens`, under LoRA adapter `adapter` (0: the base model), with
+        `images` in them (vLLM V1 keys their blocks by mm hash; no other mode takes images), the
+        prefix cache holds now, read-only (a router's probe: no LRU stamp, no split); none without a
+        prefix cache, as the papers' engine."""
         return 0
 
     def memory_map(self, step: int, max_cells: int) -> tuple[int, list[int], list[int]]:

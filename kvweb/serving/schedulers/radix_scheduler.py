@@ -49,6 +49,7 @@ pool's free size always subtracts it (as if allocated every step).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,6 +66,7 @@ from kvweb.serving.loop.metrics import SLO
 from kvweb.serving.schedulers.radix_quiet import RadixQuietSteps
 from kvweb.serving.loop.sequence import NO_SLOTS, Seq
 from kvweb.serving.loop.step_cost import chunk_work
+from kvweb.serving.load.workload import Image
 
 POLICIES = ("lpm", "fcfs")
 LPM_QUEUE_LIMIT = 128  # longer waiting queues are served FCFS (prefix matching gets too costly)
@@ -582,7 +584,7 @@ class RadixScheduler(RadixQuietSteps, ContinuousBatching):
     def cached(self) -> int:
         return self.tree.evictable_size
 
-    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
         if not self.config.radix_cache:
             return 0
         return self.tree.peek_length(radix_key(tokens, adapter) if self.adapters else tokens)

@@ -48,7 +48,7 @@ SGLang's speculative decoding is radix_spec.py's, on `Verifying`.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,7 @@ from kvweb.serving.loop.sequence import Seq
 from kvweb.serving.loop.step_cost import Coefficients, chunk_work, decode_coefficients
 from kvweb.serving.schedulers.drafters import Drafter, drafter_blocks, make_drafter
 from kvweb.serving.schedulers.v1_scheduler import V1Config, V1Scheduler
+from kvweb.serving.load.workload import Image
 
 MAX_SPEC_TOKENS = 16  # vLLM's EAGLE drafters propose a few tokens; more only slows the verify step
 
@@ -265,9 +266,9 @@ class SpecV1Scheduler(Verifying, V1Scheduler):
             cover_next_token(seq.hashes, tokens, self.bs)
         return seq.hashes
 
-    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0) -> int:
-        if not self.lookahead_hashes:
-            return super().cached_prefix(tokens, adapter)
+    def cached_prefix(self, tokens: np.ndarray, adapter: int = 0, images: Sequence[Image] = ()) -> int:
+        if not self.lookahead_hashes:  # (images and drafts together are not simulated)
+            return super().cached_prefix(tokens, adapter, images)
         tokens = np.asarray(tokens, dtype=np.int64)
         hashes: list[Hashable] = []
         for blocks in range(1, (len(tokens) - 1) // self.bs + 1):  # the last token is no block's next
