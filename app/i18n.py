@@ -225,6 +225,12 @@ _MESSAGES = [
         "is simulated with full or latent layers only (use eagle)",
     ),
     (
+        r"^drafter: (\S+) is not allowed on (.*); its (\S+) query heads do not split over (\S+) GPUs \(vLLM runs a draft "
+        r"model at the target's tensor parallelism; use eagle or a tp that divides them\)$",
+        "drafter: {0} is not allowed on {1}; its {2} query heads do not split over {3} GPUs (vLLM runs a draft model at "
+        "the target's tensor parallelism; use eagle or a tp that divides them)",
+    ),
+    (
         r"^drafter: (\S+) is not allowed on (.*); its weights \((\S+) GB a GPU\) leave no KV cache beside (\S+) \(use "
         r"eagle or more GPUs\)$",
         "drafter: {0} is not allowed on {1}; its weights ({2} GB a GPU) leave no KV cache beside {3} (use eagle or more "

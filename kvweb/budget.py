@@ -117,6 +117,10 @@ GROUP_STEPS = Unit("decode steps x vLLM V1's KV cache groups", 3.5e-6)
 # ... and with LoRA adapters waiting for one of `max_loras` slots the steps go through the scheduler's general step,
 # not the quiet ones (about 6 us each: a fleet of vLLM V1 replicas, 1,000 adapters, max_loras 1; docs/fleet.md)
 ADAPTER_STEPS = Unit("decode steps of batches the adapter slots allow", 6e-6)
+# ... and in the schedulers lab the steps adapters add to a vLLM V1 run, beyond those of the batches memory allows
+# (its tokens and requests counted apart): 4 us each, fitted to its runs with 1000 adapters and max_loras 1
+# (ShareGPT-like 2000 and 5000 requests at 20/s, long-context on scenario B; docs/today.md)
+SLOT_STEPS = Unit("decode steps the adapter slots add", 4e-6)
 # The planner prices every candidate of its grid by the roofline (and under cost_model=auto probes its pricing) before
 # it simulates the ones left: 0.62 ms each measured on a grid of 2,688 that the roofline pruned whole (5 Dec)
 PLAN_CANDIDATES = Unit("plan candidates priced", 6.5e-4)

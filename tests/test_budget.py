@@ -35,6 +35,7 @@ from kvweb.budget import (
     POOL_SLOTS,
     PROBED_BLOCKS,
     SLOT_SETUP,
+    SLOT_STEPS,
     STEP_TOKENS,
     V1_POOL_SETUP,
     Estimate,
@@ -49,6 +50,7 @@ from kvweb.parsing import make
 from kvweb.query import from_query
 from kvweb.labs.engine import frames_at_most
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
+from kvweb.serving.load.workload import with_adapters
 
 # Scenario B's fixed-length workload: 4096 + 4095 tokens a request, blocks of one token (issue 25: 63 s)
 HUGE_ENGINE = {
@@ -123,6 +125,19 @@ def test_schedulers_count_three_modes_and_their_searches():
     assert plain[STEP_TOKENS] == 2 * 10 * 28  # vLLM V1 and SGLang decode step by step
     searched = units(LABS["schedulers"](**base, search=True).estimate())
     assert searched[ENGINE_REQUESTS] == 3 * 10 + 3 * (SEARCH_DOUBLINGS + 6) * 10
+
+
+def test_schedulers_count_the_steps_adapter_slots_add():
+    """10 requests of 100 + 28 tokens, all in one batch (scenario A's 11,969 tokens hold 93 of them).
+    Two adapters, max_loras 1: each adapter's requests run together, in one output's 28 steps, one
+    adapter after the other: 56 steps where memory allows 28, so 28 added to each run with adapters
+    (vLLM V1's and SGLang's); max_loras 2: none."""
+    base = dict(workload="fixed", prompt_len=100, output_len=28, requests=10, block_size=16, loras=2)
+    lab = LABS["schedulers"](**base, max_loras=1)
+    assert {r.adapter for r in with_adapters(lab.requests_at(lab.rate), 2, lab.seed)} == {1, 2}
+    assert units(lab.estimate())[SLOT_STEPS] == 2 * (2 * 28 - 10 * 28 / 10)
+    assert SLOT_STEPS not in units(LABS["schedulers"](**base, max_loras=2).estimate())
+    assert SLOT_STEPS not in units(LABS["schedulers"](**{**base, "loras": 0}).estimate())
 
 
 def test_the_fleet_counts_a_fleet_run_per_router_and_per_split_and_the_single_engine():

@@ -14,6 +14,7 @@ import pytest
 
 import kvweb.labs  # noqa: F401
 from kvweb.gpu.cost import CostModel
+from kvweb.gpu.measured_cost import is_measured
 from kvweb.gpu.specs import GPUS, MODELS
 from kvweb.lab import ParamError
 from kvweb.labs.schedulers import SchedulersLab
@@ -152,6 +153,10 @@ def test_the_lab_names_its_drafter_and_refuses_one_with_one_line():
         r"cache beside llama-3.1-70b \(use eagle or more GPUs\)$",
     ):
         SchedulersLab(scenario="B", model="llama-3.1-70b", tp=2, spec_tokens=2, drafter="llama-3.1-8b").check()
+    heads = "^drafter: qwen2.5-7b is not allowed on 8 x H100-SXM; its 28 query heads do not split over 8 GPUs"
+    with pytest.raises(ParamError, match=heads):  # qwen2.5-72b's 64 do; at tp 4 the 7B's 28 split too
+        SchedulersLab(scenario="B", model="qwen2.5-72b", tp=8, spec_tokens=2, drafter="qwen2.5-7b").check()
+    SchedulersLab(scenario="B", model="qwen2.5-72b", tp=4, spec_tokens=2, drafter="qwen2.5-7b").check()
     runs = {d: lab_run(d)["modes"][0] for d in ("eagle", "llama-3.1-8b")}
     assert [(m["spec"]["drafter"], m["spec"]["kv_blocks"]) for m in runs.values()] == [
         ("eagle", 27_349),
@@ -160,6 +165,23 @@ def test_the_lab_names_its_drafter_and_refuses_one_with_one_line():
     # the same draws, the same tokens kept; a whole 8B model's passes cost each step more than one layer's
     assert runs["eagle"]["spec"]["kept"] == runs["llama-3.1-8b"]["spec"]["kept"]
     assert runs["eagle"]["tpot_s"]["p50"] < runs["llama-3.1-8b"]["tpot_s"]["p50"]
+
+
+def test_a_draft_model_without_measured_kernels_has_its_passes_priced_by_the_roofline():
+    """qwen2.5-7b at tp 4 (7 query heads and one KV head a GPU) has no measured attention table: its
+    passes are priced by the roofline on the same GPUs and assumptions, the target's by its kernels;
+    MXFP4 (experts only) is refused for a draft model without experts."""
+    lab = SchedulersLab(scenario="B", model="qwen2.5-72b", tp=4, spec_tokens=2, drafter="qwen2.5-7b")
+    lab.check()
+    cost = lab.scheduler_cost("vllm-v1")
+    passes = make_drafter("qwen2.5-7b", cost.model).cost(cost)
+    assert is_measured(cost) and type(passes) is CostModel
+    assert (passes.gpu, passes.tp, passes.mem_util, passes.model.name) == (cost.gpu, 4, cost.mem_util, "qwen2.5-7b")
+    mxfp4 = dict(scenario="B", model="qwen3-235b-a22b", tp=8, weight_precision="mxfp4", spec_tokens=2)
+    with pytest.raises(
+        ParamError, match="^weight_precision mxfp4 quantizes routed experts only .*; qwen3-32b has none"
+    ):
+        SchedulersLab(**mxfp4, drafter="qwen3-32b").check()
 
 
 @pytest.mark.skipif(sys.platform == "emscripten", reason="the app (Panel) is tested in CPython only")
@@ -187,6 +209,7 @@ def test_the_view_names_the_drafter_and_its_refusals_read_in_chinese():
             drafter="qwen3-next-80b-a3b",
         ),
         dict(scenario="B", model="llama-3.1-70b", tp=2, spec_tokens=2, drafter="llama-3.1-8b"),
+        dict(scenario="B", model="qwen2.5-72b", tp=8, spec_tokens=2, drafter="qwen2.5-7b"),
     ):
         with pytest.raises(ParamError) as error:
             SchedulersLab(**values).check()
@@ -208,6 +231,9 @@ def test_the_view_names_the_drafter_and_its_refusals_read_in_chinese():
     )
     assert zh[2].startswith(
         "drafter：qwen3-next-80b-a3b 不允许与模型 qwen3-235b-a22b 同用；qwen3-next-80b-a3b 的层混合了"
+    )
+    assert zh[4].startswith(
+        "drafter：qwen2.5-7b 不允许用在 8 x H100-SXM 上；它的 28 个查询头 (query head) 不能均分到 8 个 GPU 上"
     )
     assert zh[3] == (
         "drafter：llama-3.1-8b 不允许用在 2 x H100-SXM 上；它的权重（每个 GPU 8.0 GB）使 llama-3.1-70b 旁边没有 KV cache "

@@ -207,3 +207,27 @@ def test_the_exercise_answers_13_blocks_a_slot_and_max_loras_the_limit():
     assert v["kv_blocks_without"] - v["every_adapter"]["kv_blocks"] == 104
     assert v["every_adapter"]["loads"] == 8 < v["yours"]["loads"]
     assert v["yours"]["ttft_p50_s"] > 10 * v["every_adapter"]["ttft_p50_s"]
+
+
+def test_the_trace_says_which_adapter_each_slot_holds_at_each_step():
+    """max_loras 2, adapters 1 (4 tokens out), 2 (12) and 3 (4) at once, and 1 again (4) arriving in
+    step 7. Step 1: adapters 1 and 2 take slots 0 and 1, 3 is skipped (one waiting). Step 5 (1's
+    request left after step 4): 3 takes the slot of 1, the least recently used adapter no running
+    request uses. The second request of 1 arrives in step 7 and is skipped in step 8; 3's request
+    left after step 8, so in step 9 adapter 1 is loaded again into slot 0, where 3 was: 4 loads.
+    Sampled in the middle of each step (a step's admissions are noted at its start)."""
+    reqs = [
+        Request(0, 0.0, 20, 4, adapter=1),
+        Request(1, 0.0, 20, 12, adapter=2),
+        Request(2, 0.0, 20, 4, adapter=3),
+        Request(3, 0.15, 20, 4, adapter=1),
+    ]
+    s = lora_v1(2)
+    ends: list[float] = []
+    s.run(reqs, observer=lambda q, step: ends.append(q.now))
+    assert 0.15 < ends[6] and ends[5] < 0.15  # it arrives in step 7
+    middles = [(start + end) / 2 for start, end in zip([0.0, *ends[:-1]], ends)]
+    shown = s.adapters.figures(0, middles)
+    assert shown["slots"] == [[1, 2]] * 4 + [[3, 2]] * 4 + [[1, 2]] * 4
+    assert shown["skipped"] == [1] * 4 + [0, 0, 0, 1] + [0] * 4
+    assert shown["in_slots"] == [2] * 12 and s.adapters.loads == 4

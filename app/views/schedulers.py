@@ -15,8 +15,11 @@ decode step took and freed). For a model whose layers
 are not all alike a mode's KV cache groups get a map each
 (`GroupMap` in the trace): vLLM V1's one pool drawn once per group, another group's blocks grey,
 so a window group's blocks are seen freed as it slides while a full group's grow. With LoRA
-adapters (vLLM V1) a line gives the KV blocks left beside the adapters' slots, and the step's line
-the adapters in GPU slots and the requests waiting for a slot.
+adapters a line gives the KV left beside the adapters' slots, the step's line the adapters in GPU
+slots and the requests waiting for a slot, and a band under each mode's map its `max_loras` slots,
+each named by the adapter the trace has in it at the step (SGLang's base model takes one too). A
+mode not run gets a short title and its reason written in its empty map (a phone's narrow map cuts
+a long title).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Legend, LegendItem, Range1d, Span
+from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Label, Legend, LegendItem, Range1d, Span
 from bokeh.plotting import figure
 
 from app.i18n import tr
@@ -60,6 +63,12 @@ STATES = (
 )
 WHOLE_POOL = 4  # the states a map of the whole pool has (not OTHER, which only a group's map has)
 LOOKAHEAD = 5  # blocks held ahead of a request's KV: speculative decoding only
+MAP_HEIGHT = 320  # pixels of a mode's map (a mode not run: NOT_RUN_HEIGHT, its reason inside)
+NOT_RUN_HEIGHT = 110
+MAP_WIDTH = 300  # pixels a map takes at least: narrower pages put the maps one under another
+SLOTS_A_ROW = 4  # LoRA adapter slots side by side under a map, each wide enough for its adapter's name
+SLOT_COLORS = ("#f2b8d8", "#c5b0d5", "#ffd8a8", "#b7dfe8", "#dbdb8d", "#c7e9c0", "#fdd0a2", "#d9d9d9")  # by adapter
+LOADED = "#d62728"  # the outline of a slot whose adapter was loaded since the frame before
 
 
 def state_codes(owners: np.ndarray) -> np.ndarray:
@@ -460,13 +469,63 @@ def cell_figure(cells: Cells, **kwargs: Any) -> tuple[Any, Any]:
     return fig, held
 
 
+def adapter_name(adapter: int) -> str:
+    """A LoRA adapter as a person reads it (vLLM's `LoRARequest` name in the recorded runs), an empty
+    slot (0), or SGLang's base model (-1), which takes a slot of its own."""
+    return f"lora-{adapter}" if adapter > 0 else tr("base model") if adapter else tr("empty")
+
+
+def slots_heading(lora: dict[str, Any], block_size: int) -> str:
+    """The adapter slots' band's heading: how many, their bytes and the tokens of KV as many bytes hold
+    (and in blocks of `block_size`; 0: a pool of token slots)."""
+    tokens = f"{lora['slot_kv_tokens']:,.0f}"
+    if not block_size:
+        return tr("LoRA adapter slots: {0} x {1} MB, each the KV of {2} tokens").format(
+            lora["max_loras"], f"{lora['slot_bytes'] / 1e6:,.1f}", tokens
+        )
+    return tr("LoRA adapter slots: {0} x {1} MB, each the KV of {2} tokens ({3} blocks)").format(
+        lora["max_loras"], f"{lora['slot_bytes'] / 1e6:,.1f}", tokens, f"{lora['slot_kv_tokens'] / block_size:,.3g}"
+    )
+
+
+def wrapped(text: str, width: int = 30) -> str:
+    """`text` in lines of at most `width` columns (a CJK character takes two), broken after a space
+    or a CJK character."""
+    lines, line, cols, cut = [], "", 0, 0
+    for ch in text:
+        w = 2 if ch >= "\u2e80" else 1
+        if cols + w > width and cut:
+            lines.append(line[:cut].rstrip())
+            line = line[cut:].lstrip()
+            cols, cut = sum(2 if c >= "\u2e80" else 1 for c in line), 0
+        line += ch
+        cols += w
+        if ch == " " or ch >= "\u2e80":
+            cut = len(line)
+    return "\n".join([*lines, line])
+
+
 class StateMap:
     """One mode's KV memory (or one KV cache group's) as a grid of cells coloured by state; `draw`
     shows one frame."""
 
     def __init__(self, mode: str) -> None:
         self.cells = Cells(f"schedulers-{mode}-cells", "state", "owner")
-        self.figure, held = cell_figure(self.cells)
+        self.figure, held = cell_figure(self.cells, min_width=MAP_WIDTH, name=f"schedulers-{mode}-map")
+        # LoRA adapters' slots (vLLM V1): a band under the pool, a box per slot named by its adapter
+        self.slots = ColumnDataSource(
+            columns(*CELL, "x", "y", "slot", "name", "bytes", "color", "outline", "loaded"),
+            name=f"schedulers-{mode}-lora-slots",
+        )
+        boxes = self.figure.quad(
+            *CELL, source=self.slots, fill_color="color", line_color="outline", line_width=2, name=f"{mode}-lora"
+        )
+        self.figure.text(
+            "x", "y", "name", source=self.slots, text_font_size="11px", text_align="center", text_baseline="middle"
+        )
+        # the slots' heading, or why a mode was not run (in its empty map: a phone's narrow map cuts a long title)
+        self.note = Label(x=0, y=0, text="", text_font_size="11px", text_color="#444444", name=f"{mode}-map-note")
+        self.figure.add_layout(self.note)
         self.figure.add_tools(
             HoverTool(
                 renderers=[held],
@@ -475,16 +534,72 @@ class StateMap:
                     "@state": CustomJSHover(args={"names": [tr(s) for s, _ in STATES]}, code="return names[value]"),
                     "@owner": request_hover("-"),
                 },
-            )
+            ),
+            HoverTool(
+                renderers=[boxes],
+                tooltips=[
+                    (tr("LoRA adapter slot"), "@slot"),
+                    (tr("adapter"), "@name"),
+                    (tr("bytes"), "@bytes{0,0}"),
+                    ("", "@loaded"),
+                ],
+            ),
         )
         self.columns = 1
+        self.rows = 0
 
-    def reset(self, title: str, cells: int) -> None:
+    def reset(self, title: str, cells: int, slots: int = 0, heading: str = "") -> None:
+        """A grid of `cells` under `title`, and a band of `slots` LoRA adapter slots under `heading`."""
         self.columns = min(32, max(8, int(cells**0.5 + 0.999)))
-        rows = -(-cells // self.columns)
+        self.rows = -(-cells // self.columns)
+        band = 1.3 + 1.8 * -(-slots // SLOTS_A_ROW) if slots else 0.0
         self.figure.title.text = title
+        self.figure.height = MAP_HEIGHT
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
-        self.figure.y_range.start, self.figure.y_range.end = -rows - 0.2, 0.2
+        self.figure.y_range.start, self.figure.y_range.end = -self.rows - band - 0.2, 0.2
+        self.note.x, self.note.y, self.note.text, self.note.text_baseline = 0, -self.rows - 0.9, heading, "bottom"
+
+    def not_run(self, title: str, reason: str) -> None:
+        """A mode not run: an empty map, low, its title short and the reason inside, in lines a
+        narrow map keeps whole."""
+        self.reset(title, 0)
+        self.figure.height = NOT_RUN_HEIGHT
+        self.figure.x_range.start, self.figure.x_range.end = 0, 1
+        self.figure.y_range.start, self.figure.y_range.end = 0, 1
+        self.note.x, self.note.y, self.note.text = 0.02, 0.9, wrapped(reason)
+        self.note.text_baseline = "top"
+        self.cells.show(
+            1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8), owner=np.zeros(0, dtype=np.int32)
+        )
+
+    def draw_slots(self, adapters: list[int], before: list[int], slot_bytes: int) -> None:
+        """The adapter slots at a step: each box named by the adapter in it (0: empty), coloured by
+        the adapter, and outlined red with what it replaced where `before` (the frame before's) differs."""
+        width = self.columns / min(len(adapters), SLOTS_A_ROW)
+        data: dict[str, list] = columns(*self.slots.data)
+        for i, (adapter, was) in enumerate(zip(adapters, before)):
+            row, col = divmod(i, SLOTS_A_ROW)
+            top = -self.rows - 1.2 - 1.8 * row
+            box = (col * width + 0.05, (col + 1) * width - 0.05, top, top - 1.5)
+            loaded = (
+                tr("loaded since the last frame, in place of {0}").format(adapter_name(was))
+                if adapter != was and adapter > 0
+                else ""
+            )
+            shown = (
+                *box,
+                (box[0] + box[1]) / 2,
+                top - 0.75,
+                i + 1,
+                adapter_name(adapter),
+                slot_bytes,
+                SLOT_COLORS[adapter % len(SLOT_COLORS)] if adapter > 0 else "#ffffff",
+                LOADED if loaded else "#888888",
+                loaded,
+            )
+            for key, item in zip(data, shown):
+                data[key].append(item)
+        self.slots.data = data
 
     def draw(self, frame: dict[str, Any]) -> np.ndarray:
         """Show one frame and return its cells' states."""
@@ -753,6 +868,7 @@ class SchedulersView(LabView):
         self.timeline: dict[str, Any] = {"t": [], "frames": []}
 
     def layout(self) -> pn.viewable.Viewable:
+        # side by side where the page is wide enough, one under another on a phone (each map at least MAP_WIDTH)
         maps = pn.Row(*(self.maps[m].figure for m in MODES), sizing_mode="stretch_width")
         return pn.Column(
             self.header,
@@ -791,19 +907,16 @@ class SchedulersView(LabView):
         self.adapters = {m["mode"]: m["lora"] for m in modes if "lora" in m}
         self.encoders = {m["mode"]: m["encoder"] for m in modes if "encoder" in m}
         refused = (
-            tr("not run: it does not model speculative decoding")
+            tr("it does not model speculative decoding")
             if self.ahead
-            else tr("not run: it does not model LoRA adapters")
+            else tr("it does not model LoRA adapters")
             if self.adapters
-            else tr("not run: it does not model images")
+            else tr("it does not model images")
             if self.encoders
-            else tr("not run: its KV pool holds every layer alike")
+            else tr("its KV pool holds every layer alike")
         )
         for mode in result.get("refused", {}):
-            self.maps[mode].reset(f"{mode}: {refused}", 0)
-            self.maps[mode].cells.show(
-                1, np.zeros(0, dtype=np.int32), state=np.zeros(0, dtype=np.int8), owner=np.zeros(0, dtype=np.int32)
-            )
+            self.maps[mode].not_run(f"{mode}: {tr('not run')}", refused)
             self.curves[mode].data = columns("t", "hit_rate", "batch", "held", "cached")
         self.groups.text = kv_groups_text(result.get("kv_groups") or [])
         self.spec.text = "\n".join(
@@ -822,9 +935,16 @@ class SchedulersView(LabView):
             trace = m["trace"]
             cells = len(trace["frames"][0]["owner"]) if trace["frames"] else 0
             unit = tr("token slots") if MODES[m["mode"]].cell == "token" else tr("block")
+            lora = m.get("lora")
             self.maps[m["mode"]].reset(
-                f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})", cells
+                f"{m['mode']}: {tr('one cell')} = {trace['cell_tokens']} {tr('tokens')} ({unit})",
+                cells,
+                lora["max_loras"] if lora else 0,
+                slots_heading(lora, 0 if MODES[m["mode"]].cell == "token" else result["block_size"]) if lora else "",
             )
+        for mode, drawn in self.maps.items():  # (after the titles) no slots left from a run with adapters
+            if mode not in self.adapters and len(drawn.slots.data["left"]):
+                drawn.slots.data = columns(*drawn.slots.data)
         self._show_groups(modes)
         curves = []
         for m in modes:
@@ -927,6 +1047,9 @@ class SchedulersView(LabView):
             lines.append(f"{mode}: " + ", ".join(f"{tr(STATES[i][0])} {counts[i]}" for i in shown))
             if mode in self.adapters:
                 lora = self.adapters[mode]
+                self.maps[mode].draw_slots(
+                    lora["slots"][at[index]], lora["slots"][max(at[index] - 1, 0)], lora["slot_bytes"]
+                )
                 lines.append(
                     f"{mode}: "
                     + tr("LoRA adapters: {0} in GPU slots, requests waiting for a slot: {1}").format(

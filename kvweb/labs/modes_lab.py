@@ -10,6 +10,7 @@ from typing import Any
 import param
 
 from kvweb.gpu import MODELS, CostModel
+from kvweb.gpu.weights import precision_refusal
 from kvweb.lab import ADVANCED, ParamError, Progress, Text
 from kvweb.labs.engine import ServingLab, cost_model_param
 from kvweb.prefix.modes import MODES, SWAP_PRICES, Settings
@@ -429,12 +430,22 @@ class ModesLab(ServingLab):
         self.check_drafter()
 
     def check_drafter(self) -> None:
-        """The drafter: one that can draft for the model (drafters.py), leaving KV blocks beside it."""
+        """The drafter: one that can draft for the model (drafters.py), split over its GPUs as the
+        model is, leaving KV blocks beside it."""
         cost = self.setup().cost_model()
         why = drafter_refusal(self.drafter, cost.model)
         if why:
             raise ParamError(f"drafter: {self.drafter} is not allowed with model {cost.model.name}; {why}")
         drafter = make_drafter(self.drafter, cost.model)
+        why = precision_refusal(drafter.model, cost.weight_precision)
+        if why:  # (MXFP4 for a draft model without experts)
+            raise ParamError(why)
+        if cost.splits and not cost.attention_dp and drafter.model.heads % cost.tp:  # (Capacity.splits, not built)
+            raise ParamError(
+                f"drafter: {self.drafter} is not allowed on {cost.where}; its {drafter.model.heads} query heads do "
+                f"not split over {cost.tp} GPUs (vLLM runs a draft model at the target's tensor parallelism; use "
+                "eagle or a tp that divides them)"
+            )
         if cost.kv_capacity_blocks(self.block_size) > 1 >= drafter_blocks(cost, self.block_size, drafter):
             raise ParamError(
                 f"drafter: {self.drafter} is not allowed on {cost.where}; its weights "

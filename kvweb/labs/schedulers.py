@@ -20,13 +20,24 @@ from typing import Any
 
 import param
 
-from kvweb.budget import GROUP_PAGES, MAP_CELLS, MAP_SCANS, PAGED_SETUP, POOL_SLOTS, V1_POOL_SETUP, Estimate, Unit, work
+from kvweb.budget import (
+    GROUP_PAGES,
+    MAP_CELLS,
+    MAP_SCANS,
+    PAGED_SETUP,
+    POOL_SLOTS,
+    SLOT_STEPS,
+    V1_POOL_SETUP,
+    Estimate,
+    Unit,
+    work,
+)
 from kvweb.gpu import CostModel
 from kvweb.gpu.explain import Explanation, memory
 from kvweb.gpu.measured_cost import cost_source, step_cost
 from kvweb.lab import ParamError, Progress, no_progress
 from kvweb.memo import Memo
-from kvweb.labs.engine import timeline, trace_held
+from kvweb.labs.engine import batch_at_most, timeline, trace_held
 from kvweb.labs.max_rate import SEARCH_DOUBLINGS
 from kvweb.labs.modes_lab import PREFIX_WORKLOADS, ModesLab
 from kvweb.labs.paper_gpu import PaperGPULab
@@ -41,7 +52,7 @@ from kvweb.serving.loop.max_rate import search
 from kvweb.serving.loop.metrics import attainment, throughput
 from kvweb.serving.loop.metrics import explain as explain_run
 from kvweb.serving.schedulers.radix_scheduler import DENSE_SLOTS
-from kvweb.serving.load.workload import Request
+from kvweb.serving.load.workload import Request, with_adapters
 from kvweb.serving.schedulers.spec_decode import parse_acceptance
 
 PAPER = (
@@ -184,10 +195,11 @@ class SchedulersLab(ModesLab):
     def estimate(self) -> Estimate:
         """Each mode's traced run, with the pool it sets up (a map cell per block), and, with `search`,
         its search's runs (`MaxRateLab.estimate`); with images, each prompt holds their tokens (only
-        vLLM V1 runs)."""
+        vLLM V1 runs); with LoRA adapters, the steps their slots add (`slot_steps`)."""
         requests, cost = self.imaged(self.requests_at(self.rate)), self.setup().cost_model()
         hybrid, tokens = kv_layout(cost, self.block_size).hybrid, self.distinct_tokens(requests)
         modes = {m: self.map_work(m, cost, hybrid, tokens) for m in MODES if not self.refusal(m)}
+        slots = self.slot_steps(requests, cost) if self.loras else 0.0
         pools = {
             m: [(cells, V1_POOL_SETUP if MODES[m].hashes_blocks else PAGED_SETUP)] if MODES[m].cell == "block" else []
             for m, (_, cells, _, _) in modes.items()
@@ -196,6 +208,7 @@ class SchedulersLab(ModesLab):
             [
                 *self.served_work(requests, block, cells, stepwise=stepwise, max_seqs=self.max_seqs, frame_work=maps),
                 *pools[m],
+                *([(slots, SLOT_STEPS)] if slots and MODES[m].adapters else []),
             ]
             for m, (block, cells, maps, stepwise) in modes.items()
         ]
@@ -221,6 +234,22 @@ class SchedulersLab(ModesLab):
             lower=(*knobs["lower"], *self.workload_lengths()),
             higher=knobs["higher"] + (("token_budget",) if self.workload == "long-context" else ()),
         )
+
+    def slot_steps(self, requests: list[Request], cost: CostModel) -> float:
+        """The decode steps LoRA adapters add to a run, about, beyond those of the batches memory allows:
+        while requests queue, each adapter's run together (vLLM admits a waiting request whose adapter
+        the batch has), in the steps of its outputs over that batch or of its longest output, whichever
+        is more, `max_loras` adapters at a time. With 1000 adapters and max_loras 1 this is within 1.3x
+        of the steps run (docs/today.md); where requests do not queue it adds little."""
+        served = with_adapters(requests, self.loras, self.seed)
+        batch = batch_at_most(served, cost.kv_capacity_tokens, self.max_seqs)
+        outputs: dict[int, int] = {}
+        longest: dict[int, int] = {}
+        for r in served:
+            outputs[r.adapter] = outputs.get(r.adapter, 0) + r.output
+            longest[r.adapter] = max(longest.get(r.adapter, 0), r.output)
+        steps = sum(max(n / batch, longest[a]) for a, n in outputs.items()) / self.max_loras
+        return max(0.0, steps - sum(outputs.values()) / batch)
 
     def map_work(
         self, mode: str, cost: CostModel, hybrid: bool, tokens: int

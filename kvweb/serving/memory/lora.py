@@ -180,14 +180,18 @@ class AdapterSlots:
     def note(self, now: float, skipped: int) -> None:
         """After a step's admissions: the adapters in slots, the waiting requests skipped for want
         of a slot in the batch, and which adapter each slot holds."""
-        state = (len(self.resident), skipped, *self.slot)
+        state = (len(self.resident), skipped, *self.held())
         if self.changes[-1][1:] != state:
             self.changes.append((now, *state))
+
+    def held(self) -> list[int]:
+        """What each slot holds, as the trace keeps it: an adapter, or 0 (empty)."""
+        return self.slot
 
     def figures(self, kv_blocks: int, times: Sequence[float] = ()) -> dict[str, Any]:
         """The slots' settings, their bytes (and the tokens of KV as many bytes hold), the KV blocks
         left beside them, the loads and their seconds, and at each of `times` the adapters in slots,
-        the requests waiting for a slot and the adapter each slot holds (0: empty)."""
+        the requests waiting for a slot and what each slot holds (`held`)."""
         changes = np.array(self.changes)
         at = changes[np.searchsorted(changes[:, 0], np.asarray(times, dtype=float), side="right") - 1]
         return {
@@ -272,6 +276,10 @@ class BatchSlots(AdapterSlots):
         self.slot[at] = adapter
         if not adapter:
             self.base_at = at
+
+    def held(self) -> list[int]:
+        """What each slot holds: an adapter, the base model (-1: its zeros) or 0 (empty)."""
+        return [-1 if i == self.base_at else a for i, a in enumerate(self.slot)]
 
     def ready(self) -> bool:
         """Whether a decode batch of the running requests would load nothing and change no order:

@@ -38,11 +38,11 @@ the cost model on it (spec_decode.py `draft_seconds`). Left out: the input proje
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from kvweb.gpu.cost import CostModel
 from kvweb.gpu.specs import BYTES_16, MODELS, LLMSpec
-from kvweb.gpu.weights import WEIGHT_PRECISIONS
+from kvweb.gpu.weights import WEIGHT_PRECISIONS, PrecisionError
 
 METHODS = ("eagle", "mtp")  # the drafters that are not a model of their own; any name in MODELS is a draft model
 MTP_MODELS = ("deepseek-v3",)  # models that ship an MTP module (num_nextn_predict_layers = 1)
@@ -70,8 +70,15 @@ class Drafter:
     input_slots: int = 0  # budget a scheduled request takes beside its tokens (a draft model: 1)
 
     def cost(self, cost: CostModel) -> CostModel:
-        """The cost model of its passes: its model on the target's GPUs, precisions and cost model."""
-        return replace(cost, model=self.model)
+        """The cost model of its passes: its model on the target's GPUs, precisions and cost model;
+        where the measured kernels lack its shapes (a draft model's heads a GPU), the roofline's, as
+        `auto` prices a model without them."""
+        try:
+            return replace(cost, model=self.model)
+        except PrecisionError:
+            raise
+        except ValueError:  # no measured table for its shapes
+            return CostModel(**{**{f.name: getattr(cost, f.name) for f in fields(CostModel)}, "model": self.model})
 
     def weight_bytes(self, cost: CostModel) -> float:
         """One GPU's bytes of its own weights (the shared embedding and LM head stay 16-bit, split
