@@ -66,10 +66,11 @@ def test_drafts_in_the_url_show_tokens_a_step_and_blocks_held_ahead(page, served
 
 def test_a_sweep_of_draft_lengths_names_the_one_that_pays_most(page, served_app, guard):
     """Under load and a low acceptance, TPOT p50 falls to a shortest k and rises after it: the line
-    names the library's best k with its TPOT beside no drafts', and the figure draws every k."""
+    names the library's best k with its TPOT beside no drafts', and the figure draws every k, a line
+    for each engine (vLLM V1 and SGLang), each one's best k starred."""
     values = {"workload": "sharegpt", "rate": "20", "spec_tokens": "5", "acceptance": "0.3", "spec_sweep": "true"}
     swept = SchedulersLab(**{**values, "rate": 20.0, "spec_tokens": 5, "spec_sweep": True}).run()["spec_sweep"]
-    mode, s = "vllm-v1", swept["vllm-v1"]  # the figure draws the first swept mode's points
+    mode, s = "vllm-v1", swept["vllm-v1"]
     tpot = {p["k"]: p["tpot_p50_s"] for p in s["points"]}
     assert 0 < s["best_k"] < 5 and tpot[5] > tpot[s["best_k"]]  # longer drafts stop paying here
     page.goto(served_app + "?lab=schedulers&" + "&".join(f"{k}={v}" for k, v in values.items()))
@@ -78,8 +79,13 @@ def test_a_sweep_of_draft_lengths_names_the_one_that_pays_most(page, served_app,
     best = s["best_k"]
     assert f"{mode}: draft lengths 0 to 5 at acceptance 0.3: the lowest TPOT p50 is at k = {best} " in line
     assert f"({1000 * tpot[best]:.2f} ms, {1000 * tpot[0]:.2f} ms without drafts)" in line
-    drawn = page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('schedulers-spec-sweep').data.k)")
-    assert drawn == [0, 1, 2, 3, 4, 5] and guard.errors == []
+    sglang = swept["sglang"]  # swept beside it, its line in its own colour
+    assert f"sglang: draft lengths 0 to 5 at acceptance 0.3: the lowest TPOT p50 is at k = {sglang['best_k']} " in line
+    drawn = "() => Array.from(Bokeh.documents[0].get_model_by_name('schedulers-spec-sweep-{0}').data.{1})"
+    for m in ("vllm-v1", "sglang"):
+        assert page.evaluate(drawn.format(m, "k")) == [0, 1, 2, 3, 4, 5]
+    stars = page.evaluate(drawn.format("best", "k"))
+    assert stars == [s["best_k"], sglang["best_k"]] and guard.errors == []
 
 
 def test_a_draft_model_in_the_url_is_named_with_the_blocks_it_leaves(page, served_app, guard):

@@ -348,9 +348,14 @@ def sweep_text(sweep: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def sweep_figure() -> tuple[Any, ColumnDataSource, ColumnDataSource]:
-    """TPOT p50 against the draft length k (one line per swept mode's points), the best k marked."""
-    points = ColumnDataSource({"k": [], "tpot_ms": []}, name="schedulers-spec-sweep")
+def sweep_figure() -> tuple[Any, dict[str, ColumnDataSource], ColumnDataSource]:
+    """TPOT p50 against the draft length k, a line of points per speculative mode in its colour, each
+    mode's best k starred."""
+    points = {
+        m: ColumnDataSource({"k": [], "tpot_ms": []}, name=f"schedulers-spec-sweep-{m}")
+        for m, info in MODES.items()
+        if info.speculative
+    }
     best = ColumnDataSource({"k": [], "tpot_ms": []}, name="schedulers-spec-sweep-best")
     fig = figure(
         title=tr("TPOT p50 (ms) against draft tokens per step"),
@@ -362,10 +367,10 @@ def sweep_figure() -> tuple[Any, ColumnDataSource, ColumnDataSource]:
         visible=False,
         name="schedulers-spec-sweep-figure",
     )
-    color = next(info.color for info in MODES.values() if info.speculative)  # the swept mode's
-    fig.line("k", "tpot_ms", source=points, line_width=2, color=color)
-    fig.scatter("k", "tpot_ms", source=points, size=6, color=color)
-    fig.scatter("k", "tpot_ms", source=best, size=14, marker="star", color="#d62728")
+    for m, source in points.items():
+        fig.line("k", "tpot_ms", source=source, line_width=2, color=MODES[m].color)
+        fig.scatter("k", "tpot_ms", source=source, size=6, color=MODES[m].color)
+    fig.scatter("k", "tpot_ms", source=best, size=14, marker="star", color="#222222")
     fig.xaxis.ticker.desired_num_ticks = 8
     return fig, points, best
 
@@ -965,13 +970,16 @@ class SchedulersView(LabView):
         set_range(self.batch.y_range, padded_end(*(d["batch"] for d in curves)))
         set_range(self.memory.y_range, padded_end(*(d["held"] for d in curves), *(d["cached"] for d in curves)))
         self.table.show(*figures_table(modes))
-        if sweep or self.sweep_points.data["k"]:  # after the maps' titles; nothing sent while no sweep is drawn
-            swept = next(iter(sweep.values()), {"points": [], "best_k": 0})
-            best = [p for p in swept["points"] if p["k"] == swept["best_k"]]
-            self.sweep_points.data = {
-                "k": [p["k"] for p in swept["points"]],
-                "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"]],
-            }
+        # after the maps' titles; nothing sent while no sweep is drawn
+        if sweep or any(source.data["k"] for source in self.sweep_points.values()):
+            best = []
+            for mode, source in self.sweep_points.items():
+                swept = sweep.get(mode, {"points": [], "best_k": 0})
+                best += [p for p in swept["points"] if p["k"] == swept["best_k"]]
+                source.data = {
+                    "k": [p["k"] for p in swept["points"]],
+                    "tpot_ms": [1000 * p["tpot_p50_s"] for p in swept["points"]],
+                }
             self.sweep_best.data = {"k": [p["k"] for p in best], "tpot_ms": [1000 * p["tpot_p50_s"] for p in best]}
         self.explainer.show(lab.explain(result), explained_labels(), "throughput_tok_s")
         settings = (
