@@ -80,6 +80,18 @@ def test_an_encode_replicas_image_is_loaded_taking_cache_room_but_no_budget() ->
     assert (cache.held, cache.computed) == (576, 0)
 
 
+def test_embeddings_on_the_wire_keep_the_pool_busy_until_they_arrive() -> None:
+    """The last byte leaves at encode + 117.96 us, the embeddings arrive 10 us later: asked 5 us after
+    the last byte the pool has nothing to give yet and is still busy (else the fleet would stop
+    asking and the request would never reach a replica); asked at the arrival, it gives it."""
+    encode = pool()
+    encode.submit(request(0, 5))
+    last_byte = ENCODE_S + EMBEDDING_BYTES / 50e9
+    assert encode.run(last_byte + 5e-6) == [] and encode.busy()
+    ((t, r),) = encode.run(last_byte + 10e-6)
+    assert (t, r.id) == (pytest.approx(ENCODE_S + EMBEDDING_LINK_S, rel=1e-12), 0) and not encode.busy()
+
+
 def test_the_same_image_twice_to_one_encode_replica_is_computed_once() -> None:
     """Two requests of one image, 1 s apart: the second finds it in the encode replica's cache (no
     encoder time) and its embeddings are sent again; another image is computed again."""
@@ -116,14 +128,16 @@ def test_every_request_with_images_is_encoded_once_and_its_embeddings_sent(
     encode = pool(encode_replicas)
     if split:
         run = serve_split(requests, make, 1, 1, "round-robin", Link(), encode)
-        ttfts = [v[1] for v in run.served.values()]
+        ttfts, rejected = [v[1] for v in run.served.values()], run.rejected
     else:
         fleet = serve(requests, make, 2, "cache-aware", encode=encode)
         ttfts = [s.first_token_t - s.req.arrival for r in fleet.runs for s in r.sequences]
-    figures = encode.figures()["replicas"]
-    assert sum(f["requests"] for f in figures) == len(requests)
-    assert sum(f["embedding_bytes"] for f in figures) == len(requests) * EMBEDDING_BYTES
-    assert sum(f["images"] + f["hits"] for f in figures) == len(requests)
+        rejected = fleet.rejected
+    assert len(ttfts) + len(rejected) == len(requests)  # each served or refused, none left in the pool
+    figures, encoded = encode.figures()["replicas"], len(requests) - len(rejected)  # refused before the pool
+    assert sum(f["requests"] for f in figures) == encoded
+    assert sum(f["embedding_bytes"] for f in figures) == encoded * EMBEDDING_BYTES
+    assert sum(f["images"] + f["hits"] for f in figures) == encoded
     assert all(f["images"] <= f["requests"] for f in figures)
     assert min(ttfts) >= ENCODE_S + EMBEDDING_LINK_S
 

@@ -77,7 +77,9 @@ class EncodePool:
             EncodeReplica(EncoderCache(config.cache_size), SharedLink(link, self.per_token)) for _ in range(replicas)
         ]
         self.sending: dict[int, tuple[float, int, Request]] = {}  # request id -> (encoded at, replica, request)
-        self.arrived: list[tuple[float, int, Request]] = []  # (embeddings over, request id, request), a heap
+        self.arrived: list[
+            tuple[float, int, int, Request]
+        ] = []  # (embeddings over, request id, replica, request), a heap
         self.transfers: list[float] = []  # each transfer's seconds
 
     def busy(self) -> bool:
@@ -107,7 +109,8 @@ class EncodePool:
             self._over(r.link.run(until))
         out = []
         while self.arrived and self.arrived[0][0] <= until:
-            t, _, request = heapq.heappop(self.arrived)
+            t, _, k, request = heapq.heappop(self.arrived)
+            self.replicas[k].outstanding -= 1
             out.append((t, request))
         return out
 
@@ -145,8 +148,7 @@ class EncodePool:
         for t, i in done:
             encoded, k, request = self.sending.pop(i)
             self.transfers.append(t - encoded)
-            self.replicas[k].outstanding -= 1
-            heapq.heappush(self.arrived, (t, i, request))
+            heapq.heappush(self.arrived, (t, i, k, request))
 
     def figures(self) -> dict[str, Any]:
         """Each encode replica's requests, images and embeddings computed, cache hits and evictions,
