@@ -552,17 +552,20 @@ class StateMap:
         )
         self.columns = 1
         self.rows = 0
+        self.line = 1.0
 
     def reset(self, title: str, cells: int, slots: int = 0, heading: str = "") -> None:
         """A grid of `cells` under `title`, and a band of `slots` LoRA adapter slots under `heading`."""
         self.columns = min(32, max(8, int(cells**0.5 + 0.999)))
         self.rows = -(-cells // self.columns)
-        band = 1.3 + 1.8 * -(-slots // SLOTS_A_ROW) if slots else 0.0
+        self.line = max(1.0, (self.rows + 1) / 22)  # grid rows a line of the band takes: 12-14 px however many rows
+        band = self.line * (1.3 + 1.8 * -(-slots // SLOTS_A_ROW)) if slots else 0.0
         self.figure.title.text = title
         self.figure.height = MAP_HEIGHT
         self.figure.x_range.start, self.figure.x_range.end = -0.2, self.columns + 0.2
         self.figure.y_range.start, self.figure.y_range.end = -self.rows - band - 0.2, 0.2
-        self.note.x, self.note.y, self.note.text, self.note.text_baseline = 0, -self.rows - 0.9, heading, "bottom"
+        self.note.x, self.note.y, self.note.text = 0, -self.rows - 0.95 * self.line, heading
+        self.note.text_baseline = "bottom"
 
     def not_run(self, title: str, reason: str) -> None:
         """A mode not run: an empty map, low, its title short and the reason inside, in lines a
@@ -584,8 +587,8 @@ class StateMap:
         data: dict[str, list] = columns(*self.slots.data)
         for i, (adapter, was) in enumerate(zip(adapters, before)):
             row, col = divmod(i, SLOTS_A_ROW)
-            top = -self.rows - 1.2 - 1.8 * row
-            box = (col * width + 0.05, (col + 1) * width - 0.05, top, top - 1.5)
+            top = -self.rows - self.line * (1.2 + 1.8 * row)
+            box = (col * width + 0.05, (col + 1) * width - 0.05, top, top - 1.5 * self.line)
             loaded = (
                 tr("loaded since the last frame, in place of {0}").format(adapter_name(was))
                 if adapter != was and adapter > 0
@@ -594,7 +597,7 @@ class StateMap:
             shown = (
                 *box,
                 (box[0] + box[1]) / 2,
-                top - 0.75,
+                top - 0.75 * self.line,
                 i + 1,
                 adapter_name(adapter),
                 slot_bytes,
