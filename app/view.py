@@ -231,6 +231,7 @@ PHONE_PX = 370  # a table wider than this scrolls sideways on a phone (390 px), 
 LABEL_WIDE_PX = 480  # on a wider page, a first column of row labels at most this wide: one line each
 LABEL_PX = (140, 240)  # on a phone, a first column of row labels is at most as wide as the phone leaves beside
 # one column of figures, within these bounds: a longer label wraps
+WORDS = r"[\u2e80-\uffff]|[^\s\u2e80-\uffff]+"  # a word or a Chinese character: lines break between them
 HEADER_LINE_PX = 16  # one line of a column's title (BokehJS's header: 16 px lines, 8 px padding)
 
 
@@ -263,7 +264,7 @@ def wrapped_lines(text: str, width_px: int) -> int:
         return 1
     room = max(1, int(0.9 * (width_px - CELL_PAD_PX) / CHAR_PX))  # columns of text a line holds
     lines, used, space = 1, 0, False
-    for token in re.findall(r"\s+|[\u2e80-\uffff]|[^\s\u2e80-\uffff]+", text):
+    for token in re.findall(rf"\s+|{WORDS}", text):
         if token.isspace():
             space = True
             continue
@@ -280,11 +281,12 @@ def wrapped_lines(text: str, width_px: int) -> int:
 
 def titled_widths(header: list[str], data: dict[str, list[str]], widths: list[int], figures: list[bool]) -> list[int]:
     """A column of figures under a longer title is as wide as its figures, or as its title on two
-    lines if that is wider: figures stay narrow, their titles wrap. Other columns keep `widths`."""
+    lines if that is wider, and never narrower than the title's longest word (a title breaks only
+    between words): figures stay narrow, their titles wrap. Other columns keep `widths`."""
     narrow = []
     for title, cells, width, figure in zip(header, data.values(), widths, figures):
         if figure:
-            least = fit_widths([""], [cells])[0]
+            least = max(fit_widths([""], [cells])[0], fit_widths([""], [re.findall(WORDS, title)])[0])
             width = next((w for w in range(least, width, 7) if wrapped_lines(title, w) <= 2), width)
         narrow.append(width)
     return narrow

@@ -196,3 +196,19 @@ def test_row_labels_take_one_line_on_a_wide_page(page, served_app, lang):
         rows = page.evaluate(ROWS, css)
         assert len(rows) >= 3, (lab, rows)
         assert [r for r in rows if r[1:] != [26, 1, True]] == [], (lab, rows)
+
+
+def test_a_table_lays_itself_out_again_when_a_phone_turns(phone, served_app):
+    """Turned to landscape (844 px, beyond a phone's 700: app/site/screen.py) the engine's row labels
+    take one line each; turned back, their column narrows again (at most 240 px) and they wrap."""
+    phone.goto(f"{served_app}?lab=engine&requests=60")
+    wait_ready(phone, timeout=90_000)
+    phone.locator(".kv-engine-table .slick-cell").first.wait_for()
+    assert wait_until(lambda: 0 < phone.evaluate(FIRST_WIDTH, "kv-engine-table") <= 240, timeout_s=30)
+    phone.set_viewport_size({"width": 844, "height": 390})
+    assert wait_until(lambda: phone.evaluate(FIRST_WIDTH, "kv-engine-table") > 240, timeout_s=30)
+    rows = phone.evaluate(ROWS, "kv-engine-table")
+    assert [r for r in rows if r[1:] != [26, 1, True]] == [], rows
+    phone.set_viewport_size(PHONE)
+    assert wait_until(lambda: 0 < phone.evaluate(FIRST_WIDTH, "kv-engine-table") <= 240, timeout_s=30)
+    assert max(r[2] for r in phone.evaluate(ROWS, "kv-engine-table")) == 2  # the longest labels wrap

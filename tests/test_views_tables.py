@@ -23,6 +23,7 @@ from app.view import (  # noqa: E402
     is_figure,
     table_css,
     text_table,
+    titled_widths,
     wide_widths,
 )
 from app.views.cache_schedule import CacheScheduleView, PrefixHashView  # noqa: E402
@@ -73,6 +74,17 @@ def test_a_label_column_on_a_wide_page_fits_its_longest_label_up_to_its_bound():
     # 360 px bounds other columns; a label goes beyond it, up to LABEL_WIDE_PX
     assert wide_widths(["", "a"], ["x" * 55], [360, 60]) == [CELL_PAD_PX + round(CHAR_PX * 55), 60] == [399, 60]
     assert wide_widths(["", "a"], ["x" * 80], [360, 60]) == [LABEL_WIDE_PX, 60]
+
+
+def test_a_column_of_figures_is_as_narrow_as_its_figures_its_title_wrapping_between_words():
+    # "recomputed tokens" (17 columns, 133 px) over "3,509" (49 px): as wide as "recomputed" (84 px)
+    assert titled_widths(["recomputed tokens"], {"c0": ["3,509"]}, [133], [True]) == [84]
+    # one word is never broken: "preemptions" keeps its 91 px over figures of 28 px
+    assert titled_widths(["preemptions"], {"c0": ["1", "24"]}, [91], [True]) == [91]
+    # Chinese breaks between characters: "抢占次数" (8 columns, 70 px) over "24" (28 px) takes two
+    # lines of two characters, 49 px (4 columns of 7 px, a tenth spare: 0.9 * 35 px >= 28 px)
+    assert titled_widths(["抢占次数"], {"c0": ["24"]}, [70], [True]) == [49]
+    assert titled_widths(["name"], {"c0": ["a"]}, [42], [False]) == [42]  # not figures: kept
 
 
 def test_a_table_wider_than_a_phone_keeps_its_first_column_in_view():
