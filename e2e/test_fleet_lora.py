@@ -56,7 +56,7 @@ PLAN = dict(
     gpus="H100-SXM",
     tps="1",
     weight_precisions="16-bit",
-    schedulers="vllm-v1,sglang",
+    schedulers="paper,vllm-v1,sglang",
     replicas="2",
     routers="round-robin,lora-affinity",
     loras=8,
@@ -67,7 +67,7 @@ PLAN = dict(
 )
 
 
-def test_the_plan_prunes_sglang_by_name_and_shows_each_candidates_adapter_loads(page, served_app, guard):
+def test_the_plan_prunes_the_papers_engine_by_name_and_shows_each_candidates_adapter_loads(page, served_app, guard):
     result = PlanLab(**PLAN).run()
     want = {
         r["key"]: (f"{r['adapter_loads']:,}" if r["pruned"] is None else "", r["pruned"]) for r in result["candidates"]
@@ -79,5 +79,8 @@ def test_the_plan_prunes_sglang_by_name_and_shows_each_candidates_adapter_loads(
     rows = {row[0]: row for row in table_rows(page, "kv-plan-candidates")}
     assert {k: r[-1] for k, r in rows.items()} == {k: w[0] for k, w in want.items()}
     pruned = [k for k, w in want.items() if w[1] is not None]
-    assert len(pruned) == 2 and all("sglang" in k and rows[k][-2] == "runs no LoRA adapters" for k in pruned)
+    assert len(pruned) == 2 and all("/paper/" in k and rows[k][-2] == "runs no LoRA adapters" for k in pruned)
+    assert sum("/sglang/" in k or "/vllm-v1/" in k for k in rows) == 4 and all(
+        rows[k][-1] for k in rows if k not in pruned
+    )
     assert guard.errors == []
