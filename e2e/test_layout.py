@@ -212,3 +212,24 @@ def test_a_table_lays_itself_out_again_when_a_phone_turns(phone, served_app):
     phone.set_viewport_size(PHONE)
     assert wait_until(lambda: 0 < phone.evaluate(FIRST_WIDTH, "kv-engine-table") <= 240, timeout_s=30)
     assert max(r[2] for r in phone.evaluate(ROWS, "kv-engine-table")) == 2  # the longest labels wrap
+
+
+# The first width the page drew a table's first column at (an init script watching from the start).
+FIRST_PAINT = """css => { window.kvFirstWidth = null; const find = (root) => root.querySelector('.' + css) ??
+    [...root.querySelectorAll('*')].map(el => el.shadowRoot && find(el.shadowRoot)).find(Boolean);
+  const tick = () => { const t = document.body && find(document);
+    const c = t?.shadowRoot?.querySelector('.slick-cell.l0');
+    if (c) window.kvFirstWidth = c.offsetWidth; else setTimeout(tick, 5); };
+  tick(); }"""
+
+
+def test_the_next_page_on_a_phone_lays_its_tables_out_for_it_from_the_first_paint(phone, served_app):
+    """The page keeps its word in a cookie (app/site/screen.py): the served app's next session in
+    the same browser draws the engine's label column at most 240 px wide from its first paint."""
+    phone.goto(f"{served_app}?lab=engine&requests=60")
+    wait_ready(phone, timeout=90_000)
+    assert wait_until(lambda: 0 < phone.evaluate(FIRST_WIDTH, "kv-engine-table") <= 240, timeout_s=30)
+    phone.add_init_script(f"({FIRST_PAINT})('kv-engine-table')")
+    phone.goto(f"{served_app}?lab=engine&requests=60")
+    phone.wait_for_function("() => window.kvFirstWidth != null", timeout=90_000, polling=50)
+    assert 0 < phone.evaluate("() => window.kvFirstWidth") <= 240

@@ -1,10 +1,12 @@
 """Whether the page is as narrow as a phone's, which Python cannot see: the results tables lay
 out their first column for it (app/view.py `TextTable`).
 
-A hidden text box (as app/site/history.py's) carries it from the page: "narrow" at
-most `PHONE_PAGE_PX` wide, "wide" (its first value, so a wide page never sends it) beyond. The page tells it
-once it has rendered the document and again whenever it crosses that width (a phone turned, a
-window resized); each table of the session then lays itself out again.
+A hidden text box (as app/site/history.py's) carries it from the page: "narrow" at most
+`PHONE_PAGE_PX` wide, "wide" beyond. The page tells it once it has rendered the document and
+again whenever it crosses that width (a phone turned, a window resized); each table of the
+session then lays itself out again. The page also keeps it in a cookie, so the served app's next session
+in that browser starts with it (its first tables laid out for the phone from their first paint);
+otherwise the box starts "wide", so a wide page never sends it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bokeh.document import Document
 from app.site.upstream import LinkedTextInput
 
 PHONE_PAGE_PX = 700  # a page at most this wide is a phone's (the labs' tables wrap and fix their row labels)
+COOKIE = "kvweb-screen"  # what the page last said: "narrow" or "wide"
 
 _SCREENS: WeakKeyDictionary[Document, Screen] = WeakKeyDictionary()
 
@@ -29,10 +32,10 @@ class Screen:
         # Under `panel serve` the box's script runs once the page has rendered; the static site's
         # page does that itself (static/handler.js), as for the history box.
         self.box = LinkedTextInput(
-            _TELL.replace("PHONE_PAGE_PX", str(PHONE_PAGE_PX)),
+            _TELL.replace("PHONE_PAGE_PX", str(PHONE_PAGE_PX)).replace("COOKIE", COOKIE),
             {},
             on_render=sys.platform != "emscripten",
-            value="wide",
+            value="narrow" if pn.state.cookies.get(COOKIE) == "narrow" else "wide",  # served: the last word
             css_classes=["kv-screen"],
         )
         self.tables: WeakSet = WeakSet()  # each has `relayout()`
@@ -61,5 +64,6 @@ if (window.kvwebScreen === undefined) {
   })
 }
 const width = window.kvwebScreen.matches ? "narrow" : "wide"
+document.cookie = `COOKIE=${width}; path=/; max-age=31536000; SameSite=Lax`
 if (cb_obj.value !== width) cb_obj.value = width
 """
