@@ -122,9 +122,10 @@ def test_rate_is_unread():
     trace = ("trace_scale", "trace_start", "trace_duration")  # read only under workload=trace
     lora = ("max_loras", "lora_rank", "lora_targets")  # read only with loras > 0
     images = ("image_tokens", "image_pool", "encoder_budget", "encoder_cache")  # read only with images > 0
-    unread = (*trace, "acceptance", *lora, *images)  # acceptance: read only with spec_tokens > 0
+    spec = ("acceptance", "drafter")  # read only with spec_tokens > 0
+    unread = (*trace, *spec, *lora, *images)
     assert a.ignored() == ("rate", *unread) and make("schedulers", {}).ignored() == unread
-    assert "acceptance" not in make("schedulers", {"spec_tokens": "2"}).ignored()
+    assert not set(spec) & set(make("schedulers", {"spec_tokens": "2"}).ignored())
     assert not set(lora) & set(make("schedulers", {"loras": "2"}).ignored())
     assert not set(images) & set(make("schedulers", {"images": "1"}).ignored())
     assert a.key() == b.key() and a.requests_at(a.rate) == b.requests_at(b.rate)

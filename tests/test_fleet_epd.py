@@ -4,6 +4,8 @@ encode replica, routers that see an image's mm hash, and the lab's checks and es
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -190,6 +192,7 @@ def test_the_estimate_counts_the_encode_pools_requests_by_hand() -> None:
     assert units[ADVANCES] == 40 * 3 + 80 * 2 + 40
 
 
+@pytest.mark.skipif(sys.platform == "emscripten", reason="the app (Panel) is tested in CPython only")
 def test_the_fleet_view_names_the_pools_and_shows_the_encode_replicas_row() -> None:
     """Encode 1 before 2 co-located replicas: the split table's row is named for both pools, its
     KV transfer cell empty, and the encode table's row holds the library's figures; without encode

@@ -90,8 +90,9 @@ def radix_key(tokens: np.ndarray, adapter: int) -> np.ndarray:
     (`Req.__init__` appends the lora_id to its `extra_key`, and `RadixKey.child_key` pairs the
     extra_key with the tokens), so one adapter's prefix is no hit for another's or the base
     model's; the base model's tokens as they are. The pair is one int64, token - adapter x 2^41:
-    negative, and apart for every adapter, for token ids below 2^40 (a vocabulary's)."""
-    return tokens - adapter * ADAPTER_KEY if adapter else tokens
+    negative, and apart for every adapter, for token ids below 2^40 (a vocabulary's). The offset is an
+    int64 scalar, so the key is int64 where numpy's default int is 32 bits too (Pyodide's wasm32)."""
+    return tokens - np.int64(adapter * ADAPTER_KEY) if adapter else tokens
 
 
 def lora_refusal(model: LLMSpec, targets: str) -> str | None:
