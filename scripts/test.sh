@@ -19,13 +19,13 @@ echo "== format and lint (ruff; pyproject.toml)"
 .venv/bin/ruff format --check --quiet .
 .venv/bin/ruff check --quiet .
 
-echo "== library tests (CPython)"
-.venv/bin/python -m pytest -q tests
+echo "== library tests (CPython, one worker per core: pytest-xdist)"
+.venv/bin/python -m pytest -q -n auto tests
 
 echo "== static site build"
 bash scripts/build-site.sh
 
-echo "== library tests inside Pyodide (Node)"
+echo "== library tests inside Pyodide (Node, one process per core)"
 bash scripts/test-pyodide.sh
 
 echo "== browser end-to-end tests"
