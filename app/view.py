@@ -235,14 +235,14 @@ WORDS = r"[\u2e80-\uffff]|[^\s\u2e80-\uffff]+"  # a word or a Chinese character:
 HEADER_LINE_PX = 16  # one line of a column's title (BokehJS's header: 16 px lines, 8 px padding)
 
 
-def table_css(header_lines: int, label_lines: int) -> str:
-    """A first column of labels on `label_lines` lines wraps (rows as tall as its longest label:
-    `wrapped_lines`), and the titles wrap on `header_lines` lines; figures never wrap, nor labels
-    laid out on one line (a font wider than `CHAR_PX` then cuts a label's end, never its second line)."""
+def table_css(header_lines: int, wrapping: list[int]) -> str:
+    """The columns of text in `wrapping` (their longest cell on several lines: `wrapped_lines`; rows
+    as tall as the most lines) wrap, and the titles wrap on `header_lines` lines; figures never wrap,
+    nor text laid out on one line (a font wider than `CHAR_PX` then cuts its end, never a second line)."""
     wrap = f"white-space: normal; overflow-wrap: anywhere; line-height: {LINE_PX}px; padding-top: 4px;"
-    labels = f".slick-cell.l0 {{ {wrap} }}\n" if label_lines > 1 else ""
+    cells = "".join(f".slick-cell.l{i} {{ {wrap} }}\n" for i in wrapping)
     return (
-        labels + f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
+        cells + f".slick-header-columns .slick-header-column.ui-state-default {{ white-space: normal; "
         f"height: {HEADER_LINE_PX * header_lines}px; }}\n"
     )
 
@@ -348,7 +348,7 @@ class TextTable:
     def __init__(self, name: str, css_class: str, max_rows: int = MAX_ROWS) -> None:
         self.max_rows = max_rows  # more rows scroll inside the table
         self.source = ColumnDataSource({}, name=name)
-        self.style = InlineStyleSheet(css=table_css(1, 1))
+        self.style = InlineStyleSheet(css=table_css(1, []))
         self.table = DataTable(
             source=self.source,
             columns=[],
@@ -399,9 +399,11 @@ class TextTable:
             ]
         self.narrow = narrow
         widths = [c.width for c in self.table.columns]
-        lines = max((wrapped_lines(t, widths[0]) for t in data["c0"]), default=1) if labels else 1
+        texts = [(i, f"c{i}") for i, f in enumerate(align) if f.text_align == "left"]  # labels, names, outputs
+        lines = {i: max((wrapped_lines(t, widths[i]) for t in data[c]), default=1) for i, c in texts}
         titles = max((wrapped_lines(t, w) for t, w in zip(header, widths)), default=1)
-        self.style.css = table_css(titles, lines)
+        self.style.css = table_css(titles, [i for i, n in lines.items() if n > 1])
+        lines = max(lines.values(), default=1)
         row = ROW_PX if lines == 1 else lines * LINE_PX + 8
         wide = sum(widths) > PHONE_PX  # a phone scrolls it sideways, its first column fixed
         rows = len(data["c0"]) if data else 0

@@ -89,13 +89,32 @@ def test_fsm_lab_fits_a_wide_window(page, served_app):
 FIRST_RESULT = ".kv-lab-main canvas, .kv-lab-main .slick-header"  # a lab's first figure or table
 
 
+# The text of every table cell on the page (shadow roots included) that does not fit its cell.
+CUT = """() => {
+    const cut = [];
+    const walk = (root) => root.querySelectorAll('*').forEach(el => {
+        if (el.classList.contains('slick-cell') &&
+            (el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1)) cut.push(el.innerText);
+        if (el.shadowRoot) walk(el.shadowRoot);
+    });
+    walk(document);
+    return cut.slice(0, 5);
+}"""
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_labs_first_result_starts_within_a_screen_and_a_half_on_a_phone(phone, served_app, lang):
     """The parameters sit in a box of their own that scrolls (at most 40 % of the screen's height):
-    every lab's first figure or table starts within 1.5 screens, and no page scrolls sideways."""
+    every lab's first figure or table starts within 1.5 screens, no page scrolls sideways, and no
+    table cell is cut (the labs open after a first page has said it is a phone's, as a reader's
+    second page does: their tables are laid out for it from the first paint)."""
+    import kvweb.labs  # noqa: F401  (registers the labs: alone, this test saw none and passed)
     from kvweb.lab import LABS
 
-    late, too_wide = {}, {}
+    assert len(LABS) >= 20
+    phone.goto(f"{served_app}?page=tour&lang={lang}")
+    assert wait_until(lambda: "kvweb-screen=narrow" in phone.evaluate("() => document.cookie"), timeout_s=60)
+    late, too_wide, cut = {}, {}, {}
     for name in sorted(LABS):
         query = f"?lab={name}&lang={lang}" + ("&requests=60" if "requests" in LABS[name].param else "")
         phone.goto(served_app + query)
@@ -107,7 +126,9 @@ def test_every_labs_first_result_starts_within_a_screen_and_a_half_on_a_phone(ph
         width, elements = phone.evaluate(OVERFLOW)
         if width > PHONE["width"]:
             too_wide[name] = (width, elements)
-    assert late == {} and too_wide == {}
+        if texts := phone.evaluate(CUT):
+            cut[name] = texts
+    assert late == {} and too_wide == {} and cut == {}
 
 
 # The cells of a table whose text does not fit their box (cut), and, per row, whether its label

@@ -93,10 +93,11 @@ def test_a_table_wider_than_a_phone_keeps_its_first_column_in_view():
     assert fixed_columns([500]) is None  # nothing beside it scrolls
 
 
-def test_labels_wrap_only_when_laid_out_on_several_lines():
-    assert ".slick-cell.l0" not in table_css(1, 1) and "height: 16px" in table_css(1, 1)
-    assert "white-space: normal; overflow-wrap: anywhere" in table_css(2, 2).split(".slick-header")[0]
-    assert "height: 32px" in table_css(2, 1)
+def test_text_wraps_only_in_the_columns_laid_out_on_several_lines():
+    assert ".slick-cell" not in table_css(1, []) and "height: 16px" in table_css(1, [])
+    cells = table_css(2, [0, 4]).split(".slick-header")[0]
+    assert cells.count("white-space: normal; overflow-wrap: anywhere") == 2 and ".l0 " in cells and ".l4 " in cells
+    assert ".l1 " not in cells and "height: 32px" in table_css(2, [])
 
 
 LABEL = "requests/s: arrived / served (whole run)"  # 40 columns: 14 + 7 * 40 = 294 px
@@ -131,6 +132,16 @@ def test_a_first_column_of_figures_naming_the_row_stays_in_view_on_a_phone():
     assert sum(widths) > 370 and table.table.frozen_columns == 1 and table.table.row_height == 26, widths
     table.show(["rate", "throughput"], [["2", "249"]])  # fits a phone: one grid
     assert table.table.frozen_columns is None
+
+
+def test_a_long_text_beside_the_first_column_wraps_instead_of_being_cut():
+    """The fsm lab's outputs: a column of text is at most 360 px wide (346 px of text: 44 columns a
+    line with a tenth spare), so 200 characters of words take 5 lines; only that column wraps."""
+    table = TextTable("t", "kv-t")
+    table.show(["seed", "output", "forwards"], [["0", "abcd " * 40, "12"], ["1", "short", "9"]])
+    assert [c.width for c in table.table.columns][1] == 360
+    assert table.table.row_height == 5 * 17 + 8
+    assert ".slick-cell.l1 " in table.style.css and ".slick-cell.l0 " not in table.style.css
 
 
 def test_the_sweep_table_holds_the_sweeps_figures():
