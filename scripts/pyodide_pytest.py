@@ -32,9 +32,8 @@ class Shard:
         self.index, self.count = index, count
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        kept = items[self.index :: self.count]
-        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-        items[:] = kept
+        config.hook.pytest_deselected(items=[x for i, x in enumerate(items) if i % self.count != self.index])
+        items[:] = items[self.index :: self.count]
 
 
 def shard(args: list[str]) -> tuple[list[str], list[Shard]]:
